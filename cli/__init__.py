@@ -1,0 +1,1 @@
+"""gradtrace cli package."""

@@ -1,0 +1,1 @@
+"""gradtrace profiler package."""
