@@ -1,0 +1,27 @@
+"""gradtrace's autograd engine: tensors on NumPy (cpu) or CuPy (cuda), the backward engine,
+and the RecordFunction instrumentation the profiler listens to.
+
+The names follow PyTorch: ``autograd.tensor``, ``autograd.grad``, ``autograd.no_grad``,
+``autograd.Function``, ``Tensor.backward``...
+"""
+from __future__ import annotations
+
+from . import backend, record_function
+from .backend import Device, DeviceError, cuda_is_available, device
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
+                        no_grad, set_grad_enabled)
+from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy,
+                     full, full_like, get_default_dtype, linspace, manual_seed, ones, ones_like,
+                     rand, rand_like, randint, randn, randn_like, set_default_dtype, tensor, zeros,
+                     zeros_like)
+from . import ops  # noqa: E402 - registers the op table and the Tensor methods
+from .ops import *  # noqa: F401,F403,E402
+from .engine import backward, grad  # noqa: E402
+from .function import Function, FunctionCtx, once_differentiable  # noqa: E402
+from .node import AccumulateGrad, GraphRoot, Node  # noqa: E402
+from .record_function import RecordScope  # noqa: E402
+
+__version__ = "0.1.0"
+
+float16, float32, float64 = "float16", "float32", "float64"
+int32, int64, bool_ = "int32", "int64", "bool"

@@ -1,0 +1,345 @@
+"""The one place that chooses between NumPy (``cpu``) and CuPy (``cuda``).
+
+Every other module asks a :class:`Device` for its array module (``device.xp``) and never
+imports CuPy itself. Streams and events exist on the CPU as no-op objects so that the engine
+has a single code path: a CPU op runs on :data:`CPU_STREAM`, and recording or waiting on a
+CPU event does nothing.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy
+
+__all__ = [
+    "Device", "device", "cuda_is_available", "device_count", "Stream", "Event",
+    "current_stream", "set_current_stream", "elapsed_ns", "synchronize", "CPU_STREAM",
+    "array_module", "DeviceError",
+]
+
+
+class DeviceError(RuntimeError):
+    """A device string is malformed or names a device that cannot be used here."""
+
+
+_cupy = None          # the cupy module once imported successfully
+_cupy_error = None    # why it could not be used, for the error message
+
+
+def _load_cupy():
+    """Import CuPy once and check that a GPU answers; remember why when it does not."""
+    global _cupy, _cupy_error
+    if _cupy is not None or _cupy_error is not None:
+        return _cupy
+    try:
+        import cupy  # noqa: PLC0415 - the single import of CuPy in the project
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("CUDA runtime reports 0 devices")
+        _cupy = cupy
+    except Exception as exc:  # ImportError, CUDARuntimeError, missing driver...
+        _cupy_error = f"{type(exc).__name__}: {exc}"
+    return _cupy
+
+
+def cuda_is_available() -> bool:
+    """True when CuPy imports and at least one CUDA device answers."""
+    return _load_cupy() is not None
+
+
+def device_count() -> int:
+    cp = _load_cupy()
+    return cp.cuda.runtime.getDeviceCount() if cp is not None else 0
+
+
+# --------------------------------------------------------------------------- streams and events
+
+
+class Stream:
+    """A CUDA stream (wrapping ``cupy.cuda.Stream``) or, on the CPU, a no-op stand-in.
+
+    ``ptr`` is the raw stream handle (0 for the default/legacy stream and for the CPU), which
+    is what a profiler shows as the stream id.
+    """
+
+    __slots__ = ("device", "native", "ptr", "_saved")
+
+    def __init__(self, device: "Device | str | None" = None, native=None):
+        dev = _as_device(device) if device is not None else CPU
+        self.device = dev
+        if dev.type == "cuda" and native is None:
+            cp = _require_cupy(str(dev))
+            with cp.cuda.Device(dev.index):
+                native = cp.cuda.Stream(non_blocking=True)
+        self.native = native
+        self.ptr = int(native.ptr) if native is not None else 0
+
+    def wait_event(self, event: "Event") -> None:
+        if self.native is not None and event.native is not None:
+            self.native.wait_event(event.native)
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = event if event is not None else Event(self.device)
+        event.record(self)
+        return event
+
+    def synchronize(self) -> None:
+        if self.native is not None:
+            self.native.synchronize()
+
+    def __enter__(self):
+        self._saved = current_stream(self.device)
+        set_current_stream(self)
+        return self
+
+    def __exit__(self, *exc):
+        set_current_stream(self._saved)
+        return False
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and other.device == self.device and other.ptr == self.ptr
+
+    def __hash__(self):
+        return hash((self.device, self.ptr))
+
+    def __repr__(self):
+        return f"Stream(device={self.device}, ptr={self.ptr:#x})"
+
+
+class Event:
+    """A CUDA event with timing enabled, or a no-op on the CPU."""
+
+    __slots__ = ("device", "native")
+
+    def __init__(self, device: "Device | str | None" = None):
+        dev = _as_device(device) if device is not None else CPU
+        self.device = dev
+        self.native = None
+        if dev.type == "cuda":
+            cp = _require_cupy(str(dev))
+            with cp.cuda.Device(dev.index):
+                self.native = cp.cuda.Event(block=False, disable_timing=False)
+
+    def record(self, stream: Stream | None = None) -> "Event":
+        if self.native is not None:
+            stream = stream if stream is not None else current_stream(self.device)
+            self.native.record(stream.native)
+        return self
+
+    def synchronize(self) -> None:
+        if self.native is not None:
+            self.native.synchronize()
+
+    def query(self) -> bool:
+        return True if self.native is None else bool(self.native.done)
+
+
+def elapsed_ns(start: Event, end: Event) -> int:
+    """Device time between two recorded events in nanoseconds (0 on the CPU)."""
+    if start.native is None or end.native is None:
+        return 0
+    cp = _cupy
+    return int(round(cp.cuda.get_elapsed_time(start.native, end.native) * 1e6))
+
+
+# --------------------------------------------------------------------------- devices
+
+
+class Device:
+    """``cpu`` or ``cuda:N``. Interned: there is one object per device, compared by identity.
+
+    Attributes:
+        type: ``"cpu"`` or ``"cuda"``.
+        index: GPU ordinal (0 for the CPU).
+        xp: the array module for this device (numpy or cupy).
+        ndarray: that module's array type (results of other types, such as NumPy scalars,
+            are converted to it).
+    """
+
+    __slots__ = ("type", "index", "xp", "ndarray", "_name")
+
+    def __init__(self, type_: str, index: int, xp):
+        self.type = type_
+        self.index = index
+        self.xp = xp
+        self.ndarray = xp.ndarray
+        self._name = "cpu" if type_ == "cpu" else f"cuda:{index}"
+
+    def __str__(self):
+        return self._name
+
+    def __repr__(self):
+        return f"device(type='{self.type}', index={self.index})" if self.type == "cuda" else "device(type='cpu')"
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except DeviceError:
+                return False
+        return self is other
+
+    def __hash__(self):
+        return hash(self._name)
+
+    def current_stream(self) -> Stream:
+        return current_stream(self)
+
+
+CPU = Device("cpu", 0, numpy)
+_devices: dict[str, Device] = {"cpu": CPU}
+_devices_lock = threading.Lock()
+
+
+def _require_cupy(what: str):
+    cp = _load_cupy()
+    if cp is None:
+        raise DeviceError(
+            f"device '{what}' needs a usable CUDA GPU with CuPy, but none is available "
+            f"({_cupy_error}); use device='cpu' or install the 'cuda12' extra on a GPU machine"
+        )
+    return cp
+
+
+def device(spec: "str | Device | None" = None) -> Device:
+    """Parse ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (or pass a Device through)."""
+    if spec is None:
+        return CPU
+    if isinstance(spec, Device):
+        return spec
+    if not isinstance(spec, str):
+        raise DeviceError(f"device must be a string like 'cpu' or 'cuda:0', got {type(spec).__name__}")
+    found = _devices.get(spec)
+    if found is not None:
+        return found
+    name = spec.strip().lower()
+    if name == "cuda":
+        name = "cuda:0"
+    kind, _, idx = name.partition(":")
+    if kind != "cuda" or not idx.isdigit():
+        raise DeviceError(f"unknown device '{spec}': expected 'cpu', 'cuda' or 'cuda:N'")
+    cp = _require_cupy(spec)
+    index = int(idx)
+    n = cp.cuda.runtime.getDeviceCount()
+    if index >= n:
+        raise DeviceError(f"device '{spec}' does not exist: this machine has {n} CUDA device(s)")
+    with _devices_lock:
+        dev = _devices.get(name)
+        if dev is None:
+            dev = Device("cuda", index, cp)
+            _devices[name] = dev
+        _devices[spec] = dev
+    return dev
+
+
+_as_device = device
+
+
+def array_module(arr):
+    """numpy for a NumPy array or scalar, cupy for a CuPy array."""
+    if isinstance(arr, numpy.ndarray) or _cupy is None:
+        return numpy
+    return _cupy if isinstance(arr, _cupy.ndarray) else numpy
+
+
+def device_of_array(arr) -> Device:
+    """The Device an array lives on."""
+    if isinstance(arr, numpy.ndarray) or _cupy is None or not isinstance(arr, _cupy.ndarray):
+        return CPU
+    return device(f"cuda:{arr.device.id}")
+
+
+def is_device_array(obj) -> bool:
+    """True for a NumPy or CuPy ndarray."""
+    if isinstance(obj, numpy.ndarray):
+        return True
+    return _cupy is not None and isinstance(obj, _cupy.ndarray)
+
+
+def to_device(arr, dev: Device):
+    """Copy an array onto ``dev`` (no copy when it is already there)."""
+    src = device_of_array(arr)
+    if src is dev:
+        return arr
+    if dev.type == "cpu":
+        return arr.get()
+    cp = dev.xp
+    with cp.cuda.Device(dev.index):
+        return cp.asarray(arr)
+
+
+# --------------------------------------------------------------------------- current stream (thread-local)
+
+CPU_STREAM = Stream.__new__(Stream)
+CPU_STREAM.device, CPU_STREAM.native, CPU_STREAM.ptr = CPU, None, 0
+
+_stream_tls = threading.local()
+
+
+def current_stream(dev: "Device | str | None" = None) -> Stream:
+    """The stream ops on ``dev`` run on in this thread (the device's default stream unless set)."""
+    dev = device(dev)
+    if dev.type == "cpu":
+        return CPU_STREAM
+    table = getattr(_stream_tls, "streams", None)
+    if table is not None and dev in table:
+        return table[dev]
+    cp = dev.xp
+    with cp.cuda.Device(dev.index):
+        native = cp.cuda.get_current_stream()
+    s = Stream.__new__(Stream)
+    s.device, s.native, s.ptr = dev, native, int(native.ptr)
+    return s
+
+
+def set_current_stream(stream: Stream) -> None:
+    dev = stream.device
+    if dev.type == "cpu":
+        return
+    table = getattr(_stream_tls, "streams", None)
+    if table is None:
+        table = _stream_tls.streams = {}
+    table[dev] = stream
+    stream.native.use()
+
+
+def synchronize(dev: "Device | str | None" = None) -> None:
+    dev = device(dev)
+    if dev.type == "cuda":
+        with dev.xp.cuda.Device(dev.index):
+            dev.xp.cuda.Device(dev.index).synchronize()
+
+
+# --------------------------------------------------------------------------- GPU memory hook
+
+
+def install_cuda_memory_hook(on_malloc, on_free):
+    """Install a CuPy memory-pool hook calling ``on_malloc(device_index, ptr, nbytes)`` and
+    ``on_free(device_index, ptr, nbytes)``; returns a callable that removes it. No-op on CPU."""
+    cp = _load_cupy()
+    if cp is None:
+        return lambda: None
+    from cupy.cuda import memory_hook  # noqa: PLC0415 - part of the one CuPy module
+
+    class _Hook(memory_hook.MemoryHook):
+        name = "gradtrace"
+
+        def malloc_postprocess(self, device_id, size, mem_size, mem_ptr, pmem_id):
+            on_malloc(device_id, mem_ptr, mem_size)
+
+        def free_postprocess(self, device_id, mem_size, mem_ptr, pmem_id):
+            on_free(device_id, mem_ptr, mem_size)
+
+    hook = _Hook()
+    hook.__enter__()
+    return lambda: hook.__exit__(None, None, None)
+
+
+def scatter_add(xp, target, index, values) -> None:
+    """``target[index] += values`` with repeated indices summed (NumPy ``add.at``)."""
+    if xp is numpy:
+        numpy.add.at(target, index, values)
+    else:
+        import cupyx  # noqa: PLC0415 - part of the one CuPy module
+
+        cupyx.scatter_add(target, index, values)

@@ -1,0 +1,531 @@
+"""The op table and the one hot path every op goes through.
+
+A primitive is one :func:`defop` entry: ``fwd(xp, *inputs, **attrs)`` computes the result with
+the array module of the inputs' device, and ``vjp`` holds one rule per input,
+``rule(F, g, out, *inputs, **attrs) -> gradient for that input`` (None: not differentiable).
+A rule computes with ``F``, the namespace of primitives: plain array functions in a normal
+backward, autograd ops under ``create_graph`` so the backward is itself differentiable. The
+same one-line rule serves both, and the engine (not the rule) sums a broadcast gradient back to
+its input's shape.
+
+What to save for backward is read from the rules themselves: a rule that mentions ``out`` makes
+the op save its output, one that mentions an input saves that input, and only for the inputs
+that need a gradient in this call. Inputs listed in ``meta`` are kept as shape and dtype only.
+"""
+from __future__ import annotations
+
+import dis
+import weakref
+
+from . import backend
+from . import record_function as _rf
+from .backend import CPU, CPU_STREAM
+from .grad_mode import STATE as _THREAD
+from .node import AccumulateGrad, Node, SavedVariable
+
+__all__ = ["OpDef", "defop", "defcomposite", "OPS", "COMPOSITES", "apply_op", "apply_inplace",
+           "ArrayF", "TensorF", "Meta"]
+
+OPS: dict[str, "OpDef"] = {}
+COMPOSITES: dict[str, object] = {}
+_RF = _rf.STATE
+_FUNCTION = int(_rf.RecordScope.FUNCTION)
+
+
+class Meta:
+    """Shape and dtype of an input whose values the backward does not need."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, array):
+        self.shape = array.shape
+        self.dtype = array.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.strip("_").split("_"))
+
+
+def _names_used(fn) -> set:
+    """Local names a rule reads (its parameters among them), from its bytecode."""
+    names = set()
+    code = fn.__code__
+    for ins in dis.get_instructions(fn):
+        if ins.opname.startswith(("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE")):
+            arg = ins.argval
+            names.update(arg if isinstance(arg, tuple) else (arg,))
+    # A nested function (comprehension, lambda) reads parameters through cells.
+    names.update(code.co_cellvars)
+    return names
+
+
+class OpNode(Node):
+    """Backward node of a table op; one subclass per op, named like ``MulBackward0``."""
+
+    __slots__ = ("_saved", "_attrs")
+    op: "OpDef"
+
+    def apply(self, grads, F):
+        op = self.op
+        saved = self._saved
+        if saved is None:
+            from .node import ERR_FREED  # noqa: PLC0415
+            raise RuntimeError(ERR_FREED)
+        differentiable = F is TensorF
+        vals = []
+        for s in saved:
+            if s.__class__ is SavedVariable:
+                vals.append(s.unpack(self) if differentiable else s.unpack_data(self))
+            else:
+                vals.append(s)
+        out = vals[0]
+        if op.nout == 1:
+            g = grads[0]
+        else:
+            g = _fill_missing(self, grads, F)
+            if out is not None and not isinstance(out, tuple):
+                out = tuple(out)
+        ins = vals[1:]
+        attrs = self._attrs
+        result = []
+        for i, edge in enumerate(self.next_edges):
+            if edge is None:
+                result.append(None)
+                continue
+            rule = op.vjp[i]
+            if attrs:
+                result.append(rule(F, g, out, *ins, **attrs))
+            else:
+                result.append(rule(F, g, out, *ins))
+        return result
+
+    def release_variables(self) -> None:
+        saved = self._saved
+        if saved is not None:
+            for s in saved:
+                if s.__class__ is SavedVariable:
+                    s.release()
+            self._saved = None
+
+
+def _fill_missing(node, grads, F):
+    """Multi-output ops: a gradient that never arrived is zeros of that output's shape."""
+    out = []
+    for g, meta in zip(grads, node.input_metadata):
+        if g is None:
+            g = F.zeros(shape=meta[0], dtype=meta[1], device=meta[2])
+        out.append(g)
+    return tuple(out)
+
+
+class OpDef:
+    """One primitive: its forward, its backward rules and what its node saves."""
+
+    __slots__ = ("name", "fwd", "vjp", "nout", "differentiable", "view", "moves_device",
+                 "node_cls", "_uses_out", "_uses_in", "_meta", "_plans", "check", "jvp", "doc")
+
+    def __init__(self, name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device):
+        self.name = name
+        self.fwd = fwd
+        self.vjp = tuple(vjp) if vjp is not None else ()
+        self.nout = nout
+        self.differentiable = any(r is not None for r in self.vjp)
+        self.view = view
+        self.moves_device = moves_device
+        self.check = check
+        self.jvp = None
+        self.doc = doc
+        self._meta = frozenset(meta)
+        self._plans: dict[int, tuple] = {}
+        # Which parameters each rule reads: decides what a node must save.
+        self._uses_out = []
+        self._uses_in = []
+        for rule in self.vjp:
+            if rule is None:
+                self._uses_out.append(False)
+                self._uses_in.append(())
+                continue
+            params = rule.__code__.co_varnames[: rule.__code__.co_argcount]
+            used = _names_used(rule)
+            # params: (F, g, out, in0, ..., in{n-1}, *attrs): one rule per input, so the
+            # first len(vjp) parameters after ``out`` are the inputs, the rest attributes.
+            self._uses_out.append(len(params) > 2 and params[2] in used)
+            inputs = params[3:3 + len(self.vjp)]
+            self._uses_in.append(tuple(i for i, p in enumerate(inputs) if p in used))
+        cls_name = node_name or f"{_camel(name)}Backward0"
+        self.node_cls = type(cls_name, (OpNode,), {"__slots__": (), "op": self,
+                                                   "__module__": "autograd.ops"})
+
+    def save_plan(self, mask: int) -> tuple:
+        """(save output?, input indices to save, input indices to keep as Meta) for the set of
+        inputs (bit mask) that need a gradient in this call."""
+        plan = self._plans.get(mask)
+        if plan is None:
+            save_out = False
+            idx: set = set()
+            for i, rule in enumerate(self.vjp):
+                if mask >> i & 1 and rule is not None:
+                    save_out = save_out or self._uses_out[i]
+                    idx.update(self._uses_in[i])
+            meta = tuple(sorted(i for i in idx if i in self._meta))
+            full = tuple(sorted(i for i in idx if i not in self._meta))
+            plan = self._plans[mask] = (save_out, full, meta)
+        return plan
+
+    def __repr__(self):
+        return f"<op {self.name}>"
+
+
+def defop(name: str, fwd, vjp=(), *, nout: int = 1, view=False, meta=(),
+          node_name: str | None = None, check=None, doc: str = "",
+          moves_device: bool = False) -> OpDef:
+    """Register a primitive op.
+
+    Args:
+        name: op name as the profiler shows it (``"mul"``).
+        fwd: ``fwd(xp, *inputs, **attrs)`` returning an array (a tuple when ``nout > 1``).
+        vjp: one rule per input, ``rule(F, g, out, *inputs, **attrs)``, None where an input
+            gets no gradient; empty for a non-differentiable op.
+        nout: number of outputs.
+        view: the output is a view of input 0 and shares its version counter (in-place on one
+            is seen by both); a callable ``view(**attrs)`` decides per call.
+        meta: input indices the rules need only the shape/dtype of.
+        node_name: backward node class name (default ``<Name>Backward0``).
+        check: ``check(*datas, **attrs)`` raising a clear error before the forward runs.
+        moves_device: the output lives on ``attrs["device"]`` rather than the inputs' device.
+    """
+    if name in OPS:
+        raise ValueError(f"op '{name}' is already registered")
+    op = OpDef(name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device)
+    OPS[name] = op
+    ArrayF._add(op)
+    TensorF._add(op)
+    return op
+
+
+def defcomposite(name: str):
+    """Register a composite built from primitives: it needs no backward code. Under the
+    profiler it shows as one FUNCTION range (``"mean"``) around its primitives' ranges."""
+
+    def wrap(fn):
+        def composite(*args, **kwargs):
+            if _RF.on:
+                rec = _rf.begin(_FUNCTION, name, -1, 0, args, str(_first_device(args)))
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    _rf.end(rec)
+            return fn(*args, **kwargs)
+
+        composite.__name__ = composite.__qualname__ = name
+        composite.__doc__ = fn.__doc__
+        composite.__wrapped__ = fn
+        COMPOSITES[name] = composite
+        return composite
+
+    return wrap
+
+
+def _first_device(args):
+    for a in args:
+        if isinstance(a, Tensor):
+            return a._device
+    return CPU
+
+
+# --------------------------------------------------------------------------- F namespaces
+
+
+class _ArrayF:
+    """Primitives as plain array functions: ``F.exp(x)`` calls exp's forward on ``x``'s module."""
+
+    def __init__(self, xp):
+        self.xp = xp
+        for op in OPS.values():
+            self._bind(op)
+
+    def _bind(self, op):
+        fwd, xp = op.fwd, self.xp
+        setattr(self, op.name, lambda *a, **k: fwd(xp, *a, **k))
+
+
+class _ArrayFTable:
+    """One :class:`_ArrayF` per array module, made on first use."""
+
+    def __init__(self):
+        self._by_xp: dict = {}
+
+    def __call__(self, xp):
+        f = self._by_xp.get(xp)
+        if f is None:
+            f = self._by_xp[xp] = _ArrayF(xp)
+        return f
+
+    def _add(self, op):
+        for f in self._by_xp.values():
+            f._bind(op)
+
+
+ArrayF = _ArrayFTable()
+
+
+class _TensorF:
+    """Primitives as autograd ops (used when ``create_graph=True``)."""
+
+    def _add(self, op):
+        setattr(self, op.name, lambda *a, **k: apply_op(op, a, k))
+
+
+TensorF = _TensorF()
+
+
+# --------------------------------------------------------------------------- dispatch
+
+Tensor = None  # set by autograd.tensor (it imports this module)
+
+
+def _describe(inputs) -> str:
+    parts = []
+    for x in inputs:
+        if isinstance(x, Tensor):
+            parts.append(f"{x.data.dtype}{list(x.data.shape)} on {x._device}")
+        else:
+            parts.append(type(x).__name__)
+    return ", ".join(parts)
+
+
+def _op_error(op, inputs, exc) -> RuntimeError:
+    return RuntimeError(f"{op.name}: {exc} (inputs: {_describe(inputs)})")
+
+
+def _device_error(op, inputs):
+    devs = sorted({str(x._device) for x in inputs if isinstance(x, Tensor)})
+    return RuntimeError(
+        f"{op.name}: expected all tensors to be on the same device, but found tensors on "
+        f"{' and '.join(devs)} (inputs: {_describe(inputs)})")
+
+
+def _gradient_edge(t):
+    """Where the gradient of tensor ``t`` goes: its grad_fn, or its leaf's AccumulateGrad."""
+    fn = t.grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    ref = t._acc
+    acc = ref() if ref is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._acc = weakref.ref(acc)
+    return (acc, 0)
+
+
+def apply_op(op: OpDef, inputs, attrs=None):
+    """Run ``op`` on ``inputs`` (tensors or scalars) and record its node when grad is needed."""
+    dev = None
+    mask = 0
+    bit = 1
+    datas = []
+    for x in inputs:
+        if isinstance(x, Tensor):
+            d = x._device
+            if d is not dev:
+                if dev is not None:
+                    raise _device_error(op, inputs)
+                dev = d
+            if x.requires_grad:
+                mask |= bit
+            datas.append(x.data)
+        else:
+            datas.append(x)
+        bit <<= 1
+    if dev is None:
+        dev = CPU
+    if mask and not (_THREAD.grad_enabled and op.differentiable):
+        mask = 0
+    if _RF.on:
+        return _apply_recorded(op, inputs, datas, attrs, dev, mask)
+    return _run(op, inputs, datas, attrs, dev, mask, -1)
+
+
+def _apply_recorded(op, inputs, datas, attrs, dev, mask):
+    # The sequence number is taken before the op runs so the record can carry it.
+    seq = _THREAD.next_seq() if mask else -1
+    rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, str(dev),
+                    CPU_STREAM if dev is CPU else backend.current_stream(dev))
+    try:
+        return _run(op, inputs, datas, attrs, dev, mask, seq)
+    finally:
+        if rec is not None:
+            _rf.end(rec)
+
+
+def _run(op, inputs, datas, attrs, dev, mask, seq):
+    if op.check is not None:
+        op.check(*datas, **(attrs or {}))
+    try:
+        out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _op_error(op, inputs, exc) from None
+    make = Tensor._make
+    if op.moves_device:
+        dev = attrs["device"]
+    if op.nout == 1:
+        if out.__class__ is not dev.ndarray:
+            out = dev.xp.asarray(out)
+        view = op.view
+        if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
+            result = _make_view(inputs[0], out, mask, op, inputs, seq, dev)
+        elif not mask:
+            return make(out, False, None, 0, [0], dev)
+        else:
+            result = make(out, True, _new_node(op, inputs, mask, seq, dev, (out,)), 0, [0], dev)
+        if mask:
+            _save(op, node=result.grad_fn, inputs=inputs, datas=datas, attrs=attrs, mask=mask,
+                  results=(result,))
+        return result
+    outs = tuple(o if o.__class__ is dev.ndarray else dev.xp.asarray(o) for o in out)
+    if not mask:
+        return tuple(make(o, False, None, 0, [0], dev) for o in outs)
+    node = _new_node(op, inputs, mask, seq, dev, outs)
+    results = tuple(make(o, True, node, i, [0], dev) for i, o in enumerate(outs))
+    _save(op, node, inputs, datas, attrs, mask, results)
+    return results
+
+
+def _make_view(base, out, mask, op, inputs, seq, dev):
+    """A view shares its base's version counter, so in-place writes to either are detected."""
+    node = _new_node(op, inputs, mask, seq, dev, (out,)) if mask else None
+    result = Tensor._make(out, bool(mask), node, 0, base._vc, dev)
+    result._base = base._base if base._base is not None else base
+    return result
+
+
+def _new_node(op, inputs, mask, seq, dev, outs):
+    """A backward node for this call, built without Node.__init__ (this is the hot path)."""
+    cls = op.node_cls
+    node = cls.__new__(cls)
+    node.sequence_nr = _THREAD.next_seq() if seq < 0 else seq
+    node.thread_id = _THREAD.thread_id
+    edges = []
+    topo = 0
+    bit = 1
+    for x in inputs:
+        if mask & bit:
+            edge = _gradient_edge(x)
+            child = edge[0]
+            child._has_parent = True
+            if child.topological_nr >= topo:
+                topo = child.topological_nr + 1
+            edges.append(edge)
+        else:
+            edges.append(None)
+        bit <<= 1
+    node.next_edges = tuple(edges)
+    node.topological_nr = topo
+    node._has_parent = False
+    stream = CPU_STREAM if dev is CPU else backend.current_stream(dev)
+    node.input_metadata = tuple((o.shape, o.dtype, dev, stream) for o in outs)
+    node._pre_hooks = node._tensor_pre_hooks = node._retains_grad_hooks = None
+    node._post_hooks = None
+    node._anomaly = None
+    return node
+
+
+def _save(op, node, inputs, datas, attrs, mask, results):
+    save_out, full, meta = op.save_plan(mask)
+    saved = [None] * (len(inputs) + 1)
+    if save_out:
+        if len(results) == 1:
+            saved[0] = SavedVariable(results[0], is_output=True)
+        else:
+            saved[0] = tuple(r.data for r in results)
+    for i in full:
+        x = inputs[i]
+        saved[i + 1] = SavedVariable(x) if isinstance(x, Tensor) else x
+    for i in meta:
+        d = datas[i]
+        saved[i + 1] = Meta(d) if hasattr(d, "shape") else d
+    node._saved = saved
+    node._attrs = attrs
+
+
+# --------------------------------------------------------------------------- in-place ops
+
+
+def apply_inplace(op: OpDef, self, others=(), attrs=None):
+    """Run ``op`` on ``(self, *others)`` and write the result into ``self``'s storage.
+
+    The tensor's version counter is bumped; when grad is recorded, ``self`` is rebased onto
+    the new node (its old history becomes the node's first edge).
+    """
+    inputs = (self,) + tuple(others)
+    mask = 0
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor) and x.requires_grad:
+            mask |= 1 << i
+    recording = bool(mask) and _THREAD.grad_enabled and op.differentiable
+    if recording and self.grad_fn is None and self.requires_grad:
+        raise RuntimeError(
+            f"{op.name}_: a leaf Variable that requires grad is being used in an in-place "
+            "operation; use out-of-place ops or wrap it in autograd.no_grad()")
+    if recording and self._base is not None and self._base.requires_grad:
+        raise RuntimeError(
+            f"{op.name}_: in-place on a view of a tensor that requires grad is not supported; "
+            "apply the op to the base tensor or use the out-of-place op")
+    if not recording:
+        with _no_grad_scope():
+            out = apply_op(op, inputs, attrs)
+        _write_into(op, self, out.data)
+        self._vc[0] += 1
+        return self
+    # When the rules need input 0's old values, which the write destroys, they get a copy.
+    needs_old = 0 in op.save_plan(mask)[1]
+    old = Tensor._make(self.data.copy() if needs_old else self.data, self.requires_grad,
+                       self.grad_fn, self._output_nr, [0], self._device)
+    out = apply_op(op, (old,) + inputs[1:], attrs)
+    _write_into(op, self, out.data)
+    self._vc[0] += 1
+    node = out.grad_fn
+    self.grad_fn = node
+    self._output_nr = 0
+    self.requires_grad = True
+    # Whatever the node saved of its output must be checked against self's versions now.
+    saved = node._saved
+    if saved and saved[0].__class__ is SavedVariable:
+        sv = saved[0]
+        sv.vc = self._vc
+        sv.version = self._vc[0]
+    return self
+
+
+def _write_into(op, self, data) -> None:
+    if data.shape != self.data.shape:
+        raise RuntimeError(
+            f"{op.name}_: output with shape {list(self.data.shape)} doesn't match the "
+            f"broadcast shape {list(data.shape)}")
+    try:
+        self.data[...] = data
+    except ValueError as exc:  # e.g. a read-only broadcast view
+        raise RuntimeError(f"{op.name}_: cannot write into this tensor in place ({exc})") from None
+
+
+class _no_grad_scope:
+    __slots__ = ("_prev",)
+
+    def __enter__(self):
+        self._prev = _THREAD.grad_enabled
+        _THREAD.grad_enabled = False
+
+    def __exit__(self, *exc):
+        _THREAD.grad_enabled = self._prev
+        return False

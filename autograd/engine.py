@@ -1,0 +1,484 @@
+"""The backward engine: a graph task with dependency counts, input buffers and a ready queue.
+
+``backward`` and ``grad`` build a :class:`GraphTask` from the roots, count for every reachable
+node how many edges point at it, and run nodes from a heap keyed by ``-sequence_nr``: among the
+nodes whose inputs are complete, the one created last runs first, and AccumulateGrad (the
+highest sequence_nr) before everything else. Everything is iterative, so a graph 100,000 nodes
+deep needs no recursion.
+
+A normal backward flows raw arrays between nodes and computes with ``ArrayF``; with
+``create_graph=True`` it flows tensors and computes with ``TensorF``, so the gradients have
+history of their own.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+
+from . import record_function as _rf
+from .dispatch import OPS, ArrayF, TensorF, apply_op
+from .grad_mode import STATE as _THREAD, enable_grad, no_grad
+from .node import AccumulateGrad, GraphRoot
+from .ops.shape import sum_to_shape
+from .tensor import Tensor
+
+__all__ = ["backward", "grad", "GraphTask"]
+
+_RF = _rf.STATE
+_BACKWARD = int(_rf.RecordScope.BACKWARD_FUNCTION)
+MAX_REENTRANT_DEPTH = 60
+
+
+class GraphTask:
+    """One call of backward/grad: what to run, what to keep, and where results go."""
+
+    __slots__ = ("keep_graph", "create_graph", "dependencies", "needed", "captures",
+                 "accumulate", "accumulate_into")
+
+    def __init__(self, keep_graph: bool, create_graph: bool, accumulate: bool):
+        self.keep_graph = keep_graph
+        self.create_graph = create_graph
+        self.accumulate = accumulate          # False for autograd.grad: never touch .grad
+        self.dependencies: dict = {}
+        self.needed = None                    # set of nodes to run, when inputs are given
+        self.captures: dict = {}              # (node, input_nr) -> slot index for grad()
+        self.accumulate_into = None           # backward(inputs=...): leaves allowed to change
+
+
+def _make_root_edges(tensors, grad_tensors, create_graph):
+    """Validate roots and their gradients; returns (edges, grads)."""
+    edges, grads = [], []
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"backward: element {i} of tensors is a {type(t).__name__}, not a Tensor")
+        if not t.requires_grad:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn")
+        g = grad_tensors[i] if grad_tensors is not None else None
+        if g is None:
+            if t.data.size != 1:
+                raise RuntimeError(
+                    f"grad can be implicitly created only for scalar outputs; element {i} has "
+                    f"shape {list(t.shape)}: pass gradient= with that shape")
+            g = Tensor._make(t._device.xp.ones(t.data.shape, t.data.dtype), False, None, 0, [0],
+                             t._device)
+        elif not isinstance(g, Tensor):
+            g = Tensor._make(t._device.xp.asarray(g, dtype=t.data.dtype), False, None, 0, [0],
+                             t._device)
+        if g.shape != t.shape:
+            raise RuntimeError(
+                f"mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and "
+                f"output[{i}] has a shape of {list(t.shape)}")
+        if g._device is not t._device:
+            raise RuntimeError(f"grad_output[{i}] is on {g._device} but output[{i}] is on {t._device}")
+        from .dispatch import _gradient_edge  # noqa: PLC0415
+
+        edges.append(_gradient_edge(t))
+        grads.append(g if create_graph else g.data)
+    return edges, grads
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Compute the gradients of ``tensors`` and accumulate them into the leaves' ``.grad``.
+
+    Args:
+        tensors: the outputs to differentiate (a Tensor or a sequence).
+        grad_tensors: the gradient w.r.t. each output (None allowed for scalar outputs).
+        retain_graph: keep saved tensors for another backward (default: ``create_graph``).
+        create_graph: make the computed gradients differentiable.
+        inputs: accumulate only into these tensors' ``.grad``.
+    """
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if grad_tensors is not None:
+        grad_tensors = [grad_tensors] if isinstance(grad_tensors, Tensor) else list(grad_tensors)
+        if len(grad_tensors) != len(tensors):
+            raise RuntimeError(f"got {len(grad_tensors)} gradients for {len(tensors)} tensors")
+    keep = create_graph if retain_graph is None else bool(retain_graph)
+    edges, grads = _make_root_edges(tensors, grad_tensors, create_graph)
+    task = GraphTask(keep, create_graph, accumulate=True)
+    if inputs is not None:
+        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        if not inputs:
+            raise RuntimeError("backward: inputs= was given but is empty")
+        _set_inputs(task, inputs, "backward")
+        task.accumulate_into = {id(t) for t in inputs}
+    results = _execute(task, edges, grads)
+    # Non-leaf tensors named in inputs= get their gradient like retain_grad() would.
+    if inputs is not None:
+        for t, g in zip(inputs, results):
+            if t.grad_fn is not None and g is not None:
+                _accumulate_into_tensor(t, g, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False, materialize_grads=False):
+    """Gradients of ``outputs`` w.r.t. ``inputs``, returned rather than accumulated.
+
+    Only the nodes on a path from the outputs to the inputs run, and no ``.grad`` changes.
+    """
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is not None:
+        grad_outputs = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs)
+        if len(grad_outputs) != len(outputs):
+            raise RuntimeError(f"got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
+    keep = create_graph if retain_graph is None else bool(retain_graph)
+    edges, grads = _make_root_edges(outputs, grad_outputs, create_graph)
+    task = GraphTask(keep, create_graph, accumulate=False)
+    _set_inputs(task, inputs, "grad")
+    results = _execute(task, edges, grads)
+    out = []
+    for i, (t, g) in enumerate(zip(inputs, results)):
+        if g is None:
+            if materialize_grads:
+                g = t._device.xp.zeros(t.data.shape, t.data.dtype)
+            elif not allow_unused:
+                raise RuntimeError(
+                    f"one of the differentiated Tensors (input {i}, shape {list(t.shape)}) "
+                    "appears to not have been used in the graph; set allow_unused=True if "
+                    "this is the desired behavior")
+        out.append(_as_tensor(g, t, create_graph) if g is not None else None)
+    return tuple(out)
+
+
+def _as_tensor(g, like, create_graph):
+    if isinstance(g, Tensor):
+        return g
+    return Tensor._make(g, False, None, 0, [0], like._device)
+
+
+def _set_inputs(task, inputs, what):
+    """Mark what grad()/backward(inputs=) needs: capture slots and the nodes on the way."""
+    from .dispatch import _gradient_edge  # noqa: PLC0415
+
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}: input {i} is a {type(t).__name__}, not a Tensor")
+        if not t.requires_grad:
+            raise RuntimeError(
+                f"{what}: input {i} (shape {list(t.shape)}) does not require grad")
+        task.captures.setdefault(_gradient_edge(t), []).append(i)
+    task.needed = set()
+
+
+def _compute_dependencies(task, root_edges) -> None:
+    """Count incoming edges per reachable node; with inputs, keep only nodes that lead to one."""
+    deps = task.dependencies
+    seen = set()
+    stack = []
+    for edge in root_edges:
+        node = edge[0]
+        if node not in seen:
+            seen.add(node)
+            stack.append(node)
+    order = []   # DFS discovery order, for the "needed" pass below
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        for edge in node.next_edges:
+            if edge is None:
+                continue
+            child = edge[0]
+            deps[child] = deps.get(child, 0) + 1
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    if task.needed is None:
+        return
+    targets = {edge[0] for edge in task.captures}
+    needed = task.needed
+    # A node is needed when it is a target or any child is needed: children first, so walk
+    # the nodes in reverse topological order (a node before every node it points at).
+    for node in _reverse_topological(order):
+        if node in targets or any(e is not None and e[0] in needed for e in node.next_edges):
+            needed.add(node)
+    # Dependencies count only edges between needed nodes.
+    task.dependencies = {}
+    for node in needed:
+        for edge in node.next_edges:
+            if edge is not None and edge[0] in needed:
+                task.dependencies[edge[0]] = task.dependencies.get(edge[0], 0) + 1
+
+
+def _reverse_topological(nodes):
+    """Nodes ordered so that every node comes after all nodes it points at (leaves first)."""
+    nodes = set(nodes)
+    indeg = {n: 0 for n in nodes}
+    for n in nodes:
+        for e in n.next_edges:
+            if e is not None and e[0] in nodes:
+                indeg[e[0]] += 1
+    ready = [n for n in nodes if indeg[n] == 0]
+    topo = []
+    while ready:
+        n = ready.pop()
+        topo.append(n)
+        for e in n.next_edges:
+            if e is not None and e[0] in nodes:
+                indeg[e[0]] -= 1
+                if indeg[e[0]] == 0:
+                    ready.append(e[0])
+    topo.reverse()
+    return topo
+
+
+def _execute(task, root_edges, root_grads):
+    """Run the graph task; returns captured gradients per input slot (for grad/inputs=)."""
+    depth = _THREAD.backward_depth
+    if depth >= MAX_REENTRANT_DEPTH:
+        raise RuntimeError(
+            f"backward: maximum reentrant backward depth ({MAX_REENTRANT_DEPTH}) exceeded; "
+            "a custom Function's backward calls backward recursively without end")
+    root = GraphRoot(root_edges, root_grads)
+    _compute_dependencies(task, ((root, 0),))
+    n_slots = sum(len(v) for v in task.captures.values())
+    results = [None] * n_slots
+    _THREAD.backward_depth = depth + 1
+    try:
+        if task.create_graph:
+            with enable_grad():
+                _run(task, root, results)
+        else:
+            _run(task, root, results)
+    finally:
+        _THREAD.backward_depth = depth
+    return results
+
+
+def _run(task, root, results):
+    deps = task.dependencies
+    needed = task.needed
+    captures = task.captures
+    keep = task.keep_graph
+    buffers: dict = {}
+    tiebreak = itertools.count().__next__
+    ready = [(-root.sequence_nr, tiebreak(), root)]
+    pop, push = heapq.heappop, heapq.heappush
+    while ready:
+        node = pop(ready)[2]
+        grads = buffers.pop(node) if node is not root else ()
+        if node._tensor_pre_hooks or node._retains_grad_hooks or (
+                node.__class__ is AccumulateGrad and node.variable._extra):
+            grads = _tensor_pre_hooks(task, node, grads)
+        if captures and not _capture(task, node, grads, results):
+            continue   # a grad() target: its gradient is the result, the node does not run
+        outputs = _call(task, node, grads)
+        if not keep:
+            node.release_variables()
+        for i, edge in enumerate(node.next_edges):
+            if edge is None:
+                continue
+            nxt = edge[0]
+            if needed is not None and nxt not in needed:
+                continue
+            g = outputs[i] if i < len(outputs) else None
+            buf = buffers.get(nxt)
+            if buf is None:
+                buf = buffers[nxt] = [None] * len(nxt.input_metadata)
+            if g is not None:
+                slot = edge[1]
+                prev = buf[slot]
+                buf[slot] = g if prev is None else prev + g
+            left = deps[nxt] - 1
+            deps[nxt] = left
+            if left == 0:
+                push(ready, (-nxt.sequence_nr, tiebreak(), nxt))
+
+
+def _capture(task, node, grads, results) -> bool:
+    """Record gradients flowing into grad()/inputs= targets; False when the node must not run."""
+    hit = False
+    for nr in range(len(grads)):
+        slots = task.captures.get((node, nr))
+        if slots is not None:
+            for s in slots:
+                results[s] = grads[nr]
+            hit = True
+    if not hit:
+        return True
+    if node.__class__ is AccumulateGrad:
+        return task.accumulate_into is not None and id(node.variable) in task.accumulate_into
+    # A non-leaf target still runs when needed nodes lie below it.
+    return any(e is not None and e[0] in task.needed for e in node.next_edges)
+
+
+def _wrap(g, meta_dev):
+    if g is None or isinstance(g, Tensor):
+        return g
+    return Tensor._make(g, False, None, 0, [0], meta_dev)
+
+
+def _tensor_pre_hooks(task, node, grads):
+    """Hooks on the gradients flowing into a node: tensor hooks (``Tensor.register_hook``;
+    a leaf's are kept on the tensor), then retain_grad, in PyTorch's order."""
+    grads = list(grads)
+    for nr in range(len(grads)):
+        if node.__class__ is AccumulateGrad:
+            extra = node.variable._extra
+            table = extra.get("hooks") if extra else None
+        else:
+            hooks = node._tensor_pre_hooks
+            table = hooks.get(nr) if hooks else None
+        g = grads[nr]
+        if table and g is not None:
+            t = _wrap(g, node.input_metadata[nr][2])
+            for fn in tuple(table.values()):
+                new = fn(t)
+                if new is not None:
+                    t = _check_hook_result(new, t, f"hook registered on a tensor of {node.name()}")
+            grads[nr] = t if task.create_graph else t.data
+    if node._retains_grad_hooks:
+        for nr, t in node._retains_grad_hooks.items():
+            if grads[nr] is not None:
+                _accumulate_into_tensor(t, grads[nr], task.create_graph)
+    return grads
+
+
+def _check_hook_result(new, old, what):
+    if not isinstance(new, Tensor):
+        raise RuntimeError(f"{what} returned a {type(new).__name__}, expected a Tensor or None")
+    if new.shape != old.shape:
+        raise RuntimeError(f"{what} returned a gradient of shape {list(new.shape)}, "
+                           f"expected shape {list(old.shape)}")
+    return new
+
+
+def _call(task, node, grads):
+    """Run one node with its pre/post hooks, under a BACKWARD_FUNCTION record when profiled."""
+    if node._pre_hooks:
+        grads = _node_pre_hooks(task, node, grads)
+    rec = None
+    if _RF.on and node.__class__ is not GraphRoot:
+        meta = node.input_metadata
+        rec = _rf.begin(_BACKWARD, node.name(), node.sequence_nr, node.thread_id, None,
+                        str(meta[0][2]) if meta else "cpu", meta[0][3] if meta else None)
+    try:
+        if node.__class__ is AccumulateGrad:
+            _accumulate_grad(task, node, grads[0])
+            outputs = ()
+        elif task.create_graph:
+            outputs = node.apply(grads, TensorF)
+        else:
+            meta = node.input_metadata
+            outputs = node.apply(grads, ArrayF(meta[0][2].xp) if meta else None)
+        if outputs:
+            outputs = _validate_outputs(task, node, outputs)
+        if node._post_hooks:
+            outputs = _post_hooks(task, node, outputs, grads)
+    finally:
+        if rec is not None:
+            _rf.end(rec)
+    return outputs
+
+
+def _node_pre_hooks(task, node, grads):
+    metas = node.input_metadata
+    wrapped = tuple(_wrap(g, metas[i][2]) for i, g in enumerate(grads))
+    for fn in tuple(node._pre_hooks.values()):
+        new = fn(wrapped)
+        if new is not None:
+            new = tuple(new)
+            if len(new) != len(wrapped):
+                raise RuntimeError(f"pre hook of {node.name()} returned {len(new)} gradients, "
+                                   f"expected {len(wrapped)}")
+            wrapped = tuple(_check_hook_result(n, o, f"pre hook of {node.name()}")
+                            if n is not None and o is not None else n
+                            for n, o in zip(new, wrapped))
+    return [w if task.create_graph or w is None else w.data for w in wrapped]
+
+
+def _post_hooks(task, node, outputs, grads):
+    metas = [e[0].input_metadata[e[1]][2] if e is not None else None for e in node.next_edges]
+    grad_inputs = tuple(_wrap(g, metas[i]) for i, g in enumerate(outputs))
+    grad_outputs = tuple(_wrap(g, node.input_metadata[i][2]) for i, g in enumerate(grads))
+    for fn in tuple(node._post_hooks.values()):
+        new = fn(grad_inputs, grad_outputs)
+        if new is not None:
+            new = tuple(new)
+            if len(new) != len(grad_inputs):
+                raise RuntimeError(f"hook of {node.name()} returned {len(new)} gradients, "
+                                   f"expected {len(grad_inputs)}")
+            grad_inputs = tuple(_check_hook_result(n, o, f"hook of {node.name()}")
+                                if n is not None and o is not None else n
+                                for n, o in zip(new, grad_inputs))
+    return [g if task.create_graph or g is None else g.data for g in grad_inputs]
+
+
+def _validate_outputs(task, node, outputs):
+    """Check each gradient against the input it flows to; sum broadcast gradients down."""
+    edges = node.next_edges
+    if len(outputs) != len(edges):
+        raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                           f"(expected {len(edges)}, got {len(outputs)})")
+    out = list(outputs)
+    for i, g in enumerate(out):
+        edge = edges[i]
+        if g is None or edge is None:
+            continue
+        shape, dtype = edge[0].input_metadata[edge[1]][:2]
+        gshape = g.shape
+        if gshape != shape:
+            if not _expandable(shape, gshape):
+                raise RuntimeError(
+                    f"function {node.name()} returned an invalid gradient at index {i} - got "
+                    f"{list(gshape)} but expected shape compatible with {list(shape)}")
+            g = (apply_op(OPS["sum_to_size"], (g,), {"shape": shape}) if task.create_graph
+                 else sum_to_shape(_xp_of(g), g, shape))
+        if g.dtype != dtype:
+            g = (apply_op(OPS["to_dtype"], (g,), {"dtype": dtype}) if task.create_graph
+                 else g.astype(dtype))
+        out[i] = g
+    return out
+
+
+def _xp_of(g):
+    from .backend import array_module  # noqa: PLC0415
+
+    return array_module(g)
+
+
+def _expandable(shape, target) -> bool:
+    """Can an array of ``shape`` be broadcast to ``target``?"""
+    if len(shape) > len(target):
+        return False
+    for s, t in zip(reversed(shape), reversed(target)):
+        if s != t and s != 1:
+            return False
+    return True
+
+
+def _accumulate_grad(task, node, g):
+    """AccumulateGrad: add ``g`` into the leaf's ``.grad`` and run its post-accumulate hooks."""
+    if g is None or not task.accumulate:
+        return
+    if task.accumulate_into is not None and id(node.variable) not in task.accumulate_into:
+        return
+    var = node.variable
+    _accumulate_into_tensor(var, g, task.create_graph)
+    extra = var._extra
+    if extra and extra.get("post_acc_hooks"):
+        for fn in tuple(extra["post_acc_hooks"].values()):
+            fn(var)
+
+
+def _accumulate_into_tensor(t, g, create_graph):
+    """``t.grad += g``, race-free across threads; the first gradient is copied, never aliased."""
+    with AccumulateGrad._lock:
+        old = t.grad
+        if create_graph:
+            new = g if isinstance(g, Tensor) else _wrap(g, t._device)
+            t.grad = new if old is None else old + new
+        elif old is None:
+            data = g.data if isinstance(g, Tensor) else g
+            t.grad = Tensor._make(data.copy(), False, None, 0, [0], t._device)
+        elif old.grad_fn is None and not old.requires_grad and getattr(
+                old.data.flags, "writeable", True) and old.data.shape == t.data.shape:
+            data = g.data if isinstance(g, Tensor) else g
+            old.data += data
+            old._vc[0] += 1
+        else:
+            data = g.data if isinstance(g, Tensor) else g
+            with no_grad():
+                t.grad = Tensor._make(old.data + data, False, None, 0, [0], t._device)
+

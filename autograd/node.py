@@ -1,0 +1,239 @@
+"""Nodes of the backward graph, their edges and saved tensors.
+
+A :class:`Node` is one backward function. It is made by a forward op, numbered with the
+thread-local ``sequence_nr`` at that moment and the creating thread's logical id, and points
+at the nodes that produced its op's inputs through ``next_edges`` (``Edge(node, input_nr)``).
+``topological_nr`` is the length of the longest path from the node to any leaf; once a node
+has a parent it may not gain children, or that number could go stale.
+"""
+from __future__ import annotations
+
+import threading
+from . import grad_mode
+from .hooks import register
+
+__all__ = ["Edge", "Node", "AccumulateGrad", "GraphRoot", "SavedVariable"]
+
+#: AccumulateGrad's sequence_nr: above every other node, so it runs first among ready nodes.
+MAX_SEQUENCE_NR = 2**64 - 1
+
+
+# An edge is a plain ``(node, input_nr)`` tuple: where a gradient goes. Plain tuples because one
+# is made per differentiable input of every op, and a NamedTuple costs several times more.
+Edge = tuple
+
+
+# ``Node.input_metadata`` holds one ``(shape, dtype, device, stream)`` tuple per forward output:
+# what a gradient flowing into the node must look like, and the stream its op ran on.
+
+
+_EMPTY: dict = {}
+
+
+class Node:
+    """A backward function. Subclasses implement :meth:`apply`.
+
+    ``apply(grads, F)`` receives one gradient per forward output (None where no gradient
+    arrived) and returns one per ``next_edges`` entry (None for "no gradient"). ``F`` is the
+    namespace of primitive ops to compute with: array functions normally, autograd ops when
+    ``create_graph`` asks for a differentiable backward.
+    """
+
+    __slots__ = ("sequence_nr", "thread_id", "topological_nr", "next_edges", "input_metadata",
+                 "_has_parent", "_pre_hooks", "_tensor_pre_hooks", "_retains_grad_hooks",
+                 "_post_hooks", "_anomaly", "__weakref__")
+
+    def __init__(self, next_edges=(), sequence_nr: int | None = None):
+        state = grad_mode.STATE
+        self.sequence_nr = state.next_seq() if sequence_nr is None else sequence_nr
+        self.thread_id = state.thread_id
+        self.input_metadata = ()
+        self._pre_hooks = self._tensor_pre_hooks = self._retains_grad_hooks = None
+        self._post_hooks = None
+        self._anomaly = None
+        self._has_parent = False
+        self._set_next_edges(next_edges)
+
+    def _set_next_edges(self, next_edges) -> None:
+        """Attach children and compute ``topological_nr`` (0 for a node with no children)."""
+        topo = 0
+        for edge in next_edges:
+            if edge is not None:
+                child = edge[0]
+                child._has_parent = True
+                if child.topological_nr >= topo:
+                    topo = child.topological_nr + 1
+        self.next_edges = tuple(next_edges)
+        self.topological_nr = topo
+
+    def add_next_edge(self, edge) -> None:
+        """Append a child; forbidden once this node has a parent (its number would go stale)."""
+        if self._has_parent:
+            raise RuntimeError(
+                f"{self.name()}: cannot add a next edge to a node that already has a parent; "
+                "its topological_nr would no longer be the longest path to a leaf")
+        self._set_next_edges(self.next_edges + (edge,))
+
+    # ------------------------------------------------------------------ identity
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def next_functions(self) -> tuple:
+        """PyTorch's view of the edges: ``((node, input_nr), ...)``, None for no gradient."""
+        return tuple(e if e is not None else (None, 0) for e in self.next_edges)
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.input_metadata)
+
+    @property
+    def metadata(self) -> dict:
+        return {"sequence_nr": self.sequence_nr, "thread_id": self.thread_id,
+                "topological_nr": self.topological_nr}
+
+    def __repr__(self):
+        return f"<{self.name()} seq={self.sequence_nr} thread={self.thread_id} topo={self.topological_nr}>"
+
+    # ------------------------------------------------------------------ the work
+    def apply(self, grads, F):  # pragma: no cover - abstract
+        raise NotImplementedError(f"{self.name()} does not implement apply()")
+
+    def release_variables(self) -> None:
+        """Drop saved tensors after a backward that does not retain the graph."""
+
+    def will_release_variables(self) -> bool:
+        return True
+
+    # ------------------------------------------------------------------ hooks
+    def register_hook(self, fn):
+        """Post hook ``fn(grad_inputs, grad_outputs) -> new grad_inputs or None``."""
+        if self._post_hooks is None:
+            self._post_hooks = {}
+        return register(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """Pre hook ``fn(grad_outputs) -> new grad_outputs or None``, before the node runs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        return register(self._pre_hooks, fn)
+
+    def _register_tensor_pre_hook(self, output_nr: int, fn):
+        """A hook on the gradient of one forward output (``Tensor.register_hook``)."""
+        if self._tensor_pre_hooks is None:
+            self._tensor_pre_hooks = {}
+        return register(self._tensor_pre_hooks.setdefault(output_nr, {}), fn)
+
+    def _add_retains_grad_hook(self, output_nr: int, tensor) -> None:
+        if self._retains_grad_hooks is None:
+            self._retains_grad_hooks = {}
+        self._retains_grad_hooks[output_nr] = tensor
+
+    def _has_hooks(self) -> bool:
+        return bool(self._pre_hooks or self._tensor_pre_hooks or self._retains_grad_hooks
+                    or self._post_hooks)
+
+
+class GraphRoot(Node):
+    """Feeds the gradients given to ``backward`` into the roots' nodes."""
+
+    __slots__ = ("_grads",)
+
+    def __init__(self, edges, grads):
+        super().__init__(edges, sequence_nr=MAX_SEQUENCE_NR)
+        self._grads = list(grads)
+
+    def apply(self, grads, F):
+        return self._grads
+
+
+class AccumulateGrad(Node):
+    """Adds the incoming gradient into a leaf's ``.grad``. Runs before any other ready node."""
+
+    __slots__ = ("variable",)
+
+    _lock = threading.Lock()   # .grad accumulation is race-free across backward threads
+
+    def __init__(self, variable):
+        super().__init__((), sequence_nr=MAX_SEQUENCE_NR)
+        self.variable = variable
+        data = variable.data
+        self.input_metadata = ((data.shape, data.dtype, variable.device,
+                                variable.device.current_stream()),)
+
+    def apply(self, grads, F):
+        """Accumulation itself happens in the engine (it needs the graph task's mode)."""
+        return ()
+
+
+# --------------------------------------------------------------------------- saved tensors
+
+ERR_FREED = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
+
+class SavedVariable:
+    """A tensor saved for backward, with the version it had when saved.
+
+    An input is kept as the tensor itself; an op's own output keeps only its array (a
+    reference to the tensor would make a cycle through ``grad_fn``) and is rebuilt with the
+    node as ``grad_fn`` when a differentiable backward unpacks it.
+    """
+
+    __slots__ = ("tensor", "data", "version", "vc", "is_output", "output_nr", "_freed")
+
+    def __init__(self, tensor, is_output: bool = False):
+        self.vc = tensor._vc
+        self.version = tensor._vc[0]
+        self.is_output = is_output
+        self.output_nr = tensor._output_nr
+        self._freed = False
+        if is_output:
+            self.tensor = None
+            self.data = tensor.data
+        else:
+            self.tensor = tensor
+            self.data = tensor.data
+
+    def unpack_data(self, node):
+        """The saved array (the fast path of a non-differentiable backward)."""
+        data = self.data
+        if data is None:
+            raise RuntimeError(ERR_FREED if self._freed else "saved tensor is missing")
+        if self.vc[0] != self.version:
+            raise self._version_error(node)
+        return data
+
+    def unpack(self, node):
+        """The saved tensor (with history) for a differentiable backward or a hook."""
+        from .tensor import Tensor  # noqa: PLC0415 - tensor imports node
+
+        if self.data is None:
+            raise RuntimeError(ERR_FREED if self._freed else "saved tensor is missing")
+        if self.vc[0] != self.version:
+            raise self._version_error(node)
+        if self.tensor is not None:
+            return self.tensor
+        return Tensor._make(self.data, True, node, self.output_nr, self.vc)
+
+    def _version_error(self, node) -> RuntimeError:
+        shape = list(self.data.shape)
+        dtype = str(self.data.dtype)
+        where = f"output {self.output_nr} of {node.name()}" if self.is_output else f"an input of {node.name()}"
+        return RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [{dtype} {shape}], which is {where}, is at version "
+            f"{self.vc[0]}; expected version {self.version} instead. Hint: enable anomaly "
+            "detection to find the operation that failed to compute its gradient, with "
+            "autograd.set_detect_anomaly(True)."
+        )
+
+    def release(self) -> None:
+        self.tensor = None
+        self.data = None
+        self._freed = True

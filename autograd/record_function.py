@@ -1,0 +1,285 @@
+"""RecordFunction: the callbacks every forward op, backward node and user range reports to.
+
+The engine calls :func:`begin`/:func:`end` only after one check of ``STATE.on``; with no
+callback registered an op pays that one attribute read and allocates nothing. With callbacks,
+each range is one :class:`RecordFunction` object (``__slots__``) handed to ``start`` and
+``end``.
+
+Correlation is exact: a forward op's record carries the ``sequence_nr`` of the node it created
+(-1 when it created none) and a backward node's record carries the node's own ``sequence_nr``
+and the id of the thread that created it (``fwd_thread_id``). The pair
+(``sequence_nr``, ``fwd_thread_id``) names exactly one forward record.
+"""
+from __future__ import annotations
+
+import enum
+import functools
+import random
+import threading
+
+from .grad_mode import STATE as _THREAD, current_thread_id
+from .hooks import RemovableHandle
+
+__all__ = [
+    "RecordScope", "RecordFunction", "add_global_callback", "add_thread_local_callback",
+    "add_memory_callback", "record_function", "current_thread_id", "has_callbacks",
+    "STATE",
+]
+
+
+class RecordScope(enum.IntEnum):
+    FUNCTION = 0            # a forward op ("mul", "matmul") or a composite ("mean")
+    BACKWARD_FUNCTION = 1   # an autograd node run by the engine ("MulBackward0")
+    USER_SCOPE = 2          # record_function("..."), module forwards, optimizer steps, steps
+
+
+FUNCTION = RecordScope.FUNCTION
+BACKWARD_FUNCTION = RecordScope.BACKWARD_FUNCTION
+USER_SCOPE = RecordScope.USER_SCOPE
+_N_SCOPES = len(RecordScope)
+
+
+class _Flags:
+    """``on``: some range callback exists (in any thread); ``memory``: a memory callback exists."""
+
+    __slots__ = ("on", "memory")
+
+    def __init__(self):
+        self.on = False
+        self.memory = False
+
+
+STATE = _Flags()
+
+
+class RecordFunction:
+    """One range: what the callbacks see. Built only when a callback wants this scope."""
+
+    __slots__ = ("name", "scope", "sequence_nr", "fwd_thread_id", "thread_id", "inputs",
+                 "device", "stream", "_active")
+
+    def __repr__(self):
+        return (f"RecordFunction(name={self.name!r}, scope={RecordScope(self.scope).name}, "
+                f"sequence_nr={self.sequence_nr}, thread_id={self.thread_id}, "
+                f"fwd_thread_id={self.fwd_thread_id})")
+
+
+class _Callback:
+    __slots__ = ("start", "end", "scopes", "needs_inputs", "sampling_prob")
+
+    def __init__(self, start, end, scopes, needs_inputs, sampling_prob):
+        if start is None and end is None:
+            raise ValueError("a RecordFunction callback needs a start or an end function")
+        if not 0.0 <= sampling_prob <= 1.0:
+            raise ValueError(f"sampling_prob must be in [0, 1], got {sampling_prob}")
+        self.start = start
+        self.end = end
+        self.scopes = frozenset(RecordScope(s) for s in scopes) if scopes is not None else None
+        self.needs_inputs = bool(needs_inputs)
+        self.sampling_prob = float(sampling_prob)
+
+    def wants(self, scope: int) -> bool:
+        return self.scopes is None or scope in self.scopes
+
+
+_lock = threading.Lock()
+_global: dict[int, _Callback] = {}
+_global_by_scope: list[tuple] = [()] * _N_SCOPES   # rebuilt on every (un)registration
+_thread_local_count = 0                             # registrations alive in any thread
+_memory: dict[int, object] = {}
+
+
+class _ThreadCallbacks(threading.local):
+    def __init__(self):
+        self.table: dict[int, _Callback] = {}
+        self.by_scope: list[tuple] = [()] * _N_SCOPES
+
+
+_local = _ThreadCallbacks()
+
+
+def _refresh_flags() -> None:
+    STATE.on = bool(_global) or _thread_local_count > 0
+    STATE.memory = bool(_memory)
+
+
+def _rebuild_global() -> None:
+    global _global_by_scope
+    _global_by_scope = [tuple(cb for cb in _global.values() if cb.wants(s)) for s in range(_N_SCOPES)]
+    _refresh_flags()
+
+
+def add_global_callback(start=None, end=None, *, scopes=None, needs_inputs=False,
+                        sampling_prob=1.0) -> RemovableHandle:
+    """Call ``start(rec) -> ctx`` when a range opens and ``end(rec, ctx)`` when it closes,
+    in every thread.
+
+    Args:
+        scopes: iterable of :class:`RecordScope` to receive (default: all).
+        needs_inputs: fill ``rec.inputs`` with ``(shape, dtype)`` of each input.
+        sampling_prob: probability that a given range is reported to this callback.
+    Returns:
+        A handle whose ``remove()`` unregisters the callback.
+    """
+    cb = _Callback(start, end, scopes, needs_inputs, sampling_prob)
+    with _lock:
+        handle = RemovableHandle(_global, on_remove=_on_global_removed)
+        _global[handle.id] = cb
+        _rebuild_global()
+    return handle
+
+
+def _on_global_removed():
+    with _lock:
+        _rebuild_global()
+
+
+def add_thread_local_callback(start=None, end=None, *, scopes=None, needs_inputs=False,
+                              sampling_prob=1.0) -> RemovableHandle:
+    """Like :func:`add_global_callback` but only for ranges run by the calling thread."""
+    global _thread_local_count
+    cb = _Callback(start, end, scopes, needs_inputs, sampling_prob)
+    local = _local
+    handle = RemovableHandle(local.table, on_remove=lambda: _on_local_removed(local))
+    local.table[handle.id] = cb
+    local.by_scope = [tuple(c for c in local.table.values() if c.wants(s)) for s in range(_N_SCOPES)]
+    with _lock:
+        _thread_local_count += 1
+        _refresh_flags()
+    return handle
+
+
+def _on_local_removed(local) -> None:
+    global _thread_local_count
+    local.by_scope = [tuple(c for c in local.table.values() if c.wants(s)) for s in range(_N_SCOPES)]
+    with _lock:
+        _thread_local_count -= 1
+        _refresh_flags()
+
+
+def has_callbacks() -> bool:
+    return STATE.on
+
+
+def _describe_inputs(inputs) -> list:
+    """(shape, dtype) for each input: arrays and tensors by their shape, scalars as ``()``."""
+    out = []
+    for x in inputs:
+        data = getattr(x, "data", x)
+        shape = getattr(data, "shape", None)
+        if shape is not None and hasattr(data, "dtype"):
+            out.append((tuple(shape), str(data.dtype)))
+        elif isinstance(x, (bool, int, float, complex)):
+            out.append(((), "Scalar"))
+        elif isinstance(x, (list, tuple)) and x and all(hasattr(getattr(t, "data", t), "shape") for t in x):
+            out.extend((tuple(getattr(t, "data", t).shape), str(getattr(t, "data", t).dtype)) for t in x)
+        else:
+            out.append(((), type(x).__name__))
+    return out
+
+
+def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,
+          inputs=None, device="cpu", stream=None):
+    """Open a range; returns the record to pass to :func:`end`, or None if nobody listens."""
+    cbs = _global_by_scope[scope]
+    if _thread_local_count:
+        cbs = cbs + _local.by_scope[scope]
+    if not cbs:
+        return None
+    active = []
+    needs_inputs = False
+    for cb in cbs:
+        if cb.sampling_prob >= 1.0 or random.random() < cb.sampling_prob:
+            active.append(cb)
+            needs_inputs = needs_inputs or cb.needs_inputs
+    if not active:
+        return None
+    rec = RecordFunction()
+    rec.name = name
+    rec.scope = scope
+    rec.sequence_nr = sequence_nr
+    rec.fwd_thread_id = fwd_thread_id
+    rec.thread_id = _THREAD.thread_id
+    rec.inputs = _describe_inputs(inputs) if needs_inputs and inputs is not None else None
+    rec.device = device
+    rec.stream = stream
+    pairs = []
+    for cb in active:
+        pairs.append((cb, cb.start(rec) if cb.start is not None else None))
+    rec._active = pairs
+    return rec
+
+
+def end(rec) -> None:
+    """Close a range opened by :func:`begin` (callbacks run in reverse order of start)."""
+    if rec is None:
+        return
+    for cb, ctx in reversed(rec._active):
+        if cb.end is not None:
+            cb.end(rec, ctx)
+
+
+# --------------------------------------------------------------------------- memory callbacks
+
+
+def add_memory_callback(fn) -> RemovableHandle:
+    """Call ``fn(device_type, device_index, addr, nbytes, total_allocated)`` on every tensor
+    storage allocation (``nbytes > 0``) and free (``nbytes < 0``)."""
+    from . import memory  # noqa: PLC0415 - memory tracking starts only when asked for
+
+    with _lock:
+        handle = RemovableHandle(_memory, on_remove=_on_memory_removed)
+        _memory[handle.id] = fn
+        _refresh_flags()
+    memory.start_tracking()
+    return handle
+
+
+def _on_memory_removed():
+    from . import memory  # noqa: PLC0415
+
+    with _lock:
+        _refresh_flags()
+    if not _memory:
+        memory.stop_tracking()
+
+
+def report_memory(device_type: str, device_index: int, addr: int, nbytes: int, total: int) -> None:
+    for fn in tuple(_memory.values()):
+        fn(device_type, device_index, addr, nbytes, total)
+
+
+# --------------------------------------------------------------------------- user ranges
+
+
+class record_function:
+    """A USER_SCOPE range: ``with record_function("data loading"):`` or as a decorator."""
+
+    __slots__ = ("name", "_rec")
+
+    def __init__(self, name: str):
+        if not isinstance(name, str):
+            raise TypeError(f"record_function name must be a str, got {type(name).__name__}")
+        self.name = name
+        self._rec = None
+
+    def __enter__(self):
+        if STATE.on:
+            self._rec = begin(USER_SCOPE, self.name)
+        return self
+
+    def __exit__(self, *exc):
+        rec, self._rec = self._rec, None
+        if rec is not None:
+            end(rec)
+        return False
+
+    def __call__(self, fn):
+        name = self.name
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with record_function(name):
+                return fn(*args, **kwargs)
+
+        return wrapper

@@ -1,0 +1,535 @@
+"""Tensor: an array (NumPy or CuPy) plus the autograd state that PyTorch users know."""
+from __future__ import annotations
+
+import numbers
+import threading
+
+import numpy
+
+from . import backend, dispatch
+from . import record_function as _rf
+from .backend import CPU
+from .grad_mode import STATE as _THREAD
+from .hooks import register
+
+__all__ = ["Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones",
+           "empty", "full", "arange", "linspace", "eye", "randn", "rand", "randint",
+           "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like",
+           "manual_seed", "get_default_dtype", "set_default_dtype"]
+
+_MEM = _rf.STATE
+_default_dtype = numpy.dtype(numpy.float32)
+
+
+def get_default_dtype():
+    return _default_dtype
+
+
+def set_default_dtype(dtype) -> None:
+    """Dtype of tensors made from Python floats (float32 unless changed)."""
+    global _default_dtype
+    dt = numpy.dtype(dtype)
+    if dt.kind != "f":
+        raise TypeError(f"default dtype must be a floating point dtype, got {dt}")
+    _default_dtype = dt
+
+
+def _is_float(dtype) -> bool:
+    return dtype.kind in "fc" or dtype.name == "bfloat16"
+
+
+class Tensor:
+    """An n-dimensional array on a device with autograd history.
+
+    Attributes:
+        data: the NumPy or CuPy array.
+        requires_grad: whether gradients are computed for this tensor.
+        grad: accumulated gradient (a Tensor) of a leaf, or of a non-leaf after retain_grad().
+        grad_fn: the Node that made this tensor (None for leaves).
+    """
+
+    __slots__ = ("data", "requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_device",
+                 "_acc", "_base", "_extra", "__weakref__")
+
+    # ------------------------------------------------------------------ construction
+    def __init__(self, data, requires_grad: bool = False, device=None, dtype=None):
+        dev = backend.device(device) if device is not None else None
+        arr = _to_array(data, dtype, dev)
+        dev = dev or backend.device_of_array(arr)
+        Tensor._init(self, arr, False, None, 0, [0], dev)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @staticmethod
+    def _init(t, data, requires_grad, grad_fn, output_nr, vc, dev):
+        t.data = data
+        t.requires_grad = requires_grad
+        t.grad = None
+        t.grad_fn = grad_fn
+        t._output_nr = output_nr
+        t._vc = vc
+        t._device = dev
+        t._acc = None
+        t._base = None
+        t._extra = None
+        if _MEM.memory:
+            from . import memory  # noqa: PLC0415
+
+            memory.track(data, dev)
+        return t
+
+    @classmethod
+    def _make(cls, data, requires_grad, grad_fn, output_nr, vc, dev=None):
+        """Fast constructor used by the dispatcher (no conversions, no checks)."""
+        return Tensor._init(Tensor.__new__(Tensor), data, requires_grad, grad_fn, output_nr, vc,
+                            dev if dev is not None else backend.device_of_array(data))
+
+    # ------------------------------------------------------------------ basic properties
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    def size(self, dim: int | None = None):
+        return self.data.shape if dim is None else self.data.shape[dim]
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    def dim(self) -> int:
+        return self.data.ndim
+
+    def numel(self) -> int:
+        return int(self.data.size)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "cuda"
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    @property
+    def output_nr(self) -> int:
+        return self._output_nr
+
+    @property
+    def T(self):
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def __len__(self) -> int:
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    def __iter__(self):
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.data.shape[0]))
+
+    __hash__ = object.__hash__
+
+    # ------------------------------------------------------------------ autograd state
+    def requires_grad_(self, requires_grad: bool = True):
+        if requires_grad and not _is_float(self.data.dtype):
+            raise RuntimeError(
+                f"only Tensors of floating point dtype can require gradients, got {self.data.dtype}")
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables; use detach() to "
+                "get a tensor without history")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self):
+        """A tensor sharing storage and version counter, with no history."""
+        return Tensor._make(self.data, False, None, 0, self._vc, self._device)
+
+    def detach_(self):
+        self.grad_fn = None
+        self.requires_grad = False
+        self._output_nr = 0
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor after backward."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None:
+            return  # leaves keep their grad anyway
+        self.grad_fn._add_retains_grad_hook(self._output_nr, self)
+
+    @property
+    def retains_grad(self) -> bool:
+        fn = self.grad_fn
+        return bool(fn is not None and fn._retains_grad_hooks
+                    and fn._retains_grad_hooks.get(self._output_nr) is self)
+
+    def _extras(self) -> dict:
+        if self._extra is None:
+            self._extra = {}
+        return self._extra
+
+    def register_hook(self, hook):
+        """``hook(grad) -> Tensor or None`` runs when this tensor's gradient is computed;
+        a returned tensor replaces the gradient. Returns a removable handle."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            return self.grad_fn._register_tensor_pre_hook(self._output_nr, hook)
+        return register(self._extras().setdefault("hooks", {}), hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """``hook(tensor)`` runs after this leaf's ``.grad`` has been updated."""
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        return register(self._extras().setdefault("post_acc_hooks", {}), hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradient of this tensor w.r.t. the graph leaves into their ``.grad``."""
+        from .engine import backward  # noqa: PLC0415
+
+        backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
+                 inputs=inputs)
+
+    # ------------------------------------------------------------------ devices and interop
+    def to(self, device=None, dtype=None, copy: bool = False):
+        """Move to ``device`` and/or cast to ``dtype``; differentiable."""
+        t = self
+        if dtype is not None and numpy.dtype(dtype) != self.data.dtype:
+            t = dispatch.apply_op(dispatch.OPS["to_dtype"], (t,), {"dtype": numpy.dtype(dtype)})
+        if device is not None:
+            dev = backend.device(device)
+            if dev is not t._device:
+                t = dispatch.apply_op(dispatch.OPS["to_device"], (t,), {"device": dev, "src": t._device})
+        if copy and t is self:
+            t = self.clone()
+        return t
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to(device if device is not None else "cuda")
+
+    def numpy(self):
+        """The values as a NumPy array (a copy from the GPU; shared memory on the CPU)."""
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self.data if self._device is CPU else self.data.get()
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.data.__dlpack_device__()
+
+    def item(self):
+        if self.data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self.data.size} elements cannot be converted to Scalar")
+        return self.data.reshape(()).item()
+
+    def tolist(self):
+        return (self.data if self._device is CPU else self.data.get()).tolist()
+
+    def clone(self):
+        return dispatch.apply_op(dispatch.OPS["clone"], (self,))
+
+    def contiguous(self):
+        return self
+
+    def __repr__(self):
+        arr = self.data if self._device is CPU else self.data.get()
+        body = numpy.array2string(arr, separator=", ", prefix="tensor(", precision=4,
+                                  threshold=200)
+        extras = []
+        if self._device is not CPU:
+            extras.append(f"device='{self._device}'")
+        if arr.dtype not in (_default_dtype, numpy.int64, numpy.bool_):
+            extras.append(f"dtype={arr.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with {self.data.size} values is ambiguous")
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.data.dtype.kind not in "iu" or self.data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+
+def _to_array(data, dtype, dev):
+    """Turn Python data, NumPy/CuPy arrays or tensors into an array on ``dev``."""
+    if isinstance(data, Tensor):
+        data = data.data
+    target = numpy.dtype(dtype) if dtype is not None else None
+    if backend.is_device_array(data):
+        arr = data
+        if target is not None and arr.dtype != target:
+            arr = arr.astype(target)
+    else:
+        if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten(data)):
+            data = [_as_host(x) for x in data]
+        arr = numpy.asarray(data, dtype=target)
+        if target is None and arr.dtype == numpy.float64 and not isinstance(data, numpy.generic):
+            arr = arr.astype(_default_dtype)   # Python floats become the default dtype
+        if arr.dtype == object:
+            raise TypeError(f"cannot make a tensor from {type(data).__name__} holding objects")
+    if dev is not None:
+        arr = backend.to_device(arr, dev)
+    return arr
+
+
+def _flatten(seq):
+    for x in seq:
+        if isinstance(x, (list, tuple)):
+            yield from _flatten(x)
+        else:
+            yield x
+
+
+def _as_host(x):
+    if isinstance(x, Tensor):
+        return x.detach().numpy() if x._device is CPU else x.data.get()
+    if isinstance(x, (list, tuple)):
+        return [_as_host(v) for v in x]
+    return x
+
+
+# --------------------------------------------------------------------------- factories
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new leaf tensor holding a copy of ``data``."""
+    dev = backend.device(device) if device is not None else None
+    arr = _to_array(data, dtype, dev)
+    if isinstance(data, Tensor) or backend.is_device_array(data):
+        arr = arr.copy() if arr is getattr(data, "data", data) else arr
+    t = Tensor._make(arr, False, None, 0, [0], dev or backend.device_of_array(arr))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like :func:`tensor` but shares memory with an array when it can."""
+    if isinstance(data, Tensor) and dtype is None and device is None:
+        return data
+    dev = backend.device(device) if device is not None else None
+    arr = _to_array(data, dtype, dev)
+    return Tensor._make(arr, False, None, 0, [0], dev or backend.device_of_array(arr))
+
+
+def from_numpy(arr) -> Tensor:
+    if not isinstance(arr, numpy.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(arr).__name__}")
+    return Tensor._make(arr, False, None, 0, [0], CPU)
+
+
+def from_dlpack(obj) -> Tensor:
+    """A tensor sharing memory with any DLPack producer (NumPy, CuPy, PyTorch, JAX...)."""
+    kind, index = obj.__dlpack_device__()
+    if int(kind) == 1:  # kDLCPU
+        arr = numpy.from_dlpack(obj)
+        return Tensor._make(arr, False, None, 0, [0], CPU)
+    dev = backend.device(f"cuda:{index}")
+    return Tensor._make(dev.xp.from_dlpack(obj), False, None, 0, [0], dev)
+
+
+def _factory(dev_spec, make, requires_grad):
+    dev = backend.device(dev_spec)
+    if dev.type == "cuda":
+        with dev.xp.cuda.Device(dev.index):
+            arr = make(dev.xp)
+    else:
+        arr = make(dev.xp)
+    t = Tensor._make(arr, False, None, 0, [0], dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, numbers.Integral) or s < 0:
+            raise ValueError(f"sizes must be non-negative integers, got {tuple(size)}")
+    return tuple(int(s) for s in size)
+
+
+def _dt(dtype, default=None):
+    return numpy.dtype(dtype) if dtype is not None else (default or _default_dtype)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    shape = _shape(size)
+    return _factory(device, lambda xp: xp.zeros(shape, _dt(dtype)), requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    shape = _shape(size)
+    return _factory(device, lambda xp: xp.ones(shape, _dt(dtype)), requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    shape = _shape(size)
+    return _factory(device, lambda xp: xp.empty(shape, _dt(dtype)), requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    shape = _shape((size,) if isinstance(size, int) else tuple(size))
+    if dtype is None:
+        dtype = (numpy.bool_ if isinstance(fill_value, bool) else
+                 numpy.int64 if isinstance(fill_value, int) else _default_dtype)
+    return _factory(device, lambda xp: xp.full(shape, fill_value, numpy.dtype(dtype)), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        is_int = all(isinstance(v, int) for v in (start, end, step))
+        dtype = numpy.int64 if is_int else _default_dtype
+    return _factory(device, lambda xp: xp.arange(start, end, step, dtype=numpy.dtype(dtype)),
+                    requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _factory(device, lambda xp: xp.linspace(start, end, steps, dtype=_dt(dtype)),
+                    requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _factory(device, lambda xp: xp.eye(n, m, dtype=_dt(dtype)), requires_grad)
+
+
+def _like(t, make, dtype, device, requires_grad):
+    dev = device if device is not None else t._device
+    return _factory(dev, lambda xp: make(xp, t.data.shape, _dt(dtype, t.data.dtype)), requires_grad)
+
+
+def zeros_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(t, lambda xp, s, d: xp.zeros(s, d), dtype, device, requires_grad)
+
+
+def ones_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(t, lambda xp, s, d: xp.ones(s, d), dtype, device, requires_grad)
+
+
+def empty_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(t, lambda xp, s, d: xp.empty(s, d), dtype, device, requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(t, lambda xp, s, d: xp.full(s, fill_value, d), dtype, device, requires_grad)
+
+
+# --------------------------------------------------------------------------- random numbers
+
+
+class _Generators(threading.local):
+    """A seeded generator per device; ``manual_seed`` reseeds them all."""
+
+    seed = 0
+    _by_device: dict | None = None
+
+    def get(self, dev):
+        if self._by_device is None:
+            self._by_device = {}
+        gen = self._by_device.get(dev)
+        if gen is None:
+            if dev.type == "cpu":
+                gen = numpy.random.default_rng(self.seed)
+            else:
+                with dev.xp.cuda.Device(dev.index):
+                    gen = dev.xp.random.default_rng(self.seed)
+            self._by_device[dev] = gen
+        return gen
+
+
+_generators = _Generators()
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the random number generators of every device (for this thread)."""
+    _generators.seed = int(seed)
+    _generators._by_device = {}
+
+
+def default_generator(device=None):
+    return _generators.get(backend.device(device))
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
+    shape = _shape(size)
+    dev = backend.device(device)
+    gen = generator or _generators.get(dev)
+    return _factory(dev, lambda xp: gen.standard_normal(shape, dtype=_dt(dtype)), requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
+    shape = _shape(size)
+    dev = backend.device(device)
+    gen = generator or _generators.get(dev)
+    return _factory(dev, lambda xp: gen.random(shape, dtype=_dt(dtype)), requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None, device=None, generator=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    dev = backend.device(device)
+    gen = generator or _generators.get(dev)
+    dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype(numpy.int64)
+    return _factory(dev, lambda xp: gen.integers(low, high, size=tuple(size)).astype(dt), False)
+
+
+def randn_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return randn(*t.shape, dtype=dtype or t.dtype, device=device or t.device,
+                 requires_grad=requires_grad)
+
+
+def rand_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return rand(*t.shape, dtype=dtype or t.dtype, device=device or t.device,
+                requires_grad=requires_grad)
+
+
+dispatch.Tensor = Tensor
