@@ -1,1 +1,32 @@
-"""gradtrace profiler package."""
+"""gradtrace profiler: collect RecordFunction ranges, analyse them, save and load profiles.
+
+``import profiler`` does not import the engine: analysis and file I/O (``profiler.load``,
+``ProfileData``) work on a saved profile alone. The engine is imported when profiling starts
+and when ``profiler.record_function`` is first used.
+"""
+from __future__ import annotations
+
+from .aggregate import (EventList, ForwardBackwardRow, ForwardBackwardSummary, FunctionEvent,
+                        FunctionEventAvg, KeyAverages)
+from .data import ProfileData
+from .fileformat import FILE_SUFFIX, SCHEMA_VERSION, ProfileFormatError, load
+from .profile import ProfilerActivity, profile, save_profile_handler
+from .records import Scope
+from .schedule import ProfilerAction, schedule
+
+__all__ = [
+    "profile", "schedule", "ProfilerAction", "ProfilerActivity", "record_function",
+    "save_profile_handler", "load", "ProfileData",
+    "ProfileFormatError", "EventList", "FunctionEvent", "FunctionEventAvg", "KeyAverages",
+    "ForwardBackwardRow", "ForwardBackwardSummary", "Scope", "SCHEMA_VERSION", "FILE_SUFFIX",
+]
+
+
+def __getattr__(name: str):
+    # record_function is the engine's USER_SCOPE range; importing it lazily keeps
+    # `import profiler` free of the engine.
+    if name == "record_function":
+        from autograd.record_function import record_function  # noqa: PLC0415
+
+        return record_function
+    raise AttributeError(f"module 'profiler' has no attribute {name!r}")

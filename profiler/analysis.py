@@ -1,0 +1,238 @@
+"""Derived per-event quantities: parents, self/total times, forward↔backward links, memory.
+
+Everything here is a pure function of a profile's columns (see :mod:`profiler.records`); the
+result is cached on :class:`profiler.data.ProfileData` and never written to disk.
+
+Definitions (all times integer nanoseconds):
+
+* CPU total = end - start; self CPU = CPU total - Σ children's CPU total.
+* CUDA total of an event with a device interval = that interval; of an event without one, the
+  sum of its children's CUDA totals. Self CUDA = CUDA total - Σ children's CUDA total (0 for
+  events without a device interval). Both sums therefore telescope: Σ self over all events =
+  Σ total over top-level events.
+* A self time below zero (children longer than the parent: clock skew between callbacks, or
+  device intervals on concurrent streams) is clamped to 0 and counted.
+* A backward event links to the forward event with the same (sequence_nr, thread): its
+  ``sequence_nr`` and ``fwd_thread_id`` against the forward op's ``sequence_nr`` and
+  ``thread_id``. It inherits that op's input shapes and stack; ops run inside a backward node
+  inherit the node's stack.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from .flops import estimate_flops
+from .nesting import innermost_containing, nest_intervals
+from .records import Scope
+
+__all__ = ["EventAnalysis", "analyze"]
+
+
+@dataclass(frozen=True)
+class EventAnalysis:
+    """Per-event arrays (indexed like the event columns) and a few counters.
+
+    Attributes:
+        parent, depth: nesting forest (see :mod:`profiler.nesting`).
+        cpu_total_ns, self_cpu_ns, cuda_total_ns, self_cuda_ns: int64 times.
+        forward_event: for backward events, index of the forward event they belong to; else -1.
+        backward_ancestor: nearest enclosing (or own) backward event, -1 when none.
+        shapes_id, stack_id: string ids after inheritance from the forward op (-1: none).
+        flops: int64 estimate (0 when unknown or when the profile has no shapes).
+        self_cpu_memory, cpu_memory, self_cuda_memory, cuda_memory: bytes allocated minus
+            freed inside the event itself / inside it and its descendants.
+        memory_event: for each memory record, the event it is attributed to (-1: none).
+        partial_overlaps: (k, 2) event index pairs that overlap without nesting.
+        cpu_clock_skew, cuda_clock_skew: how many self times were clamped at 0.
+        unlinked_backward: backward events (with a sequence_nr) whose forward op is not in
+            the profile (it ran before profiling started).
+    """
+
+    parent: np.ndarray
+    depth: np.ndarray
+    cpu_total_ns: np.ndarray
+    self_cpu_ns: np.ndarray
+    cuda_total_ns: np.ndarray
+    self_cuda_ns: np.ndarray
+    forward_event: np.ndarray
+    backward_ancestor: np.ndarray
+    shapes_id: np.ndarray
+    stack_id: np.ndarray
+    flops: np.ndarray
+    self_cpu_memory: np.ndarray
+    cpu_memory: np.ndarray
+    self_cuda_memory: np.ndarray
+    cuda_memory: np.ndarray
+    memory_event: np.ndarray
+    partial_overlaps: np.ndarray
+    cpu_clock_skew: int
+    cuda_clock_skew: int
+    unlinked_backward: int
+
+    @property
+    def top_level(self) -> np.ndarray:
+        """Boolean mask of events without a parent."""
+        return self.parent < 0
+
+
+class _Levels:
+    """Event indices grouped by depth, for bottom-up and top-down passes over the forest."""
+
+    def __init__(self, depth: np.ndarray):
+        self.by_depth = np.argsort(depth, kind="stable")
+        max_depth = int(depth.max()) if len(depth) else 0
+        self.bounds = np.searchsorted(depth[self.by_depth], np.arange(1, max_depth + 2))
+        self.max_depth = max_depth
+
+    def level(self, d: int) -> np.ndarray:
+        return self.by_depth[self.bounds[d - 1]:self.bounds[d]]
+
+
+def _children_sum(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Σ values of each event's direct children (exact for sums below 2**53)."""
+    has = parent >= 0
+    sums = np.bincount(parent[has], weights=values[has], minlength=len(values))
+    return np.rint(sums).astype(np.int64)
+
+
+def _subtree_sum(values: np.ndarray, parent: np.ndarray, levels: _Levels) -> np.ndarray:
+    """values[i] + Σ over all descendants of i, accumulated from the deepest level up."""
+    total = values.astype(np.int64).copy()
+    for d in range(levels.max_depth, 1, -1):
+        idx = levels.level(d)
+        np.add.at(total, parent[idx], total[idx])
+    return total
+
+
+def _cuda_times(dev_start, dev_end, parent, levels):
+    has_dev = (dev_start >= 0) & (dev_end >= 0)
+    own = np.where(has_dev, dev_end - dev_start, 0).astype(np.int64)
+    if not has_dev.any():
+        zeros = np.zeros(len(own), dtype=np.int64)
+        return zeros, zeros.copy(), 0
+    total = own.copy()
+    child_sum = np.zeros(len(own), dtype=np.int64)
+    for d in range(levels.max_depth, 0, -1):
+        idx = levels.level(d)
+        # Children (level d+1) are final; an event without its own interval takes theirs.
+        total[idx] = np.where(has_dev[idx], own[idx], child_sum[idx])
+        if d > 1:
+            np.add.at(child_sum, parent[idx], total[idx])
+    self_cuda = np.where(has_dev, own - child_sum, 0)
+    skew = int(np.count_nonzero(self_cuda < 0))
+    return total, np.maximum(self_cuda, 0), skew
+
+
+def _link_backward(cols) -> tuple[np.ndarray, int]:
+    """forward_event[i] for each backward event i, matched on (sequence_nr, thread)."""
+    scope = cols["scope"]
+    seq = cols["sequence_nr"].astype(np.int64)
+    n = len(seq)
+    forward_event = np.full(n, -1, dtype=np.int64)
+    fwd = np.flatnonzero((scope == Scope.FUNCTION) & (seq >= 0))
+    bwd = np.flatnonzero((scope == Scope.BACKWARD_FUNCTION) & (seq >= 0))
+    if len(bwd) == 0:
+        return forward_event, 0
+    threads = np.unique(np.concatenate([cols["thread_id"][fwd], cols["fwd_thread_id"][bwd]]))
+    n_threads = len(threads)
+    fwd_key = seq[fwd] * n_threads + np.searchsorted(threads, cols["thread_id"][fwd])
+    bwd_key = seq[bwd] * n_threads + np.searchsorted(threads, cols["fwd_thread_id"][bwd])
+    if len(fwd) == 0:
+        return forward_event, len(bwd)
+    by_key = np.argsort(fwd_key, kind="stable")
+    sorted_keys = fwd_key[by_key]
+    slot = np.minimum(np.searchsorted(sorted_keys, bwd_key), len(sorted_keys) - 1)
+    found = sorted_keys[slot] == bwd_key
+    forward_event[bwd[found]] = fwd[by_key[slot[found]]]
+    return forward_event, int(np.count_nonzero(~found))
+
+
+def _backward_ancestor(scope, parent, levels) -> np.ndarray:
+    is_bwd = scope == Scope.BACKWARD_FUNCTION
+    anc = np.where(is_bwd, np.arange(len(scope)), -1)
+    if not is_bwd.any():
+        return anc
+    for d in range(2, levels.max_depth + 1):
+        idx = levels.level(d)
+        anc[idx] = np.where(is_bwd[idx], idx, anc[parent[idx]])
+    return anc
+
+
+def _flops(cols, strings, shapes_id) -> np.ndarray:
+    n = len(shapes_id)
+    flops = np.zeros(n, dtype=np.int64)
+    has = np.flatnonzero(shapes_id >= 0)
+    if len(has) == 0:
+        return flops
+    pairs = cols["name_id"][has].astype(np.int64) * (len(strings) + 1) + shapes_id[has]
+    uniq, inv = np.unique(pairs, return_inverse=True)
+    per_pair = np.array(
+        [estimate_flops(strings[int(k) // (len(strings) + 1)],
+                        json.loads(strings[int(k) % (len(strings) + 1)])) for k in uniq],
+        dtype=np.int64)
+    flops[has] = per_pair[inv.reshape(-1)]
+    return flops
+
+
+def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False) -> EventAnalysis:
+    """Run every analysis pass over a profile's event and memory columns."""
+    start = cols["start_ns"].astype(np.int64)
+    end = cols["end_ns"].astype(np.int64)
+    n = len(start)
+    nest = nest_intervals(start, end, cols["thread_id"])
+    parent, depth = nest.parent, nest.depth
+    levels = _Levels(depth)
+
+    cpu_total = end - start
+    self_cpu = cpu_total - _children_sum(cpu_total, parent)
+    cpu_skew = int(np.count_nonzero(self_cpu < 0))
+    self_cpu = np.maximum(self_cpu, 0)
+
+    cuda_total, self_cuda, cuda_skew = _cuda_times(
+        cols["device_start_ns"].astype(np.int64), cols["device_end_ns"].astype(np.int64),
+        parent, levels)
+
+    forward_event, unlinked = _link_backward(cols)
+    linked = np.flatnonzero(forward_event >= 0)
+    shapes_id = cols["shapes_id"].astype(np.int64)
+    if len(linked):
+        shapes_id[linked] = shapes_id[forward_event[linked]]
+    bwd_anc = _backward_ancestor(cols["scope"], parent, levels)
+    stack_id = cols["stack_id"].astype(np.int64)
+    if (stack_id >= 0).any():
+        if len(linked):
+            stack_id[linked] = stack_id[forward_event[linked]]
+        inside = np.flatnonzero((bwd_anc >= 0) & (bwd_anc != np.arange(n)))
+        stack_id[inside] = stack_id[bwd_anc[inside]]
+
+    flops = (_flops(cols, strings, cols["shapes_id"].astype(np.int64)) if with_flops
+             else np.zeros(n, dtype=np.int64))
+
+    mem_event = innermost_containing(nest, start, end, cols["thread_id"],
+                                     memory["time_ns"], memory["thread_id"])
+    is_cuda_string = np.array([s.startswith("cuda") for s in strings], dtype=bool)
+    mem_dev = memory["device_id"].astype(np.int64)
+    mem_is_cuda = is_cuda_string[mem_dev] if len(mem_dev) else np.zeros(0, bool)
+    attributed = mem_event >= 0
+    self_mem = []
+    for on_cuda in (False, True):
+        pick = attributed & (mem_is_cuda == on_cuda)
+        sums = np.bincount(mem_event[pick], weights=memory["bytes"][pick], minlength=n)
+        self_mem.append(np.rint(sums).astype(np.int64))
+    cpu_mem = _subtree_sum(self_mem[0], parent, levels) if self_mem[0].any() else self_mem[0].copy()
+    cuda_mem = _subtree_sum(self_mem[1], parent, levels) if self_mem[1].any() else self_mem[1].copy()
+
+    return EventAnalysis(
+        parent=parent, depth=depth,
+        cpu_total_ns=cpu_total, self_cpu_ns=self_cpu,
+        cuda_total_ns=cuda_total, self_cuda_ns=self_cuda,
+        forward_event=forward_event, backward_ancestor=bwd_anc,
+        shapes_id=shapes_id, stack_id=stack_id, flops=flops,
+        self_cpu_memory=self_mem[0], cpu_memory=cpu_mem,
+        self_cuda_memory=self_mem[1], cuda_memory=cuda_mem,
+        memory_event=mem_event, partial_overlaps=nest.partial_overlaps,
+        cpu_clock_skew=cpu_skew, cuda_clock_skew=cuda_skew, unlinked_backward=unlinked,
+    )

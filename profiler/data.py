@@ -1,0 +1,164 @@
+"""ProfileData: one profile's columns, string table and metadata, plus its analysis methods.
+
+The collector builds one when profiling stops and :func:`profiler.load` builds one from a file,
+so everything — ``events()``, ``key_averages()``, ``table()``, ``forward_backward_summary()``,
+``total_average()``, ``rows()``, ``save()`` — works the same on both. Importing this module does
+not import the engine.
+"""
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+
+from . import aggregate
+from .analysis import EventAnalysis, analyze
+from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope
+
+__all__ = ["ProfileData"]
+
+
+class ProfileData:
+    """A profile: integer event and memory columns (numpy), strings and metadata.
+
+    Attributes:
+        event_columns: dict column name -> numpy array (see ``records.EVENT_COLUMNS``), in
+            start-time order.
+        memory_columns: dict column name -> numpy array (see ``records.MEMORY_COLUMNS``), in
+            time order.
+        strings: the string table; ``*_id`` columns index into it.
+        metadata: dict (schema_version, gradtrace_version, activities, devices, options,
+            start_time_ns, wall_clock_base_ns...).
+    """
+
+    def __init__(self, event_columns: dict, memory_columns: dict, strings: list, metadata: dict):
+        self.event_columns = _as_table(event_columns, EVENT_COLUMNS, "event")
+        self.memory_columns = _as_table(memory_columns, MEMORY_COLUMNS, "memory")
+        self.strings = list(strings)
+        self.metadata = dict(metadata)
+        self._shapes_cache: dict[int, list | None] = {}
+        self._stack_cache: dict[int, list] = {}
+
+    # ------------------------------------------------------------------ basics
+
+    @property
+    def n_events(self) -> int:
+        return len(self.event_columns["start_ns"])
+
+    @property
+    def n_memory_records(self) -> int:
+        return len(self.memory_columns["time_ns"])
+
+    @functools.cached_property
+    def analysis(self) -> EventAnalysis:
+        """Parents, self/total times, links, memory attribution (computed once, on first use)."""
+        return analyze(self.event_columns, self.memory_columns, self.strings,
+                       with_flops=bool(self.metadata.get("with_flops")))
+
+    @functools.cached_property
+    def has_device_time(self) -> bool:
+        """True when some event has a device (CUDA) interval."""
+        return bool(np.any(self.event_columns["device_start_ns"] >= 0))
+
+    @functools.cached_property
+    def has_cuda_memory(self) -> bool:
+        dev = self.memory_columns["device_id"]
+        return any(self.strings[int(d)].startswith("cuda") for d in np.unique(dev))
+
+    def name_of(self, index: int) -> str:
+        return self.strings[int(self.event_columns["name_id"][index])]
+
+    def input_shapes_of(self, shapes_id: int) -> list | None:
+        """The input shapes behind a ``shapes_id`` (None for -1)."""
+        if shapes_id < 0:
+            return None
+        if shapes_id not in self._shapes_cache:
+            self._shapes_cache[shapes_id] = json.loads(self.strings[shapes_id])
+        return self._shapes_cache[shapes_id]
+
+    def stack_of(self, stack_id: int) -> list[str]:
+        """Frames ("file(line): function", innermost first) behind a ``stack_id`` ([] for -1)."""
+        if stack_id < 0:
+            return []
+        if stack_id not in self._stack_cache:
+            self._stack_cache[stack_id] = self.strings[stack_id].split("\n")
+        return self._stack_cache[stack_id]
+
+    @functools.cached_property
+    def _children(self) -> tuple[np.ndarray, np.ndarray]:
+        parent = self.analysis.parent
+        order = np.argsort(parent, kind="stable")
+        bounds = np.searchsorted(parent[order], np.arange(-1, self.n_events + 1))
+        return order, bounds
+
+    def children_of(self, index: int) -> np.ndarray:
+        """Indices of the direct children of an event, in start order."""
+        order, bounds = self._children
+        return order[bounds[index + 1]:bounds[index + 2]]
+
+    def step_ranges(self) -> list[tuple[str, int, int]]:
+        """(name, start_ns, end_ns) of the ``ProfilerStep#N`` ranges, in order."""
+        ids = [i for i, s in enumerate(self.strings) if s.startswith("ProfilerStep#")]
+        cols = self.event_columns
+        pick = np.flatnonzero(np.isin(cols["name_id"], ids) & (cols["scope"] == Scope.USER_SCOPE))
+        return [(self.name_of(i), int(cols["start_ns"][i]), int(cols["end_ns"][i])) for i in pick]
+
+    # ------------------------------------------------------------------ analysis API
+
+    def events(self) -> aggregate.EventList:
+        """All events in start order (PyTorch's ``prof.events()``)."""
+        return aggregate.EventList(self)
+
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> aggregate.KeyAverages:
+        """Events grouped by name (optionally also by input shapes / top-N stack frames).
+
+        Args:
+            group_by_input_shape: separate rows per distinct input shapes (needs record_shapes).
+            group_by_stack_n: separate rows per distinct top-N frames (needs with_stack).
+        Returns:
+            A :class:`~profiler.aggregate.KeyAverages` (a list of FunctionEventAvg rows).
+        """
+        return aggregate.key_averages(self, group_by_input_shape, group_by_stack_n)
+
+    def table(self, sort_by: str | None = None, row_limit: int = 100, max_name_column_width: int = 55,
+              header: str | None = None, top_level_events_only: bool = False,
+              time_unit: str | None = None, group_by_input_shape: bool = False,
+              group_by_stack_n: int = 0) -> str:
+        """Shortcut for ``key_averages(...).table(...)``."""
+        return self.key_averages(group_by_input_shape, group_by_stack_n).table(
+            sort_by=sort_by, row_limit=row_limit, max_name_column_width=max_name_column_width,
+            header=header, top_level_events_only=top_level_events_only, time_unit=time_unit)
+
+    def forward_backward_summary(self) -> aggregate.ForwardBackwardSummary:
+        """Per forward op (and call site): forward cost, cost of the backward nodes it caused, sum."""
+        return aggregate.forward_backward_summary(self)
+
+    def total_average(self) -> aggregate.FunctionEventAvg:
+        """Sums over every event (key "Total")."""
+        return aggregate.total_average(self)
+
+    def rows(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> list[dict]:
+        """``key_averages()`` rows as plain dicts (times in microseconds)."""
+        return self.key_averages(group_by_input_shape, group_by_stack_n).to_dicts()
+
+    def save(self, path) -> None:
+        """Write this profile to ``path`` in the gradtrace profile format."""
+        from .fileformat import save  # noqa: PLC0415 - avoid a module cycle
+
+        save(self, path)
+
+    def __repr__(self):
+        return (f"<ProfileData events={self.n_events} memory_records={self.n_memory_records} "
+                f"strings={len(self.strings)} activities={self.metadata.get('activities')}>")
+
+
+def _as_table(columns: dict, schema: dict, what: str) -> dict[str, np.ndarray]:
+    missing = [name for name in schema if name not in columns]
+    if missing:
+        raise ValueError(f"{what} columns missing: {', '.join(missing)}")
+    out = {name: np.ascontiguousarray(columns[name], dtype=dt).reshape(-1) for name, dt in schema.items()}
+    lengths = {len(v) for v in out.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"{what} columns have different lengths: {sorted(lengths)}")
+    return out

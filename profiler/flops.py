@@ -1,0 +1,86 @@
+"""Floating-point operation counts estimated from an op's name and input shapes.
+
+Counts multiply and add separately (a multiply-accumulate is 2 FLOPs), like the usual
+convention for matmul. Only the op families below are counted; any other op counts 0.
+Convolution strides and padding are not recorded, so a conv's output size is estimated as a
+stride-1, no-padding ("valid") convolution.
+"""
+from __future__ import annotations
+
+import math
+
+__all__ = ["estimate_flops"]
+
+_MATMUL = {"matmul", "mm", "bmm", "dot", "mv", "linear", "addmm", "baddbmm", "addmv"}
+_CONV = {"conv1d", "conv2d", "conv3d", "conv", "convolution"}
+_ELEMENTWISE = {
+    "add", "sub", "mul", "div", "neg", "relu", "exp", "log", "sqrt", "rsqrt", "pow", "tanh",
+    "sigmoid", "abs", "maximum", "minimum", "where", "square", "reciprocal", "sin", "cos",
+    "clamp", "gelu", "true_divide", "rsub",
+}
+
+
+def _numel(shape) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def _broadcast_numel(shapes) -> int:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for k in range(1, ndim + 1):
+        out.append(max((s[-k] for s in shapes if len(s) >= k), default=1))
+    return _numel(out)
+
+
+def _matmul_flops(name: str, shapes) -> int:
+    if name in ("addmm", "baddbmm", "addmv"):   # bias, a, b
+        if len(shapes) < 3:
+            return 0
+        bias, a, b = shapes[0], shapes[1], shapes[2]
+        return _matmul_flops("matmul", [a, b]) + _broadcast_numel([bias, a[:-1] + b[-1:]])
+    if name == "linear":                        # x [..., in], weight [out, in], bias [out]
+        if len(shapes) < 2 or not shapes[0] or len(shapes[1]) != 2:
+            return 0
+        x, w = shapes[0], shapes[1]
+        rows = _numel(x[:-1])
+        flops = 2 * rows * w[0] * w[1]
+        if len(shapes) > 2 and shapes[2]:
+            flops += rows * w[0]
+        return flops
+    if len(shapes) < 2:
+        return 0
+    a, b = list(shapes[0]), list(shapes[1])
+    if not a or not b:
+        return 0
+    if len(a) == 1:
+        a = [1] + a
+    if len(b) == 1:
+        b = b + [1]
+    m, k = a[-2], a[-1]
+    n = b[-1]
+    batch = _broadcast_numel([a[:-2], b[:-2]])
+    return 2 * batch * m * k * n
+
+
+def _conv_flops(shapes) -> int:
+    if len(shapes) < 2:
+        return 0
+    x, w = shapes[0], shapes[1]              # x [N, C, *spatial], w [O, C/groups, *kernel]
+    if len(x) < 3 or len(w) != len(x):
+        return 0
+    out_spatial = [max(i - k + 1, 1) for i, k in zip(x[2:], w[2:])]
+    return 2 * x[0] * w[0] * _numel(w[1:]) * _numel(out_spatial)
+
+
+def estimate_flops(name: str, shapes: list) -> int:
+    """FLOPs of one call of ``name`` on inputs of ``shapes`` (list of shape lists); 0 if unknown."""
+    if not shapes:
+        return 0
+    base = name.rsplit("::", 1)[-1].lower()
+    if base in _MATMUL:
+        return int(_matmul_flops(base, shapes))
+    if base in _CONV:
+        return int(_conv_flops(shapes))
+    if base in _ELEMENTWISE or base.rstrip("_") in _ELEMENTWISE:
+        return int(_broadcast_numel([s for s in shapes if s is not None]))
+    return 0

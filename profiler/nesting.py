@@ -1,0 +1,195 @@
+"""Per-thread interval nesting: which range is the parent of which.
+
+Pure functions over integer arrays. Two events of one thread either nest (one contains the
+other) or follow each other; an event's parent is the innermost event of its thread that
+contains it. A range that *ends* at ``t`` does not contain a range that *starts* at ``t``:
+``[[1, 3], [3, 4]]`` are siblings.
+
+The fast path is vectorised (sorts and binary searches, no Python loop over events):
+
+1. sort each thread's events by (start, -end);
+2. depth of an event = events of its thread open at its start, counted with one binary search
+   into the sorted end times;
+3. parent = the last earlier event of the same thread one level up (another binary search).
+
+The result is then *verified*: every child inside its parent and consecutive events of one
+depth disjoint. That proves the thread's ranges are properly nested. A thread that fails
+(partial overlaps such as ``[0, 5]`` and ``[3, 8]``, which real traces can contain when a
+range is closed out of order) is redone with an explicit stack that reports each partial
+overlap instead of dropping it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Nesting", "nest_intervals", "innermost_containing"]
+
+
+@dataclass(frozen=True)
+class Nesting:
+    """Result of :func:`nest_intervals`; all arrays are indexed by event index.
+
+    Attributes:
+        parent: index of the innermost containing event of the same thread, -1 for top level.
+        depth: 1 for top-level events, parent's depth + 1 otherwise.
+        order: event indices sorted by (thread, start, -end, index).
+        partial_overlaps: (k, 2) array of event index pairs ``(a, b)`` where ``a`` starts
+            first and ends strictly inside ``b``.
+    """
+
+    parent: np.ndarray
+    depth: np.ndarray
+    order: np.ndarray
+    partial_overlaps: np.ndarray
+
+
+def _dense_threads(thread_id: np.ndarray) -> np.ndarray:
+    _, dense = np.unique(thread_id, return_inverse=True)
+    return dense.astype(np.int64).reshape(-1)
+
+
+def nest_intervals(start_ns, end_ns, thread_id) -> Nesting:
+    """Compute the per-thread nesting forest of ``[start_ns[i], end_ns[i]]`` intervals.
+
+    Args:
+        start_ns, end_ns: integer arrays (end >= start).
+        thread_id: integer array; events of different threads never nest.
+    Returns:
+        A :class:`Nesting`.
+    """
+    start = np.asarray(start_ns, dtype=np.int64)
+    end = np.asarray(end_ns, dtype=np.int64)
+    thread = np.asarray(thread_id, dtype=np.int64)
+    n = len(start)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Nesting(empty, empty.copy(), empty.copy(), np.zeros((0, 2), dtype=np.int64))
+    if np.any(end < start):
+        bad = int(np.flatnonzero(end < start)[0])
+        raise ValueError(f"event {bad} ends before it starts ({start[bad]} > {end[bad]})")
+
+    tdense = _dense_threads(thread)
+    order = np.lexsort((np.arange(n), -end, start, tdense))
+    s, e, t = start[order], end[order], tdense[order]
+
+    # One key space for "thread, then time": times are offset to start at 0 so that
+    # thread * span + time cannot overflow for any realistic profile.
+    tmin = int(min(s.min(), e.min()))
+    span = int(max(s.max(), e.max())) - tmin + 1
+    if (int(t[-1]) + 1) * span >= 2**62:
+        raise ValueError("profile spans too much time to nest")
+    start_key = t * span + (s - tmin)
+    end_key = t * span + (e - tmin)
+    pos = np.arange(n, dtype=np.int64)
+
+    # depth = starts so far in this thread - ends at or before my start; zero-length events
+    # at my start time still count as open (they "end" after the starts of that instant).
+    ends_sorted = np.sort(end_key)
+    ended = np.searchsorted(ends_sorted, start_key, side="right")
+    zero_len = np.sort(start_key[s == e])
+    zero_open = (np.searchsorted(zero_len, start_key, side="right")
+                 - np.searchsorted(zero_len, start_key, side="left"))
+    depth = pos + 1 - ended + zero_open
+
+    # Parent: the last earlier event one level up; previous same-level event for the check.
+    level_key = np.sort(depth * n + pos)
+    parent_slot = np.searchsorted(level_key, (depth - 1) * n + pos) - 1
+    cand = level_key[np.maximum(parent_slot, 0)]
+    parent_pos = np.where((depth > 1) & (parent_slot >= 0) & (cand // n == depth - 1), cand % n, -1)
+    prev_slot = np.searchsorted(level_key, depth * n + pos) - 1
+    prev_key = level_key[np.maximum(prev_slot, 0)]
+    prev_pos = np.where((prev_slot >= 0) & (prev_key // n == depth), prev_key % n, -1)
+
+    has_parent = parent_pos >= 0
+    pp = np.maximum(parent_pos, 0)
+    bad = (depth > 1) & ~(has_parent & (t[pp] == t) & (e <= e[pp]))
+    pv = np.maximum(prev_pos, 0)
+    bad |= (prev_pos >= 0) & (t[pv] == t) & (e[pv] > s) & ~((s == e) & (e[pv] == s))
+
+    parent_sorted = parent_pos
+    depth_sorted = depth
+    overlaps: list[tuple[int, int]] = []
+    if bad.any():
+        parent_sorted = parent_pos.copy()
+        depth_sorted = depth.copy()
+        for thread_dense in np.unique(t[bad]):
+            lo, hi = np.searchsorted(t, [thread_dense, thread_dense + 1])
+            _stack_nest(s, e, int(lo), int(hi), parent_sorted, depth_sorted, overlaps)
+
+    parent = np.full(n, -1, dtype=np.int64)
+    has = parent_sorted >= 0
+    parent[order[has]] = order[parent_sorted[has]]
+    depth_out = np.empty(n, dtype=np.int64)
+    depth_out[order] = depth_sorted
+    pairs = (order[np.array(overlaps, dtype=np.int64).reshape(-1, 2)]
+             if overlaps else np.zeros((0, 2), dtype=np.int64))
+    return Nesting(parent, depth_out, order, pairs)
+
+
+def _stack_nest(s, e, lo, hi, parent, depth, overlaps) -> None:
+    """Nest sorted positions ``lo:hi`` (one thread) with a stack; record partial overlaps.
+
+    An open range that ends strictly inside a later range is reported as a partial overlap
+    and is not that range's parent; it stays open for later ranges that fit inside it.
+    """
+    stack: list[int] = []
+    s_l = s.tolist()
+    e_l = e.tolist()
+    for i in range(lo, hi):
+        si, ei = s_l[i], e_l[i]
+        # Close ranges that ended before i (a zero-length range at si stays open: same rule
+        # as the vectorised path).
+        while stack and (e_l[stack[-1]] < si or (e_l[stack[-1]] == si and s_l[stack[-1]] < si)):
+            stack.pop()
+        p = -1
+        for k in range(len(stack) - 1, -1, -1):
+            j = stack[k]
+            ej = e_l[j]
+            if ej >= ei:
+                p = j
+                break
+            if ej > si:
+                overlaps.append((j, i))
+        parent[i] = p
+        depth[i] = depth[p] + 1 if p >= 0 else 1
+        stack.append(i)
+
+
+def innermost_containing(nesting: Nesting, start_ns, end_ns, thread_id, times, threads) -> np.ndarray:
+    """For each (time, thread), the innermost event of that thread whose [start, end] holds it.
+
+    Used to attribute memory records to ops. Returns event indices, -1 where none.
+    """
+    start = np.asarray(start_ns, dtype=np.int64)
+    end = np.asarray(end_ns, dtype=np.int64)
+    times = np.asarray(times, dtype=np.int64)
+    threads = np.asarray(threads, dtype=np.int64)
+    out = np.full(len(times), -1, dtype=np.int64)
+    if len(start) == 0 or len(times) == 0:
+        return out
+    thread = np.asarray(thread_id, dtype=np.int64)
+    order = nesting.order
+    uniq = np.unique(thread)
+    t_ev = np.searchsorted(uniq, thread[order])
+    t_q = np.searchsorted(uniq, threads)
+    known = (t_q < len(uniq)) & (uniq[np.minimum(t_q, len(uniq) - 1)] == threads)
+    tmin = int(min(start.min(), times.min()))
+    span = int(max(end.max(), times.max())) - tmin + 1
+    ev_key = t_ev * span + (start[order] - tmin)
+    q_key = t_q * span + (times - tmin)
+    slot = np.searchsorted(ev_key, q_key, side="right") - 1
+    ok = known & (slot >= 0)
+    cand = np.where(ok, order[np.maximum(slot, 0)], -1)
+    ok &= np.where(cand >= 0, thread[np.maximum(cand, 0)] == threads, False)
+    cand = np.where(ok, cand, -1)
+    # The last range starting before t may have ended; its ancestors are the next candidates.
+    active = np.flatnonzero(cand >= 0)
+    while len(active):
+        c = cand[active]
+        outside = end[c] < times[active]
+        cand[active[outside]] = nesting.parent[c[outside]]
+        active = active[outside]
+        active = active[cand[active] >= 0]
+    return cand

@@ -1,0 +1,62 @@
+"""The raw record schema shared by the collector, the analysis and the profile file.
+
+A profile is two tables of integer columns plus a string table:
+
+* **events**: one row per RecordFunction range (forward op, backward node, user scope).
+* **memory**: one row per tensor-storage allocation (``bytes > 0``) or free (``bytes < 0``).
+
+Strings (op names, input shapes, stacks, device names) are stored once in ``strings`` and
+referenced by index; ``-1`` means "none". Nothing here imports the engine: the scope values
+mirror ``autograd.record_function.RecordScope`` (a test checks they agree).
+"""
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+__all__ = ["Scope", "EVENT_COLUMNS", "MEMORY_COLUMNS", "empty_columns", "NO_DEVICE_TIME"]
+
+
+class Scope(enum.IntEnum):
+    """Which kind of range an event is (same values as the engine's ``RecordScope``)."""
+
+    FUNCTION = 0            # forward op
+    BACKWARD_FUNCTION = 1   # autograd node run by the backward pass
+    USER_SCOPE = 2          # record_function ranges, ProfilerStep#N, module/optimizer ranges
+
+
+# Column name -> dtype. The order is the on-disk order. Times are integer nanoseconds of one
+# monotonic clock (time.perf_counter_ns); device times are on the same axis (see collector).
+EVENT_COLUMNS: dict[str, np.dtype] = {
+    "name_id": np.dtype(np.int32),          # index into strings
+    "start_ns": np.dtype(np.int64),
+    "end_ns": np.dtype(np.int64),
+    "thread_id": np.dtype(np.int32),        # logical thread id (from 1) of the thread that ran it
+    "scope": np.dtype(np.int8),             # Scope
+    "sequence_nr": np.dtype(np.int64),      # -1: none
+    "fwd_thread_id": np.dtype(np.int32),    # backward events: thread that created the node; else 0
+    "device_id": np.dtype(np.int32),        # index into strings ("cpu", "cuda:0")
+    "stream": np.dtype(np.int64),           # raw stream handle, 0 on the CPU / default stream
+    "device_start_ns": np.dtype(np.int64),  # -1: no device time
+    "device_end_ns": np.dtype(np.int64),    # -1: no device time
+    "shapes_id": np.dtype(np.int32),        # index into strings of a JSON list of shapes, -1
+    "dtypes_id": np.dtype(np.int32),        # index into strings of a JSON list of dtypes, -1
+    "stack_id": np.dtype(np.int32),         # index into strings of "\n"-joined frames, -1
+}
+
+MEMORY_COLUMNS: dict[str, np.dtype] = {
+    "time_ns": np.dtype(np.int64),
+    "bytes": np.dtype(np.int64),            # +size for an allocation, -size for a free
+    "total_allocated": np.dtype(np.int64),  # the engine's running total on that device after it
+    "device_id": np.dtype(np.int32),        # index into strings
+    "addr": np.dtype(np.int64),
+    "thread_id": np.dtype(np.int32),
+}
+
+NO_DEVICE_TIME = -1
+
+
+def empty_columns(schema: dict[str, np.dtype]) -> dict[str, np.ndarray]:
+    """A table with no rows."""
+    return {name: np.zeros(0, dtype=dt) for name, dt in schema.items()}
