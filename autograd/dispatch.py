@@ -330,7 +330,11 @@ def _gradient_edge(t):
 
 
 def apply_op(op: OpDef, inputs, attrs=None):
-    """Run ``op`` on ``inputs`` (tensors or scalars) and record its node when grad is needed."""
+    """Run ``op`` on ``inputs`` (tensors or scalars) and record its node when grad is needed.
+
+    This is the hot path of the engine: one function, one ``_RF.on`` check for the profiler,
+    and a single-output fast path that builds the node without ``Node.__init__``.
+    """
     dev = None
     mask = 0
     bit = 1
@@ -350,82 +354,68 @@ def apply_op(op: OpDef, inputs, attrs=None):
         bit <<= 1
     if dev is None:
         dev = CPU
-    if mask and not (_THREAD.grad_enabled and op.differentiable):
+    state = _THREAD
+    if mask and not (state.grad_enabled and op.differentiable):
         mask = 0
+    rec = None
+    seq = -1
     if _RF.on:
-        return _apply_recorded(op, inputs, datas, attrs, dev, mask)
-    return _run(op, inputs, datas, attrs, dev, mask, -1)
-
-
-def _apply_recorded(op, inputs, datas, attrs, dev, mask):
-    # The sequence number is taken before the op runs so the record can carry it.
-    seq = _THREAD.next_seq() if mask else -1
-    rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, str(dev),
-                    CPU_STREAM if dev is CPU else backend.current_stream(dev))
+        # The sequence number is taken before the op runs so the record can carry it.
+        if mask:
+            seq = state.next_seq()
+        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, str(dev),
+                        CPU_STREAM if dev is CPU else backend.current_stream(dev))
     try:
-        return _run(op, inputs, datas, attrs, dev, mask, seq)
+        if op.check is not None:
+            op.check(*datas, **(attrs or {}))
+        try:
+            out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _op_error(op, inputs, exc) from None
+        if op.moves_device:
+            dev = attrs["device"]
+        if op.nout != 1:
+            return _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out)
+        if out.__class__ is not dev.ndarray:
+            out = dev.xp.asarray(out)
+        view = op.view
+        if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
+            return _finish_view(op, inputs, datas, attrs, dev, mask, seq, out)
+        if not mask:
+            return Tensor._make(out, False, None, 0, [0], dev)
+        # Single output with history: build node and result inline.
+        cls = op.node_cls
+        node = cls.__new__(cls)
+        node.sequence_nr = state.next_seq() if seq < 0 else seq
+        node.thread_id = state.thread_id
+        _link(node, inputs, mask)
+        node.input_metadata = ((out.shape, out.dtype, dev,
+                                CPU_STREAM if dev is CPU else backend.current_stream(dev)),)
+        node._extra = None
+        result = Tensor._make(out, True, node, 0, [0], dev)
+        _save(op, node, inputs, datas, attrs, mask, (result,))
+        return result
     finally:
         if rec is not None:
             _rf.end(rec)
 
 
-def _run(op, inputs, datas, attrs, dev, mask, seq):
-    if op.check is not None:
-        op.check(*datas, **(attrs or {}))
-    try:
-        out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
-    except (ValueError, TypeError, IndexError) as exc:
-        raise _op_error(op, inputs, exc) from None
-    make = Tensor._make
-    if op.moves_device:
-        dev = attrs["device"]
-    if op.nout == 1:
-        if out.__class__ is not dev.ndarray:
-            out = dev.xp.asarray(out)
-        view = op.view
-        if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
-            result = _make_view(inputs[0], out, mask, op, inputs, seq, dev)
-        elif not mask:
-            return make(out, False, None, 0, [0], dev)
-        else:
-            result = make(out, True, _new_node(op, inputs, mask, seq, dev, (out,)), 0, [0], dev)
-        if mask:
-            _save(op, node=result.grad_fn, inputs=inputs, datas=datas, attrs=attrs, mask=mask,
-                  results=(result,))
-        return result
-    outs = tuple(o if o.__class__ is dev.ndarray else dev.xp.asarray(o) for o in out)
-    if not mask:
-        return tuple(make(o, False, None, 0, [0], dev) for o in outs)
-    node = _new_node(op, inputs, mask, seq, dev, outs)
-    results = tuple(make(o, True, node, i, [0], dev) for i, o in enumerate(outs))
-    _save(op, node, inputs, datas, attrs, mask, results)
-    return results
-
-
-def _make_view(base, out, mask, op, inputs, seq, dev):
-    """A view shares its base's version counter, so in-place writes to either are detected."""
-    node = _new_node(op, inputs, mask, seq, dev, (out,)) if mask else None
-    result = Tensor._make(out, bool(mask), node, 0, base._vc, dev)
-    result._base = base._base if base._base is not None else base
-    return result
-
-
-def _new_node(op, inputs, mask, seq, dev, outs):
-    """A backward node for this call, built without Node.__init__ (this is the hot path)."""
-    cls = op.node_cls
-    node = cls.__new__(cls)
-    node.sequence_nr = _THREAD.next_seq() if seq < 0 else seq
-    node.thread_id = _THREAD.thread_id
+def _link(node, inputs, mask) -> None:
+    """Set a new node's edges to the inputs that need a gradient, and its topological_nr."""
     edges = []
     topo = 0
     bit = 1
     for x in inputs:
         if mask & bit:
-            edge = _gradient_edge(x)
-            child = edge[0]
-            child._has_parent = True
-            if child.topological_nr >= topo:
-                topo = child.topological_nr + 1
+            fn = x.grad_fn
+            if fn is not None:
+                edge = (fn, x._output_nr)
+            else:
+                edge = _gradient_edge(x)
+                fn = edge[0]
+            fn._has_parent = True
+            if fn.topological_nr >= topo:
+                topo = fn.topological_nr + 1
             edges.append(edge)
         else:
             edges.append(None)
@@ -433,12 +423,40 @@ def _new_node(op, inputs, mask, seq, dev, outs):
     node.next_edges = tuple(edges)
     node.topological_nr = topo
     node._has_parent = False
+
+
+def _new_node(op, inputs, mask, seq, dev, outs):
+    cls = op.node_cls
+    node = cls.__new__(cls)
+    node.sequence_nr = _THREAD.next_seq() if seq < 0 else seq
+    node.thread_id = _THREAD.thread_id
+    _link(node, inputs, mask)
     stream = CPU_STREAM if dev is CPU else backend.current_stream(dev)
     node.input_metadata = tuple((o.shape, o.dtype, dev, stream) for o in outs)
-    node._pre_hooks = node._tensor_pre_hooks = node._retains_grad_hooks = None
-    node._post_hooks = None
-    node._anomaly = None
+    node._extra = None
     return node
+
+
+def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out):
+    """A view shares its base's version counter, so in-place writes to either are detected."""
+    base = inputs[0]
+    node = _new_node(op, inputs, mask, seq, dev, (out,)) if mask else None
+    result = Tensor._make(out, bool(mask), node, 0, base._vc, dev)
+    result._base = base._base if base._base is not None else base
+    if mask:
+        _save(op, node, inputs, datas, attrs, mask, (result,))
+    return result
+
+
+def _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out):
+    make = Tensor._make
+    outs = tuple(o if o.__class__ is dev.ndarray else dev.xp.asarray(o) for o in out)
+    if not mask:
+        return tuple(make(o, False, None, 0, [0], dev) for o in outs)
+    node = _new_node(op, inputs, mask, seq, dev, outs)
+    results = tuple(make(o, True, node, i, [0], dev) for i, o in enumerate(outs))
+    _save(op, node, inputs, datas, attrs, mask, results)
+    return results
 
 
 def _save(op, node, inputs, datas, attrs, mask, results):

@@ -258,8 +258,7 @@ def _run(task, root, results):
     while ready:
         node = pop(ready)[2]
         grads = buffers.pop(node) if node is not root else ()
-        if node._tensor_pre_hooks or node._retains_grad_hooks or (
-                node.__class__ is AccumulateGrad and node.variable._extra):
+        if node._extra is not None or (node.__class__ is AccumulateGrad and node.variable._extra):
             grads = _tensor_pre_hooks(task, node, grads)
         if captures and not _capture(task, node, grads, results):
             continue   # a grad() target: its gradient is the result, the node does not run
@@ -313,12 +312,13 @@ def _tensor_pre_hooks(task, node, grads):
     """Hooks on the gradients flowing into a node: tensor hooks (``Tensor.register_hook``;
     a leaf's are kept on the tensor), then retain_grad, in PyTorch's order."""
     grads = list(grads)
+    ex = node._extra
     for nr in range(len(grads)):
         if node.__class__ is AccumulateGrad:
             extra = node.variable._extra
             table = extra.get("hooks") if extra else None
         else:
-            hooks = node._tensor_pre_hooks
+            hooks = ex.tensor_pre_hooks if ex is not None else None
             table = hooks.get(nr) if hooks else None
         g = grads[nr]
         if table and g is not None:
@@ -328,8 +328,8 @@ def _tensor_pre_hooks(task, node, grads):
                 if new is not None:
                     t = _check_hook_result(new, t, f"hook registered on a tensor of {node.name()}")
             grads[nr] = t if task.create_graph else t.data
-    if node._retains_grad_hooks:
-        for nr, t in node._retains_grad_hooks.items():
+    if ex is not None and ex.retains_grad_hooks:
+        for nr, t in ex.retains_grad_hooks.items():
             if grads[nr] is not None:
                 _accumulate_into_tensor(t, grads[nr], task.create_graph)
     return grads
@@ -346,7 +346,8 @@ def _check_hook_result(new, old, what):
 
 def _call(task, node, grads):
     """Run one node with its pre/post hooks, under a BACKWARD_FUNCTION record when profiled."""
-    if node._pre_hooks:
+    ex = node._extra
+    if ex is not None and ex.pre_hooks:
         grads = _node_pre_hooks(task, node, grads)
     rec = None
     if _RF.on and node.__class__ is not GraphRoot:
@@ -364,7 +365,7 @@ def _call(task, node, grads):
             outputs = node.apply(grads, ArrayF(meta[0][2].xp) if meta else None)
         if outputs:
             outputs = _validate_outputs(task, node, outputs)
-        if node._post_hooks:
+        if ex is not None and ex.post_hooks:
             outputs = _post_hooks(task, node, outputs, grads)
     finally:
         if rec is not None:
@@ -375,7 +376,7 @@ def _call(task, node, grads):
 def _node_pre_hooks(task, node, grads):
     metas = node.input_metadata
     wrapped = tuple(_wrap(g, metas[i][2]) for i, g in enumerate(grads))
-    for fn in tuple(node._pre_hooks.values()):
+    for fn in tuple(node._extra.pre_hooks.values()):
         new = fn(wrapped)
         if new is not None:
             new = tuple(new)
@@ -392,7 +393,7 @@ def _post_hooks(task, node, outputs, grads):
     metas = [e[0].input_metadata[e[1]][2] if e is not None else None for e in node.next_edges]
     grad_inputs = tuple(_wrap(g, metas[i]) for i, g in enumerate(outputs))
     grad_outputs = tuple(_wrap(g, node.input_metadata[i][2]) for i, g in enumerate(grads))
-    for fn in tuple(node._post_hooks.values()):
+    for fn in tuple(node._extra.post_hooks.values()):
         new = fn(grad_inputs, grad_outputs)
         if new is not None:
             new = tuple(new)

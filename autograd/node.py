@@ -12,7 +12,7 @@ import threading
 from . import grad_mode
 from .hooks import register
 
-__all__ = ["Edge", "Node", "AccumulateGrad", "GraphRoot", "SavedVariable"]
+__all__ = ["Edge", "Node", "NodeExtra", "AccumulateGrad", "GraphRoot", "SavedVariable"]
 
 #: AccumulateGrad's sequence_nr: above every other node, so it runs first among ready nodes.
 MAX_SEQUENCE_NR = 2**64 - 1
@@ -40,17 +40,14 @@ class Node:
     """
 
     __slots__ = ("sequence_nr", "thread_id", "topological_nr", "next_edges", "input_metadata",
-                 "_has_parent", "_pre_hooks", "_tensor_pre_hooks", "_retains_grad_hooks",
-                 "_post_hooks", "_anomaly", "__weakref__")
+                 "_has_parent", "_extra", "__weakref__")
 
     def __init__(self, next_edges=(), sequence_nr: int | None = None):
         state = grad_mode.STATE
         self.sequence_nr = state.next_seq() if sequence_nr is None else sequence_nr
         self.thread_id = state.thread_id
         self.input_metadata = ()
-        self._pre_hooks = self._tensor_pre_hooks = self._retains_grad_hooks = None
-        self._post_hooks = None
-        self._anomaly = None
+        self._extra = None
         self._has_parent = False
         self._set_next_edges(next_edges)
 
@@ -106,32 +103,54 @@ class Node:
         return True
 
     # ------------------------------------------------------------------ hooks
+    def _extras(self) -> "NodeExtra":
+        if self._extra is None:
+            self._extra = NodeExtra()
+        return self._extra
+
     def register_hook(self, fn):
         """Post hook ``fn(grad_inputs, grad_outputs) -> new grad_inputs or None``."""
-        if self._post_hooks is None:
-            self._post_hooks = {}
-        return register(self._post_hooks, fn)
+        ex = self._extras()
+        if ex.post_hooks is None:
+            ex.post_hooks = {}
+        return register(ex.post_hooks, fn)
 
     def register_prehook(self, fn):
         """Pre hook ``fn(grad_outputs) -> new grad_outputs or None``, before the node runs."""
-        if self._pre_hooks is None:
-            self._pre_hooks = {}
-        return register(self._pre_hooks, fn)
+        ex = self._extras()
+        if ex.pre_hooks is None:
+            ex.pre_hooks = {}
+        return register(ex.pre_hooks, fn)
 
     def _register_tensor_pre_hook(self, output_nr: int, fn):
         """A hook on the gradient of one forward output (``Tensor.register_hook``)."""
-        if self._tensor_pre_hooks is None:
-            self._tensor_pre_hooks = {}
-        return register(self._tensor_pre_hooks.setdefault(output_nr, {}), fn)
+        ex = self._extras()
+        if ex.tensor_pre_hooks is None:
+            ex.tensor_pre_hooks = {}
+        return register(ex.tensor_pre_hooks.setdefault(output_nr, {}), fn)
 
     def _add_retains_grad_hook(self, output_nr: int, tensor) -> None:
-        if self._retains_grad_hooks is None:
-            self._retains_grad_hooks = {}
-        self._retains_grad_hooks[output_nr] = tensor
+        ex = self._extras()
+        if ex.retains_grad_hooks is None:
+            ex.retains_grad_hooks = {}
+        ex.retains_grad_hooks[output_nr] = tensor
 
-    def _has_hooks(self) -> bool:
-        return bool(self._pre_hooks or self._tensor_pre_hooks or self._retains_grad_hooks
-                    or self._post_hooks)
+
+class NodeExtra:
+    """The rarely used parts of a node, kept out of the hot path: hooks and anomaly data.
+
+    Hook tables are dicts keyed by handle id; ``tensor_pre_hooks`` and ``retains_grad_hooks``
+    are keyed by output number first.
+    """
+
+    __slots__ = ("pre_hooks", "tensor_pre_hooks", "retains_grad_hooks", "post_hooks",
+                 "anomaly_trace", "anomaly_parent")
+
+    def __init__(self):
+        self.pre_hooks = self.tensor_pre_hooks = self.retains_grad_hooks = None
+        self.post_hooks = None
+        self.anomaly_trace = None
+        self.anomaly_parent = None
 
 
 class GraphRoot(Node):

@@ -78,11 +78,25 @@ class Tensor:
             memory.track(data, dev)
         return t
 
-    @classmethod
-    def _make(cls, data, requires_grad, grad_fn, output_nr, vc, dev=None):
+    @staticmethod
+    def _make(data, requires_grad, grad_fn, output_nr, vc, dev=None):
         """Fast constructor used by the dispatcher (no conversions, no checks)."""
-        return Tensor._init(Tensor.__new__(Tensor), data, requires_grad, grad_fn, output_nr, vc,
-                            dev if dev is not None else backend.device_of_array(data))
+        t = _new_tensor(Tensor)
+        t.data = data
+        t.requires_grad = requires_grad
+        t.grad = None
+        t.grad_fn = grad_fn
+        t._output_nr = output_nr
+        t._vc = vc
+        t._device = dev if dev is not None else backend.device_of_array(data)
+        t._acc = None
+        t._base = None
+        t._extra = None
+        if _MEM.memory:
+            from . import memory  # noqa: PLC0415
+
+            memory.track(data, t._device)
+        return t
 
     # ------------------------------------------------------------------ basic properties
     @property
@@ -179,8 +193,8 @@ class Tensor:
     @property
     def retains_grad(self) -> bool:
         fn = self.grad_fn
-        return bool(fn is not None and fn._retains_grad_hooks
-                    and fn._retains_grad_hooks.get(self._output_nr) is self)
+        hooks = fn._extra.retains_grad_hooks if fn is not None and fn._extra else None
+        return bool(hooks and hooks.get(self._output_nr) is self)
 
     def _extras(self) -> dict:
         if self._extra is None:
@@ -532,4 +546,5 @@ def rand_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
                 requires_grad=requires_grad)
 
 
+_new_tensor = object.__new__
 dispatch.Tensor = Tensor
