@@ -521,7 +521,8 @@ class ForwardBackwardSummary(list):
 
 def forward_backward_summary(data: "ProfileData") -> ForwardBackwardSummary:
     """One row per forward op name (and call site): its forward cost, the cost of the backward
-    nodes its calls created, and the sum. Ops run inside backward nodes are not forward ops."""
+    nodes its calls created (directly or through the ops inside it), and the sum. Ops run
+    inside backward nodes are not forward ops."""
     a = data.analysis
     cols = data.event_columns
     fwd = np.flatnonzero((cols["scope"] == Scope.FUNCTION) & (a.backward_ancestor < 0))
@@ -539,10 +540,19 @@ def forward_backward_summary(data: "ProfileData") -> ForwardBackwardSummary:
     group_of_event = np.full(data.n_events, -1, dtype=np.int64)
     group_of_event[fwd] = group
 
-    bwd = np.flatnonzero(a.forward_event >= 0)
-    bwd_group = group_of_event[a.forward_event[bwd]]
-    keep = bwd_group >= 0
-    bwd, bwd_group = bwd[keep], bwd_group[keep]
+    # A backward node counts for the forward op that created it and for every forward op
+    # enclosing that one (a composite such as "mean" is charged for the nodes of its parts).
+    linked = np.flatnonzero(a.forward_event >= 0)
+    pairs_b, pairs_g = [], []
+    owner = a.forward_event[linked]
+    while len(linked):
+        g = group_of_event[owner]
+        pairs_b.append(linked[g >= 0])
+        pairs_g.append(g[g >= 0])
+        owner = a.parent[owner]
+        linked, owner = linked[owner >= 0], owner[owner >= 0]
+    bwd = np.concatenate(pairs_b) if pairs_b else np.zeros(0, np.int64)
+    bwd_group = np.concatenate(pairs_g) if pairs_g else np.zeros(0, np.int64)
 
     def fsum(arr):
         return _group_sums(group, n_groups, arr[fwd])
