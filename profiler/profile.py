@@ -171,7 +171,8 @@ class profile:
             if previous is ProfilerAction.RECORD and not stopping and self.record_steps:
                 warnings.warn("profiler schedule: incomplete cycle (RECORD followed by "
                               f"{current.name}); saving what was recorded", stacklevel=3)
-            self._finish_cycle()
+            # From step() the step counter has already moved on to the next step.
+            self._finish_cycle(self.step_num if stopping else self.step_num - 1)
         elif previous is ProfilerAction.WARMUP and current not in _RUNNING:
             self._collector.remove_callbacks()
             self._collector = None
@@ -194,9 +195,8 @@ class profile:
         if self._action is ProfilerAction.RECORD or self._action is ProfilerAction.RECORD_AND_SAVE:
             self._cycle_first_step = self.step_num
 
-    def _finish_cycle(self) -> None:
+    def _finish_cycle(self, last_step: int) -> None:
         collector, self._collector = self._collector, None
-        last_step = self.step_num
         self.profile_data = collector.stop({"steps": [self._cycle_first_step, last_step]})
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
@@ -251,15 +251,16 @@ class profile:
 def save_profile_handler(dir_name, worker_name: str | None = None) -> Callable[[profile], str]:
     """An ``on_trace_ready`` handler writing one profile file per cycle into ``dir_name``.
 
-    Files are named ``{worker_name}.step{N}.{milliseconds}.gtprof`` (worker name defaults to
-    ``{hostname}_{pid}``). The handler returns the path it wrote.
+    Files are named ``{worker_name}.step{N}.{milliseconds}.gtprof`` where N is the cycle's last
+    recorded step (worker name defaults to ``{hostname}_{pid}``). The handler returns the path it wrote.
     """
     directory = Path(dir_name)
     worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"
 
     def handler(prof: profile) -> str:
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{worker}.step{prof.step_num}.{int(time.time() * 1000)}{FILE_SUFFIX}"
+        last_step = prof.profile_data.metadata.get("steps", [0, prof.step_num])[1]
+        path = directory / f"{worker}.step{last_step}.{int(time.time() * 1000)}{FILE_SUFFIX}"
         prof.save(path)
         return str(path)
 

@@ -1,0 +1,60 @@
+"""Device timing on a GPU (skipped by tests/conftest.py when no CUDA GPU is usable)."""
+import numpy as np
+import pytest
+
+import autograd as ag
+import profiler
+from autograd import backend
+
+
+@pytest.mark.cuda
+def test_self_cuda_time_matches_event_timed_wall_clock(monkeypatch):
+    n = 4096
+    a = ag.randn(n, n, device="cuda")
+    b = ag.randn(n, n, device="cuda")
+    for _ in range(3):                       # warm-up: cuBLAS handles, memory pool
+        a @ b
+    backend.synchronize("cuda")
+    syncs = []
+    real_sync = backend.synchronize
+    monkeypatch.setattr(backend, "synchronize", lambda *args: (syncs.append(args), real_sync(*args))[1])
+    stream = backend.current_stream("cuda")
+    with profiler.profile(activities=["cpu", "cuda"]) as prof:
+        begin = backend.Event("cuda").record(stream)
+        for _ in range(20):
+            a @ b
+        end = backend.Event("cuda").record(stream)
+    assert len(syncs) == 1                    # one synchronize at stop, none per op
+    end.synchronize()
+    wall_ns = backend.elapsed_ns(begin, end)
+    data = prof.profile_data
+    a_ = data.analysis
+    assert data.has_device_time
+    matmul = data.event_columns["name_id"] == data.strings.index("matmul")
+    assert (data.event_columns["device_start_ns"][matmul] >= 0).all()
+    total_self_cuda = int(a_.self_cuda_ns.sum())
+    assert total_self_cuda == int(a_.cuda_total_ns[a_.parent < 0].sum())
+    assert total_self_cuda <= wall_ns
+    assert total_self_cuda >= 0.9 * wall_ns
+    assert a_.cuda_clock_skew == 0
+    text = prof.table(sort_by="self_cuda_time_total")
+    assert "Self CUDA %" in text and "Self CUDA time total" in text
+    row = {r.key: r for r in prof.key_averages()}["matmul"]
+    assert row.count == 20 and row.self_cuda_time_total == pytest.approx(total_self_cuda / 1e3, rel=1e-6)
+
+
+@pytest.mark.cuda
+def test_cuda_backward_and_memory():
+    x = ag.randn(512, 512, device="cuda", requires_grad=True)
+    w = ag.randn(512, 512, device="cuda", requires_grad=True)
+    with profiler.profile(activities=["cpu", "cuda"], profile_memory=True) as prof:
+        ((x @ w).relu().sum()).backward()
+    data = prof.profile_data
+    a = data.analysis
+    assert a.self_cuda_ns.sum() == a.cuda_total_ns[a.parent < 0].sum()
+    bwd = data.event_columns["scope"] == profiler.Scope.BACKWARD_FUNCTION
+    assert (data.event_columns["device_start_ns"][bwd] >= 0).any()
+    assert data.has_cuda_memory
+    mem = data.memory_columns
+    cuda = np.array([data.strings[d].startswith("cuda") for d in mem["device_id"]])
+    assert (mem["bytes"][cuda] > 0).any()
