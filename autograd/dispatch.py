@@ -21,7 +21,7 @@ from . import backend
 from . import record_function as _rf
 from .backend import CPU, CPU_STREAM
 from .grad_mode import STATE as _THREAD
-from .node import AccumulateGrad, Node, SavedVariable
+from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
 
 __all__ = ["OpDef", "defop", "defcomposite", "OPS", "COMPOSITES", "apply_op", "apply_inplace",
            "ArrayF", "TensorF", "Meta"]
@@ -382,7 +382,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
         if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
             return _finish_view(op, inputs, datas, attrs, dev, mask, seq, out)
         if not mask:
-            return Tensor._make(out, False, None, 0, [0], dev)
+            return Tensor._make(out, False, None, 0, INFERENCE_VC if state.inference else [0], dev)
         # Single output with history: build node and result inline.
         cls = op.node_cls
         node = cls.__new__(cls)

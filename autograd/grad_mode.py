@@ -110,8 +110,8 @@ class enable_grad(_Mode):
 
 
 class inference_mode(_Mode):
-    """Like ``no_grad``, and tensors made inside are marked as inference tensors: using one in
-    a graph that records later raises, since no version or history was kept for it."""
+    """Like ``no_grad``, and tensors made by ops inside are inference tensors: saving one for
+    backward in a graph recorded later raises, since no version was kept for it."""
 
     def __init__(self, mode: bool = True):
         self._args = (bool(mode),)

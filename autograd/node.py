@@ -196,6 +196,11 @@ ERR_FREED = (
 )
 
 
+#: The version counter of inference tensors (made under inference_mode): shared, never checked,
+#: and refused by SavedVariable, since no history or version was kept for them.
+INFERENCE_VC = [0]
+
+
 class SavedVariable:
     """A tensor saved for backward, with the version it had when saved.
 
@@ -207,6 +212,11 @@ class SavedVariable:
     __slots__ = ("tensor", "data", "version", "vc", "is_output", "output_nr", "_freed")
 
     def __init__(self, tensor, is_output: bool = False):
+        if tensor._vc is INFERENCE_VC:
+            raise RuntimeError(
+                "Inference tensors cannot be saved for backward: a tensor made under "
+                "inference_mode() was used in an op that records a graph. Make a clone() "
+                "of it outside inference_mode to use it with autograd.")
         self.vc = tensor._vc
         self.version = tensor._vc[0]
         self.is_output = is_output
