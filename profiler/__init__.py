@@ -1,8 +1,8 @@
 """gradtrace profiler: collect RecordFunction ranges, analyse them, save and load profiles.
 
 ``import profiler`` does not import the engine: analysis and file I/O (``profiler.load``,
-``ProfileData``) work on a saved profile alone. The engine is imported when profiling starts
-and when ``profiler.record_function`` is first used.
+``ProfileData``) work on a saved profile alone. Only :mod:`profiler.collector` imports the
+engine; it is loaded when profiling starts or ``profiler.record_function`` is first used.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def __getattr__(name: str):
     # record_function is the engine's USER_SCOPE range; importing it lazily keeps
     # `import profiler` free of the engine.
     if name == "record_function":
-        from autograd.record_function import record_function  # noqa: PLC0415
+        from .collector import record_function  # noqa: PLC0415
 
         return record_function
     raise AttributeError(f"module 'profiler' has no attribute {name!r}")

@@ -225,6 +225,10 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False) -
     cpu_mem = _subtree_sum(self_mem[0], parent, levels) if self_mem[0].any() else self_mem[0].copy()
     cuda_mem = _subtree_sum(self_mem[1], parent, levels) if self_mem[1].any() else self_mem[1].copy()
 
+    # Index-like arrays fit in int32 (a profile has < 2**31 events and strings); halving
+    # them keeps a million-event analysis small.
+    parent, depth, forward_event, bwd_anc, shapes_id, stack_id, mem_event = (
+        x.astype(np.int32) for x in (parent, depth, forward_event, bwd_anc, shapes_id, stack_id, mem_event))
     return EventAnalysis(
         parent=parent, depth=depth,
         cpu_total_ns=cpu_total, self_cpu_ns=self_cpu,

@@ -26,7 +26,15 @@ from .data import ProfileData
 from .fileformat import gradtrace_version
 from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope
 
-__all__ = ["Collector"]
+__all__ = ["Collector", "record_function", "gpu_available"]
+
+# The engine's USER_SCOPE range, re-exported as profiler.record_function.
+record_function = rf.record_function
+
+
+def gpu_available() -> bool:
+    """True when the engine can use a CUDA GPU (then "cuda" is a default activity)."""
+    return backend.cuda_is_available()
 
 # Row layout of the per-thread event buffers.
 _NAME, _SCOPE, _START, _END, _SEQ, _FWD_TID, _DEVICE, _STREAM, _GPU_PAIR, _INPUTS, _STACK = range(11)

@@ -81,26 +81,29 @@ def nest_intervals(start_ns, end_ns, thread_id) -> Nesting:
     if (int(t[-1]) + 1) * span >= 2**62:
         raise ValueError("profile spans too much time to nest")
     start_key = t * span + (s - tmin)
-    end_key = t * span + (e - tmin)
+    end_key = t * span + (e - tmin)   # sorted in place below: only its order statistics matter
     pos = np.arange(n, dtype=np.int64)
 
     # depth = starts so far in this thread - ends at or before my start; zero-length events
     # at my start time still count as open (they "end" after the starts of that instant).
-    ends_sorted = np.sort(end_key)
-    ended = np.searchsorted(ends_sorted, start_key, side="right")
+    end_key.sort()
+    depth = pos + 1 - np.searchsorted(end_key, start_key, side="right")
+    del end_key
     zero_len = np.sort(start_key[s == e])
-    zero_open = (np.searchsorted(zero_len, start_key, side="right")
-                 - np.searchsorted(zero_len, start_key, side="left"))
-    depth = pos + 1 - ended + zero_open
+    if len(zero_len):
+        depth += (np.searchsorted(zero_len, start_key, side="right")
+                  - np.searchsorted(zero_len, start_key, side="left"))
+    del start_key, zero_len
 
     # Parent: the last earlier event one level up; previous same-level event for the check.
     level_key = np.sort(depth * n + pos)
-    parent_slot = np.searchsorted(level_key, (depth - 1) * n + pos) - 1
-    cand = level_key[np.maximum(parent_slot, 0)]
-    parent_pos = np.where((depth > 1) & (parent_slot >= 0) & (cand // n == depth - 1), cand % n, -1)
-    prev_slot = np.searchsorted(level_key, depth * n + pos) - 1
-    prev_key = level_key[np.maximum(prev_slot, 0)]
-    prev_pos = np.where((prev_slot >= 0) & (prev_key // n == depth), prev_key % n, -1)
+    slot = np.searchsorted(level_key, (depth - 1) * n + pos) - 1
+    cand = level_key[np.maximum(slot, 0)]
+    parent_pos = np.where((depth > 1) & (slot >= 0) & (cand // n == depth - 1), cand % n, -1)
+    slot = np.searchsorted(level_key, depth * n + pos) - 1
+    cand = level_key[np.maximum(slot, 0)]
+    prev_pos = np.where((slot >= 0) & (cand // n == depth), cand % n, -1)
+    del level_key, slot, cand
 
     has_parent = parent_pos >= 0
     pp = np.maximum(parent_pos, 0)

@@ -41,9 +41,9 @@ def _always_record(step: int) -> ProfilerAction:
 
 
 def _default_activities() -> set[str]:
-    from autograd import backend  # noqa: PLC0415 - only when profiling starts
+    from .collector import gpu_available  # noqa: PLC0415 - the engine only when profiling starts
 
-    return {"cpu", "cuda"} if backend.cuda_is_available() else {"cpu"}
+    return {"cpu", "cuda"} if gpu_available() else {"cpu"}
 
 
 def _parse_activities(activities) -> set[str] | None:
@@ -203,7 +203,7 @@ class profile:
 
     def _open_step_range(self) -> None:
         if self.record_steps and self._collector is not None:
-            from autograd.record_function import record_function  # noqa: PLC0415
+            from .collector import record_function  # noqa: PLC0415
 
             self._step_range = record_function(f"ProfilerStep#{self.step_num}")
             self._step_range.__enter__()

@@ -189,3 +189,13 @@ def test_format_is_documented():
     for word in ("magic", "schema_version", "delta", "crc32", "start_ns", "total_allocated",
                  "ProfileFormatError"):
         assert word in doc
+
+
+def test_only_the_collector_imports_the_engine():
+    offenders = []
+    for path in (REPO / "profiler").glob("*.py"):
+        for line in path.read_text().splitlines():
+            stripped = line.strip()
+            if stripped.startswith(("import autograd", "from autograd")) and path.name != "collector.py":
+                offenders.append(f"{path.name}: {stripped}")
+    assert offenders == []

@@ -317,8 +317,25 @@ def test_save_and_load_a_real_profile(tmp_path):
     path = tmp_path / "mlp.gtprof"
     prof.save(path)
     loaded = profiler.load(path)
+    assert loaded.metadata["record_shapes"] and loaded.metadata["with_stack"]
+    assert loaded.metadata["wall_clock_base_ns"] > 1.6e18 and loaded.metadata["start_time_ns"] > 0
+    assert loaded.metadata["devices"] == ["cpu"] and loaded.metadata["activities"] == ["cpu"]
     assert type(loaded) is type(prof.profile_data)
     for name, col in prof.profile_data.event_columns.items():
         np.testing.assert_array_equal(col, loaded.event_columns[name])
     assert loaded.table(group_by_stack_n=2) == prof.table(group_by_stack_n=2)
     assert loaded.forward_backward_summary().table() == prof.forward_backward_summary().table()
+
+
+def test_real_profile_without_stacks_is_compact(tmp_path):
+    params = make_mlp()
+    with profiler.profile(record_shapes=True) as prof:
+        for _ in range(20):
+            mlp_step(*params)
+    path = tmp_path / "mlp.gtprof"
+    prof.save(path)
+    assert path.stat().st_size / prof.profile_data.n_events <= 64
+
+
+def test_record_function_is_the_engines():
+    assert profiler.record_function is ag.record_function.record_function
