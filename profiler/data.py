@@ -97,6 +97,15 @@ class ProfileData:
         order, bounds = self._children
         return order[bounds[index + 1]:bounds[index + 2]]
 
+    def partial_overlaps(self) -> list[tuple[aggregate.FunctionEvent, aggregate.FunctionEvent]]:
+        """Pairs of ranges of one thread that overlap without nesting (first starts first).
+
+        Such ranges are kept (each is nested where it fits) and listed here instead of being
+        dropped; the table footer counts them.
+        """
+        return [(aggregate.FunctionEvent(self, int(a)), aggregate.FunctionEvent(self, int(b)))
+                for a, b in self.analysis.partial_overlaps]
+
     def step_ranges(self) -> list[tuple[str, int, int]]:
         """(name, start_ns, end_ns) of the ``ProfilerStep#N`` ranges, in order."""
         ids = [i for i, s in enumerate(self.strings) if s.startswith("ProfilerStep#")]

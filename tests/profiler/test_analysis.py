@@ -56,6 +56,7 @@ def test_overlapping_children_are_clamped_and_counted():
     assert a.self_cpu_ns.tolist() == [0, 7, 5]
     assert a.cpu_clock_skew == 1
     assert "Partially overlapping ranges" in data.table()
+    assert [(a.name, b.name) for a, b in data.partial_overlaps()] == [("op1", "op2")]
 
 
 def test_negative_self_time_is_clamped():

@@ -339,3 +339,82 @@ def test_real_profile_without_stacks_is_compact(tmp_path):
 
 def test_record_function_is_the_engines():
     assert profiler.record_function is ag.record_function.record_function
+
+
+class _FakeDevice:
+    type, index = "cuda", 0
+
+    def __str__(self):
+        return "cuda:0"
+
+
+class _FakeStream:
+    def __init__(self):
+        self.device = _FakeDevice()
+        self.native = object()
+        self.ptr = 0xBEEF
+
+
+def test_gpu_collection_path_with_a_fake_device(monkeypatch):
+    """The CUDA-event path runs on any machine with a stand-in backend: one event pair per
+    range, one synchronize at stop, device times placed on the CPU axis."""
+    from autograd import backend
+    from profiler.collector import Collector
+
+    device_clock = [0]
+    syncs = []
+
+    class FakeEvent:
+        def __init__(self, device=None):
+            self.device = device
+            self.native = object()
+            self.t = None
+
+        def record(self, stream=None):
+            self.t = device_clock[0]
+            return self
+
+    monkeypatch.setattr(backend, "cuda_is_available", lambda: True)
+    monkeypatch.setattr(backend, "Event", FakeEvent)
+    monkeypatch.setattr(backend, "elapsed_ns", lambda a, b: b.t - a.t)
+    monkeypatch.setattr(backend, "synchronize", lambda *args: syncs.append(args))
+
+    collector = Collector({"cpu", "cuda"}, record_shapes=False, profile_memory=False, with_stack=False,
+                          with_flops=False, with_modules=False)
+    start, end = collector._make_callbacks()
+    stream = _FakeStream()
+
+    def rec(name, scope=0):
+        r = ag.record_function.RecordFunction()
+        r.name, r.scope, r.sequence_nr, r.fwd_thread_id, r.thread_id = name, scope, -1, 0, 1
+        r.inputs, r.device, r.stream = None, "cuda:0", stream
+        return r
+
+    outer = rec("linear")
+    ctx_outer = start(outer)                 # base event and linear's start at device t=0
+    device_clock[0] = 10
+    mm = rec("matmul")
+    ctx_mm = start(mm)
+    device_clock[0] = 70
+    end(mm, ctx_mm)
+    add = rec("add")
+    ctx_add = start(add)
+    device_clock[0] = 90
+    end(add, ctx_add)
+    device_clock[0] = 100
+    end(outer, ctx_outer)
+    assert syncs == []                       # nothing synchronised while collecting
+    data = collector.stop()
+    assert len(syncs) == 1
+    cols = data.event_columns
+    names = [data.name_of(i) for i in range(data.n_events)]
+    assert names == ["linear", "matmul", "add"]
+    cpu_base = collector._gpu_base["cuda:0"][0]
+    assert (cols["device_start_ns"] - cpu_base).tolist() == [0, 10, 70]
+    assert (cols["device_end_ns"] - cpu_base).tolist() == [100, 70, 90]
+    assert cols["stream"].tolist() == [0xBEEF] * 3
+    a = data.analysis
+    assert a.cuda_total_ns.tolist() == [100, 60, 20]
+    assert a.self_cuda_ns.tolist() == [20, 60, 20]
+    assert data.metadata["device_region_ns"] == {"cuda:0": 100}
+    assert "Self CUDA %" in data.table()
