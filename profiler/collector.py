@@ -24,7 +24,7 @@ from autograd import record_function as rf
 
 from .data import ProfileData
 from .fileformat import gradtrace_version
-from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope
+from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope, empty_columns
 
 __all__ = ["Collector", "record_function", "gpu_available"]
 
@@ -302,8 +302,6 @@ class Collector:
             dev[pair >= 0] = times[pair[pair >= 0]]
             device_times.append(dev)
         if not parts:
-            from .records import empty_columns  # noqa: PLC0415
-
             return empty_columns(EVENT_COLUMNS)
         rows = np.concatenate(parts)
         thread = np.concatenate(threads)
@@ -351,8 +349,6 @@ class Collector:
             parts.append(rows)
             threads.append(np.full(len(rows), tid, dtype=np.int64))
         if not parts or not sum(len(p) for p in parts):
-            from .records import empty_columns  # noqa: PLC0415
-
             return empty_columns(MEMORY_COLUMNS)
         rows = np.concatenate(parts)
         thread = np.concatenate(threads)
