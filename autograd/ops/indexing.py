@@ -26,3 +26,99 @@ defop("index", lambda xp, x, key: x[key],
       view=lambda key: is_basic_index(key))
 defop("index_backward", _index_backward,
       (lambda F, g, out, x, shape, key: F.index(g, key=key),))
+
+
+# --------------------------------------------------------------------------- gather / scatter
+
+
+def along_dim_key(xp, index, dim):
+    """The full index tuple that addresses ``target[..., index[...], ...]`` along ``dim``:
+    ``index`` on ``dim`` and an open grid on every other axis (shaped like ``index``)."""
+    key = []
+    for ax, n in enumerate(index.shape):
+        if ax == dim:
+            key.append(index)
+        else:
+            shape = [1] * index.ndim
+            shape[ax] = n
+            key.append(xp.arange(n).reshape(shape))
+    return tuple(key)
+
+
+def _gather_fwd(xp, x, index, dim):
+    return x[along_dim_key(xp, index, dim)]
+
+
+def _gather_backward_fwd(xp, g, index, shape, dim):
+    z = xp.zeros(shape, dtype=g.dtype)
+    backend.scatter_add(xp, z, along_dim_key(xp, index, dim), g)
+    return z
+
+
+def _scatter_add_fwd(xp, x, index, src, dim):
+    out = x.copy()
+    key = along_dim_key(xp, index, dim)
+    backend.scatter_add(xp, out, key, src[tuple(slice(0, n) for n in index.shape)])
+    return out
+
+
+def _src_grad(F, g, index, src_shape, dim):
+    got = F.gather(g, index, dim=dim)
+    if tuple(index.shape) == tuple(src_shape):
+        return got
+    pad = []
+    for n, s in reversed(list(zip(index.shape, src_shape))):
+        pad += [0, s - n]
+    return F.pad(got, pad=tuple(pad))
+
+
+defop("gather", _gather_fwd,
+      (lambda F, g, out, x, index, dim: F.gather_backward(g, index, shape=x.shape, dim=dim), None),
+      meta=(0,))
+defop("gather_backward", _gather_backward_fwd,
+      (lambda F, g, out, gout, index, shape, dim: F.gather(g, index, dim=dim), None))
+defop("scatter_add", _scatter_add_fwd,
+      (lambda F, g, out, x, index, src, dim: g, None,
+       lambda F, g, out, x, index, src, dim: _src_grad(F, g, index, src.shape, dim)),
+      meta=(2,))
+
+
+# --------------------------------------------------------------------------- writes
+
+
+def _index_put_fwd(xp, x, value, key):
+    out = x.copy()
+    out[key] = value
+    return out
+
+
+# x[key] = value as an op: the gradient of x is zero where it was overwritten, value gets the
+# gradient of the positions it was written to (summed where it was broadcast).
+defop("index_put", _index_put_fwd,
+      (lambda F, g, out, x, value, key: F.index_put(g, 0.0, key=key),
+       lambda F, g, out, x, value, key: F.index(g, key=key)), node_name="IndexPutBackward0")
+
+
+# --------------------------------------------------------------------------- embedding
+
+
+def _embedding_backward_fwd(xp, g, idx, num_weights, padding_idx=None):
+    z = xp.zeros((num_weights, g.shape[-1]), dtype=g.dtype)
+    backend.scatter_add(xp, z, idx.reshape(-1), g.reshape(-1, g.shape[-1]))
+    if padding_idx is not None:
+        z[padding_idx] = 0
+    return z
+
+
+def _embedding_backward_vjp(F, g, out, gout, idx, num_weights, padding_idx=None):
+    rows = F.embedding(g, idx)
+    if padding_idx is None:
+        return rows
+    return F.masked_fill(rows, F.reshape(idx == padding_idx, shape=tuple(idx.shape) + (1,)), 0.0)
+
+
+defop("embedding", lambda xp, weight, idx, padding_idx=None: weight[idx],
+      (lambda F, g, out, weight, idx, padding_idx=None: F.embedding_backward(
+          g, idx, num_weights=weight.shape[0], padding_idx=padding_idx), None), meta=(0,))
+defop("embedding_backward", _embedding_backward_fwd, (_embedding_backward_vjp, None),
+      node_name="EmbeddingDenseBackward0")

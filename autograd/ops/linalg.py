@@ -39,3 +39,79 @@ def _grad_b(F, g, out, a, b):
 
 defop("matmul", lambda xp, a, b: xp.matmul(a, b), (_grad_a, _grad_b), check=_check_matmul,
       node_name="MmBackward0")
+
+
+# --------------------------------------------------------------------------- einsum
+
+
+def parse_einsum(equation: str, n_operands: int):
+    """Split ``"ij,jk->ik"`` into (["ij", "jk"], "ik"); the implicit form gets its output
+    (letters seen once, sorted). Ellipses are kept as ``...``."""
+    eq = equation.replace(" ", "")
+    if "->" in eq:
+        lhs, out = eq.split("->")
+    else:
+        lhs = eq
+        letters = lhs.replace(",", "").replace(".", "")
+        out = ("..." if "..." in lhs else "") + "".join(
+            sorted(c for c in set(letters) if letters.count(c) == 1))
+    subs = lhs.split(",")
+    if len(subs) != n_operands:
+        raise ValueError(f"einsum(): equation '{equation}' names {len(subs)} operands but "
+                         f"{n_operands} were given")
+    for s in subs + [out]:
+        core = s.replace("...", "")
+        if not core.isalpha() and core:
+            raise ValueError(f"einsum(): invalid subscripts '{s}' in '{equation}'")
+        if len(set(core)) != len(core):
+            raise ValueError(f"einsum(): repeated subscript in '{s}' (diagonals are not "
+                             "supported)")
+    return subs, out
+
+
+def _einsum_fwd(xp, a, b, equation):
+    return xp.einsum(equation, a) if b is None else xp.einsum(equation, a, b)
+
+
+def _einsum_grad(F, g, equation, target, other, target_shape):
+    """Gradient for one operand: contract ``g`` with the other operand onto the target's
+    subscripts; letters only the target had (summed away) come back by broadcasting."""
+    subs, out = parse_einsum(equation, 1 if other is None else 2)
+    t_sub = subs[target]
+    avail = set(out) | (set(subs[1 - target]) if other is not None else set())
+    keep = "".join(c for c in t_sub.replace("...", ".") if c == "." or c in avail)
+    keep = keep.replace(".", "...")
+    eq = f"{out},{subs[1 - target]}->{keep}" if other is not None else f"{out}->{keep}"
+    if other is None:
+        grad = F.einsum(g, None, equation=eq)
+    else:
+        grad = F.einsum(g, other, equation=eq)
+    if keep == t_sub:
+        return grad
+    # Put back the summed-away letters as size-1 dims, expanded to the operand's sizes.
+    gshape = tuple(grad.shape)
+    n_ell = len(gshape) - len(keep.replace("...", ""))
+    t_ell = len(target_shape) - len(t_sub.replace("...", ""))
+    shape, full = [], []
+    gi = ti = 0
+    for c in t_sub.replace("...", "."):
+        if c == ".":
+            shape.extend(gshape[gi:gi + n_ell])
+            full.extend(gshape[gi:gi + n_ell])
+            gi += n_ell
+            ti += t_ell
+        elif c in keep:
+            shape.append(gshape[gi])
+            full.append(gshape[gi])
+            gi += 1
+            ti += 1
+        else:
+            shape.append(1)
+            full.append(target_shape[ti])
+            ti += 1
+    return F.expand(F.reshape(grad, shape=tuple(shape)), shape=tuple(full))
+
+
+defop("einsum", _einsum_fwd,
+      (lambda F, g, out, a, b, equation: _einsum_grad(F, g, equation, 0, b, a.shape),
+       lambda F, g, out, a, b, equation: _einsum_grad(F, g, equation, 1, a, b.shape)))

@@ -55,3 +55,64 @@ defop("expand", _expand_fwd, (lambda F, g, out, x, shape: F.sum_to_size(g, shape
 defop("sum_to_size", sum_to_shape,
       (lambda F, g, out, x, shape: F.expand(g, shape=x.shape),), meta=(0,),
       node_name="SumToSizeBackward0")
+
+
+# --------------------------------------------------------------------------- joining
+
+
+def _cat_rule(i):
+    """Rule for input ``i`` of cat: its slice of the gradient (sizes are an attribute, so cat
+    saves nothing)."""
+
+    def rule(F, g, out, *xs, dim, sizes):
+        start = 0
+        for s in sizes[:i]:
+            start += s
+        key = (slice(None),) * dim + (slice(start, start + sizes[i]),)
+        return F.index(g, key=key)
+
+    return rule
+
+
+#: cat takes any number of inputs; each needs its own rule, so the table holds this many and
+#: the public ``cat`` joins longer lists in rounds.
+MAX_CAT_INPUTS = 64
+
+defop("cat", lambda xp, *xs, dim, sizes: xp.concatenate(xs, axis=dim),
+      tuple(_cat_rule(i) for i in range(MAX_CAT_INPUTS)))
+
+
+# --------------------------------------------------------------------------- padding, flips, rolls
+
+
+def _pad_widths(ndim, pad):
+    """PyTorch's pad tuple (last dim first: left, right, then the dim before...) as per-axis
+    (before, after) pairs."""
+    widths = [(0, 0)] * ndim
+    for k in range(len(pad) // 2):
+        widths[ndim - 1 - k] = (pad[2 * k], pad[2 * k + 1])
+    return widths
+
+
+def _pad_fwd(xp, x, pad, value=0.0):
+    return xp.pad(x, _pad_widths(x.ndim, pad), mode="constant", constant_values=value)
+
+
+def _unpad_key(shape, pad):
+    widths = _pad_widths(len(shape), pad)
+    return tuple(slice(b, b + s) for (b, _), s in zip(widths, shape))
+
+
+defop("pad", _pad_fwd,
+      (lambda F, g, out, x, pad, value=0.0: F.index(g, key=_unpad_key(x.shape, pad)),),
+      meta=(0,), node_name="ConstantPadNdBackward0")
+defop("flip", lambda xp, x, dims: xp.flip(x, axis=dims),
+      (lambda F, g, out, x, dims: F.flip(g, dims=dims),))
+defop("roll", lambda xp, x, shifts, dims: xp.roll(x, shifts, axis=dims),
+      (lambda F, g, out, x, shifts, dims: F.roll(
+          g, shifts=tuple(-s for s in shifts) if isinstance(shifts, tuple) else -shifts,
+          dims=dims),))
+defop("tril", lambda xp, x, diagonal=0: xp.tril(x, diagonal),
+      (lambda F, g, out, x, diagonal=0: F.tril(g, diagonal=diagonal),))
+defop("triu", lambda xp, x, diagonal=0: xp.triu(x, diagonal),
+      (lambda F, g, out, x, diagonal=0: F.triu(g, diagonal=diagonal),))

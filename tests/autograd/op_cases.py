@@ -19,7 +19,11 @@ from typing import Callable
 
 import numpy as np
 
+import math
+
 import autograd
+import autograd as ag
+from autograd.nn import functional as AF
 
 
 @dataclass
@@ -138,3 +142,442 @@ def make_inputs(case: OpCase, rng, device="cpu", requires_grad=True):
         else:
             tensors.append(x)
     return raw, tensors
+
+
+# --------------------------------------------------------------------------- issue 3: NumPy references
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _bools(*shape):
+    return lambda rng: rng.uniform(size=shape) > 0.5
+
+
+def _zero_mask():
+    m = np.ones((3, 4))
+    m[1, 2] = 0.0
+    return ag.tensor(m, dtype="float64")
+
+
+def _lse(a, axes):
+    m = a.max(axis=axes, keepdims=True)
+    return np.log(np.exp(a - m).sum(axis=axes, keepdims=True)) + m
+
+
+def _scatter_ref(out, idx, src):
+    for i in range(idx.shape[0]):
+        for j in range(idx.shape[1]):
+            out[i, idx[i, j]] += src[i, j]
+    return out
+
+
+def _setitem_case(a, b):
+    y = a * 1.0
+    y[np.array([0, 2])] = b
+    return y * a
+
+
+def _setitem_ref(a, b):
+    y = a.copy()
+    y[[0, 2]] = b
+    return y * a
+
+
+def _setitem_mask_case(a):
+    y = a * 1.0
+    y[a > 0] = 0.0
+    return y * a
+
+
+def _embedding_bw_ref(g, idx, n, pad):
+    out = np.zeros((n, g.shape[-1]))
+    np.add.at(out, idx, g)
+    out[pad] = 0
+    return out
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def _conv2d_ref(x, w, b, stride, padding, dilation, groups):
+    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    x = np.pad(x, [(0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2])
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    ho = (h - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (wd - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, o, ho, wo))
+    og = o // groups
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i * dilation[0]: i * dilation[0] + stride[0] * (ho - 1) + 1: stride[0],
+                           j * dilation[1]: j * dilation[1] + stride[1] * (wo - 1) + 1: stride[1]]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, w[g * og:(g + 1) * og, :, i, j])
+    if b is not None:
+        out += b[None, :, None, None]
+    return out
+
+
+def _im2col_ref(x, k, s):
+    from numpy.lib.stride_tricks import sliding_window_view
+    win = sliding_window_view(x, k, axis=(2, 3))[:, :, ::s[0], ::s[1]]   # n c ho wo kh kw
+    return np.ascontiguousarray(win.transpose(0, 1, 4, 5, 2, 3))
+
+
+def _col2im_ref(c, shape, s):
+    out = np.zeros(shape)
+    kh, kw, ho, wo = c.shape[2:]
+    for i in range(kh):
+        for j in range(kw):
+            for a in range(ho):
+                for b in range(wo):
+                    out[:, :, a * s[0] + i, b * s[1] + j] += c[:, :, i, j, a, b]
+    return out
+
+
+def _conv_t_ref(x, w, b, stride, padding, output_padding):
+    n, cin, h, wd = x.shape
+    _, cout, kh, kw = w.shape
+    ho = (h - 1) * stride - 2 * padding + kh + output_padding
+    wo = (wd - 1) * stride - 2 * padding + kw + output_padding
+    full = np.zeros((n, cout, ho + 2 * padding + kh, wo + 2 * padding + kw))
+    for i in range(h):
+        for j in range(wd):
+            full[:, :, i * stride:i * stride + kh, j * stride:j * stride + kw] += np.einsum(
+                "nc,cokl->nokl", x[:, :, i, j], w)
+    return full[:, :, padding:padding + ho, padding:padding + wo] + b[None, :, None, None]
+
+
+def _pool_ref(x, k, s, p, fn, fill):
+    from numpy.lib.stride_tricks import sliding_window_view
+    x = np.pad(x, [(0, 0), (0, 0), (p, p), (p, p)], constant_values=fill)
+    win = sliding_window_view(x, (k, k), axis=(2, 3))[:, :, ::s, ::s]
+    return fn(win, axis=(-2, -1))
+
+
+def _adaptive_ref(x, oh, ow):
+    n, c, h, w = x.shape
+    out = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            h0, h1 = (i * h) // oh, -((-(i + 1) * h) // oh)
+            w0, w1 = (j * w) // ow, -((-(j + 1) * w) // ow)
+            out[:, :, i, j] = x[:, :, h0:h1, w0:w1].mean(axis=(2, 3))
+    return out
+
+
+def _bn_ref(x, w, b):
+    m = x.mean(axis=(0, 2, 3), keepdims=True)
+    v = x.var(axis=(0, 2, 3), keepdims=True)
+    return (x - m) / np.sqrt(v + 1e-5) * w[None, :, None, None] + b[None, :, None, None]
+
+
+def _bn_eval_case(x):
+    rm = ag.full((3,), 0.5, dtype="float64")
+    rv = ag.full((3,), 2.0, dtype="float64")
+    return AF.batch_norm(x, rm, rv, training=False)
+
+
+def _ln_ref(x, axes):
+    m = x.mean(axis=axes, keepdims=True)
+    v = x.var(axis=axes, keepdims=True)
+    return (x - m) / np.sqrt(v + 1e-5)
+
+
+def _gn_ref(x, g):
+    n = x.shape[0]
+    xr = x.reshape(n, g, -1)
+    return _ln_ref(xr, (-1,)).reshape(x.shape)
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _ce_ref(x, t, weight=None, ignore=-100, smoothing=0.0, reduction="mean"):
+    logp = np.log(_softmax(x, 1))
+    c = x.shape[1]
+    w = np.ones(c) if weight is None else weight
+    valid = t != ignore
+    ts = np.where(valid, t, 0)
+    nll = -logp[np.arange(len(t)), ts] * w[ts] * valid
+    smooth = -(logp * w).sum(1) / c * valid
+    loss = (1 - smoothing) * nll + smoothing * smooth
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / (w[ts] * valid).sum()
+
+
+def _nll_ref(x, t, ignore):
+    valid = t != ignore
+    ts = np.where(valid, t, 0)
+    return -(x[np.arange(len(t)), ts] * valid).sum() / valid.sum()
+
+
+def _sdpa_ref(q, k, v, causal, mask=None):
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.triu(np.ones(s.shape[-2:], bool), 1), -np.inf, s)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    return _softmax(s, -1) @ v
+
+
+CASES += [
+    # --------------------------------------------------------------- issue 3: elementwise
+    OpCase("log1p", lambda a: a.log1p(), np.log1p, ins(pos(3, 4))),
+    OpCase("expm1", lambda a: a.expm1(), np.expm1, ins(rnd(3, 4))),
+    OpCase("sin", lambda a: a.sin(), np.sin, ins(rnd(3, 4))),
+    OpCase("cos", lambda a: a.cos(), np.cos, ins(rnd(3, 4))),
+    OpCase("sigmoid", lambda a: a.sigmoid(), lambda a: 1 / (1 + np.exp(-a)), ins(rnd(3, 4))),
+    OpCase("rsqrt", lambda a: a.rsqrt(), lambda a: 1 / np.sqrt(a), ins(pos(3, 4))),
+    OpCase("reciprocal", lambda a: a.reciprocal(), np.reciprocal, ins(pos(3, 4))),
+    OpCase("abs", lambda a: a.abs(), np.abs, ins(away0(3, 4))),
+    OpCase("sign", lambda a: a.sign(), np.sign, ins(away0(5)), grad=False),
+    OpCase("erf", lambda a: a.erf(), lambda a: _erf(a), ins(lambda rng: rng.uniform(-4, 4, (40,)))),
+    OpCase("leaky_relu", lambda a: ag.leaky_relu(a, 0.1), lambda a: np.where(a > 0, a, 0.1 * a),
+           ins(away0(3, 4))),
+    OpCase("gelu", lambda a: AF.gelu(a), lambda a: a * 0.5 * (1 + _erf(a / np.sqrt(2))), ins(rnd(3, 4))),
+    OpCase("gelu", lambda a: AF.gelu(a, approximate="tanh"),
+           lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3))),
+           ins(rnd(3, 4)), name="gelu_tanh"),
+    OpCase("silu", lambda a: AF.silu(a), lambda a: a / (1 + np.exp(-a)), ins(rnd(3, 4))),
+    OpCase("softplus", lambda a: AF.softplus(a), lambda a: np.log1p(np.exp(a)), ins(rnd(3, 4))),
+    OpCase("softplus", lambda a: AF.softplus(a * 10, beta=2.0, threshold=5.0),
+           lambda a: np.where(20 * a > 5.0, 10 * a, np.log1p(np.exp(20 * a)) / 2),
+           ins(away0(6)), name="softplus_beta_threshold"),
+    OpCase("clamp", lambda a: a.clamp(-0.5, 0.5), lambda a: np.clip(a, -0.5, 0.5), ins(rnd(3, 4))),
+    OpCase("clamp", lambda a: a.clamp(min=0.1), lambda a: np.maximum(a, 0.1), ins(rnd(3, 4)),
+           name="clamp_min"),
+    OpCase("clamp", lambda a, lo: ag.clip(a, lo, 1.0), lambda a, lo: np.clip(a, lo, 1.0),
+           ins(rnd(3, 4), rnd(4)), name="clip_tensor_bounds"),
+    OpCase("where", lambda c, a, b: ag.where(c, a, b), np.where,
+           ins(lambda rng: rng.uniform(size=(3, 4)) > 0.5, rnd(3, 4), rnd(4)), nondiff=(0,)),
+    OpCase("maximum", lambda a, b: ag.maximum(a, b), np.maximum, ins(rnd(3, 4), rnd(4))),
+    OpCase("minimum", lambda a, b: ag.minimum(a, b), np.minimum, ins(rnd(3, 4), rnd(3, 1))),
+    OpCase("masked_fill", lambda a, m: a.masked_fill(m, 0.5), lambda a, m: np.where(m, 0.5, a),
+           ins(rnd(3, 4), lambda rng: rng.uniform(size=(4,)) > 0.5), nondiff=(1,)),
+    OpCase("masked_fill", lambda a, m: (a * 2.0).masked_fill_(m, -1.0) * a,
+           lambda a, m: np.where(m, -1.0, 2 * a) * a,
+           ins(rnd(3, 4), lambda rng: rng.uniform(size=(3, 4)) > 0.5), nondiff=(1,),
+           name="masked_fill_inplace"),
+    OpCase("logical_and", lambda a, b: a & b, np.logical_and, ins(_bools(5), _bools(5)),
+           nondiff=(0, 1), grad=False),
+    OpCase("logical_or", lambda a, b: a | b, np.logical_or, ins(_bools(5), _bools(5)),
+           nondiff=(0, 1), grad=False),
+    OpCase("logical_xor", lambda a, b: a ^ b, np.logical_xor, ins(_bools(5), _bools(5)),
+           nondiff=(0, 1), grad=False),
+    OpCase("logical_not", lambda a: ~a, np.logical_not, ins(_bools(5)), nondiff=(0,), grad=False),
+    OpCase("isnan", lambda a: a.isnan(), np.isnan, ins(lambda rng: np.array([1.0, np.nan, -2.0])),
+           grad=False),
+    OpCase("fill", lambda a: (a * 1.0).fill_(2.0) * a, lambda a: 2.0 * a, ins(rnd(3, 4))),
+    OpCase("copy", lambda a, b: (a * 1.0).copy_(b) * a, lambda a, b: b * a, ins(rnd(3, 4), rnd(4))),
+    OpCase("relu", lambda a: (a * 1.0).relu_() * a, lambda a: np.maximum(a, 0) * a,
+           ins(away0(3, 4)), name="relu_inplace"),
+    OpCase("clamp", lambda a: (a * 1.0).clamp_(-0.5, 0.5) + a, lambda a: np.clip(a, -0.5, 0.5) + a,
+           ins(rnd(3, 4)), name="clamp_inplace"),
+    OpCase("zeros", lambda a: ag.ops.apply_op(ag.OPS["zeros"], (), {"shape": (2, 3), "dtype": np.dtype("float64"),
+                                                                    "device": a.device}) + 1.0,
+           lambda a: np.zeros((2, 3)) + 1.0, ins(rnd(1)), grad=False),
+    # --------------------------------------------------------------- reductions
+    OpCase("amax", lambda a: a.amax(dim=(0, -1)), lambda a: a.max(axis=(0, 2)), ins(rnd(2, 3, 4))),
+    OpCase("amax", lambda a: a.max(), np.max, ins(rnd(3, 4)), name="max_full"),
+    OpCase("amin", lambda a: a.amin(dim=1, keepdim=True), lambda a: a.min(axis=1, keepdims=True),
+           ins(rnd(3, 4))),
+    OpCase("amin", lambda a: a.min(), np.min, ins(rnd(3, 4)), name="min_full"),
+    OpCase("max", lambda a: a.max(dim=-1).values, lambda a: a.max(axis=-1), ins(rnd(3, 4))),
+    OpCase("max", lambda a: a.T.max(dim=0, keepdim=True).values, lambda a: a.T.max(axis=0, keepdims=True),
+           ins(rnd(3, 4)), name="max_keepdim_noncontig"),
+    OpCase("max", lambda a: a.max(dim=1).indices, lambda a: a.argmax(axis=1), ins(rnd(3, 4)),
+           grad=False, name="max_indices"),
+    OpCase("min", lambda a: a.min(dim=0).values, lambda a: a.min(axis=0), ins(rnd(3, 4))),
+    OpCase("argmax", lambda a: a.argmax(dim=-1), lambda a: a.argmax(axis=-1), ins(rnd(3, 4)), grad=False),
+    OpCase("argmax", lambda a: a.argmax(), lambda a: np.argmax(a), ins(rnd(3, 4)), grad=False,
+           name="argmax_full"),
+    OpCase("argmin", lambda a: a.argmin(dim=0, keepdim=True), lambda a: a.argmin(axis=0, keepdims=True),
+           ins(rnd(3, 4)), grad=False),
+    OpCase("logsumexp", lambda a: a.logsumexp(dim=1), lambda a: np.log(np.exp(a).sum(1)), ins(rnd(3, 4))),
+    OpCase("logsumexp", lambda a: (a * 300).logsumexp(dim=(0, 1), keepdim=True),
+           lambda a: _lse(300 * a, (0, 1)), ins(rnd(3, 4)), name="logsumexp_large"),
+    OpCase("prod", lambda a: a.prod(dim=1), lambda a: a.prod(axis=1), ins(rnd(3, 4)), covers=("prod_others",)),
+    OpCase("prod", lambda a: (a * _zero_mask()).prod(), lambda a: (a * _zero_mask().numpy()).prod(),
+           ins(rnd(3, 4)), name="prod_with_zero"),
+    OpCase("prod", lambda a: a.prod(dim=(0, 2), keepdim=True), lambda a: a.prod(axis=(0, 2), keepdims=True),
+           ins(rnd(2, 3, 2)), name="prod_dims"),
+    OpCase("var", lambda a: a.var(dim=1), lambda a: a.var(axis=1, ddof=1), ins(rnd(3, 4))),
+    OpCase("var", lambda a: a.var(unbiased=False), lambda a: a.var(), ins(rnd(3, 4)), name="var_biased"),
+    OpCase("std", lambda a: a.std(dim=(0, 1), keepdim=True, correction=0),
+           lambda a: a.std(axis=(0, 1), keepdims=True), ins(rnd(3, 4, 2))),
+    OpCase("norm", lambda a: a.norm(), lambda a: np.linalg.norm(a.ravel()), ins(rnd(3, 4))),
+    OpCase("norm", lambda a: a.norm(p=1, dim=1), lambda a: np.abs(a).sum(1), ins(away0(3, 4)), name="norm_l1"),
+    OpCase("norm", lambda a: a.norm(p=3, dim=-1, keepdim=True),
+           lambda a: (np.abs(a) ** 3).sum(-1, keepdims=True) ** (1 / 3), ins(away0(3, 4)), name="norm_p3"),
+    OpCase("norm", lambda a: a.norm(p=float("inf"), dim=0), lambda a: np.abs(a).max(0), ins(rnd(3, 4)),
+           name="norm_inf"),
+    # --------------------------------------------------------------- shape
+    OpCase("flatten", lambda a: a.flatten(1), lambda a: a.reshape(2, -1), ins(rnd(2, 3, 4))),
+    OpCase("squeeze", lambda a: a.squeeze(), np.squeeze, ins(rnd(1, 3, 1, 2))),
+    OpCase("squeeze", lambda a: a.squeeze(-2), lambda a: a.squeeze(-2), ins(rnd(1, 3, 1, 2)), name="squeeze_dim"),
+    OpCase("unsqueeze", lambda a: a.unsqueeze(-1), lambda a: a[..., None], ins(rnd(3, 4))),
+    OpCase("repeat", lambda a: a.repeat(2, 1, 3), lambda a: np.tile(a, (2, 1, 3)), ins(rnd(2, 3))),
+    OpCase("cat", lambda a, b: ag.cat([a, b.T], -1), lambda a, b: np.concatenate([a, b.T], -1),
+           ins(rnd(3, 2), rnd(4, 3))),
+    OpCase("cat", lambda a: ag.cat([a] * 70, 0), lambda a: np.concatenate([a] * 70, 0), ins(rnd(2, 3)),
+           name="cat_many_repeated"),
+    OpCase("stack", lambda a, b: ag.stack([a, b], 1), lambda a, b: np.stack([a, b], 1),
+           ins(rnd(3, 4), rnd(3, 4))),
+    OpCase("split", lambda a: ag.cat([p.flatten() for p in a.split([1, 3], 1)]),
+           lambda a: np.concatenate([p.ravel() for p in np.split(a, [1], 1)]), ins(rnd(3, 4))),
+    OpCase("chunk", lambda a: ag.cat([p.flatten() * (i + 1) for i, p in enumerate(a.chunk(3, -1))]),
+           lambda a: np.concatenate([p.ravel() * (i + 1) for i, p in enumerate(np.array_split(a, [3, 6], -1))]),
+           ins(rnd(2, 7))),
+    OpCase("narrow", lambda a: a.narrow(-1, 1, 2), lambda a: a[:, 1:3], ins(rnd(3, 4))),
+    OpCase("pad", lambda a: ag.pad(a, (1, 2, 0, 1), value=0.5),
+           lambda a: np.pad(a, [(0, 0), (0, 1), (1, 2)], constant_values=0.5), ins(rnd(2, 3, 4))),
+    OpCase("flip", lambda a: a.flip(0, -1), lambda a: a[::-1, ::-1], ins(rnd(3, 4))),
+    OpCase("roll", lambda a: a.roll(1, 0), lambda a: np.roll(a, 1, 0), ins(rnd(3, 4))),
+    OpCase("roll", lambda a: a.roll((2, -1), (0, 1)), lambda a: np.roll(a, (2, -1), (0, 1)), ins(rnd(3, 4)),
+           name="roll_multi"),
+    OpCase("tril", lambda a: a.tril(), np.tril, ins(rnd(4, 4))),
+    OpCase("triu", lambda a: a.triu(1), lambda a: np.triu(a, 1), ins(rnd(2, 3, 4))),
+    # --------------------------------------------------------------- indexing
+    OpCase("gather", lambda a, i: a.gather(1, i), lambda a, i: np.take_along_axis(a, i, 1),
+           ins(rnd(3, 4), lambda rng: np.array([[0, 0], [3, 1], [2, 2]])), nondiff=(1,),
+           covers=("gather_backward",)),
+    OpCase("gather_backward", lambda g, i: ag.ops.apply_op(ag.OPS["gather_backward"], (g, i),
+                                                           {"shape": (3, 4), "dim": 1}),
+           lambda g, i: _scatter_ref(np.zeros((3, 4)), i, g), ins(rnd(3, 2), lambda rng: np.array([[0, 0], [3, 1], [2, 2]])),
+           nondiff=(1,)),
+    OpCase("scatter_add", lambda a, i, s: a.scatter_add(1, i, s), lambda a, i, s: _scatter_ref(a.copy(), i, s),
+           ins(rnd(3, 4), lambda rng: np.array([[0, 0], [3, 1], [2, 2]]), rnd(3, 3)), nondiff=(1,)),
+    OpCase("index_select", lambda a, i: a.index_select(-1, i), lambda a, i: a[:, i],
+           ins(rnd(3, 4), lambda rng: np.array([3, 0, 3])), nondiff=(1,)),
+    OpCase("index_put", _setitem_case, lambda a, b: _setitem_ref(a, b), ins(rnd(4, 3), rnd(3))),
+    OpCase("index_put", _setitem_mask_case, lambda a: np.where(a > 0, 0.0, a) * a, ins(away0(3, 4)),
+           name="index_put_mask"),
+    OpCase("embedding", lambda w, i: AF.embedding(i, w), lambda w, i: w[i],
+           ins(rnd(5, 3), lambda rng: np.array([[0, 4, 4], [1, 0, 2]])), nondiff=(1,),
+           covers=("embedding_backward",)),
+    # The padding row gets no gradient, so the case zeroes its rows for the finite differences.
+    OpCase("embedding", lambda w, i: AF.embedding(i, w, padding_idx=0) * (i != 0).unsqueeze(-1),
+           lambda w, i: w[i] * (i != 0)[:, None],
+           ins(rnd(5, 3), lambda rng: np.array([0, 4, 0, 2])), nondiff=(1,), name="embedding_padding_idx"),
+    OpCase("embedding_backward", lambda g, i: ag.ops.apply_op(ag.OPS["embedding_backward"], (g, i),
+                                                              {"num_weights": 5, "padding_idx": 4}),
+           lambda g, i: _embedding_bw_ref(g, i, 5, 4), ins(rnd(4, 3), lambda rng: np.array([1, 4, 1, 2])),
+           nondiff=(1,)),
+    # --------------------------------------------------------------- linear algebra
+    OpCase("bmm", lambda a, b: ag.bmm(a, b), np.matmul, ins(rnd(2, 3, 4), rnd(2, 4, 5))),
+    OpCase("outer", lambda a, b: ag.outer(a, b), np.outer, ins(rnd(3), rnd(4))),
+    OpCase("einsum", lambda a, b: ag.einsum("ij,jk->ik", a, b), lambda a, b: np.einsum("ij,jk->ik", a, b),
+           ins(rnd(3, 4), rnd(4, 5))),
+    OpCase("einsum", lambda a, b: ag.einsum("bhld,bhsd->bhls", a, b),
+           lambda a, b: np.einsum("bhld,bhsd->bhls", a, b), ins(rnd(2, 2, 3, 4), rnd(2, 2, 5, 4)),
+           name="einsum_attention"),
+    OpCase("einsum", lambda a: ag.einsum("ij->j", a), lambda a: a.sum(0), ins(rnd(3, 4)), name="einsum_unary"),
+    OpCase("einsum", lambda a, b: ag.einsum("ij,k->i", a, b), lambda a, b: np.einsum("ij,k->i", a, b),
+           ins(rnd(3, 4), rnd(5)), name="einsum_summed_away"),
+    OpCase("einsum", lambda a, b: ag.einsum("...ij,...jk", a, b), lambda a, b: np.einsum("...ij,...jk", a, b),
+           ins(rnd(2, 3, 4), rnd(2, 4, 2)), name="einsum_ellipsis_implicit"),
+    OpCase("einsum", lambda a, b, c: ag.einsum("ij,jk,kl->il", a, b, c),
+           lambda a, b, c: np.einsum("ij,jk,kl->il", a, b, c), ins(rnd(2, 3), rnd(3, 4), rnd(4, 2)),
+           name="einsum_three"),
+    # --------------------------------------------------------------- nn.functional
+    OpCase("linear", lambda x, w, b: AF.linear(x, w, b), lambda x, w, b: x @ w.T + b,
+           ins(rnd(2, 3, 4), rnd(5, 4), rnd(5))),
+    OpCase("linear", lambda x, w: AF.linear(x, w), lambda x, w: x @ w.T, ins(rnd(4), rnd(5, 4)),
+           name="linear_1d_nobias"),
+    OpCase("linear", lambda x, w: AF.linear(x.T, w), lambda x, w: x.T @ w.T, ins(rnd(4, 3), rnd(2, 4)),
+           name="linear_noncontig"),
+    OpCase("conv2d", lambda x, w, b: AF.conv2d(x, w, b, stride=2, padding=1),
+           lambda x, w, b: _conv2d_ref(x, w, b, 2, 1, 1, 1), ins(rnd(2, 3, 7, 6), rnd(4, 3, 3, 3), rnd(4)),
+           covers=("im2col", "col2im")),
+    OpCase("conv2d", lambda x, w: AF.conv2d(x, w, None, 1, (0, 2), 2, 2),
+           lambda x, w: _conv2d_ref(x, w, None, 1, (0, 2), 2, 2), ins(rnd(1, 4, 6, 5), rnd(6, 2, 2, 3)),
+           name="conv2d_groups_dilation"),
+    OpCase("conv2d", lambda x, w: AF.conv2d(x, w, padding="same"),
+           lambda x, w: _conv2d_ref(x, w, None, 1, 1, 1, 1), ins(rnd(1, 2, 5, 5), rnd(3, 2, 3, 3)),
+           name="conv2d_same"),
+    OpCase("im2col", lambda x: ag.ops.apply_op(ag.OPS["im2col"], (x,), {"kernel": (2, 2), "stride": (1, 2),
+                                                                        "dilation": (1, 1)}),
+           lambda x: _im2col_ref(x, (2, 2), (1, 2)), ins(rnd(1, 2, 4, 5))),
+    OpCase("col2im", lambda c: ag.ops.apply_op(ag.OPS["col2im"], (c,), {"shape": (1, 2, 4, 5), "kernel": (2, 2),
+                                                                        "stride": (1, 2), "dilation": (1, 1)}),
+           lambda c: _col2im_ref(c, (1, 2, 4, 5), (1, 2)), ins(rnd(1, 2, 2, 2, 3, 2))),
+    OpCase("conv1d", lambda x, w, b: AF.conv1d(x, w, b, padding=1),
+           lambda x, w, b: _conv2d_ref(x[:, :, None], w[:, :, None], b, 1, (0, 1), 1, 1)[:, :, 0],
+           ins(rnd(2, 3, 8), rnd(4, 3, 3), rnd(4))),
+    OpCase("conv_transpose2d", lambda x, w, b: AF.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+           lambda x, w, b: _conv_t_ref(x, w, b, 2, 1, 1), ins(rnd(2, 3, 4, 3), rnd(3, 2, 3, 3), rnd(2))),
+    OpCase("max_pool2d", lambda x: AF.max_pool2d(x, 2), lambda x: _pool_ref(x, 2, 2, 0, np.max, -np.inf),
+           ins(rnd(2, 3, 4, 6))),
+    OpCase("max_pool2d", lambda x: AF.max_pool2d(x, 3, 2, 1), lambda x: _pool_ref(x, 3, 2, 1, np.max, -np.inf),
+           ins(rnd(1, 2, 5, 5)), name="max_pool2d_pad_overlap"),
+    OpCase("avg_pool2d", lambda x: AF.avg_pool2d(x, 2, 1, 1), lambda x: _pool_ref(x, 2, 1, 1, np.mean, 0.0),
+           ins(rnd(2, 3, 4, 5))),
+    OpCase("adaptive_avg_pool2d", lambda x: AF.adaptive_avg_pool2d(x, (2, 3)),
+           lambda x: _adaptive_ref(x, 2, 3), ins(rnd(2, 3, 4, 6))),
+    OpCase("adaptive_avg_pool2d", lambda x: AF.adaptive_avg_pool2d(x, 3), lambda x: _adaptive_ref(x, 3, 3),
+           ins(rnd(1, 2, 5, 7)), name="adaptive_avg_pool2d_uneven"),
+    OpCase("batch_norm", lambda x, w, b: AF.batch_norm(x, None, None, w, b, training=True),
+           lambda x, w, b: _bn_ref(x, w, b), ins(rnd(4, 3, 2, 2), rnd(3), rnd(3))),
+    OpCase("batch_norm", _bn_eval_case, lambda x: (x - 0.5) / np.sqrt(2.0 + 1e-5), ins(rnd(4, 3, 2)),
+           name="batch_norm_eval"),
+    OpCase("layer_norm", lambda x, w, b: AF.layer_norm(x, (4,), w, b),
+           lambda x, w, b: _ln_ref(x, (-1,)) * w + b, ins(rnd(2, 3, 4), rnd(4), rnd(4))),
+    OpCase("layer_norm", lambda x: AF.layer_norm(x, (3, 4)), lambda x: _ln_ref(x, (-2, -1)), ins(rnd(2, 3, 4)),
+           name="layer_norm_2d"),
+    OpCase("group_norm", lambda x, w, b: AF.group_norm(x, 2, w, b),
+           lambda x, w, b: _gn_ref(x, 2) * w[:, None, None] + b[:, None, None], ins(rnd(2, 4, 3, 2), rnd(4), rnd(4))),
+    OpCase("dropout", lambda x: AF.dropout(x, 0.4, generator=np.random.default_rng(7)),
+           lambda x: x * (np.random.default_rng(7).random(x.shape) >= 0.4) / 0.6, ins(rnd(4, 5))),
+    OpCase("dropout", lambda x: AF.dropout(x, 0.4, training=False) * 1.0, lambda x: x * 1.0, ins(rnd(4, 5)),
+           name="dropout_eval"),
+    OpCase("softmax", lambda x: x.softmax(-1), lambda x: _softmax(x, -1), ins(rnd(3, 4))),
+    OpCase("softmax", lambda x: (x * 400).softmax(0), lambda x: _softmax(400 * x, 0), ins(rnd(3, 4)),
+           name="softmax_large_logits"),
+    OpCase("log_softmax", lambda x: x.T.log_softmax(1), lambda x: np.log(_softmax(x.T, 1)), ins(rnd(3, 4))),
+    OpCase("cross_entropy", lambda x, t: AF.cross_entropy(x, t), lambda x, t: _ce_ref(x, t),
+           ins(rnd(5, 4), lambda rng: np.array([0, 3, 3, 1, 2])), nondiff=(1,)),
+    OpCase("cross_entropy", lambda x, t: AF.cross_entropy(x, t, ignore_index=1, label_smoothing=0.2),
+           lambda x, t: _ce_ref(x, t, ignore=1, smoothing=0.2),
+           ins(rnd(5, 4), lambda rng: np.array([0, 1, 3, 1, 2])), nondiff=(1,), name="cross_entropy_ignore_smooth"),
+    OpCase("cross_entropy", lambda x, t, w: AF.cross_entropy(x, t, weight=w, reduction="sum"),
+           lambda x, t, w: _ce_ref(x, t, weight=w, reduction="sum"),
+           ins(rnd(5, 4), lambda rng: np.array([0, 3, 3, 1, 2]), pos(4)), nondiff=(1, 2),
+           name="cross_entropy_weight_sum"),
+    OpCase("cross_entropy", lambda x, t: AF.cross_entropy(x, t, reduction="none"),
+           lambda x, t: _ce_ref(np.moveaxis(x, 1, -1).reshape(-1, 3), t.reshape(-1), reduction="none").reshape(t.shape),
+           ins(rnd(2, 3, 4), lambda rng: np.array([[0, 2, 1, 1], [2, 2, 0, 1]])), nondiff=(1,),
+           name="cross_entropy_spatial"),
+    OpCase("cross_entropy", lambda x, p: AF.cross_entropy(x, p), lambda x, p: -(p * np.log(_softmax(x, 1))).sum(1).mean(),
+           ins(rnd(3, 4), lambda rng: _softmax(rng.standard_normal((3, 4)), 1)), nondiff=(1,),
+           name="cross_entropy_probs"),
+    OpCase("nll_loss", lambda x, t: AF.nll_loss(x, t, ignore_index=2), lambda x, t: _nll_ref(x, t, 2),
+           ins(rnd(5, 4), lambda rng: np.array([0, 2, 3, 1, 2])), nondiff=(1,)),
+    OpCase("mse_loss", lambda x, y: AF.mse_loss(x, y), lambda x, y: ((x - y) ** 2).mean(), ins(rnd(3, 4), rnd(3, 4))),
+    OpCase("l1_loss", lambda x, y: AF.l1_loss(x, y, reduction="sum"), lambda x, y: np.abs(x - y).sum(),
+           ins(rnd(3, 4), rnd(3, 4))),
+    OpCase("binary_cross_entropy", lambda p, t: AF.binary_cross_entropy(p, t),
+           lambda p, t: -(t * np.log(p) + (1 - t) * np.log(1 - p)).mean(),
+           ins(lambda rng: rng.uniform(0.1, 0.9, (3, 4)), lambda rng: rng.uniform(0, 1, (3, 4)))),
+    OpCase("binary_cross_entropy_with_logits",
+           lambda x, t, pw: AF.binary_cross_entropy_with_logits(x, t, pos_weight=pw),
+           lambda x, t, pw: -(pw * t * np.log(1 / (1 + np.exp(-x))) + (1 - t) * np.log(1 - 1 / (1 + np.exp(-x)))).mean(),
+           ins(rnd(3, 4), lambda rng: rng.uniform(0, 1, (3, 4)), pos(4))),
+    OpCase("scaled_dot_product_attention", lambda q, k, v: AF.scaled_dot_product_attention(q, k, v, is_causal=True),
+           lambda q, k, v: _sdpa_ref(q, k, v, True), ins(rnd(2, 2, 4, 3), rnd(2, 2, 4, 3), rnd(2, 2, 4, 5))),
+    OpCase("scaled_dot_product_attention",
+           lambda q, k, v, m: AF.scaled_dot_product_attention(q, k, v, attn_mask=m),
+           lambda q, k, v, m: _sdpa_ref(q, k, v, False, m), ins(rnd(3, 4), rnd(5, 4), rnd(5, 2),
+                                                               lambda rng: rng.uniform(size=(3, 5)) > 0.3),
+           nondiff=(3,), name="sdpa_bool_mask"),
+]

@@ -1,0 +1,476 @@
+"""The public functions over the op table (``autograd.exp``, ``autograd.cat``...): argument
+checks with clear messages, then one primitive call or a composite of primitives."""
+from __future__ import annotations
+
+import builtins
+from collections import namedtuple
+
+from ..dispatch import OPS, apply_inplace, apply_op, defcomposite
+from ..tensor import Tensor
+from .reduction import norm_dims
+from .shape import MAX_CAT_INPUTS
+
+__all__ = [
+    "log1p", "expm1", "sin", "cos", "sigmoid", "rsqrt", "reciprocal", "abs", "sign", "erf",
+    "leaky_relu", "gelu", "silu", "softplus", "clamp", "clip", "where", "maximum", "minimum",
+    "masked_fill", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan",
+    "amax", "amin", "max", "min", "argmax", "argmin", "logsumexp", "prod",
+    "flatten", "squeeze", "unsqueeze", "repeat", "cat", "concat", "stack", "split", "chunk",
+    "narrow", "pad", "flip", "roll", "tril", "triu",
+    "gather", "scatter_add", "index_select", "bmm", "outer", "einsum", "softmax", "log_softmax",
+]
+
+
+def _call(name, *inputs, **attrs):
+    """Apply the primitive ``name`` to ``inputs`` with attributes ``attrs``."""
+    return apply_op(OPS[name], inputs, attrs or None)
+
+
+def _unary(name):
+    op = OPS[name]
+
+    def fn(x):
+        return apply_op(op, (x,))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` (primitive)."
+    return fn
+
+
+def _ndim(x) -> int:
+    return x.ndim if hasattr(x, "ndim") else 0
+
+
+def _dim(dim, ndim, op) -> int:
+    """One dim, negatives allowed, checked against ``ndim``."""
+    if not isinstance(dim, int):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    if not -builtins.max(ndim, 1) <= dim < builtins.max(ndim, 1):
+        raise IndexError(f"{op}: dimension {dim} is out of range for a tensor of {ndim} dims")
+    return dim % builtins.max(ndim, 1)
+
+
+# --------------------------------------------------------------------------- elementwise
+
+log1p, expm1, sin, cos, sigmoid, rsqrt, reciprocal, abs, sign, erf, isnan, logical_not = (  # noqa: A001
+    _unary(n) for n in ("log1p", "expm1", "sin", "cos", "sigmoid", "rsqrt", "reciprocal",
+                        "abs", "sign", "erf", "isnan", "logical_not"))
+
+
+def logical_and(a, b):
+    return _call("logical_and", a, b)
+
+
+def logical_or(a, b):
+    return _call("logical_or", a, b)
+
+
+def logical_xor(a, b):
+    return _call("logical_xor", a, b)
+
+
+def leaky_relu(x, negative_slope: float = 0.01):
+    return _call("leaky_relu", x, negative_slope=float(negative_slope))
+
+
+@defcomposite("gelu")
+def gelu(x, approximate: str = "none"):
+    """GELU: ``x * Phi(x)`` with the exact erf (``approximate="none"``) or the tanh form."""
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * 0.7978845608028654
+        return x * 0.5 * (_call("tanh", inner) + 1.0)
+    if approximate != "none":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return x * 0.5 * (erf(x * 0.7071067811865476) + 1.0)
+
+
+@defcomposite("silu")
+def silu(x):
+    """SiLU (swish): ``x * sigmoid(x)``."""
+    return x * sigmoid(x)
+
+
+@defcomposite("softplus")
+def softplus(x, beta: float = 1.0, threshold: float = 20.0):
+    """``log(1 + exp(beta x)) / beta``, computed stably; linear above ``threshold``."""
+    z = x * beta if beta != 1.0 else x
+    soft = _call("relu", z) + log1p(_call("exp", -abs(z)))
+    if beta != 1.0:
+        soft = soft * (1.0 / beta)
+    return where(z > threshold, x, soft)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
+    """Limit values to ``[min, max]`` (either may be None; tensors are allowed)."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of 'min' and 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = x
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    return _call("clamp", x, min=min, max=max)
+
+
+clip = clamp
+
+
+def where(condition, input, other):  # noqa: A002
+    """``input`` where ``condition`` holds, ``other`` elsewhere (broadcast)."""
+    return _call("where", condition, input, other)
+
+
+def maximum(a, b):
+    return _call("maximum", a, b)
+
+
+def minimum(a, b):
+    return _call("minimum", a, b)
+
+
+def masked_fill(x, mask, value):
+    """``x`` with ``value`` where ``mask`` is True."""
+    if isinstance(value, Tensor):
+        value = value.item()
+    return _call("masked_fill", x, mask, value=value)
+
+
+# --------------------------------------------------------------------------- reductions
+
+MaxResult = namedtuple("max", ["values", "indices"])
+MinResult = namedtuple("min", ["values", "indices"])
+
+
+def amax(x, dim=None, keepdim: bool = False):
+    norm_dims(dim, x.ndim)
+    return _call("amax", x, dim=dim, keepdim=keepdim)
+
+
+def amin(x, dim=None, keepdim: bool = False):
+    norm_dims(dim, x.ndim)
+    return _call("amin", x, dim=dim, keepdim=keepdim)
+
+
+def max(x, dim=None, keepdim: bool = False):  # noqa: A001
+    """The largest value; with ``dim`` an int, ``(values, indices)`` along it; with a tensor,
+    the elementwise maximum."""
+    if isinstance(dim, Tensor):
+        return maximum(x, dim)
+    if dim is None:
+        return _call("amax", x)
+    values, indices = _call("max", x, dim=_dim(dim, x.ndim, "max"), keepdim=keepdim)
+    return MaxResult(values, indices.detach())
+
+
+def min(x, dim=None, keepdim: bool = False):  # noqa: A001
+    """The smallest value; with ``dim`` an int, ``(values, indices)`` along it."""
+    if isinstance(dim, Tensor):
+        return minimum(x, dim)
+    if dim is None:
+        return _call("amin", x)
+    values, indices = _call("min", x, dim=_dim(dim, x.ndim, "min"), keepdim=keepdim)
+    return MinResult(values, indices.detach())
+
+
+def argmax(x, dim=None, keepdim: bool = False):
+    return _call("argmax", x, dim=None if dim is None else _dim(dim, x.ndim, "argmax"),
+                 keepdim=keepdim)
+
+
+def argmin(x, dim=None, keepdim: bool = False):
+    return _call("argmin", x, dim=None if dim is None else _dim(dim, x.ndim, "argmin"),
+                 keepdim=keepdim)
+
+
+def logsumexp(x, dim=None, keepdim: bool = False):
+    norm_dims(dim, x.ndim)
+    return _call("logsumexp", x, dim=dim, keepdim=keepdim)
+
+
+def prod(x, dim=None, keepdim: bool = False):
+    norm_dims(dim, x.ndim)
+    return _call("prod", x, dim=dim, keepdim=keepdim)
+
+
+# --------------------------------------------------------------------------- shape
+
+
+def _reshape(x, shape):
+    return _call("reshape", x, shape=tuple(shape))
+
+
+@defcomposite("flatten")
+def flatten(x, start_dim: int = 0, end_dim: int = -1):
+    """Merge dims ``start_dim..end_dim`` into one."""
+    if x.ndim == 0:
+        return _reshape(x, (1,))
+    s, e = _dim(start_dim, x.ndim, "flatten"), _dim(end_dim, x.ndim, "flatten")
+    if s > e:
+        raise RuntimeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    n = 1
+    for d in x.shape[s:e + 1]:
+        n *= d
+    return _reshape(x, x.shape[:s] + (n,) + x.shape[e + 1:])
+
+
+@defcomposite("squeeze")
+def squeeze(x, dim=None):
+    """Remove size-1 dims (all of them, or those in ``dim`` that have size 1)."""
+    if dim is None:
+        dims = {i for i, s in enumerate(x.shape) if s == 1}
+    else:
+        dims = {d for d in norm_dims(dim, x.ndim) if x.shape[d] == 1}
+    return _reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in dims))
+
+
+@defcomposite("unsqueeze")
+def unsqueeze(x, dim: int):
+    """Insert a size-1 dim at ``dim`` (negative counts from the end of the result)."""
+    d = _dim(dim, x.ndim + 1, "unsqueeze")
+    return _reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+
+
+@defcomposite("repeat")
+def repeat(x, *sizes):
+    """Tile ``x``: ``sizes[i]`` copies along dim i (leading new dims allowed)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) < x.ndim:
+        raise RuntimeError(f"repeat: {len(sizes)} repeat sizes given for a tensor of "
+                           f"{x.ndim} dims; need at least {x.ndim}")
+    shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
+    inter, expanded, final = [], [], []
+    for r, s in zip(sizes, shape):
+        inter += [1, s]
+        expanded += [r, s]
+        final.append(r * s)
+    return _reshape(_call("expand", _reshape(x, inter), shape=tuple(expanded)), final)
+
+
+def cat(tensors, dim: int = 0):
+    """Join tensors along an existing dim; shapes must agree elsewhere."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("cat: expected a non-empty list of tensors")
+    first = tensors[0]
+    d = _dim(dim, first.ndim, "cat")
+    for i, t in enumerate(tensors[1:], 1):
+        if t.ndim != first.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, first.shape))
+                                       if k != d):
+            raise RuntimeError(f"cat: sizes of tensors must match except in dimension {d}: "
+                               f"tensor 0 has shape {list(first.shape)}, tensor {i} has shape "
+                               f"{list(t.shape)}")
+    while len(tensors) > MAX_CAT_INPUTS:
+        tensors = [cat(tensors[i:i + MAX_CAT_INPUTS], d)
+                   for i in range(0, len(tensors), MAX_CAT_INPUTS)]
+    return _call("cat", *tensors, dim=d, sizes=tuple(t.shape[d] for t in tensors))
+
+
+concat = cat
+
+
+@defcomposite("stack")
+def stack(tensors, dim: int = 0):
+    """Join same-shaped tensors along a new dim."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack: expected a non-empty list of tensors")
+    for i, t in enumerate(tensors[1:], 1):
+        if t.shape != tensors[0].shape:
+            raise RuntimeError(f"stack: expects each tensor to be equal size, but got "
+                               f"{list(tensors[0].shape)} at entry 0 and {list(t.shape)} at "
+                               f"entry {i}")
+    d = _dim(dim, tensors[0].ndim + 1, "stack")
+    return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+@defcomposite("narrow")
+def narrow(x, dim: int, start: int, length: int):
+    """The slice ``start:start+length`` of dim ``dim`` (a view)."""
+    d = _dim(dim, x.ndim, "narrow")
+    if start < 0:
+        start += x.shape[d]
+    if not 0 <= start <= start + length <= x.shape[d]:
+        raise IndexError(f"narrow: start {start} + length {length} exceeds dimension {d} of "
+                         f"size {x.shape[d]}")
+    return _call("index", x, key=(slice(None),) * d + (slice(start, start + length),))
+
+
+@defcomposite("split")
+def split(x, split_size_or_sections, dim: int = 0):
+    """Views of consecutive pieces along ``dim``: equal pieces of a size, or given sizes."""
+    d = _dim(dim, x.ndim, "split")
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0:
+            raise ValueError(f"split: split_size must be positive, got {step}")
+        sizes = [builtins.min(step, n - i) for i in range(0, n, step)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n:
+            raise RuntimeError(f"split: sizes {sizes} sum to {builtins.sum(sizes)}, but "
+                               f"dimension {d} has size {n}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, d, start, s))
+        start += s
+    return tuple(out)
+
+
+@defcomposite("chunk")
+def chunk(x, chunks: int, dim: int = 0):
+    """Split into ``chunks`` pieces of (at most) equal size along ``dim``."""
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    n = x.shape[_dim(dim, x.ndim, "chunk")]
+    return split(x, builtins.max(1, -(-n // chunks)), dim)
+
+
+def pad(x, pad, mode: str = "constant", value: float = 0.0):  # noqa: A002
+    """Constant padding; ``pad`` lists (left, right) pairs from the last dim backwards."""
+    if mode != "constant":
+        raise NotImplementedError(f"pad: only mode='constant' is supported, got {mode!r}")
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise RuntimeError(f"pad: padding length {len(pad)} must be even and at most "
+                           f"2 * ndim ({2 * x.ndim}) for input of shape {list(x.shape)}")
+    if builtins.min(pad, default=0) < 0:
+        raise NotImplementedError(f"pad: negative padding is not supported, got {list(pad)}")
+    return _call("pad", x, pad=pad, value=value)
+
+
+def flip(x, dims):
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return _call("flip", x, dims=norm_dims(dims, x.ndim))
+
+
+def roll(x, shifts, dims=None):
+    if isinstance(shifts, (list, tuple)):
+        shifts = tuple(int(s) for s in shifts)
+    if isinstance(dims, list):
+        dims = tuple(dims)
+    return _call("roll", x, shifts=shifts, dims=dims)
+
+
+def tril(x, diagonal: int = 0):
+    return _call("tril", x, diagonal=diagonal)
+
+
+def triu(x, diagonal: int = 0):
+    return _call("triu", x, diagonal=diagonal)
+
+
+# --------------------------------------------------------------------------- indexing
+
+
+def _check_index(op, x, dim, index, src=None):
+    if not isinstance(index, Tensor) or index.dtype.kind not in "iu":
+        raise TypeError(f"{op}: index must be an integer tensor, got "
+                        f"{getattr(index, 'dtype', type(index).__name__)}")
+    if index.ndim != x.ndim:
+        raise RuntimeError(f"{op}: index has {index.ndim} dims (shape {list(index.shape)}) but "
+                           f"input has {x.ndim} (shape {list(x.shape)})")
+    for k, (i, s) in enumerate(zip(index.shape, x.shape)):
+        if k != dim and i > s:
+            raise RuntimeError(f"{op}: index shape {list(index.shape)} is larger than input "
+                               f"shape {list(x.shape)} in dim {k}")
+    if src is not None and any(i > s for i, s in zip(index.shape, src.shape)):
+        raise RuntimeError(f"{op}: index shape {list(index.shape)} is larger than src shape "
+                           f"{list(src.shape)}")
+    if index.numel():
+        lo, hi = int(index.data.min()), int(index.data.max())
+        if lo < -x.shape[dim] or hi >= x.shape[dim]:
+            bad = hi if hi >= x.shape[dim] else lo
+            raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size "
+                             f"{x.shape[dim]}")
+
+
+def gather(x, dim: int, index):
+    """``out[i][j] = x[index[i][j]][j]`` along ``dim`` (like ``take_along_axis``)."""
+    d = _dim(dim, x.ndim, "gather")
+    _check_index("gather", x, d, index)
+    return _call("gather", x, index, dim=d)
+
+
+def scatter_add(x, dim: int, index, src):
+    """A copy of ``x`` with ``src`` added at ``index`` along ``dim`` (repeats summed)."""
+    d = _dim(dim, x.ndim, "scatter_add")
+    _check_index("scatter_add", x, d, index, src)
+    return _call("scatter_add", x, index, src, dim=d)
+
+
+@defcomposite("index_select")
+def index_select(x, dim: int, index):
+    """Entries ``index`` (1-D integer tensor) of dim ``dim``."""
+    d = _dim(dim, x.ndim, "index_select")
+    idx = index.data if isinstance(index, Tensor) else index
+    if getattr(idx, "ndim", 1) != 1:
+        raise RuntimeError(f"index_select: index must be 1-D, got shape {list(idx.shape)}")
+    return _call("index", x, key=(slice(None),) * d + (idx,))
+
+
+# --------------------------------------------------------------------------- linear algebra
+
+
+@defcomposite("bmm")
+def bmm(a, b):
+    """Batched matrix product of (B, n, m) and (B, m, p) tensors."""
+    if a.ndim != 3 or b.ndim != 3:
+        raise RuntimeError(f"bmm: expected 3-D tensors, got shapes {list(a.shape)} and "
+                           f"{list(b.shape)}")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"bmm: batch sizes differ: {a.shape[0]} (shape {list(a.shape)}) and "
+                           f"{b.shape[0]} (shape {list(b.shape)})")
+    return _call("matmul", a, b)
+
+
+@defcomposite("outer")
+def outer(a, b):
+    """Outer product of two 1-D tensors."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"outer: expected 1-D tensors, got shapes {list(a.shape)} and "
+                           f"{list(b.shape)}")
+    return _reshape(a, (a.shape[0], 1)) * _reshape(b, (1, b.shape[0]))
+
+
+def einsum(equation: str, *operands):
+    """Einstein summation over one or two operands (more are contracted pairwise, left to
+    right). Subscripts are letters and ``...``; a letter repeated within one operand
+    (a diagonal) is not supported."""
+    from .linalg import parse_einsum  # noqa: PLC0415
+
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    subs, out = parse_einsum(equation, len(operands))
+    for s, t in zip(subs, operands):
+        core = s.replace("...", "")
+        if ("..." in s and t.ndim < len(core)) or ("..." not in s and t.ndim != len(core)):
+            raise RuntimeError(f"einsum: operand with subscripts '{s}' has shape "
+                               f"{list(t.shape)} ({t.ndim} dims)")
+    if len(operands) <= 2:
+        eq = ",".join(subs) + "->" + out
+        return _call("einsum", operands[0], operands[1] if len(operands) == 2 else None,
+                     equation=eq)
+    # Contract the first two, keeping every letter still needed later or in the output.
+    later = set(out) | set("".join(subs[2:]))
+    seen = subs[0] + subs[1]
+    keep = ("..." if "..." in seen else "") + "".join(
+        dict.fromkeys(c for c in seen.replace(".", "") if c in later))
+    first = einsum(f"{subs[0]},{subs[1]}->{keep}", operands[0], operands[1])
+    return einsum(",".join([keep] + subs[2:]) + "->" + out, first, *operands[2:])
+
+
+def softmax(x, dim: int):
+    return _call("softmax", x, dim=_dim(dim, x.ndim, "softmax"))
+
+
+def log_softmax(x, dim: int):
+    return _call("log_softmax", x, dim=_dim(dim, x.ndim, "log_softmax"))
+
+
+def index_put_(x, key, value):
+    """``x[key] = value`` in place (bumps the version; recorded as IndexPutBackward0)."""
+    return apply_inplace(OPS["index_put"], x, (value,), {"key": key})

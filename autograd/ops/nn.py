@@ -1,0 +1,201 @@
+"""Neural-network primitives: linear, conv2d (im2col + matmul), softmax and log_softmax.
+
+Everything else in ``autograd.nn.functional`` is a composite of primitives. These few are
+primitives for speed or numerics, each with a ``NOTE`` saying which.
+"""
+from __future__ import annotations
+
+from ..dispatch import defop
+from .shape import _pad_fwd
+
+
+# --------------------------------------------------------------------------- linear
+
+# NOTE: a primitive for speed: ``x @ W.T + b`` in one node, the bias added in place, and the
+# weight gradient as a single GEMM over the flattened batch (no transposed copies).
+def _linear_fwd(xp, x, weight, bias=None):
+    out = xp.matmul(x, weight.T)
+    if bias is not None:
+        out += bias
+    return out
+
+
+def _linear_grad_weight(F, g, out, x, weight, bias):
+    g2 = F.reshape(g, shape=(-1, g.shape[-1]))
+    x2 = F.reshape(x, shape=(-1, x.shape[-1]))
+    return F.matmul(F.transpose(g2, dim0=0, dim1=1), x2)
+
+
+def _check_linear(x, weight, bias=None):
+    if getattr(weight, "ndim", 0) != 2:
+        raise RuntimeError(f"linear: weight must be 2-D (out_features, in_features), got shape "
+                           f"{list(getattr(weight, 'shape', ()))}")
+    if getattr(x, "ndim", 0) < 1 or x.shape[-1] != weight.shape[1]:
+        raise RuntimeError(f"linear: input has {x.shape[-1] if getattr(x, 'ndim', 0) else 0} "
+                           f"features (shape {list(getattr(x, 'shape', ()))}), weight expects "
+                           f"{weight.shape[1]} (weight shape {list(weight.shape)})")
+    if bias is not None and tuple(bias.shape) not in ((weight.shape[0],), ()):
+        raise RuntimeError(f"linear: bias has shape {list(bias.shape)}, expected "
+                           f"[{weight.shape[0]}] for weight of shape {list(weight.shape)}")
+
+
+defop("linear", _linear_fwd,
+      (lambda F, g, out, x, weight, bias: F.matmul(g, weight),
+       _linear_grad_weight,
+       lambda F, g, out, x, weight, bias: g),
+      check=_check_linear, node_name="AddmmBackward0")
+
+
+# --------------------------------------------------------------------------- im2col / col2im
+
+
+def conv_out_size(size, k, stride, padding, dilation):
+    return (size + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+
+
+def _im2col_fwd(xp, x, kernel, stride, dilation):
+    """(N, C, H, W) -> (N, C, kh, kw, Ho, Wo): every kernel tap's strided view, copied once."""
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    ho = (h - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (w - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    sn, sc, sh, sw = x.strides
+    view = xp.lib.stride_tricks.as_strided(
+        x, (n, c, kh, kw, ho, wo),
+        (sn, sc, sh * dilation[0], sw * dilation[1], sh * stride[0], sw * stride[1]))
+    return xp.ascontiguousarray(view)
+
+
+def _col2im_fwd(xp, cols, shape, kernel, stride, dilation):
+    """The adjoint of im2col: each tap's values added back at the positions it read."""
+    out = xp.zeros(shape, dtype=cols.dtype)
+    kh, kw = kernel
+    ho, wo = cols.shape[-2:]
+    for i in range(kh):
+        r = i * dilation[0]
+        for j in range(kw):
+            c = j * dilation[1]
+            out[:, :, r:r + stride[0] * (ho - 1) + 1:stride[0],
+                c:c + stride[1] * (wo - 1) + 1:stride[1]] += cols[:, :, i, j]
+    return out
+
+
+defop("im2col", _im2col_fwd,
+      (lambda F, g, out, x, kernel, stride, dilation: F.col2im(
+          g, shape=x.shape, kernel=kernel, stride=stride, dilation=dilation),), meta=(0,))
+defop("col2im", _col2im_fwd,
+      (lambda F, g, out, cols, shape, kernel, stride, dilation: F.im2col(
+          g, kernel=kernel, stride=stride, dilation=dilation),))
+
+
+# --------------------------------------------------------------------------- conv2d
+
+
+def _pads(padding):
+    ph, pw = padding
+    return (pw, pw, ph, ph)
+
+
+def _check_conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                  groups=1):
+    xs, ws = list(getattr(x, "shape", ())), list(getattr(weight, "shape", ()))
+    if len(xs) != 4:
+        raise RuntimeError(f"conv2d: expected a 4-D input (N, C, H, W), got shape {xs}")
+    if len(ws) != 4:
+        raise RuntimeError(f"conv2d: expected a 4-D weight (out, in/groups, kH, kW), got shape {ws}")
+    if ws[0] % groups:
+        raise RuntimeError(f"conv2d: weight has {ws[0]} output channels, not divisible by "
+                           f"groups={groups}")
+    if xs[1] != ws[1] * groups:
+        raise RuntimeError(f"conv2d: input has {xs[1]} channels, weight expects "
+                           f"{ws[1] * groups} (weight shape {ws}, groups={groups})")
+    if bias is not None and list(bias.shape) != [ws[0]]:
+        raise RuntimeError(f"conv2d: bias has shape {list(bias.shape)}, expected [{ws[0]}]")
+    for d, name in ((0, "height"), (1, "width")):
+        if conv_out_size(xs[2 + d], ws[2 + d], stride[d], padding[d], dilation[d]) < 1:
+            raise RuntimeError(f"conv2d: input {name} {xs[2 + d]} (padding {padding[d]}) is "
+                               f"smaller than the dilated kernel {dilation[d] * (ws[2 + d] - 1) + 1}")
+
+
+# NOTE: a primitive for speed: one im2col copy and one batched GEMM instead of kH*kW
+# multiply-adds; the rules reuse the im2col/col2im pair, so double backward still works.
+def _conv2d_fwd(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                groups=1):
+    if padding != (0, 0):
+        x = _pad_fwd(xp, x, _pads(padding))
+    n, c = x.shape[:2]
+    o, cg, kh, kw = weight.shape
+    cols = _im2col_fwd(xp, x, (kh, kw), stride, dilation)
+    ho, wo = cols.shape[-2:]
+    cols = cols.reshape(n, groups, cg * kh * kw, ho * wo)
+    out = xp.matmul(weight.reshape(groups, o // groups, cg * kh * kw), cols)
+    out = out.reshape(n, o, ho, wo)
+    if bias is not None:
+        out += bias.reshape(1, o, 1, 1)
+    return out
+
+
+def _conv2d_grad_input(F, g, out, x, weight, bias, stride=(1, 1), padding=(0, 0),
+                       dilation=(1, 1), groups=1):
+    return conv2d_input_grad(F, g, weight, x.shape, stride, padding, dilation, groups)
+
+
+def conv2d_input_grad(F, g, weight, x_shape, stride, padding, dilation, groups):
+    """Gradient of conv2d's input (also conv_transpose2d's forward): W^T g, then col2im."""
+    n, o, ho, wo = g.shape
+    _, cg, kh, kw = weight.shape
+    c = cg * groups
+    gm = F.reshape(g, shape=(n, groups, o // groups, ho * wo))
+    wm = F.reshape(weight, shape=(groups, o // groups, cg * kh * kw))
+    cols = F.matmul(F.transpose(wm, dim0=-1, dim1=-2), gm)
+    cols = F.reshape(cols, shape=(n, c, kh, kw, ho, wo))
+    ph, pw = padding
+    padded = (n, c, x_shape[2] + 2 * ph, x_shape[3] + 2 * pw)
+    dx = F.col2im(cols, shape=padded, kernel=(kh, kw), stride=stride, dilation=dilation)
+    if padding != (0, 0):
+        dx = F.index(dx, key=(slice(None), slice(None), slice(ph, ph + x_shape[2]),
+                              slice(pw, pw + x_shape[3])))
+    return dx
+
+
+def _conv2d_grad_weight(F, g, out, x, weight, bias, stride=(1, 1), padding=(0, 0),
+                        dilation=(1, 1), groups=1):
+    n, o, ho, wo = g.shape
+    _, cg, kh, kw = weight.shape
+    if padding != (0, 0):
+        x = F.pad(x, pad=_pads(padding))
+    cols = F.im2col(x, kernel=(kh, kw), stride=stride, dilation=dilation)
+    cols = F.reshape(cols, shape=(n, groups, cg * kh * kw, ho * wo))
+    gm = F.reshape(g, shape=(n, groups, o // groups, ho * wo))
+    gw = F.sum(F.matmul(gm, F.transpose(cols, dim0=-1, dim1=-2)), dim=0)
+    return F.reshape(gw, shape=tuple(weight.shape))
+
+
+defop("conv2d", _conv2d_fwd,
+      (_conv2d_grad_input, _conv2d_grad_weight,
+       lambda F, g, out, x, weight, bias, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+       groups=1: F.sum(g, dim=(0, 2, 3))),
+      check=_check_conv2d, node_name="ConvolutionBackward0")
+
+
+# --------------------------------------------------------------------------- softmax
+
+
+# NOTE: softmax and log_softmax are primitives for numerics (the max is subtracted before exp,
+# so large logits never overflow) and speed (one node, and the rules reuse the output).
+def _softmax_fwd(xp, x, dim):
+    e = xp.exp(x - xp.max(x, axis=dim, keepdims=True))
+    e /= xp.sum(e, axis=dim, keepdims=True)
+    return e
+
+
+def _log_softmax_fwd(xp, x, dim):
+    shifted = x - xp.max(x, axis=dim, keepdims=True)
+    shifted -= xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
+    return shifted
+
+
+defop("softmax", _softmax_fwd,
+      (lambda F, g, out, x, dim: out * (g - F.sum(g * out, dim=dim, keepdim=True)),))
+defop("log_softmax", _log_softmax_fwd,
+      (lambda F, g, out, x, dim: g - F.exp(out) * F.sum(g, dim=dim, keepdim=True),))

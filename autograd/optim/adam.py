@@ -1,0 +1,78 @@
+"""Adam and AdamW (decoupled weight decay), with PyTorch's bias correction and amsgrad."""
+from __future__ import annotations
+
+import math
+
+from .optimizer import Optimizer
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """``m = b1 m + (1-b1) g``, ``v = b2 v + (1-b2) g^2``,
+    ``p -= lr * m_hat / (sqrt(v_hat) + eps)``; weight decay is added to ``g`` (L2)."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False):
+        if lr < 0.0 or eps < 0.0 or weight_decay < 0.0:
+            raise ValueError(f"{type(self).__name__}: invalid lr {lr}, eps {eps} or "
+                             f"weight_decay {weight_decay}")
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"{type(self).__name__}: invalid betas {betas}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize))
+
+    def _step_group(self, group):
+        lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
+        wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            d = p.data
+            xp = p.device.xp
+            g = p.grad.data
+            if maximize:
+                g = -g
+            if wd:
+                if self._decoupled:
+                    d *= 1 - lr * wd
+                else:
+                    g = g + wd * d
+            st = self.state.get(p)
+            if st is None:
+                st = self.state[p] = {"step": 0, "exp_avg": xp.zeros_like(d),
+                                      "exp_avg_sq": xp.zeros_like(d)}
+                if amsgrad:
+                    st["max_exp_avg_sq"] = xp.zeros_like(d)
+            st["step"] += 1
+            t = st["step"]
+            m, v = st["exp_avg"], st["exp_avg_sq"]
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            v += (1 - b2) * (g * g)
+            if amsgrad:
+                xp.maximum(st["max_exp_avg_sq"], v, out=st["max_exp_avg_sq"])
+                v = st["max_exp_avg_sq"]
+            bc1 = 1 - b1 ** t
+            bc2 = 1 - b2 ** t
+            denom = xp.sqrt(v)
+            denom *= 1 / math.sqrt(bc2)
+            denom += eps
+            step = m / denom
+            step *= lr / bc1
+            d -= step
+            p._vc[0] += 1
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: ``p *= 1 - lr * weight_decay`` before the update."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)

@@ -1,0 +1,146 @@
+"""Optimizer base: parameter groups, per-parameter state, zero_grad, state dicts.
+
+Steps update ``p.data`` in place with the array module (no graph, no temporaries where an
+``out=`` will do) and bump each parameter's version counter; each ``step()`` is one
+USER_SCOPE range ``Optimizer.step#<Name>.step`` when a RecordFunction callback is active.
+"""
+from __future__ import annotations
+
+import copy
+
+from .. import backend
+from .. import record_function as _rf
+from ..grad_mode import no_grad
+from ..tensor import Tensor
+
+__all__ = ["Optimizer"]
+
+_RF = _rf.STATE
+
+
+class _Required:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+class Optimizer:
+    """Base class: subclasses set ``defaults`` and implement ``_step_group(group)``."""
+
+    def __init__(self, params, defaults: dict):
+        self.defaults = defaults
+        self.state: dict = {}
+        self.param_groups: list[dict] = []
+        params = list(params)
+        if not params:
+            raise ValueError("optimizer got an empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group: dict) -> None:
+        group = dict(group)
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, got {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        group["params"] = params
+        for k, v in self.defaults.items():
+            if v is required and k not in group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {k}")
+            group.setdefault(k, v)
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.data[...] = 0
+
+    def step(self, closure=None):
+        """One update of every parameter with a gradient; ``closure`` re-evaluates the loss."""
+        if _RF.on:
+            with _rf.record_function(f"Optimizer.step#{type(self).__name__}.step"):
+                return self._step(closure)
+        return self._step(closure)
+
+    def _step(self, closure):
+        loss = None
+        if closure is not None:
+            from ..grad_mode import enable_grad  # noqa: PLC0415
+
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                self._step_group(group)
+        return loss
+
+    def _step_group(self, group):
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ state dicts
+    def state_dict(self) -> dict:
+        """``{"state": {index: {name: array copy}}, "param_groups": [... "params": [index]]}``,
+        parameters numbered across groups in order, as PyTorch does."""
+        index = {}
+        groups = []
+        for g in self.param_groups:
+            ids = []
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": ids})
+        state = {}
+        for g in self.param_groups:
+            for p in g["params"]:
+                st = self.state.get(p)
+                if st:
+                    state[index[id(p)]] = {k: (v.copy() if hasattr(v, "copy") else v)
+                                           for k, v in st.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"loaded state dict has {len(groups)} parameter groups, the "
+                             f"optimizer has {len(self.param_groups)}")
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise ValueError(f"loaded state dict contains a parameter group of "
+                                 f"{len(theirs['params'])} parameters that doesn't match the "
+                                 f"size of the optimizer's group ({len(mine['params'])})")
+        by_index = {}
+        for mine, theirs in zip(self.param_groups, groups):
+            for p, i in zip(mine["params"], theirs["params"]):
+                by_index[i] = p
+            for k, v in theirs.items():
+                if k != "params":
+                    mine[k] = copy.deepcopy(v)
+        self.state = {}
+        for i, st in state_dict["state"].items():
+            p = by_index[int(i)]
+            self.state[p] = {k: (backend.to_device(v, p.device).astype(p.dtype)
+                                 if backend.is_device_array(v) and v.ndim else v)
+                             for k, v in st.items()}
+
+    def __repr__(self):
+        lines = [type(self).__name__ + " ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(k for k in g if k != "params"):
+                lines.append(f"    {k}: {g[k]}")
+        return "\n".join(lines) + "\n)"
