@@ -7,6 +7,7 @@ CPU event does nothing.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy
@@ -55,6 +56,9 @@ def device_count() -> int:
 # --------------------------------------------------------------------------- streams and events
 
 
+_cpu_stream_ids = itertools.count(1)
+
+
 class Stream:
     """A CUDA stream (wrapping ``cupy.cuda.Stream``) or, on the CPU, a no-op stand-in.
 
@@ -72,7 +76,9 @@ class Stream:
             with cp.cuda.Device(dev.index):
                 native = cp.cuda.Stream(non_blocking=True)
         self.native = native
-        self.ptr = int(native.ptr) if native is not None else 0
+        # A CPU stream is a no-op stand-in; distinct ones get distinct ids so the engine's
+        # stream decisions can be exercised (and counted) without a GPU.
+        self.ptr = int(native.ptr) if native is not None else next(_cpu_stream_ids)
 
     def wait_event(self, event: "Event") -> None:
         if self.native is not None and event.native is not None:
@@ -280,7 +286,9 @@ def current_stream(dev: "Device | str | None" = None) -> Stream:
     """The stream ops on ``dev`` run on in this thread (the device's default stream unless set)."""
     dev = device(dev)
     if dev.type == "cpu":
-        return CPU_STREAM
+        from .grad_mode import STATE  # noqa: PLC0415 - the CPU stream lives in the thread state
+
+        return STATE.cpu_stream
     table = getattr(_stream_tls, "streams", None)
     if table is not None and dev in table:
         return table[dev]
@@ -293,8 +301,12 @@ def current_stream(dev: "Device | str | None" = None) -> Stream:
 
 
 def set_current_stream(stream: Stream) -> None:
+    """Make ``stream`` the one ops on its device run on, in this thread."""
     dev = stream.device
     if dev.type == "cpu":
+        from .grad_mode import STATE  # noqa: PLC0415
+
+        STATE.cpu_stream = stream
         return
     table = getattr(_stream_tls, "streams", None)
     if table is None:

@@ -23,7 +23,7 @@ from .backend import CPU, CPU_STREAM
 from .grad_mode import STATE as _THREAD
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
 
-__all__ = ["OpDef", "defop", "defcomposite", "OPS", "COMPOSITES", "apply_op", "apply_inplace",
+__all__ = ["OpDef", "defop", "defjvp", "defcomposite", "OPS", "COMPOSITES", "apply_op", "apply_inplace",
            "ArrayF", "TensorF", "Meta"]
 
 OPS: dict[str, "OpDef"] = {}
@@ -71,10 +71,39 @@ def _names_used(fn) -> set:
 
 
 class OpNode(Node):
-    """Backward node of a table op; one subclass per op, named like ``MulBackward0``."""
+    """Backward node of a table op; one subclass per op, named like ``MulBackward0``.
+
+    Saved values are reachable by the names the rules give them, as in PyTorch:
+    ``node._saved_a`` (the value) and ``node._raw_saved_a`` (the SavedVariable, whose
+    ``register_hooks(pack, unpack)`` adds per-tensor hooks); ``out`` names the output.
+    """
 
     __slots__ = ("_saved", "_attrs")
     op: "OpDef"
+
+    def __getattr__(self, name):
+        raw = name.startswith("_raw_saved_")
+        if raw or name.startswith("_saved_"):
+            key = name[len("_raw_saved_"):] if raw else name[len("_saved_"):]
+            names = self.op.input_names
+            saved = Node.__getattribute__(self, "_saved")
+            if key == "out" or key == "result":
+                idx = 0
+            elif key in names:
+                idx = names.index(key) + 1
+            else:
+                raise AttributeError(f"{self.name()} has no saved value named '{key}' "
+                                     f"(names: out, {', '.join(names)})")
+            if saved is None:
+                from .node import ERR_FREED  # noqa: PLC0415
+                raise RuntimeError(ERR_FREED)
+            value = saved[idx]
+            if value is None:
+                raise AttributeError(f"{self.name()} did not save '{key}' in this call")
+            if raw or value.__class__ is not SavedVariable:
+                return value
+            return value.unpack(self)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def apply(self, grads, F):
         op = self.op
@@ -133,7 +162,8 @@ class OpDef:
     """One primitive: its forward, its backward rules and what its node saves."""
 
     __slots__ = ("name", "fwd", "vjp", "nout", "differentiable", "view", "moves_device",
-                 "node_cls", "_uses_out", "_uses_in", "_meta", "_plans", "check", "jvp", "doc")
+                 "node_cls", "_uses_out", "_uses_in", "_meta", "_plans", "check", "jvp", "doc",
+                 "input_names")
 
     def __init__(self, name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device):
         self.name = name
@@ -151,6 +181,7 @@ class OpDef:
         # Which parameters each rule reads: decides what a node must save.
         self._uses_out = []
         self._uses_in = []
+        self.input_names = ()
         for rule in self.vjp:
             if rule is None:
                 self._uses_out.append(False)
@@ -162,6 +193,7 @@ class OpDef:
             # first len(vjp) parameters after ``out`` are the inputs, the rest attributes.
             self._uses_out.append(len(params) > 2 and params[2] in used)
             inputs = params[3:3 + len(self.vjp)]
+            self.input_names = self.input_names or tuple(inputs)
             self._uses_in.append(tuple(i for i, p in enumerate(inputs) if p in used))
         cls_name = node_name or f"{_camel(name)}Backward0"
         self.node_cls = type(cls_name, (OpNode,), {"__slots__": (), "op": self,
@@ -212,6 +244,16 @@ def defop(name: str, fwd, vjp=(), *, nout: int = 1, view=False, meta=(),
     ArrayF._add(op)
     TensorF._add(op)
     return op
+
+
+def defjvp(name: str, *rules) -> None:
+    """Forward-mode rules of a registered primitive: one per input,
+    ``rule(F, t, out, *inputs, **attrs)`` giving that input's contribution to the output's
+    tangent (``t`` is the input's tangent); None where an input has no forward derivative."""
+    op = OPS[name]
+    if len(rules) != len(op.vjp):
+        raise ValueError(f"defjvp('{name}'): {len(rules)} rules for {len(op.vjp)} inputs")
+    op.jvp = tuple(rules)
 
 
 def defcomposite(name: str):
@@ -364,7 +406,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
         if mask:
             seq = state.next_seq()
         rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, str(dev),
-                        CPU_STREAM if dev is CPU else backend.current_stream(dev))
+                        state.cpu_stream if dev is CPU else backend.current_stream(dev))
     try:
         if op.check is not None:
             op.check(*datas, **(attrs or {}))
@@ -375,25 +417,32 @@ def apply_op(op: OpDef, inputs, attrs=None):
         if op.moves_device:
             dev = attrs["device"]
         if op.nout != 1:
-            return _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out)
-        if out.__class__ is not dev.ndarray:
-            out = dev.xp.asarray(out)
-        view = op.view
-        if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
-            return _finish_view(op, inputs, datas, attrs, dev, mask, seq, out)
-        if not mask:
-            return Tensor._make(out, False, None, 0, INFERENCE_VC if state.inference else [0], dev)
-        # Single output with history: build node and result inline.
-        cls = op.node_cls
-        node = cls.__new__(cls)
-        node.sequence_nr = state.next_seq() if seq < 0 else seq
-        node.thread_id = state.thread_id
-        _link(node, inputs, mask)
-        node.input_metadata = ((out.shape, out.dtype, dev,
-                                CPU_STREAM if dev is CPU else backend.current_stream(dev)),)
-        node._extra = None
-        result = Tensor._make(out, True, node, 0, [0], dev)
-        _save(op, node, inputs, datas, attrs, mask, (result,))
+            result = _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out)
+        else:
+            if out.__class__ is not dev.ndarray:
+                out = dev.xp.asarray(out)
+            view = op.view
+            if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
+                result = _finish_view(op, inputs, datas, attrs, dev, mask, seq, out)
+            elif not mask:
+                result = Tensor._make(out, False, None, 0,
+                                      INFERENCE_VC if state.inference else [0], dev)
+            else:
+                # Single output with history: build node and result inline.
+                cls = op.node_cls
+                node = cls.__new__(cls)
+                node.sequence_nr = state.next_seq() if seq < 0 else seq
+                node.thread_id = state.thread_id
+                _link(node, inputs, mask)
+                node.input_metadata = ((out.shape, out.dtype, dev, state.cpu_stream if dev is CPU
+                                        else backend.current_stream(dev)),)
+                node._extra = None
+                if state.anomaly:
+                    _record_anomaly_trace(node, state)
+                result = Tensor._make(out, True, node, 0, [0], dev)
+                _save(op, node, inputs, datas, attrs, mask, (result,))
+        if state.fw_level:
+            _forward_grad(op, inputs, attrs, result, state)
         return result
     finally:
         if rec is not None:
@@ -431,10 +480,26 @@ def _new_node(op, inputs, mask, seq, dev, outs):
     node.sequence_nr = _THREAD.next_seq() if seq < 0 else seq
     node.thread_id = _THREAD.thread_id
     _link(node, inputs, mask)
-    stream = CPU_STREAM if dev is CPU else backend.current_stream(dev)
+    stream = _THREAD.cpu_stream if dev is CPU else backend.current_stream(dev)
     node.input_metadata = tuple((o.shape, o.dtype, dev, stream) for o in outs)
     node._extra = None
+    if _THREAD.anomaly:
+        _record_anomaly_trace(node, _THREAD)
     return node
+
+
+def _record_anomaly_trace(node, state) -> None:
+    """Anomaly mode: keep where the forward op was called (and, during a backward, which node
+    was running: the parent of this one)."""
+    from .anomaly_mode import record_trace  # noqa: PLC0415 - only under anomaly mode
+
+    record_trace(node, state)
+
+
+def _forward_grad(op, inputs, attrs, result, state) -> None:
+    from .forward_ad import propagate  # noqa: PLC0415 - only inside a dual level
+
+    propagate(op, inputs, attrs, result, state)
 
 
 def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out):
@@ -505,6 +570,8 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
             out = apply_op(op, inputs, attrs)
         _write_into(op, self, out.data)
         self._vc[0] += 1
+        if _THREAD.fw_level:
+            _move_tangent(out, self)
         return self
     # When the rules need input 0's old values, which the write destroys, they get a copy.
     needs_old = 0 in op.save_plan(mask)[1]
@@ -523,7 +590,15 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
         sv = saved[0]
         sv.vc = self._vc
         sv.version = self._vc[0]
+    if _THREAD.fw_level:
+        _move_tangent(out, self)
     return self
+
+
+def _move_tangent(out, self) -> None:
+    from .forward_ad import move_tangent  # noqa: PLC0415 - only inside a dual level
+
+    move_tangent(out, self)
 
 
 def _write_into(op, self, data) -> None:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 
 from . import record_function as _rf
+from .backend import array_module, current_stream
 from .dispatch import OPS, ArrayF, TensorF, apply_op
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
 from .node import AccumulateGrad, GraphRoot
@@ -28,12 +30,31 @@ _RF = _rf.STATE
 _BACKWARD = int(_rf.RecordScope.BACKWARD_FUNCTION)
 MAX_REENTRANT_DEPTH = 60
 
+# set_multithreading_enabled(False) serializes backward calls from different threads.
+_multithreading = True
+_serial_lock = threading.RLock()
+
+# Gradients consumed on a stream other than the one that produced them, kept alive until an
+# event recorded on the consuming stream has completed (CuPy has no record_stream).
+_keep_alive: list = []
+_keep_alive_lock = threading.Lock()
+
+
+def set_multithreading_enabled(mode: bool) -> None:
+    """When False, backward calls from different threads run one at a time."""
+    global _multithreading
+    _multithreading = bool(mode)
+
+
+def is_multithreading_enabled() -> bool:
+    return _multithreading
+
 
 class GraphTask:
     """One call of backward/grad: what to run, what to keep, and where results go."""
 
     __slots__ = ("keep_graph", "create_graph", "dependencies", "needed", "captures",
-                 "accumulate", "accumulate_into")
+                 "accumulate", "accumulate_into", "keep_alive")
 
     def __init__(self, keep_graph: bool, create_graph: bool, accumulate: bool):
         self.keep_graph = keep_graph
@@ -43,6 +64,7 @@ class GraphTask:
         self.needed = None                    # set of nodes to run, when inputs are given
         self.captures: dict = {}              # (node, input_nr) -> slot index for grad()
         self.accumulate_into = None           # backward(inputs=...): leaves allowed to change
+        self.keep_alive: list = []            # (consuming stream, gradients) across streams
 
 
 def _make_root_edges(tensors, grad_tensors, create_graph):
@@ -235,6 +257,9 @@ def _execute(task, root_edges, root_grads):
     n_slots = sum(len(v) for v in task.captures.values())
     results = [None] * n_slots
     _THREAD.backward_depth = depth + 1
+    lock = _serial_lock if not _multithreading else None
+    if lock is not None:
+        lock.acquire()
     try:
         if task.create_graph:
             with enable_grad():
@@ -243,6 +268,10 @@ def _execute(task, root_edges, root_grads):
             _run(task, root, results)
     finally:
         _THREAD.backward_depth = depth
+        if lock is not None:
+            lock.release()
+        if task.keep_alive or _keep_alive:
+            _release_keep_alive(task)
     return results
 
 
@@ -255,9 +284,13 @@ def _run(task, root, results):
     tiebreak = itertools.count().__next__
     ready = [(-root.sequence_nr, tiebreak(), root)]
     pop, push = heapq.heappop, heapq.heappush
+    waits: dict = {}     # node -> [(event, grad)]: what its stream must wait for first
     while ready:
         node = pop(ready)[2]
         grads = buffers.pop(node) if node is not root else ()
+        pending = waits.pop(node, None) if waits else None
+        if pending is not None:
+            _wait_for_producers(task, node, pending)
         if node._extra is not None or (node.__class__ is AccumulateGrad and node.variable._extra):
             grads = _tensor_pre_hooks(task, node, grads)
         if captures and not _capture(task, node, grads, results):
@@ -277,12 +310,76 @@ def _run(task, root, results):
                 buf = buffers[nxt] = [None] * len(nxt.input_metadata)
             if g is not None:
                 slot = edge[1]
+                ps = producer_stream(node, nxt, slot)
+                cs = nxt.input_metadata[slot][3]
                 prev = buf[slot]
-                buf[slot] = g if prev is None else prev + g
+                if ps is cs:
+                    buf[slot] = g if prev is None else prev + g
+                else:
+                    _add_across_streams(waits, nxt, buf, slot, g, ps, cs)
             left = deps[nxt] - 1
             deps[nxt] = left
             if left == 0:
                 push(ready, (-nxt.sequence_nr, tiebreak(), nxt))
+
+
+def producer_stream(node, consumer, slot):
+    """The stream a node's gradients are produced on: the stream its forward op ran on (the
+    root's gradients count as produced on the consumer's stream)."""
+    meta = node.input_metadata
+    return meta[0][3] if meta else consumer.input_metadata[slot][3]
+
+
+def accumulation_stream(producer, consumer):
+    """Where two gradients for the same input are summed: the consumer's stream when it is on
+    the producer's device, else the producer's (PyTorch's InputBuffer rule, cases 2 and 4)."""
+    return consumer if producer.device is consumer.device else producer
+
+
+def _add_across_streams(waits, consumer, buf, slot, g, ps, cs) -> None:
+    """Put gradient ``g`` (made on stream ``ps``) into ``consumer``'s buffer (read on ``cs``).
+
+    Events are recorded only where two streams differ: the consumer waits for the producer
+    (first gradient) or for the accumulation stream (after a sum), and the accumulation stream
+    waits for each producer that is not itself.
+    """
+    acc = accumulation_stream(ps, cs)
+    prev = buf[slot]
+    entries = waits.setdefault(consumer, [])
+    if prev is None:
+        buf[slot] = g
+        entries.append((cs, ps.record_event(), g, slot))
+        return
+    # Sum on the accumulation stream once both addends are ready there.
+    if ps != acc:
+        acc.wait_event(ps.record_event())
+    # The first producer's event was meant for the consumer; the sum must wait for it too.
+    for stream, event, _, s in entries:
+        if s == slot and acc != cs:
+            acc.wait_event(event)
+    with acc:
+        buf[slot] = prev + g
+    if acc != cs:
+        entries.append((cs, acc.record_event(), buf[slot], slot))
+
+
+def _wait_for_producers(task, node, pending) -> None:
+    """Make the node's stream wait for the events its inputs were produced under, and keep
+    those gradients alive until the node's stream has used them."""
+    for cs, event, _, _ in pending:
+        cs.wait_event(event)
+    stream = pending[0][0]
+    if stream.native is not None:   # CPU streams run in order with the host: nothing to keep
+        task.keep_alive.append((stream, [g for _, _, g, _ in pending]))
+
+
+def _release_keep_alive(task) -> None:
+    """At the end of a task, mark each consuming stream with an event; a gradient is dropped
+    once its event has completed (checked at every later backward)."""
+    with _keep_alive_lock:
+        for stream, arrays in task.keep_alive:
+            _keep_alive.append((stream.record_event(), arrays))
+        _keep_alive[:] = [item for item in _keep_alive if not item[0].query()]
 
 
 def _capture(task, node, grads, results) -> bool:
@@ -354,23 +451,47 @@ def _call(task, node, grads):
         meta = node.input_metadata
         rec = _rf.begin(_BACKWARD, node.name(), node.sequence_nr, node.thread_id, None,
                         str(meta[0][2]) if meta else "cpu", meta[0][3] if meta else None)
+    anomaly = _THREAD.anomaly
+    if anomaly:
+        parent, _THREAD.current_node = _THREAD.current_node, node
     try:
         if node.__class__ is AccumulateGrad:
             _accumulate_grad(task, node, grads[0])
             outputs = ()
         elif task.create_graph:
-            outputs = node.apply(grads, TensorF)
+            outputs = _apply_on_stream(node, grads, TensorF)
         else:
             meta = node.input_metadata
-            outputs = node.apply(grads, ArrayF(meta[0][2].xp) if meta else None)
+            outputs = _apply_on_stream(node, grads, ArrayF(meta[0][2].xp) if meta else None)
         if outputs:
             outputs = _validate_outputs(task, node, outputs)
+            if anomaly and _THREAD.anomaly_check_nan:
+                from .anomaly_mode import check_nan  # noqa: PLC0415
+                check_nan(node, outputs, _xp_of)
         if ex is not None and ex.post_hooks:
             outputs = _post_hooks(task, node, outputs, grads)
+    except BaseException as exc:
+        if anomaly:
+            from .anomaly_mode import annotate  # noqa: PLC0415
+            annotate(exc, node)
+        raise
     finally:
+        if anomaly:
+            _THREAD.current_node = parent
         if rec is not None:
             _rf.end(rec)
     return outputs
+
+
+def _apply_on_stream(node, grads, F):
+    """Run a node on the stream its forward op used (usually already the current one)."""
+    meta = node.input_metadata
+    stream = meta[0][3] if meta else None
+    if stream is None or stream is _THREAD.cpu_stream or (
+            stream.device.type == "cuda" and stream == current_stream(stream.device)):
+        return node.apply(grads, F)
+    with stream:
+        return node.apply(grads, F)
 
 
 def _node_pre_hooks(task, node, grads):
@@ -434,9 +555,7 @@ def _validate_outputs(task, node, outputs):
 
 
 def _xp_of(g):
-    from .backend import array_module  # noqa: PLC0415
-
-    return array_module(g)
+    return array_module(getattr(g, "data", g))
 
 
 def _expandable(shape, target) -> bool:

@@ -30,6 +30,18 @@ class _ThreadState(threading.local):
             # Logical thread id from 1, as RecordFunction shows them (0 means "none").
             self.thread_id = _thread_ids()
         self.backward_depth = 0   # reentrant backward depth in this thread
+        # Forward-mode AD: the dual level in force (0: none). Read by every op, hence here.
+        self.fw_level = 0
+        # Anomaly mode: record forward stacks on new nodes; check backward outputs for NaN.
+        self.anomaly = False
+        self.anomaly_check_nan = True
+        self.current_node = None   # the node the engine is running (anomaly: parent of new nodes)
+        # Default saved-tensor hooks: a stack of (pack, unpack); the innermost applies.
+        self.saved_hooks = []
+        # The stream CPU ops run on: a no-op object, replaceable (tests count events with it).
+        from .backend import CPU_STREAM  # noqa: PLC0415 - backend imports nothing of ours
+
+        self.cpu_stream = CPU_STREAM
 
 
 STATE = _ThreadState()

@@ -50,6 +50,10 @@ class Node:
         self._extra = None
         self._has_parent = False
         self._set_next_edges(next_edges)
+        if state.anomaly:
+            from .anomaly_mode import record_trace  # noqa: PLC0415 - only under anomaly mode
+
+            record_trace(self, state)
 
     def _set_next_edges(self, next_edges) -> None:
         """Attach children and compute ``topological_nr`` (0 for a node with no children)."""
@@ -207,9 +211,14 @@ class SavedVariable:
     An input is kept as the tensor itself; an op's own output keeps only its array (a
     reference to the tensor would make a cycle through ``grad_fn``) and is rebuilt with the
     node as ``grad_fn`` when a differentiable backward unpacks it.
+
+    With saved-tensor hooks (a default ``saved_tensors_hooks`` context when saved, or
+    :meth:`register_hooks` afterwards) only ``pack_hook(tensor)``'s result is kept, and
+    ``unpack_hook(packed)`` must give back a tensor of the same shape and dtype.
     """
 
-    __slots__ = ("tensor", "data", "version", "vc", "is_output", "output_nr", "_freed")
+    __slots__ = ("tensor", "data", "version", "vc", "is_output", "output_nr", "_freed",
+                 "_packed", "_unpack_hook", "_meta")
 
     def __init__(self, tensor, is_output: bool = False):
         if tensor._vc is INFERENCE_VC:
@@ -222,17 +231,50 @@ class SavedVariable:
         self.is_output = is_output
         self.output_nr = tensor._output_nr
         self._freed = False
-        if is_output:
-            self.tensor = None
-            self.data = tensor.data
-        else:
-            self.tensor = tensor
-            self.data = tensor.data
+        self._unpack_hook = None
+        self._packed = None
+        self._meta = None
+        self.tensor = None if is_output else tensor
+        self.data = tensor.data
+        hooks = grad_mode.STATE.saved_hooks
+        if hooks:
+            pack, unpack = hooks[-1]
+            self._apply_hooks(pack, unpack, tensor)
+
+    def register_hooks(self, pack_hook, unpack_hook) -> None:
+        """Pack this saved tensor now with ``pack_hook``; ``unpack_hook`` restores it at backward."""
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("register_hooks expects two callables: pack_hook and unpack_hook")
+        if self._unpack_hook is not None:
+            raise RuntimeError("SavedTensor hooks have already been set on this saved tensor")
+        if self.data is None:
+            raise RuntimeError(ERR_FREED)
+        from .tensor import Tensor  # noqa: PLC0415
+
+        t = self.tensor if self.tensor is not None else Tensor._make(
+            self.data, False, None, 0, self.vc)
+        self._apply_hooks(pack_hook, unpack_hook, t)
+
+    def _apply_hooks(self, pack, unpack, tensor) -> None:
+        from .grad_mode import STATE  # noqa: PLC0415
+
+        # Hooks run with the default hooks off, so a pack hook's own ops are not packed.
+        saved, STATE.saved_hooks = STATE.saved_hooks, []
+        try:
+            self._packed = pack(tensor)
+        finally:
+            STATE.saved_hooks = saved
+        self._unpack_hook = unpack
+        self._meta = (tensor.data.shape, tensor.data.dtype)
+        self.tensor = None
+        self.data = None
 
     def unpack_data(self, node):
         """The saved array (the fast path of a non-differentiable backward)."""
         data = self.data
         if data is None:
+            if self._unpack_hook is not None:
+                return self._run_unpack_hook(node).data
             raise RuntimeError(ERR_FREED if self._freed else "saved tensor is missing")
         if self.vc[0] != self.version:
             raise self._version_error(node)
@@ -243,6 +285,8 @@ class SavedVariable:
         from .tensor import Tensor  # noqa: PLC0415 - tensor imports node
 
         if self.data is None:
+            if self._unpack_hook is not None:
+                return self._run_unpack_hook(node)
             raise RuntimeError(ERR_FREED if self._freed else "saved tensor is missing")
         if self.vc[0] != self.version:
             raise self._version_error(node)
@@ -250,13 +294,32 @@ class SavedVariable:
             return self.tensor
         return Tensor._make(self.data, True, node, self.output_nr, self.vc)
 
+    def _run_unpack_hook(self, node):
+        from .tensor import Tensor  # noqa: PLC0415
+
+        if self.vc[0] != self.version:
+            raise self._version_error(node)
+        t = self._unpack_hook(self._packed)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"unpack hook of a tensor saved by {node.name()} returned a "
+                            f"{type(t).__name__}; it must return a Tensor")
+        shape, dtype = self._meta
+        if t.data.shape != shape or t.data.dtype != dtype:
+            raise RuntimeError(
+                f"unpack hook of a tensor saved by {node.name()} returned a tensor of shape "
+                f"{list(t.data.shape)} and dtype {t.data.dtype}; the saved tensor had shape "
+                f"{list(shape)} and dtype {dtype}")
+        if self.is_output and t.grad_fn is None:
+            # An output comes back with this node as its history, like PyTorch's.
+            t = Tensor._make(t.data, True, node, self.output_nr, self.vc, t._device)
+        return t
+
     def _version_error(self, node) -> RuntimeError:
-        shape = list(self.data.shape)
-        dtype = str(self.data.dtype)
+        shape, dtype = self._meta if self._meta is not None else (self.data.shape, self.data.dtype)
         where = f"output {self.output_nr} of {node.name()}" if self.is_output else f"an input of {node.name()}"
         return RuntimeError(
             "one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [{dtype} {shape}], which is {where}, is at version "
+            f"inplace operation: [{dtype} {list(shape)}], which is {where}, is at version "
             f"{self.vc[0]}; expected version {self.version} instead. Hint: enable anomaly "
             "detection to find the operation that failed to compute its gradient, with "
             "autograd.set_detect_anomaly(True)."
@@ -265,4 +328,6 @@ class SavedVariable:
     def release(self) -> None:
         self.tensor = None
         self.data = None
+        self._packed = None
+        self._unpack_hook = None
         self._freed = True

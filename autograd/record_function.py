@@ -161,18 +161,29 @@ def has_callbacks() -> bool:
     return STATE.on
 
 
+_dtype_names: dict = {}
+_SCALAR = ((), "Scalar")
+
+
 def _describe_inputs(inputs) -> list:
-    """(shape, dtype) for each input: arrays and tensors by their shape, scalars as ``()``."""
+    """(shape, dtype) for each input: arrays and tensors by their shape, scalars as ``()``.
+
+    Runs once per recorded op when shapes are asked for, so dtype names are cached (``str``
+    of a dtype costs more than the rest of this function).
+    """
     out = []
     for x in inputs:
         data = getattr(x, "data", x)
-        shape = getattr(data, "shape", None)
-        if shape is not None and hasattr(data, "dtype"):
-            out.append((tuple(shape), str(data.dtype)))
+        dt = getattr(data, "dtype", None)
+        if dt is not None and hasattr(data, "shape"):
+            name = _dtype_names.get(dt)
+            if name is None:
+                name = _dtype_names[dt] = str(dt)
+            out.append((data.shape, name))
         elif isinstance(x, (bool, int, float, complex)):
-            out.append(((), "Scalar"))
+            out.append(_SCALAR)
         elif isinstance(x, (list, tuple)) and x and all(hasattr(getattr(t, "data", t), "shape") for t in x):
-            out.extend((tuple(getattr(t, "data", t).shape), str(getattr(t, "data", t).dtype)) for t in x)
+            out.extend((getattr(t, "data", t).shape, str(getattr(t, "data", t).dtype)) for t in x)
         else:
             out.append(((), type(x).__name__))
     return out

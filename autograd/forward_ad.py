@@ -1,0 +1,154 @@
+"""Forward-mode AD: dual tensors carry a tangent through every op inside a dual level.
+
+    with forward_ad.dual_level():
+        x = forward_ad.make_dual(primal, tangent)
+        y = f(x)
+        value, jvp = forward_ad.unpack_dual(y)
+
+Each primitive's forward rules (``defjvp``: one per input, ``rule(F, t, out, *inputs)``)
+give the output tangent as the sum of the inputs' contributions; an op without a rule for an
+input that carries a tangent raises, naming the op. Tangents are computed with autograd ops,
+so reverse mode can differentiate through them.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import NamedTuple
+
+from .grad_mode import STATE
+
+__all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level",
+           "exit_dual_level"]
+
+_levels = itertools.count(1)
+
+
+class UnpackedDualTensor(NamedTuple):
+    primal: object
+    tangent: object
+
+
+def enter_dual_level() -> int:
+    if STATE.fw_level:
+        raise RuntimeError("nested forward-mode AD levels are not supported: exit the current "
+                           "dual_level() first")
+    STATE.fw_level = next(_levels)
+    return STATE.fw_level
+
+
+def exit_dual_level(level: int | None = None) -> None:
+    if level is not None and level != STATE.fw_level:
+        raise RuntimeError(f"exit_dual_level({level}) but the current level is {STATE.fw_level}")
+    STATE.fw_level = 0
+
+
+class dual_level:
+    """Context manager: dual tensors made inside carry tangents; they are dropped on exit."""
+
+    def __enter__(self):
+        self.level = enter_dual_level()
+        return self.level
+
+    def __exit__(self, *exc):
+        exit_dual_level(self.level)
+        return False
+
+
+def _tangents(t) -> dict:
+    ex = t._extras()
+    return ex.setdefault("tangents", {})
+
+
+def make_dual(tensor, tangent, *, level: int | None = None):
+    """A view of ``tensor`` whose tangent (at the current level) is ``tangent``."""
+    from .tensor import Tensor  # noqa: PLC0415
+
+    level = level or STATE.fw_level
+    if not level:
+        raise RuntimeError("make_dual must be called inside a forward_ad.dual_level() context")
+    if not isinstance(tensor, Tensor) or not isinstance(tangent, Tensor):
+        raise TypeError("make_dual expects two tensors (primal, tangent)")
+    if tangent.shape != tensor.shape:
+        raise RuntimeError(f"make_dual: tangent of shape {list(tangent.shape)} does not match "
+                           f"primal of shape {list(tensor.shape)}")
+    if tangent.device is not tensor.device:
+        raise RuntimeError(f"make_dual: tangent is on {tangent.device} but primal is on {tensor.device}")
+    dual = tensor.view(*tensor.shape) if tensor.ndim else tensor * 1
+    if dual is tensor:
+        dual = tensor * 1
+    _tangents(dual)[level] = tangent.to(dtype=tensor.dtype)
+    return dual
+
+
+def unpack_dual(tensor, *, level: int | None = None) -> UnpackedDualTensor:
+    """(primal view without tangent, tangent or None) at the current level."""
+    level = level or STATE.fw_level
+    ex = tensor._extra
+    tangent = ex.get("tangents", {}).get(level) if ex else None
+    return UnpackedDualTensor(tensor.detach() if not tensor.requires_grad else _primal(tensor), tangent)
+
+
+def _primal(t):
+    from .tensor import Tensor  # noqa: PLC0415
+
+    p = Tensor._make(t.data, t.requires_grad, t.grad_fn, t._output_nr, t._vc, t._device)
+    return p
+
+
+def tangent_of(t, level: int):
+    ex = t._extra
+    if not ex:
+        return None
+    tangents = ex.get("tangents")
+    return tangents.get(level) if tangents else None
+
+
+def propagate(op, inputs, attrs, result, state) -> None:
+    """Set the tangent of ``result`` from the inputs' tangents (called by the dispatcher)."""
+    from .dispatch import TensorF  # noqa: PLC0415
+    from .tensor import Tensor  # noqa: PLC0415
+
+    if not op.differentiable:
+        return   # comparisons and the like: no tangent
+    level = state.fw_level
+    contributions = []
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor):
+            t = tangent_of(x, level)
+            if t is not None:
+                contributions.append((i, t))
+    if not contributions:
+        return
+    rules = op.jvp
+    if op.nout != 1:
+        raise NotImplementedError(
+            f"forward-mode AD is not implemented for '{op.name}' (an op with {op.nout} outputs)")
+    state.fw_level = 0   # the tangent's own ops carry no tangents
+    try:
+        total = None
+        for i, t in contributions:
+            rule = rules[i] if rules is not None and i < len(rules) else None
+            if rule is None:
+                raise NotImplementedError(
+                    f"forward-mode AD is not implemented for '{op.name}' (input {i}): "
+                    "add a rule with defjvp")
+            contrib = rule(TensorF, t, result, *inputs, **(attrs or {}))
+            total = contrib if total is None else total + contrib
+        if total.shape != result.shape:
+            total = total.expand(*result.shape) if total.ndim <= result.ndim else total
+        if total.dtype != result.dtype:
+            total = total.to(dtype=result.dtype)
+    finally:
+        state.fw_level = level
+    _tangents(result)[level] = total
+
+
+def move_tangent(src, dst) -> None:
+    """After an in-place op wrote ``src``'s values into ``dst``, ``dst`` takes its tangent."""
+    level = STATE.fw_level
+    t = tangent_of(src, level)
+    ex = dst._extra
+    if t is not None:
+        _tangents(dst)[level] = t
+    elif ex and ex.get("tangents"):
+        ex["tangents"].pop(level, None)
