@@ -157,6 +157,27 @@ class ProfileData:
 
         save(self, path)
 
+    # ------------------------------------------------------------------ exports (issue 6)
+
+    def export_chrome_trace(self, path, distributed_info: dict | None = None,
+                            trace_name: str | None = None):
+        """Write a Chrome trace (``.json`` or ``.json.gz``); see :mod:`profiler.chrome_trace`."""
+        from .chrome_trace import export_chrome_trace  # noqa: PLC0415
+
+        return export_chrome_trace(self, path, distributed_info=distributed_info, trace_name=trace_name)
+
+    def export_stacks(self, path, metric: str = "self_cpu_time_total") -> None:
+        """Write folded stacks for flame graphs; see :mod:`profiler.stacks`."""
+        from .stacks import export_stacks  # noqa: PLC0415
+
+        export_stacks(self, path, metric)
+
+    def export_speedscope(self, path) -> None:
+        """Write a speedscope (evented) JSON file; see :mod:`profiler.stacks`."""
+        from .stacks import export_speedscope  # noqa: PLC0415
+
+        export_speedscope(self, path)
+
     def __repr__(self):
         return (f"<ProfileData events={self.n_events} memory_records={self.n_memory_records} "
                 f"strings={len(self.strings)} activities={self.metadata.get('activities')}>")

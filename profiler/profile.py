@@ -247,6 +247,20 @@ class profile:
         """Write the last recorded cycle to a profile file (read it back with profiler.load)."""
         self._data().save(path)
 
+    def export_chrome_trace(self, path, distributed_info: dict | None = None,
+                            trace_name: str | None = None):
+        """See :meth:`ProfileData.export_chrome_trace`."""
+        return self._data().export_chrome_trace(path, distributed_info=distributed_info,
+                                                trace_name=trace_name)
+
+    def export_stacks(self, path, metric: str = "self_cpu_time_total") -> None:
+        """See :meth:`ProfileData.export_stacks`."""
+        self._data().export_stacks(path, metric)
+
+    def export_speedscope(self, path) -> None:
+        """See :meth:`ProfileData.export_speedscope`."""
+        self._data().export_speedscope(path)
+
 
 def save_profile_handler(dir_name, worker_name: str | None = None) -> Callable[[profile], str]:
     """An ``on_trace_ready`` handler writing one profile file per cycle into ``dir_name``.
