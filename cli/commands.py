@@ -1,0 +1,278 @@
+"""``table``, ``export``, ``view`` and ``diff``: load a saved profile, call the library, render.
+
+None of these import the engine; they read the profile file (DESIGN §1, STYLE 9).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from .errors import CLIError, check_output_path, load_profile
+
+__all__ = ["cmd_table", "cmd_export", "cmd_view", "cmd_diff", "profile_tables", "table_json"]
+
+GROUPS = ("name", "shape", "stack", "module", "forward-op")
+
+
+def _check_sort(sort_by: str | None) -> None:
+    from profiler.aggregate import SORT_KEYS  # noqa: PLC0415
+
+    if sort_by is not None and sort_by not in SORT_KEYS:
+        raise CLIError(f"unknown sort key {sort_by!r}; use one of: {', '.join(sorted(SORT_KEYS))}")
+
+
+def _check_group(data, group_by: str, stack_n: int) -> None:
+    if group_by not in GROUPS:
+        raise CLIError(f"unknown group {group_by!r}; use one of: {', '.join(GROUPS)}")
+    if group_by == "shape" and not (data.metadata.get("record_shapes") or data.metadata.get("with_flops")):
+        raise CLIError("this profile has no input shapes; record it with --record-shapes "
+                       "(profiler.profile(record_shapes=True)) to group by shape")
+    if group_by == "stack":
+        if not data.metadata.get("with_stack"):
+            raise CLIError("this profile has no call stacks; record it with --with-stack "
+                           "(profiler.profile(with_stack=True)) to group by stack")
+        if stack_n < 1:
+            raise CLIError(f"--stack-n must be at least 1, got {stack_n}")
+    if group_by == "module" and not any(s.startswith("nn.Module: ") for s in data.strings):
+        raise CLIError("this profile has no nn.Module ranges; record it with --with-modules "
+                       "(profiler.profile(with_modules=True)) to group by module")
+
+
+def _footer(data, key_avgs) -> list[str]:
+    from profiler.table import format_time_ns  # noqa: PLC0415
+
+    lines = [f"Self CPU time total: {format_time_ns(key_avgs.self_cpu_time_total * 1e3)}"]
+    if data.has_device_time:
+        lines.append(f"Self CUDA time total: {format_time_ns(key_avgs.self_cuda_time_total * 1e3)}")
+    meta = data.metadata
+    steps = meta.get("steps")
+    lines.append(f"{data.n_events:,} events"
+                 + (f", steps {steps[0]}-{steps[1]}" if steps and steps[1] > steps[0] else "")
+                 + f", devices {', '.join(meta.get('devices') or ['cpu'])}")
+    return lines
+
+
+def profile_tables(data, *, sort_by: str | None = None, limit: int = 20, group_by: str = "name",
+                   stack_n: int = 3, device_rows: bool = False, plain: bool = False, title: str | None = None):
+    """The rich renderable for ``gradtrace table`` (pure: profile in, table out).
+
+    Raises:
+        CLIError: unknown sort key or group, or a group the profile lacks data for.
+    """
+    from . import render  # noqa: PLC0415
+    from .analysis import device_rows as per_device  # noqa: PLC0415
+    from .analysis import merge_step_rows, module_rows, sorted_rows  # noqa: PLC0415
+
+    _check_sort(sort_by)
+    _check_group(data, group_by, stack_n)
+    has_cuda = data.has_device_time
+    if group_by == "forward-op":
+        rows = _sorted_fb_rows(data.forward_backward_summary(), sort_by, limit)
+        return render.forward_backward_table(rows, has_cuda=has_cuda, plain=plain,
+                                             title=title or "Forward + backward cost per forward op")
+    if group_by == "module":
+        rows = module_rows(data)
+        rows = rows[:limit] if limit and limit > 0 else rows
+        total = data.total_average().self_cpu_time_total
+        return render.module_table(rows, has_cuda=has_cuda, plain=plain, self_cpu_total_us=total,
+                                   title=title or "Time per nn.Module (forward + backward)")
+    shapes = group_by == "shape"
+    stack = stack_n if group_by == "stack" else 0
+    key_avgs = data.key_averages(group_by_input_shape=shapes, group_by_stack_n=stack)
+    sort_key = sort_by or ("self_cuda_time_total" if has_cuda else "self_cpu_time_total")
+    devices = None
+    if device_rows:
+        pairs = per_device(data, shapes, stack)
+        label = {id(r): d for d, r in pairs}
+        rows = sorted_rows([r for _, r in pairs], sort_key, None)
+        rows = rows[:limit] if limit and limit > 0 else rows
+        devices = [label[id(r)] for r in rows]
+    else:
+        rows = sorted_rows(merge_step_rows(key_avgs), sort_key, limit)
+    return render.key_averages_table(
+        rows, self_cpu_total_us=key_avgs.self_cpu_time_total,
+        self_cuda_total_us=key_avgs.self_cuda_time_total, has_cuda=has_cuda,
+        has_memory=bool(data.metadata.get("profile_memory")), sort_by=sort_key, plain=plain,
+        shapes=shapes, stacks=bool(stack), devices=devices, footer=_footer(data, key_avgs),
+        title=title)
+
+
+def _sorted_fb_rows(summary, sort_by: str | None, limit: int):
+    rows = list(summary)
+    if sort_by:
+        if "cuda" in sort_by or "device" in sort_by:
+            rows.sort(key=lambda r: r.total_cuda_time, reverse=True)
+        elif sort_by == "count":
+            rows.sort(key=lambda r: r.count, reverse=True)
+    return rows[:limit] if limit and limit > 0 else rows
+
+
+def table_json(data, *, sort_by: str | None = None, limit: int = 20, group_by: str = "name",
+               stack_n: int = 3, device_rows: bool = False) -> list[dict]:
+    """The rows of ``gradtrace table --json``: plain dicts, times in microseconds."""
+    from .analysis import device_rows as per_device  # noqa: PLC0415
+    from .analysis import merge_step_rows, module_rows, sorted_rows  # noqa: PLC0415
+
+    _check_sort(sort_by)
+    _check_group(data, group_by, stack_n)
+    if group_by == "forward-op":
+        return [r.to_dict() for r in _sorted_fb_rows(data.forward_backward_summary(), sort_by, limit)]
+    if group_by == "module":
+        rows = module_rows(data)
+        return rows[:limit] if limit and limit > 0 else rows
+    shapes = group_by == "shape"
+    stack = stack_n if group_by == "stack" else 0
+    sort_key = sort_by or ("self_cuda_time_total" if data.has_device_time else "self_cpu_time_total")
+    if device_rows:
+        pairs = per_device(data, shapes, stack)
+        label = {id(r): d for d, r in pairs}
+        rows = sorted_rows([r for _, r in pairs], sort_key, limit)
+        return [dict(r.to_dict(), device=label[id(r)]) for r in rows]
+    rows = sorted_rows(merge_step_rows(data.key_averages(shapes, stack)), sort_key, limit)
+    return [r.to_dict() for r in rows]
+
+
+def _json_default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    return str(o)
+
+
+def cmd_table(args) -> int:
+    from .render import emit, make_console  # noqa: PLC0415
+
+    if args.group_by not in GROUPS:
+        raise CLIError(f"unknown group {args.group_by!r}; use one of: {', '.join(GROUPS)}")
+    _check_sort(args.sort)
+    data = load_profile(args.file)
+    opts = dict(sort_by=args.sort, limit=args.limit, group_by=args.group_by,
+                stack_n=args.stack_n, device_rows=args.device_rows)
+    if args.json:
+        rows = table_json(data, **opts)
+        sys.stdout.write(json.dumps(rows, indent=1, default=_json_default) + "\n")
+        return 0
+    console, plain = make_console()
+    emit(console, profile_tables(data, plain=plain, **opts), plain)
+    return 0
+
+
+# --------------------------------------------------------------------------- export
+
+
+def _exporter(name: str):
+    """The profile-file method or profiler function for an export, or a CLIError if missing."""
+    import profiler  # noqa: PLC0415
+
+    fn = None
+    try:
+        import importlib  # noqa: PLC0415
+
+        module = {"export_chrome_trace": "profiler.chrome_trace",
+                  "export_stacks": "profiler.stacks",
+                  "export_speedscope": "profiler.stacks"}[name]
+        mod = importlib.import_module(module)
+        fn = getattr(mod, name, None)
+    except ImportError:
+        pass
+    if fn is None:
+        fn = getattr(profiler, name, None)
+    return fn
+
+
+def cmd_export(args) -> int:
+    from .render import make_console  # noqa: PLC0415
+
+    if args.metric and not args.stacks:
+        raise CLIError("--metric goes with --stacks; e.g. --stacks run.folded --metric self_cpu_time_total")
+    data = load_profile(args.file)
+    if args.chrome:
+        out, method = check_output_path(args.chrome), "export_chrome_trace"
+    elif args.stacks:
+        out, method = check_output_path(args.stacks), "export_stacks"
+    else:
+        out, method = check_output_path(args.speedscope), "export_speedscope"
+    bound = getattr(data, method, None)
+    kwargs = {}
+    if method == "export_stacks" and args.metric:
+        kwargs["metric"] = args.metric
+    if bound is None:
+        fn = _exporter(method)
+        if fn is None:
+            raise CLIError(f"this gradtrace has no {method} (the exports of profiler issue 6 are "
+                           "not installed); upgrade gradtrace")
+        call = lambda: fn(data, str(out), **kwargs)  # noqa: E731
+    else:
+        call = lambda: bound(str(out), **kwargs)  # noqa: E731
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        call()
+    except (ValueError, KeyError) as exc:
+        raise CLIError(f"{method}: {exc}") from None
+    except OSError as exc:
+        raise CLIError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    console, _ = make_console()
+    size = out.stat().st_size if out.exists() else 0
+    console.print(f"wrote {out} ({size:,} bytes)")
+    if args.chrome:
+        console.print("open it in https://ui.perfetto.dev or chrome://tracing")
+    elif args.speedscope:
+        console.print("open it in https://www.speedscope.app")
+    else:
+        console.print("make a flame graph: flamegraph.pl " + str(out) + " > flame.svg")
+    return 0
+
+
+# --------------------------------------------------------------------------- view
+
+
+def cmd_view(args) -> int:
+    try:
+        import viewer  # noqa: PLC0415
+    except ImportError as exc:
+        raise CLIError(f"the dashboard cannot start: {exc}; install gradtrace with its dependencies "
+                       "(pip install -e .)") from None
+    serve = getattr(viewer, "serve", None)
+    if serve is None:
+        raise CLIError("this gradtrace has no viewer.serve (the dashboard of issue 8 is not installed)")
+    if not 0 < args.port < 65536:
+        raise CLIError(f"--port {args.port}: give a port between 1 and 65535")
+    load_profile(args.file)  # fail fast, one line, before the server starts
+    url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '') else args.host}:{args.port}/"
+    print(f"gradtrace dashboard for {args.file} on {url} (Ctrl-C to stop)", flush=True)
+    if not args.no_browser:
+        import threading  # noqa: PLC0415
+        import webbrowser  # noqa: PLC0415
+
+        threading.Timer(1.0, lambda: webbrowser.open(url)).start()
+    try:
+        serve(args.file, host=args.host, port=args.port)
+    except OSError as exc:
+        raise CLIError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
+                       "try another --port") from None
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def cmd_diff(args) -> int:
+    import profiler  # noqa: PLC0415
+
+    from .render import diff_table, emit, make_console  # noqa: PLC0415
+
+    diff = getattr(profiler, "diff", None)
+    if diff is None:
+        raise CLIError("this gradtrace has no profiler.diff (issue 6 is not installed); upgrade gradtrace")
+    a = load_profile(args.a)
+    b = load_profile(args.b)
+    result = diff(a, b)
+    rows = list(result)
+    if args.limit and args.limit > 0:
+        rows = rows[:args.limit]
+    console, plain = make_console()
+    emit(console, diff_table(rows, plain=plain, title=f"A = {args.a}\nB = {args.b}"), plain)
+    return 0

@@ -1,0 +1,47 @@
+"""The one error type the CLI shows: a one-line message and exit status 2, no traceback."""
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["CLIError", "EXIT_USAGE", "EXIT_INTERRUPTED", "load_profile", "check_output_path"]
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class CLIError(Exception):
+    """Bad input: the message names the problem and what to do about it."""
+
+
+def load_profile(path: str):
+    """``profiler.load`` with every failure turned into a :class:`CLIError`."""
+    from profiler import ProfileFormatError, load  # noqa: PLC0415 - no engine import
+
+    p = Path(path)
+    if not p.exists():
+        raise CLIError(f"{path}: no such file; give the path of a .gtprof profile "
+                       "(gradtrace demo or gradtrace run writes one)")
+    if p.is_dir():
+        hint = sorted(p.glob("*.gtprof"))
+        extra = f", e.g. {hint[-1]}" if hint else ""
+        raise CLIError(f"{path}: is a directory; give one profile file inside it{extra}")
+    try:
+        return load(p)
+    except ProfileFormatError as exc:
+        raise CLIError(f"{exc}; re-record it with gradtrace run or gradtrace demo") from None
+    except PermissionError:
+        raise CLIError(f"{path}: permission denied; check the file's permissions") from None
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise CLIError(f"{path}: not a readable gradtrace profile ({type(exc).__name__}: {exc}); "
+                       "re-record it with gradtrace run or gradtrace demo") from None
+
+
+def check_output_path(path: str) -> Path:
+    """An output file path whose parent can be created, or a CLIError."""
+    p = Path(path)
+    if p.is_dir():
+        raise CLIError(f"{path}: is a directory; give a file name for the output")
+    parent = p.parent
+    if parent.exists() and not parent.is_dir():
+        raise CLIError(f"{path}: {parent} is not a directory")
+    return p

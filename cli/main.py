@@ -1,0 +1,190 @@
+"""``gradtrace``: the command line (``gradtrace`` console script, or ``python -m cli``).
+
+Parsing only; each subcommand's work is in :mod:`cli.commands` (tables, export, view, diff),
+:mod:`cli.demo`, :mod:`cli.runscript` and :mod:`cli.bench`. Those modules are imported when
+their command runs, so ``gradtrace --help`` and ``gradtrace table`` never import the engine.
+
+Bad input gives one line on stderr (``gradtrace <command>: error: ...``) and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE, CLIError
+
+__all__ = ["main", "build_parser"]
+
+GROUPS = ("name", "shape", "stack", "module", "forward-op")
+WORKLOAD_NAMES = ("mlp", "cnn", "gpt")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version  # noqa: PLC0415
+
+        return version("gradtrace")
+    except Exception:  # pragma: no cover - not installed: running from a checkout
+        return "0.1.0+checkout"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors on one line and exit status 2."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog):
+        super().__init__(prog, max_help_position=30, width=100)
+
+
+def _add_profiling_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("profiling")
+    g.add_argument("--out", "-o", metavar="FILE",
+                   help="profile file to write (default: ./gradtrace-runs/NAME-TIME.gtprof)")
+    g.add_argument("--record-shapes", action="store_true", help="record input shapes and dtypes")
+    g.add_argument("--with-stack", action="store_true", help="record the Python call site of each op")
+    g.add_argument("--memory", action="store_true", help="record tensor allocations and frees")
+    g.add_argument("--with-modules", action="store_true", help="keep nn.Module ranges (table --group-by module)")
+    g.add_argument("--with-flops", action="store_true", help="estimate FLOPs (implies --record-shapes)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="gradtrace", formatter_class=_Help,
+        description="Profile gradtrace training: every forward op and backward node, timed and linked.",
+        epilog="examples:\n"
+               "  gradtrace demo mlp                     train a small MLP under the profiler\n"
+               "  gradtrace run train.py --epochs 1      profile your own script\n"
+               "  gradtrace table run.gtprof --sort cpu_time_total --limit 15\n"
+               "  gradtrace export run.gtprof --chrome trace.json.gz\n"
+               "  gradtrace view run.gtprof              dashboard on http://127.0.0.1:8050\n"
+               "  gradtrace diff before.gtprof after.gtprof\n"
+               "\nrun 'gradtrace COMMAND --help' for a command's options.")
+    parser.add_argument("--version", action="version", version=f"gradtrace {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("demo", formatter_class=_Help, help="train a reference workload under the profiler",
+                       description="Train a reference workload (MLP, CNN or tiny GPT) for a few steps under "
+                                   "the profiler, print the operator table and the forward+backward "
+                                   "summary, and save the profile.",
+                       epilog="example:\n  gradtrace demo gpt --steps 5 --record-shapes --with-stack")
+    p.add_argument("workload", nargs="?", default="mlp", metavar="{mlp,cnn,gpt}",
+                   help="workload to train (default: mlp)")
+    p.add_argument("--device", help="cpu or cuda (default: cuda when a GPU is usable, else cpu)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: the workload's, a few)")
+    p.add_argument("--limit", type=int, default=15, help="rows of the operator table (default 15)")
+    _add_profiling_flags(p)
+    p.set_defaults(handler="cli.demo:cmd_demo")
+
+    p = sub.add_parser("run", formatter_class=_Help, help="run a Python script under the profiler",
+                       description="Run SCRIPT as __main__ (sys.argv = [SCRIPT, ARGS...]) under the "
+                                   "profiler, like python -m cProfile. The script's exit status is "
+                                   "kept; if it raises or is interrupted, the partial profile is still "
+                                   "saved.\n\nIn the script, cli.current_profile() is the running profile "
+                                   "(None outside gradtrace run) and cli.step() marks a training step "
+                                   "(ProfilerStep#N, drives --schedule; a no-op outside gradtrace run).",
+                       epilog="example:\n  gradtrace run --schedule 1,1,3 --record-shapes train.py --lr 0.1")
+    _add_profiling_flags(p)
+    p.add_argument("--schedule", metavar="W,U,A[,R[,S]]",
+                   help="record by step: wait, warmup, active[, repeat[, skip_first]] "
+                        "(like profiler.schedule; the script calls cli.step())")
+    p.add_argument("--quiet", "-q", action="store_true", help="do not print the table at the end")
+    p.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
+    p.set_defaults(handler="cli.runscript:cmd_run")
+
+    p = sub.add_parser("table", formatter_class=_Help, help="print the operator table of a profile",
+                       description="Print key_averages() of a saved profile as a table.",
+                       epilog="examples:\n  gradtrace table run.gtprof --sort self_cpu_time_total --limit 20\n"
+                              "  gradtrace table run.gtprof --group-by forward-op\n"
+                              "  gradtrace table run.gtprof --json | jq '.[0]'")
+    p.add_argument("file", metavar="FILE", help="a .gtprof profile")
+    p.add_argument("--sort", metavar="KEY", default=None,
+                   help="self_cpu_time_total (default), cpu_time_total, self_cuda_time_total, "
+                        "cuda_time_total, count, cpu_memory_usage, flops, ...")
+    p.add_argument("--limit", type=int, default=20, help="at most N rows (0: all; default 20)")
+    p.add_argument("--group-by", default="name", metavar="{" + ",".join(GROUPS) + "}",
+                   help="rows per op name (default), name+input shape, name+call site, "
+                        "nn.Module class, or forward op with its backward cost")
+    p.add_argument("--stack-n", type=int, default=3, help="frames kept for --group-by stack (default 3)")
+    p.add_argument("--device-rows", action="store_true", help="one row per op and device (cpu, cuda:0)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON (times in microseconds)")
+    p.set_defaults(handler="cli.commands:cmd_table")
+
+    p = sub.add_parser("export", formatter_class=_Help, help="write a Chrome trace, folded stacks or speedscope",
+                       description="Export a saved profile for other tools.",
+                       epilog="examples:\n  gradtrace export run.gtprof --chrome trace.json.gz   (Perfetto, chrome://tracing)\n"
+                              "  gradtrace export run.gtprof --stacks run.folded --metric self_cpu_time_total\n"
+                              "  gradtrace export run.gtprof --speedscope run.speedscope.json")
+    p.add_argument("file", metavar="FILE", help="a .gtprof profile")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--chrome", metavar="OUT", help="Chrome trace JSON (gzip when OUT ends in .gz)")
+    what.add_argument("--stacks", metavar="OUT", help="folded stacks for flame graphs")
+    what.add_argument("--speedscope", metavar="OUT", help="speedscope JSON")
+    p.add_argument("--metric", default=None, help="with --stacks: the metric, e.g. self_cpu_time_total")
+    p.set_defaults(handler="cli.commands:cmd_export")
+
+    p = sub.add_parser("view", formatter_class=_Help, help="open the dashboard for a profile",
+                       description="Serve the Dash dashboard for a saved profile.",
+                       epilog="example:\n  gradtrace view run.gtprof --port 8051 --no-browser")
+    p.add_argument("file", metavar="FILE", help="a .gtprof profile")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    p.set_defaults(handler="cli.commands:cmd_view")
+
+    p = sub.add_parser("diff", formatter_class=_Help, help="compare two profiles",
+                       description="Per op, the time in A and in B: regressions in red, improvements in green.",
+                       epilog="example:\n  gradtrace diff before.gtprof after.gtprof --limit 15")
+    p.add_argument("a", metavar="A", help="the baseline profile")
+    p.add_argument("b", metavar="B", help="the new profile")
+    p.add_argument("--limit", type=int, default=20, help="at most N rows (0: all; default 20)")
+    p.set_defaults(handler="cli.commands:cmd_diff")
+
+    p = sub.add_parser("bench", formatter_class=_Help, help="run the benchmark scripts",
+                       description="Run the scripts in benchmarks/ and print their tables.",
+                       epilog="example:\n  gradtrace bench --quick --only engine_overhead")
+    p.add_argument("--quick", action="store_true", help="small sizes and repeats; results go to a temp dir")
+    p.add_argument("--only", action="append", metavar="NAME", help="run only this benchmark (repeatable)")
+    p.add_argument("--dir", default=None, help="benchmarks directory (default: the checkout's benchmarks/)")
+    p.set_defaults(handler="cli.bench:cmd_bench")
+    return parser
+
+
+def _resolve(handler: str):
+    import importlib  # noqa: PLC0415
+
+    module, func = handler.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    prog = f"gradtrace {args.command}"
+    try:
+        return int(_resolve(args.handler)(args) or 0)
+    except CLIError as exc:
+        sys.stdout.flush()
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `gradtrace table x | head`
+        import os  # noqa: PLC0415
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
