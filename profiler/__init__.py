@@ -9,6 +9,7 @@ from __future__ import annotations
 from .aggregate import (EventList, ForwardBackwardRow, ForwardBackwardSummary, FunctionEvent,
                         FunctionEventAvg, KeyAverages)
 from .data import ProfileData
+from .diff import ProfileDiff, diff
 from .fileformat import FILE_SUFFIX, SCHEMA_VERSION, ProfileFormatError, load
 from .profile import ProfilerActivity, profile, save_profile_handler
 from .records import Scope
@@ -19,6 +20,7 @@ __all__ = [
     "save_profile_handler", "load", "ProfileData",
     "ProfileFormatError", "EventList", "FunctionEvent", "FunctionEventAvg", "KeyAverages",
     "ForwardBackwardRow", "ForwardBackwardSummary", "Scope", "SCHEMA_VERSION", "FILE_SUFFIX",
+    "diff", "ProfileDiff",
 ]
 
 

@@ -1,0 +1,244 @@
+"""Compare two profiles: per op name (or per forward op with its backward cost), A against B.
+
+``profiler.diff(a, b)`` takes two profiles — :class:`~profiler.data.ProfileData`, a live
+``profiler.profile`` or a path to a saved profile — and returns a :class:`ProfileDiff`: one
+:class:`DiffRow` per op name with calls and self/total CPU and CUDA time in A and B, the
+absolute change (B - A) and the relative change ((B - A) / A, ``None`` when A is 0), sorted by
+the largest absolute change. Ops present on one side only are marked (``status`` "only_a" /
+"only_b"). ``by="forward_backward"`` compares the forward+backward view instead (one row per
+forward op and call site, as :meth:`ProfileData.forward_backward_summary`).
+
+This is the library half of ``gradtrace diff``: ``.rows()`` gives plain dicts and ``.table()``
+the text rendering. Times are microseconds, as in ``key_averages()``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .data import ProfileData
+from .table import Column, format_time_ns, render, truncate
+
+__all__ = ["diff", "ProfileDiff", "DiffRow", "NAME_METRICS", "FORWARD_BACKWARD_METRICS"]
+
+# metric attribute -> table header
+NAME_METRICS = {
+    "self_cpu_time_total": "Self CPU", "cpu_time_total": "CPU total",
+    "self_cuda_time_total": "Self CUDA", "cuda_time_total": "CUDA total",
+}
+FORWARD_BACKWARD_METRICS = {
+    "self_cpu_time_total": "Fwd Self CPU", "cpu_time_total": "Fwd CPU total",
+    "backward_cpu_time_total": "Bwd CPU total", "total_cpu_time": "Fwd+Bwd CPU",
+    "self_cuda_time_total": "Fwd Self CUDA", "cuda_time_total": "Fwd CUDA total",
+    "backward_cuda_time_total": "Bwd CUDA total", "total_cuda_time": "Fwd+Bwd CUDA",
+}
+_TABLE_METRICS = {  # shown by default (all are in rows())
+    "name": ["self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total"],
+    "forward_backward": ["total_cpu_time", "backward_cpu_time_total", "total_cuda_time"],
+}
+_VIEWS = {"name": NAME_METRICS, "forward_backward": FORWARD_BACKWARD_METRICS}
+_DEFAULT_SORT = {"name": "self_cpu_time_total", "forward_backward": "total_cpu_time"}
+STATUSES = ("both", "only_a", "only_b")
+
+
+@dataclass
+class DiffRow:
+    """One op (or forward op and call site) in A and B.
+
+    Attributes:
+        name: op name; call_site: first stack frame (forward_backward view with stacks) or None.
+        status: "both", "only_a" or "only_b".
+        count_a, count_b: calls.
+        a, b: metric name -> microseconds (0 on the side where the op is absent).
+    """
+
+    name: str
+    call_site: str | None
+    status: str
+    count_a: int
+    count_b: int
+    a: dict = field(default_factory=dict)
+    b: dict = field(default_factory=dict)
+
+    def delta(self, metric: str) -> float:
+        """B - A, microseconds."""
+        return self.b.get(metric, 0.0) - self.a.get(metric, 0.0)
+
+    def relative(self, metric: str) -> float | None:
+        """(B - A) / A; None when A is 0."""
+        base = self.a.get(metric, 0.0)
+        return self.delta(metric) / base if base else None
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "call_site": self.call_site, "status": self.status,
+             "count_a": self.count_a, "count_b": self.count_b, "count_delta": self.count_b - self.count_a}
+        for metric in self.a:
+            d[f"{metric}_a"] = self.a[metric]
+            d[f"{metric}_b"] = self.b[metric]
+            d[f"{metric}_delta"] = self.delta(metric)
+            d[f"{metric}_rel"] = self.relative(metric)
+        return d
+
+
+class ProfileDiff:
+    """Result of :func:`diff`: rows sorted by the largest absolute change of ``sort_by``.
+
+    Attributes:
+        by: "name" or "forward_backward".
+        sort_by: the metric the rows are sorted by.
+        metrics: the metrics compared (attribute -> header).
+        has_cuda: either profile has device time.
+        self_cpu_a, self_cpu_b, self_cuda_a, self_cuda_b: totals (us) of the two profiles.
+    """
+
+    def __init__(self, rows: list[DiffRow], by: str, sort_by: str, has_cuda: bool, totals: dict):
+        self._rows = rows
+        self.by = by
+        self.sort_by = sort_by
+        self.metrics = _VIEWS[by]
+        self.has_cuda = has_cuda
+        self.self_cpu_a = totals["self_cpu_a"]
+        self.self_cpu_b = totals["self_cpu_b"]
+        self.self_cuda_a = totals["self_cuda_a"]
+        self.self_cuda_b = totals["self_cuda_b"]
+
+    def __iter__(self):
+        return iter(self._rows)
+
+    def __len__(self):
+        return len(self._rows)
+
+    def __getitem__(self, i):
+        return self._rows[i]
+
+    def rows(self) -> list[dict]:
+        """Rows as plain dicts: name, call_site, status, count_a/b/delta and, per metric,
+        ``<metric>_a``, ``_b``, ``_delta`` (us) and ``_rel`` (fraction or None)."""
+        return [r.to_dict() for r in self._rows]
+
+    def table(self, row_limit: int = 100, max_name_column_width: int = 55,
+              time_unit: str | None = None, metrics: list[str] | None = None,
+              header: str | None = None) -> str:
+        """Text table: name, status, calls, then A, B, Δ and Δ% for each metric.
+
+        Args:
+            row_limit: at most this many rows (<= 0: all).
+            max_name_column_width: longer names are cut with ``...``.
+            time_unit: "s", "ms", "us" or None (per cell).
+            metrics: metrics to show (default: self and total time; CUDA only when present).
+            header: a title line above the table.
+        """
+        rows = self._rows[:row_limit] if row_limit and row_limit > 0 else list(self._rows)
+        if metrics is None:
+            metrics = [m for m in _TABLE_METRICS[self.by] if self.has_cuda or "cuda" not in m]
+        unknown = [m for m in metrics if m not in self.metrics]
+        if unknown:
+            raise ValueError(f"unknown metrics {unknown}: expected some of {list(self.metrics)}")
+
+        def t(us: float) -> str:
+            return format_time_ns(us * 1e3, time_unit)
+
+        def signed(us: float) -> str:
+            return ("+" if us > 0 else "-" if us < 0 else "") + t(abs(us))
+
+        def rel(row: DiffRow, m: str) -> str:
+            if row.status == "only_b":
+                return "new"
+            if row.status == "only_a":
+                return "gone"
+            r = row.relative(m)
+            return "n/a" if r is None else f"{r * 100:+.2f}%"
+
+        name_width = max(4, min(max_name_column_width, max((len(r.name) for r in rows), default=0)))
+        cols = [Column("Name", [truncate(r.name, max_name_column_width) for r in rows], min_width=name_width)]
+        if any(r.call_site for r in rows):
+            cols.append(Column("Call Site", [r.call_site or "" for r in rows]))
+        marks = {"both": "", "only_a": "A only", "only_b": "B only"}
+        cols += [Column("Status", [marks[r.status] for r in rows], min_width=6),
+                 Column("Calls A", [str(r.count_a) for r in rows], min_width=7),
+                 Column("Calls B", [str(r.count_b) for r in rows], min_width=7)]
+        for m in metrics:
+            title = self.metrics[m]
+            cols += [Column(f"{title} A", [t(r.a[m]) for r in rows]),
+                     Column(f"{title} B", [t(r.b[m]) for r in rows]),
+                     Column(f"{title} Δ", [signed(r.delta(m)) for r in rows]),
+                     Column(f"{title} Δ%", [rel(r, m) for r in rows], min_width=9)]
+        footer = [f"Self CPU time total: A {t(self.self_cpu_a)}, B {t(self.self_cpu_b)} "
+                  f"({_change(self.self_cpu_a, self.self_cpu_b)})"]
+        if self.has_cuda:
+            footer.append(f"Self CUDA time total: A {t(self.self_cuda_a)}, B {t(self.self_cuda_b)} "
+                          f"({_change(self.self_cuda_a, self.self_cuda_b)})")
+        footer.append(f"Sorted by absolute change of {self.sort_by}")
+        return render(cols, header=header, footer=footer)
+
+    def __repr__(self):
+        return f"<ProfileDiff by={self.by} rows={len(self._rows)} sort_by={self.sort_by}>"
+
+
+def _change(a: float, b: float) -> str:
+    return f"{(b - a) / a * 100:+.2f}%" if a else "n/a"
+
+
+def _as_data(profile) -> ProfileData:
+    if isinstance(profile, ProfileData):
+        return profile
+    if isinstance(profile, (str, os.PathLike)):
+        from .fileformat import load  # noqa: PLC0415
+
+        return load(profile)
+    data = getattr(profile, "profile_data", None)
+    if isinstance(data, ProfileData):
+        return data
+    raise TypeError(f"diff() needs a ProfileData, a profiler.profile or a profile path, got {type(profile).__name__}")
+
+
+def _side(data: ProfileData, by: str) -> dict:
+    """key -> (name, call_site, count, {metric: us}) for one profile."""
+    metrics = _VIEWS[by]
+    out: dict = {}
+    if by == "name":
+        for r in data.key_averages():
+            out[(r.key, None)] = (r.key, None, r.count, {m: float(getattr(r, m)) for m in metrics})
+    else:
+        for r in data.forward_backward_summary():
+            out[(r.name, r.call_site)] = (r.name, r.call_site, r.count,
+                                          {m: float(getattr(r, m)) for m in metrics})
+    return out
+
+
+def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None) -> ProfileDiff:
+    """Compare profile B against profile A.
+
+    Args:
+        profile_a, profile_b: ProfileData, live ``profiler.profile`` or path to a saved profile.
+        by: "name" (one row per op name) or "forward_backward" (one row per forward op and
+            call site, with the cost of the backward nodes it caused).
+        sort_by: metric whose absolute change orders the rows (default ``self_cpu_time_total``
+            by name, ``total_cpu_time`` for forward_backward).
+    Returns:
+        A :class:`ProfileDiff`.
+    """
+    if by not in _VIEWS:
+        raise ValueError(f"by={by!r}: expected one of {list(_VIEWS)}")
+    sort_by = sort_by or _DEFAULT_SORT[by]
+    if sort_by not in _VIEWS[by] and sort_by != "count":
+        raise ValueError(f"sort_by={sort_by!r}: expected 'count' or one of {list(_VIEWS[by])}")
+    a, b = _as_data(profile_a), _as_data(profile_b)
+    side_a, side_b = _side(a, by), _side(b, by)
+    zeros = {m: 0.0 for m in _VIEWS[by]}
+    rows = []
+    for key in list(side_a) + [k for k in side_b if k not in side_a]:
+        in_a, in_b = key in side_a, key in side_b
+        name, site, count_a, va = side_a[key] if in_a else (*key, 0, dict(zeros))
+        _, _, count_b, vb = side_b[key] if in_b else (*key, 0, dict(zeros))
+        status = "both" if in_a and in_b else "only_a" if in_a else "only_b"
+        rows.append(DiffRow(name, site, status, count_a, count_b, va, vb))
+
+    def change(r: DiffRow) -> float:
+        return abs(r.count_b - r.count_a) if sort_by == "count" else abs(r.delta(sort_by))
+
+    rows.sort(key=lambda r: (-change(r), r.name, r.call_site or ""))
+    ta, tb = a.total_average(), b.total_average()
+    totals = {"self_cpu_a": ta.self_cpu_time_total, "self_cpu_b": tb.self_cpu_time_total,
+              "self_cuda_a": ta.self_cuda_time_total, "self_cuda_b": tb.self_cuda_time_total}
+    return ProfileDiff(rows, by, sort_by, a.has_device_time or b.has_device_time, totals)
