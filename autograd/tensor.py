@@ -218,9 +218,16 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         return register(self._extras().setdefault("post_acc_hooks", {}), hook)
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Accumulate the gradient of this tensor w.r.t. the graph leaves into their ``.grad``."""
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None,
+                 compiled=False):
+        """Accumulate the gradient of this tensor w.r.t. the graph leaves into their ``.grad``.
+
+        ``compiled=True`` runs it through compiled autograd (``autograd.compiled_autograd``).
+        """
         from .engine import backward  # noqa: PLC0415
+
+        if compiled:  # compiled autograd (issue 9): a pass-through
+            from .compiled_autograd import run_backward as backward  # noqa: PLC0415
 
         backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
                  inputs=inputs)
@@ -356,7 +363,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     dev = backend.device(device) if device is not None else None
     arr = _to_array(data, dtype, dev)
     if isinstance(data, Tensor) or backend.is_device_array(data):
-        arr = arr.copy() if arr is getattr(data, "data", data) else arr
+        # (an ndarray's own ``.data`` is a memoryview, so look inside Tensors only)
+        arr = arr.copy() if arr is (data.data if isinstance(data, Tensor) else data) else arr
     t = Tensor._make(arr, False, None, 0, [0], dev or backend.device_of_array(arr))
     if requires_grad:
         t.requires_grad_(True)
