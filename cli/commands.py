@@ -239,15 +239,19 @@ def cmd_view(args) -> int:
     if not 0 < args.port < 65536:
         raise CLIError(f"--port {args.port}: give a port between 1 and 65535")
     load_profile(args.file)  # fail fast, one line, before the server starts
+    if args.compare:
+        load_profile(args.compare)
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '') else args.host}:{args.port}/"
-    print(f"gradtrace dashboard for {args.file} on {url} (Ctrl-C to stop)", flush=True)
     if not args.no_browser:
         import threading  # noqa: PLC0415
         import webbrowser  # noqa: PLC0415
 
         threading.Timer(1.0, lambda: webbrowser.open(url)).start()
     try:
-        serve(args.file, host=args.host, port=args.port)
+        if args.compare:
+            serve(args.file, host=args.host, port=args.port, compare=args.compare)
+        else:
+            serve(args.file, host=args.host, port=args.port)
     except OSError as exc:
         raise CLIError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
                        "try another --port") from None

@@ -118,7 +118,7 @@ def cmd_demo(args) -> int:
     if not paths:
         console.print("nothing was recorded")
         return EXIT_INTERRUPTED if interrupted else 1
-    data = session.cycles[-1]
+    data = session.main_data
     if interrupted:
         console.print(f"interrupted after {len(losses)} step(s); partial profile saved to {paths[-1]}")
         return EXIT_INTERRUPTED

@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    p.add_argument("--compare", metavar="B", help="a second profile for the Compare page")
     p.set_defaults(handler="cli.commands:cmd_view")
 
     p = sub.add_parser("diff", formatter_class=_Help, help="compare two profiles",

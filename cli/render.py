@@ -335,17 +335,20 @@ def _signed_percent(delta: float, base: float) -> str:
 
 
 def bench_table(results: Sequence[dict], *, plain: bool = False, title: str | None = None) -> Table:
-    """One row per benchmark script: status and wall time."""
+    """One row per benchmark script: status, wall time and (when kept) its JSON results file."""
     table = _table(title, plain)
     _name_column(table, "Benchmark")
     table.add_column("Status", no_wrap=True)
-    _num_column(table, "Time (s)")
-    table.add_column("Results", overflow="fold")
+    _num_column(table, "Time", "s")
+    with_json = any(r.get("json") for r in results)
+    if with_json:
+        table.add_column("Results", overflow="fold")
     for r in results:
         ok = r["returncode"] == 0
-        style = None if plain else ("green" if ok else "red")
-        table.add_row(r["name"], Text("ok" if ok else f"failed ({r['returncode']})", style=style or ""),
-                      f"{r['seconds']:.1f}", r.get("json") or "")
+        style = "" if plain else ("green" if ok else "red")
+        cells = [r["name"], Text("ok" if ok else f"failed ({r['returncode']})", style=style),
+                 f"{r['seconds']:.1f}"]
+        table.add_row(*cells, *([r.get("json") or ""] if with_json else []))
     return table
 
 

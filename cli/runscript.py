@@ -112,7 +112,7 @@ def _report(session, paths, args, status: int, interrupted: bool) -> None:
            f"script exited with status {status}; partial profile" if status else "profile")
     if not args.quiet and not interrupted:
         console, plain = make_console()
-        emit(console, profile_tables(session.cycles[-1], limit=15, plain=plain), plain)
+        emit(console, profile_tables(session.main_data, limit=15, plain=plain), plain)
     for p in paths:
         err.print(f"gradtrace: {why} saved to {p}")
     err.print(f"next: gradtrace table {paths[-1]} --group-by forward-op  |  gradtrace view {paths[-1]}")

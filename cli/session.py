@@ -84,6 +84,8 @@ class Session:
     out: Path
     cycles: list = field(default_factory=list)
     prof: object = None
+    stopping: bool = False
+    partial_at_stop: bool = False
 
     def start(self):
         global _current
@@ -99,6 +101,10 @@ class Session:
         return self.prof
 
     def _keep(self, prof) -> None:
+        # A schedule cycle cut short by stop() (the script ended mid-cycle) is marked so that
+        # it does not replace the last complete cycle in ``out``.
+        if self.stopping and self.options.schedule is not None and self.cycles:
+            self.partial_at_stop = True
         self.cycles.append(prof.profile_data)
 
     def stop(self) -> list[Path]:
@@ -106,6 +112,7 @@ class Session:
         global _current
         _current = None
         if self.prof is not None:
+            self.stopping = True
             try:
                 self.prof.stop()
             except RuntimeError:
@@ -116,11 +123,21 @@ class Session:
         if not self.cycles:
             return []
         self.out.parent.mkdir(parents=True, exist_ok=True)
+        complete = self.cycles[:-1] if self.partial_at_stop else self.cycles
         paths = []
-        for k, data in enumerate(self.cycles[:-1]):
+        for k, data in enumerate(complete[:-1]):
             path = self.out.with_name(f"{self.out.stem}.cycle{k}{self.out.suffix}")
             data.save(path)
             paths.append(path)
-        self.cycles[-1].save(self.out)
+        if self.partial_at_stop:
+            path = self.out.with_name(f"{self.out.stem}.partial{self.out.suffix}")
+            self.cycles[-1].save(path)
+            paths.append(path)
+        complete[-1].save(self.out)
         paths.append(self.out)
         return paths
+
+    @property
+    def main_data(self):
+        """The profile written to ``out`` (the last complete cycle)."""
+        return self.cycles[-2] if self.partial_at_stop else self.cycles[-1]

@@ -1,0 +1,191 @@
+"""Tables rendered as text: Console(file=StringIO(), width=100, color_system=None) (STYLE 11)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from rich.console import Console
+
+from cli.analysis import merge_step_rows
+from cli.commands import profile_tables, table_json
+from cli.errors import CLIError
+from cli.render import diff_table, emit, forward_backward_table, key_averages_table, pick_time_unit, short_site
+from tests.cli.conftest import ROOT
+from tests.cli.profiles import hand_made
+
+
+def text(renderable, plain=True) -> str:
+    console = Console(file=StringIO(), width=100, color_system=None)
+    emit(console, renderable, plain)
+    return console.file.getvalue()
+
+
+OPERATORS = """\
+                Self CPU  Self CPU  CPU total  CPU avg
+Name                   %        ms         ms       ms  Calls
+-------------------------------------------------------------
+matmul            30.00%     3.000      3.000    3.000      1
+AddmmBackward0    25.00%     2.500      2.500    2.500      1
+ProfilerStep#1    22.00%     2.200     10.000   10.000      1
+linear            10.00%     1.000      4.000    4.000      1
+ReluBackward0      8.00%     0.800      0.800    0.800      1
+relu               5.00%     0.500      0.500    0.500      1
+Self CPU time total: 10.000ms
+6 events, devices cpu
+"""
+
+FORWARD_BACKWARD = """\
+Forward + backward cost per forward op
+                   Fwd CPU  Bwd CPU  Fwd+Bwd CPU
+Forward op  Calls       ms       ms           ms  Backward nodes
+----------------------------------------------------------------
+linear          1    4.000    2.500        6.500  AddmmBackward0
+matmul          1    3.000    0.000        3.000
+relu            1    0.500    0.800        1.300  ReluBackward0
+"""
+
+SHAPES = """\
+                Self CPU  Self CPU  CPU total
+Name                   %        ms         ms  Calls  Input Shapes
+-------------------------------------------------------------------------
+ProfilerStep#1    22.00%     2.200     10.000      1  []
+linear            10.00%     1.000      4.000      1  [[64, 32], [32, 8]]
+matmul            30.00%     3.000      3.000      1  [[64, 32], [32, 8]]
+relu               5.00%     0.500      0.500      1  [[64, 8]]
+ReluBackward0      8.00%     0.800      0.800      1  [[64, 8]]
+AddmmBackward0    25.00%     2.500      2.500      1  [[64, 32], [32, 8]]
+Self CPU time total: 10.000ms
+6 events, devices cpu
+"""
+
+
+def test_operator_table_text():
+    assert text(profile_tables(hand_made(), plain=True)) == OPERATORS
+
+
+def test_forward_backward_table_text():
+    assert text(profile_tables(hand_made(), plain=True, group_by="forward-op")) == FORWARD_BACKWARD
+
+
+def test_shape_table_sorted_by_count_keeps_first_seen_order_for_ties():
+    assert text(profile_tables(hand_made(), plain=True, group_by="shape", sort_by="count")) == SHAPES
+
+
+def test_limit_and_units_per_column():
+    out = text(profile_tables(hand_made(scale=1000), plain=True, limit=2))
+    lines = out.splitlines()
+    assert lines[1].split()[-4:] == ["s", "s", "s", "Calls"]     # seconds once the values are large
+    assert [ln.split()[0] for ln in lines[3:5]] == ["matmul", "AddmmBackward0"]
+    assert lines[5].startswith("Self CPU time total: 10.000s")
+
+
+def test_plain_output_has_no_box_drawing_and_fits_100_columns(demo_profile):
+    import profiler
+
+    data = profiler.load(demo_profile)
+    for group in ("name", "shape", "stack", "module", "forward-op"):
+        out = text(profile_tables(data, plain=True, group_by=group, device_rows=group == "name"))
+        assert all(ord(ch) < 128 for ch in out), group
+        assert max(len(line) for line in out.splitlines()) <= 100, group
+        assert "\x1b[" not in out
+
+
+def test_rich_mode_highlights_heaviest_rows():
+    console = Console(file=StringIO(), width=100, color_system="truecolor", force_terminal=True)
+    console.print(profile_tables(hand_made(), plain=False))
+    out = console.file.getvalue()
+    assert "\x1b[" in out                       # styled
+    first_row = next(line for line in out.splitlines() if "matmul" in line)
+    assert "\x1b[1;31m" in first_row or "\x1b[1m\x1b[31m" in first_row   # bold red: heaviest
+
+
+def test_numbers_are_right_aligned():
+    rows = OPERATORS.splitlines()[3:9]
+    calls_end = {len(r) for r in rows}
+    assert len(calls_end) == 1                  # every row ends at the same column
+
+
+def test_pick_time_unit():
+    assert pick_time_unit([0.5, 999.0]) == "us"
+    assert pick_time_unit([1500.0]) == "ms"
+    assert pick_time_unit([2e6, 1.0]) == "s"
+    assert pick_time_unit([]) == "us"
+
+
+def test_short_site():
+    assert short_site("/a/b/train.py(12): step") == "train.py(12): step"
+    assert short_site("<no frame>") == "<no frame>"
+
+
+def test_merge_step_rows():
+    data = hand_made()
+    rows = merge_step_rows(list(data.key_averages()) * 1)
+    assert [r.key for r in rows][0] == "ProfilerStep#1"     # a single step stays as it is
+
+
+def test_json_rows_are_plain_dicts():
+    rows = table_json(hand_made(), sort_by="self_cpu_time_total", limit=3)
+    assert [r["name"] for r in rows] == ["matmul", "AddmmBackward0", "ProfilerStep#1"]
+    assert rows[0]["self_cpu_time_total"] == pytest.approx(3000.0)
+    fb = table_json(hand_made(), group_by="forward-op")
+    assert fb[0]["name"] == "linear" and fb[0]["backward_names"] == ["AddmmBackward0"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(sort_by="fastest"), "unknown sort key 'fastest'"),
+    (dict(group_by="colour"), "unknown group 'colour'"),
+    (dict(group_by="stack"), "no call stacks; record it with --with-stack"),
+    (dict(group_by="module"), "no nn.Module ranges; record it with --with-modules"),
+])
+def test_bad_table_options(kwargs, message):
+    with pytest.raises(CLIError, match=message.replace("(", r"\(")):
+        profile_tables(hand_made(), **kwargs)
+
+
+def test_diff_table_colours_and_text():
+    rows = [{"name": "matmul", "a_us": 1000.0, "b_us": 1500.0, "count_a": 2, "count_b": 2},
+            {"name": "relu", "a_us": 400.0, "b_us": 100.0, "count_a": 2, "count_b": 2}]
+    out = text(diff_table(rows, plain=True))
+    assert "+0.500" in out and "+50.00%" in out and "-75.00%" in out
+    console = Console(file=StringIO(), width=100, color_system="truecolor", force_terminal=True)
+    console.print(diff_table(rows, plain=False))
+    lines = console.file.getvalue().splitlines()
+    assert "\x1b[31m" in next(ln for ln in lines if "matmul" in ln)      # regression: red
+    assert "\x1b[32m" in next(ln for ln in lines if "relu" in ln)        # improvement: green
+
+
+def test_forward_backward_table_rich_fits():
+    out = text(forward_backward_table(list(hand_made().forward_backward_summary())), plain=False)
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_key_averages_table_without_rows():
+    out = text(key_averages_table([], self_cpu_total_us=0.0, footer=["Self CPU time total: 0.000us"]))
+    assert "Self CPU time total" in out
+
+
+def test_rendering_a_loaded_profile_does_not_import_the_engine(small_profile):
+    code = ("import sys, io, profiler, cli.render, cli.commands\n"
+            "from rich.console import Console\n"
+            f"data = profiler.load({str(small_profile)!r})\n"
+            "c = Console(file=io.StringIO(), width=100, color_system=None)\n"
+            "c.print(cli.commands.profile_tables(data, plain=True, group_by='forward-op'))\n"
+            "c.print(cli.commands.profile_tables(data, plain=True))\n"
+            "sys.exit(1 if 'autograd' in sys.modules else 0)\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_render_module_imports_only_profiler_and_rich():
+    import ast
+
+    tree = ast.parse((ROOT / "cli" / "render.py").read_text())
+    ours = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            ours.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            ours.add(node.module.split(".")[0])
+    assert ours - {"__future__", "os", "sys", "typing"} == {"profiler", "rich"}
