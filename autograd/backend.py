@@ -355,3 +355,18 @@ def scatter_add(xp, target, index, values) -> None:
         import cupyx  # noqa: PLC0415 - part of the one CuPy module
 
         cupyx.scatter_add(target, index, values)
+
+
+def pinned_copy(array):
+    """A NumPy copy of ``array`` (host or device) in page-locked host memory, which copies to
+    a GPU faster; a plain copy when no GPU is usable."""
+    cp = _load_cupy()
+    if cp is None:
+        return numpy.array(array, copy=True)
+    mem = cp.cuda.alloc_pinned_memory(array.nbytes)
+    out = numpy.frombuffer(mem, array.dtype, array.size).reshape(array.shape)
+    if isinstance(array, numpy.ndarray):
+        out[...] = array
+    else:
+        array.get(out=out)
+    return out

@@ -34,6 +34,9 @@ MAX_REENTRANT_DEPTH = 60
 _multithreading = True
 _serial_lock = threading.RLock()
 
+# The array namespace (ArrayF) per array module, looked up once per node.
+_F_BY_XP: dict = {}
+
 # Gradients consumed on a stream other than the one that produced them, kept alive until an
 # event recorded on the consuming stream has completed (CuPy has no record_stream).
 _keep_alive: list = []
@@ -110,6 +113,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         create_graph: make the computed gradients differentiable.
         inputs: accumulate only into these tensors' ``.grad``.
     """
+    # Compiled autograd (issue 9): inside compiled_autograd.enable(), delegate.
+    from . import compiled_autograd as _ca  # noqa: PLC0415 - it imports this module
+    if _ca.enabled_depth:
+        return _ca.run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
     tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
     if grad_tensors is not None:
         grad_tensors = [grad_tensors] if isinstance(grad_tensors, Tensor) else list(grad_tensors)
@@ -298,20 +305,25 @@ def _run(task, root, results):
         outputs = _call(task, node, grads)
         if not keep:
             node.release_variables()
+        n_out = len(outputs)
+        # Gradients are produced on the stream the node's forward op ran on (the root's
+        # count as produced on each consumer's stream).
+        meta = node.input_metadata
+        node_stream = meta[0][3] if meta else None
         for i, edge in enumerate(node.next_edges):
             if edge is None:
                 continue
             nxt = edge[0]
             if needed is not None and nxt not in needed:
                 continue
-            g = outputs[i] if i < len(outputs) else None
+            g = outputs[i] if i < n_out else None
             buf = buffers.get(nxt)
             if buf is None:
                 buf = buffers[nxt] = [None] * len(nxt.input_metadata)
             if g is not None:
                 slot = edge[1]
-                ps = producer_stream(node, nxt, slot)
                 cs = nxt.input_metadata[slot][3]
+                ps = node_stream if node_stream is not None else cs
                 prev = buf[slot]
                 if ps is cs:
                     buf[slot] = g if prev is None else prev + g
@@ -321,13 +333,6 @@ def _run(task, root, results):
             deps[nxt] = left
             if left == 0:
                 push(ready, (-nxt.sequence_nr, tiebreak(), nxt))
-
-
-def producer_stream(node, consumer, slot):
-    """The stream a node's gradients are produced on: the stream its forward op ran on (the
-    root's gradients count as produced on the consumer's stream)."""
-    meta = node.input_metadata
-    return meta[0][3] if meta else consumer.input_metadata[slot][3]
 
 
 def accumulation_stream(producer, consumer):
@@ -458,11 +463,23 @@ def _call(task, node, grads):
         if node.__class__ is AccumulateGrad:
             _accumulate_grad(task, node, grads[0])
             outputs = ()
-        elif task.create_graph:
-            outputs = _apply_on_stream(node, grads, TensorF)
+        elif node.__class__ is GraphRoot:
+            outputs = node.apply(grads, None)
         else:
             meta = node.input_metadata
-            outputs = _apply_on_stream(node, grads, ArrayF(meta[0][2].xp) if meta else None)
+            if task.create_graph:
+                F = TensorF
+            else:
+                xp = meta[0][2].xp
+                F = _F_BY_XP.get(xp) or _F_BY_XP.setdefault(xp, ArrayF(xp))
+            # A node runs on the stream its forward op used (usually the current one already).
+            stream = meta[0][3]
+            if stream is _THREAD.cpu_stream or (
+                    stream.device.type == "cuda" and stream == current_stream(stream.device)):
+                outputs = node.apply(grads, F)
+            else:
+                with stream:
+                    outputs = node.apply(grads, F)
         if outputs:
             outputs = _validate_outputs(task, node, outputs)
             if anomaly and _THREAD.anomaly_check_nan:
@@ -481,17 +498,6 @@ def _call(task, node, grads):
         if rec is not None:
             _rf.end(rec)
     return outputs
-
-
-def _apply_on_stream(node, grads, F):
-    """Run a node on the stream its forward op used (usually already the current one)."""
-    meta = node.input_metadata
-    stream = meta[0][3] if meta else None
-    if stream is None or stream is _THREAD.cpu_stream or (
-            stream.device.type == "cuda" and stream == current_stream(stream.device)):
-        return node.apply(grads, F)
-    with stream:
-        return node.apply(grads, F)
 
 
 def _node_pre_hooks(task, node, grads):

@@ -59,10 +59,12 @@ class save_on_cpu(saved_tensors_hooks):
         def pack(t):
             if t.device.type == "cpu":
                 return (t.device, t)
-            host = t.detach().to("cpu")
             if pin_memory:
                 from . import backend  # noqa: PLC0415
-                host.data = backend.pinned_copy(host.data)
+                from .tensor import Tensor  # noqa: PLC0415
+                host = Tensor._make(backend.pinned_copy(t.data), False, None, 0, [0], backend.CPU)
+            else:
+                host = t.detach().to("cpu")
             return (t.device, host)
 
         def unpack(packed):

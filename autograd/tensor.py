@@ -218,9 +218,16 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         return register(self._extras().setdefault("post_acc_hooks", {}), hook)
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Accumulate the gradient of this tensor w.r.t. the graph leaves into their ``.grad``."""
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None,
+                 compiled=False):
+        """Accumulate the gradient of this tensor w.r.t. the graph leaves into their ``.grad``.
+
+        ``compiled=True`` runs it through compiled autograd (``autograd.compiled_autograd``).
+        """
         from .engine import backward  # noqa: PLC0415
+
+        if compiled:  # compiled autograd (issue 9): a pass-through
+            from .compiled_autograd import run_backward as backward  # noqa: PLC0415
 
         backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
                  inputs=inputs)

@@ -143,3 +143,41 @@ def test_checkpoint_sequential_matches_plain():
     ag.checkpoint_sequential(fns, 2, x).sum().backward()
     for a, w in zip(plain, ws):
         np.testing.assert_array_equal(w.grad.numpy(), a)
+
+
+def test_save_on_cpu_with_pin_memory_on_cpu_keeps_values():
+    x = leaf(4)
+    with save_on_cpu(pin_memory=True):
+        y = (x * x).sum()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy())
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("pin", [False, True])
+def test_save_on_cpu_moves_saved_gpu_tensors_to_host_and_back(pin):
+    rng = np.random.default_rng(0)
+    w = ag.tensor(rng.standard_normal((32, 32)), device="cuda", requires_grad=True)
+    x = ag.tensor(rng.standard_normal((8, 32)), device="cuda")
+    (x @ w).tanh().sum().backward()
+    plain = w.grad.cpu().numpy()
+    w.grad = None
+    with save_on_cpu(pin_memory=pin):
+        y = (x @ w).tanh()
+    packed = y.grad_fn._raw_saved_out._packed
+    assert packed[1].device == "cpu" and packed[0] == "cuda:0"
+    y.sum().backward()
+    np.testing.assert_allclose(w.grad.cpu().numpy(), plain, rtol=1e-12)
+
+
+@pytest.mark.cuda
+def test_checkpoint_on_gpu_matches_plain():
+    rng = np.random.default_rng(1)
+    w = ag.tensor(rng.standard_normal((16, 16)), device="cuda", requires_grad=True)
+    x = ag.tensor(rng.standard_normal((4, 16)), device="cuda", requires_grad=True)
+    f = lambda h: (h @ w).tanh() @ w
+    f(x).sum().backward()
+    plain = w.grad.cpu().numpy()
+    w.grad = None
+    ag.checkpoint(f, x).sum().backward()
+    np.testing.assert_array_equal(w.grad.cpu().numpy(), plain)

@@ -117,3 +117,16 @@ def test_cuda_round_trip_and_grad():
     w = ag.tensor([1.0, 2.0], requires_grad=True)
     w.cuda().sum().backward()
     assert w.grad.device == "cpu"
+
+
+def test_tensor_copies_arrays_and_tensors_but_as_tensor_shares():
+    a = np.ones(3)
+    t = ag.tensor(a)
+    t.data[0] = 5.0
+    assert a[0] == 1.0
+    u = ag.tensor(t)
+    u.data[1] = 7.0
+    assert t.data[1] == 1.0
+    s = ag.as_tensor(a)
+    s.data[2] = 9.0
+    assert a[2] == 9.0
