@@ -1,0 +1,506 @@
+"""Chrome trace export: schema, nesting, flows, memory, GPU rows, hostile names, gzip, streaming,
+and the round trip live profile -> saved file -> trace."""
+import gzip
+import json
+import math
+import re
+from collections import Counter, defaultdict
+from decimal import Decimal
+
+import jsonschema
+import numpy as np
+import pytest
+
+import autograd as ag
+import profiler
+from profiler import Scope, synthetic
+from profiler import chrome_trace as ct
+
+# --------------------------------------------------------------------------- schema
+
+_ID = {"type": "integer", "minimum": 1}
+_TIME = {"type": "number", "minimum": 0}
+_EVENT_COMMON = {"ph": {"type": "string"}, "pid": _ID, "tid": _ID, "name": {"type": "string"}}
+TRACE_SCHEMA = {
+    "type": "object",
+    "required": ["schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit",
+                 "baseTimeNanoseconds", "traceName", "traceEvents"],
+    "properties": {
+        "schemaVersion": {"type": "integer", "minimum": 1},
+        "deviceProperties": {"type": "array", "items": {
+            "type": "object", "required": ["id", "name"],
+            "properties": {"id": {"type": "integer", "minimum": 0}, "name": {"type": "string"},
+                           "totalGlobalMem": {"type": "integer"}, "computeMajor": {"type": "integer"},
+                           "computeMinor": {"type": "integer"}, "numSms": {"type": "integer"}}}},
+        "distributedInfo": {"type": "object", "required": ["rank", "world_size"],
+                            "properties": {"rank": {"type": "integer"}, "world_size": {"type": "integer"}}},
+        "displayTimeUnit": {"enum": ["ms", "ns"]},
+        "baseTimeNanoseconds": {"type": "integer", "minimum": 0},
+        "traceName": {"type": "string"},
+        "traceEvents": {"type": "array", "items": {"oneOf": [
+            {"type": "object", "additionalProperties": False,
+             "required": ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"],
+             "properties": {**_EVENT_COMMON, "ph": {"const": "X"},
+                            "cat": {"enum": ["cpu_op", "user_annotation", "kernel", "gpu_user_annotation"]},
+                            "ts": _TIME, "dur": _TIME,
+                            "args": {"type": "object", "required": ["External id"],
+                                     "properties": {
+                                         "External id": _ID, "Sequence number": {"type": "integer", "minimum": 0},
+                                         "Fwd thread id": {"type": "integer", "minimum": 0},
+                                         "Input Dims": {"type": "array"}, "Input type": {"type": "array"},
+                                         "Call stack": {"type": "string"}, "correlation": _ID,
+                                         "stream": _ID, "device": {"type": "integer", "minimum": 0}}}}},
+            {"type": "object", "additionalProperties": False,
+             "required": ["ph", "id", "cat", "name", "pid", "tid", "ts"],
+             "properties": {**_EVENT_COMMON, "ph": {"enum": ["s", "f"]}, "id": _ID,
+                            "cat": {"enum": ["fwdbwd", "ac2g"]}, "ts": _TIME, "bp": {"const": "e"}}},
+            {"type": "object", "additionalProperties": False,
+             "required": ["ph", "s", "cat", "name", "pid", "tid", "ts", "args"],
+             "properties": {**_EVENT_COMMON, "ph": {"const": "i"}, "s": {"const": "t"},
+                            "cat": {"const": "cpu_instant_event"}, "name": {"const": "[memory]"}, "ts": _TIME,
+                            "args": {"type": "object", "additionalProperties": False,
+                                     "required": ["Device Type", "Device Id", "Addr", "Bytes", "Total Allocated"],
+                                     "properties": {k: {"type": "integer"} for k in
+                                                    ["Device Type", "Device Id", "Addr", "Bytes", "Total Allocated"]}}}},
+            {"type": "object", "additionalProperties": False,
+             "required": ["ph", "name", "pid", "tid", "ts", "args"],
+             "properties": {**_EVENT_COMMON, "ph": {"const": "C"}, "ts": _TIME,
+                            "args": {"type": "object", "minProperties": 1,
+                                     "additionalProperties": {"type": "integer"}}}},
+            {"type": "object", "additionalProperties": False, "required": ["ph", "name", "pid", "tid", "args"],
+             "properties": {**_EVENT_COMMON, "ph": {"const": "M"},
+                            "name": {"enum": ["process_name", "process_sort_index", "thread_name",
+                                              "thread_sort_index"]},
+                            "args": {"type": "object"}}},
+        ]}},
+    },
+}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def mlp_step(x, w1, b1, w2, b2):
+    with profiler.record_function("forward"):
+        h = (x @ w1 + b1).tanh()
+        out = h @ w2 + b2
+        loss = (out * out).mean()
+    with profiler.record_function("backward"):
+        loss.backward()
+
+
+def make_mlp(seed=0):
+    ag.manual_seed(seed)
+    return (ag.randn(8, 16), ag.randn(16, 32, requires_grad=True), ag.zeros(32, requires_grad=True),
+            ag.randn(32, 4, requires_grad=True), ag.zeros(4, requires_grad=True))
+
+
+@pytest.fixture(scope="module")
+def engine_prof():
+    params = make_mlp()
+    with profiler.profile(record_shapes=True, profile_memory=True, with_stack=True,
+                          schedule=profiler.schedule(wait=0, warmup=0, active=3, repeat=1)) as prof:
+        for _ in range(3):
+            mlp_step(*params)
+            prof.step()
+    assert prof.profile_data is not None
+    return prof
+
+
+def load_json(path):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    return json.loads(raw.decode("utf-8")), raw
+
+
+def ns(value) -> int:
+    """Microseconds as written (a Decimal from the file) -> exact integer ns."""
+    return int(Decimal(str(value)) * 1000)
+
+
+def x_rows(events):
+    rows = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            rows[(e["pid"], e["tid"])].append(e)
+    return rows
+
+
+def reader_models(e):
+    """End and start of a slice as three readers compute them: exact ns, float us sum,
+    Perfetto-style truncation to integer ns."""
+    ts, dur = float(e["ts"]), float(e["dur"])
+    return ({"start": ns(e["ts"]), "end": ns(e["ts"]) + ns(e["dur"])},
+            {"start": ts, "end": ts + dur},
+            {"start": int(ts * 1000.0), "end": int(ts * 1000.0) + int(dur * 1000.0)})
+
+
+def assert_perfect_nesting(events):
+    """Per (pid, tid): sorted by (start, -dur), every slice either nests inside the open one
+    or starts at/after its end — under every reader model."""
+    for row in x_rows(events).values():
+        for model in range(3):
+            spans = sorted((reader_models(e)[model]["start"], -reader_models(e)[model]["end"])
+                           for e in row)
+            stack = []
+            for s, neg_end in spans:
+                end = -neg_end
+                while stack and stack[-1] <= s:
+                    stack.pop()
+                assert not stack or end <= stack[-1], f"partial overlap in row (model {model})"
+                stack.append(end)
+
+
+def enclosing(rows, pid, tid, t):
+    """The deepest X slice of a row open at time t (ns): where a flow event binds."""
+    best = None
+    for e in rows[(pid, tid)]:
+        s = ns(e["ts"])
+        end = s + ns(e["dur"])
+        if s <= t < end or s == t == end:
+            if best is None or (s, -end) > (ns(best["ts"]), -(ns(best["ts"]) + ns(best["dur"]))):
+                best = e
+    return best
+
+
+def check_flows(events):
+    by_id = defaultdict(list)
+    for e in events:
+        if e["ph"] in "sf":
+            by_id[(e["cat"], e["id"])].append(e)
+    for (cat, _), pair in by_id.items():
+        assert sorted(p["ph"] for p in pair) == ["f", "s"], pair
+        s, f = sorted(pair, key=lambda p: p["ph"] != "s")
+        assert s["name"] == f["name"] == cat and f["bp"] == "e"
+    return by_id
+
+
+# --------------------------------------------------------------------------- engine profiles
+
+
+def test_engine_trace_matches_schema_and_guarantees(engine_prof, tmp_path):
+    path = tmp_path / "trace.json"
+    trace = engine_prof.export_chrome_trace(path)
+    obj, raw = load_json(path)
+    jsonschema.validate(obj, TRACE_SCHEMA)
+    assert obj["distributedInfo"] == {"rank": 0, "world_size": 1}
+    assert obj["deviceProperties"] == []
+    events = obj["traceEvents"]
+    assert_perfect_nesting(events)
+    assert all(e["pid"] != 0 and e["tid"] != 0 for e in events)
+    # ts/dur are microseconds written with exactly three decimals (ns precision).
+    for m in re.finditer(rb'"(ts|dur)":([0-9.eE+-]+)', raw):
+        assert re.fullmatch(rb"\d+\.\d{3}", m.group(2)), m.group(0)
+    data = engine_prof.profile_data
+    xs = [e for e in events if e["ph"] == "X"]
+    assert len(xs) == data.n_events == trace.stats["cpu_events"]
+    cats = Counter(e["cat"] for e in xs)
+    n_user = int((data.event_columns["scope"] == Scope.USER_SCOPE).sum())
+    assert cats["user_annotation"] == n_user and cats["cpu_op"] == data.n_events - n_user
+    assert {e["name"] for e in xs if e["cat"] == "user_annotation"} >= {
+        "forward", "backward", "ProfilerStep#0", "ProfilerStep#2"}
+    names = {(e["name"], e["args"].get("name")) for e in events if e["ph"] == "M"}
+    assert ("thread_name", "CPU thread 1") in names
+    matmul = next(e for e in xs if e["name"] == "matmul")
+    assert matmul["args"]["Input Dims"] == [[8, 16], [16, 32]]
+    assert matmul["args"]["Input type"] == ["float32", "float32"]
+    assert matmul["args"]["Fwd thread id"] == 0 and "test_chrome_trace.py" in matmul["args"]["Call stack"]
+
+
+def test_every_backward_node_has_one_fwdbwd_flow_from_its_forward_op(engine_prof, tmp_path):
+    data = engine_prof.profile_data
+    engine_prof.export_chrome_trace(tmp_path / "t.json")
+    obj, _ = load_json(tmp_path / "t.json")
+    events = obj["traceEvents"]
+    rows = x_rows(events)
+    flows = check_flows(events)
+    fwdbwd = [pair for (cat, _), pair in flows.items() if cat == "fwdbwd"]
+    cols = data.event_columns
+    linked_bwd = np.flatnonzero((cols["scope"] == Scope.BACKWARD_FUNCTION) & (cols["sequence_nr"] >= 0))
+    assert len(linked_bwd) > 0 and len(fwdbwd) == len(linked_bwd)
+    ends = Counter()
+    for pair in fwdbwd:
+        s = next(p for p in pair if p["ph"] == "s")
+        f = next(p for p in pair if p["ph"] == "f")
+        src = enclosing(rows, s["pid"], s["tid"], ns(s["ts"]))
+        dst = enclosing(rows, f["pid"], f["tid"], ns(f["ts"]))
+        assert src["cat"] == "cpu_op" and dst["cat"] == "cpu_op"
+        assert dst["name"].endswith("Backward0") or dst["name"].endswith("Backward1")
+        assert src["args"]["Sequence number"] == dst["args"]["Sequence number"]
+        assert src["tid"] == dst["args"]["Fwd thread id"]
+        assert src["args"]["Fwd thread id"] == 0
+        ends[dst["args"]["External id"]] += 1
+    # exactly one flow per backward node
+    assert sorted(ends) == sorted((linked_bwd + 1).tolist()) and set(ends.values()) == {1}
+
+
+def test_round_trip_saved_profile_exports_the_same_trace(engine_prof, tmp_path):
+    engine_prof.export_chrome_trace(tmp_path / "live.json")
+    engine_prof.save(tmp_path / "run.gtprof")
+    loaded = profiler.load(tmp_path / "run.gtprof")
+    loaded.export_chrome_trace(tmp_path / "loaded.json")
+    live, live_raw = load_json(tmp_path / "live.json")
+    again, again_raw = load_json(tmp_path / "loaded.json")
+    assert live == again and live_raw == again_raw
+    in_memory = ct.chrome_trace(engine_prof.profile_data).to_dict()
+    assert in_memory == live
+
+
+def test_gzip_output_equals_plain(engine_prof, tmp_path):
+    engine_prof.export_chrome_trace(tmp_path / "t.json")
+    engine_prof.export_chrome_trace(tmp_path / "t.json.gz")
+    with open(tmp_path / "t.json.gz", "rb") as f:
+        assert f.read(2) == b"\x1f\x8b"
+    assert load_json(tmp_path / "t.json.gz") == load_json(tmp_path / "t.json")
+
+
+def test_stable_ordering_and_streamed_chunks(tmp_path):
+    data = synthetic.training_profile(3000, threads=2)
+    trace = ct.chrome_trace(data)
+    chunks = list(trace.iter_event_chunks(chunk_events=97))
+    assert len(chunks) > 20
+    small = [e for c in chunks for e in json.loads("[" + c + "]")]
+    assert small == trace.events()
+    trace.write(tmp_path / "a.json")
+    ct.chrome_trace(data).write(tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    obj, _ = load_json(tmp_path / "a.json")
+    jsonschema.validate(obj, TRACE_SCHEMA)
+    assert_perfect_nesting(obj["traceEvents"])
+    check_flows(obj["traceEvents"])
+
+
+def test_reference_workloads_if_present(tmp_path):
+    models = pytest.importorskip("autograd.models")
+    for name in getattr(models, "WORKLOADS", {}):
+        wl = models.make_workload(name, device="cpu", seed=0)
+        wl.train_step()
+        with profiler.profile(record_shapes=True) as prof:
+            wl.train_step()
+        prof.export_chrome_trace(tmp_path / f"{name}.json")
+        obj, _ = load_json(tmp_path / f"{name}.json")
+        jsonschema.validate(obj, TRACE_SCHEMA)
+        assert_perfect_nesting(obj["traceEvents"])
+        flows = check_flows(obj["traceEvents"])
+        n_links = int((prof.profile_data.analysis.forward_event >= 0).sum())
+        assert sum(1 for (cat, _) in flows if cat == "fwdbwd") == n_links
+
+
+# --------------------------------------------------------------------------- hand-made profiles
+
+HOSTILE = [
+    'quote " and \\ backslash', "tab\tnew\nline\rreturn", "nul\x00bell\x07esc\x1b",
+    "ünïcödé ✓ 漢字 🚀", "line\u2028sep\u2029", "lone \ud800 surrogate", "", "a;b c",
+    "</script><script>alert(1)</script>", "\\u0041 not an escape",
+]
+
+
+def test_hostile_names_are_valid_utf8_json(tmp_path):
+    events = [{"name": n, "start": 10 * i, "end": 10 * i + 5, "scope": Scope.USER_SCOPE if i % 2 else Scope.FUNCTION,
+               "shapes": [[i]], "dtypes": [n]} for i, n in enumerate(HOSTILE)]
+    data = synthetic.from_events(events, metadata={"trace_name": 'my "trace" ✓'})
+    path = tmp_path / "t.json"
+    data.export_chrome_trace(path)
+    raw = path.read_bytes()
+    raw.decode("utf-8")                                   # strict UTF-8
+    assert "ünïcödé ✓ 漢字 🚀".encode() in raw             # not \u escaped (Perfetto shows escapes literally)
+    assert b"\\u00fc" not in raw
+    obj = json.loads(raw)
+    jsonschema.validate(obj, TRACE_SCHEMA)
+    got = [e["name"] for e in obj["traceEvents"] if e["ph"] == "X"]
+    expected = [n.encode("utf-8", "replace").decode("utf-8") for n in HOSTILE]
+    assert got == expected
+    assert obj["traceName"] == 'my "trace" ✓'
+    assert [e["args"]["Input type"][0] for e in obj["traceEvents"] if e["ph"] == "X"] == expected
+
+
+def test_partial_overlaps_are_clamped_and_counted():
+    data = synthetic.from_events([
+        {"name": "outer", "start": 0, "end": 100},
+        {"name": "a", "start": 10, "end": 50},
+        {"name": "b", "start": 40, "end": 80},        # starts inside a, ends after it
+        {"name": "c", "start": 90, "end": 130},       # ends after outer
+    ])
+    trace = ct.chrome_trace(data)
+    assert trace.stats["clamped_overlaps"] == 2
+    assert trace.header["otherData"]["clamped_overlaps"] == 2
+    events = trace.events()
+    assert_perfect_nesting(events)
+    dur = {e["name"]: ns(e["dur"]) for e in events if e["ph"] == "X"}
+    assert dur == {"outer": 100, "a": 40, "b": 10, "c": 10}
+
+
+def test_reader_rounding_is_repaired():
+    """Touching boundaries far from the base: float ts + dur and per-field truncation would
+    make a slice end after its parent or its next sibling; ends are trimmed by 1 ns."""
+    rng = np.random.default_rng(0)
+    events, t = [], 0
+    for _ in range(3000):
+        s, e = t, t + int(rng.integers(2, 5000))
+        events.append({"name": "p", "start": s, "end": e})
+        events.append({"name": "c", "start": s + int(rng.integers(1, e - s)), "end": e})
+        t = e
+    data = synthetic.from_events(events)
+    trace = ct.chrome_trace(data)
+    assert trace.stats["rounding_fixes"] > 0
+    assert_perfect_nesting(trace.events())
+
+
+def gpu_profile():
+    """Two devices, two streams on cuda:0, a composite op whose device interval contains its
+    children's, backward nodes with device time, CUDA memory."""
+    big = 0x55D1A2B3C4D0
+    ev = [
+        {"name": "ProfilerStep#0", "start": 0, "end": 10_000, "scope": Scope.USER_SCOPE},
+        {"name": "linear", "start": 100, "end": 2_000, "device": "cuda:0", "sequence_nr": -1,
+         "device_start": 1_000, "device_end": 5_000},
+        {"name": "matmul", "start": 200, "end": 900, "device": "cuda:0", "sequence_nr": 0,
+         "device_start": 1_100, "device_end": 3_000, "shapes": [[4, 8], [8, 8]]},
+        {"name": "add", "start": 1_000, "end": 1_800, "device": "cuda:0", "sequence_nr": 1,
+         "device_start": 3_000, "device_end": 4_900},
+        {"name": "relu", "start": 2_100, "end": 2_500, "device": "cuda:0", "stream": big,
+         "sequence_nr": 2, "device_start": 5_000, "device_end": 5_500},
+        {"name": "mul", "start": 2_600, "end": 2_900, "device": "cuda:1", "sequence_nr": 3,
+         "device_start": 5_100, "device_end": 5_300},
+        {"name": "ReluBackward0", "start": 3_000, "end": 3_500, "scope": Scope.BACKWARD_FUNCTION,
+         "device": "cuda:0", "stream": big, "sequence_nr": 2, "fwd_thread_id": 1,
+         "device_start": 6_000, "device_end": 6_400},
+        {"name": "AddBackward0", "start": 3_600, "end": 3_900, "scope": Scope.BACKWARD_FUNCTION,
+         "device": "cuda:0", "sequence_nr": 1, "fwd_thread_id": 1,
+         "device_start": 6_500, "device_end": 6_700},
+        {"name": "MmBackward0", "start": 4_000, "end": 4_900, "scope": Scope.BACKWARD_FUNCTION,
+         "device": "cuda:0", "sequence_nr": 0, "fwd_thread_id": 1,
+         "device_start": 6_800, "device_end": 7_900},
+    ]
+    mem = [{"time": 250, "bytes": 128, "device": "cuda:0", "addr": 4096},
+           {"time": 1_100, "bytes": 128, "device": "cuda:0", "addr": 8192},
+           {"time": 2_700, "bytes": 64, "device": "cuda:1", "addr": 64},
+           {"time": 4_500, "bytes": -128, "device": "cuda:0", "addr": 4096},
+           {"time": 4_600, "bytes": 32, "device": "cpu", "addr": 1}]
+    meta = {"activities": ["cpu", "cuda"], "pid": 4242,
+            "device_properties": {"cuda:0": {"name": "NVIDIA H100", "total_memory": 80 * 2**30,
+                                             "compute_capability": [9, 0], "multi_processor_count": 132}}}
+    return synthetic.from_events(ev, mem, meta)
+
+
+def test_gpu_rows_kernels_and_ac2g_flows(tmp_path):
+    data = gpu_profile()
+    data.export_chrome_trace(tmp_path / "gpu.json", distributed_info={"rank": 3, "world_size": 8})
+    obj, _ = load_json(tmp_path / "gpu.json")
+    jsonschema.validate(obj, TRACE_SCHEMA)
+    assert obj["distributedInfo"] == {"rank": 3, "world_size": 8}
+    props = {p["id"]: p for p in obj["deviceProperties"]}
+    assert props[0] == {"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 80 * 2**30,
+                        "computeMajor": 9, "computeMinor": 0, "numSms": 132}
+    assert props[1]["name"] == "cuda:1"
+    events = obj["traceEvents"]
+    assert_perfect_nesting(events)
+    assert all(e["pid"] != 0 and e["tid"] != 0 for e in events)
+    dev = [e for e in events if e["ph"] == "X" and e["cat"] in ("kernel", "gpu_user_annotation")]
+    assert len(dev) == 8
+    by_name = {e["name"]: e for e in events if e["ph"] == "X" and e["cat"] == "kernel"}
+    # linear's device interval contains matmul's and add's: an annotation, not a kernel
+    assert [e["name"] for e in dev if e["cat"] == "gpu_user_annotation"] == ["linear"]
+    assert by_name["matmul"]["pid"] == 1 and by_name["matmul"]["tid"] == ct.DEFAULT_STREAM_TID
+    assert by_name["relu"]["pid"] == 1 and by_name["relu"]["tid"] == ct.DEFAULT_STREAM_TID + 1
+    assert by_name["mul"]["pid"] == 2 and by_name["mul"]["args"]["device"] == 1
+    for k in by_name.values():               # what HTA reads from kernel rows
+        assert {"stream", "device", "correlation", "External id"} <= set(k["args"])
+        assert k["args"]["stream"] == k["tid"] > 0
+    assert ns(by_name["matmul"]["ts"]) == 1_100 and ns(by_name["matmul"]["dur"]) == 1_900
+    names = {(e["pid"], e["tid"], e["name"]): e["args"] for e in events if e["ph"] == "M"}
+    assert names[(1, 7, "thread_name")] == {"name": "cuda:0 stream 7"}
+    assert names[(1, 7, "process_name")] == {"name": "cuda:0"}
+    assert names[(4242, 1, "process_name")] == {"name": "CPU (pid 4242)"}
+    # ac2g: CPU op -> its device interval, same correlation on both ends
+    rows = x_rows(events)
+    flows = check_flows(events)
+    ac2g = [pair for (cat, _), pair in flows.items() if cat == "ac2g"]
+    assert len(ac2g) == 8
+    for pair in ac2g:
+        s = next(p for p in pair if p["ph"] == "s")
+        f = next(p for p in pair if p["ph"] == "f")
+        cpu = enclosing(rows, s["pid"], s["tid"], ns(s["ts"]))
+        gpu = enclosing(rows, f["pid"], f["tid"], ns(f["ts"]))
+        assert cpu["pid"] == 4242 and gpu["pid"] in (1, 2)
+        assert cpu["name"] == gpu["name"]
+        assert cpu["args"]["correlation"] == gpu["args"]["correlation"] == s["id"]
+    assert sum(1 for (cat, _) in flows if cat == "fwdbwd") == 3
+    # memory: one instant per record, counters of allocated bytes per device on its process
+    inst = [e for e in events if e["ph"] == "i"]
+    assert [(e["args"]["Device Type"], e["args"]["Device Id"], e["args"]["Bytes"]) for e in inst] == [
+        (1, 0, 128), (1, 0, 128), (1, 1, 64), (1, 0, -128), (0, -1, 32)]
+    assert [e["args"]["Total Allocated"] for e in inst] == [128, 256, 64, 128, 32]
+    counters = [(e["pid"], e["args"]) for e in events if e["ph"] == "C"]
+    assert counters == [(1, {"cuda:0": 128}), (1, {"cuda:0": 256}), (2, {"cuda:1": 64}),
+                        (1, {"cuda:0": 128}), (4242, {"cpu": 32})]
+
+
+def test_cpu_memory_instants_and_counters(engine_prof):
+    data = engine_prof.profile_data
+    events = ct.chrome_trace(data).events()
+    inst = [e for e in events if e["ph"] == "i"]
+    assert len(inst) == data.n_memory_records > 0
+    assert [e["args"]["Bytes"] for e in inst] == data.memory_columns["bytes"].tolist()
+    assert all(e["args"]["Device Type"] == 0 and e["args"]["Device Id"] == -1 for e in inst)
+    counters = [e for e in events if e["ph"] == "C"]
+    assert [e["args"]["cpu"] for e in counters] == data.memory_columns["total_allocated"].tolist()
+
+
+def test_times_are_relative_to_base_time_in_microseconds():
+    data = synthetic.from_events([{"name": "a", "start": 5_000_123, "end": 5_002_124},
+                                  {"name": "b", "start": 5_003_000, "end": 5_003_001}],
+                                 metadata={"start_time_ns": 5_000_000, "wall_clock_base_ns": 1_700_000_000_000_000_000})
+    trace = ct.chrome_trace(data)
+    assert trace.header["baseTimeNanoseconds"] == 1_700_000_000_000_000_123
+    xs = [e for e in trace.events() if e["ph"] == "X"]
+    assert [(e["ts"], e["dur"]) for e in xs] == [(0.0, 2.001), (2.877, 0.001)]
+
+
+def test_empty_profile_exports(tmp_path):
+    data = synthetic.from_events([])
+    data.export_chrome_trace(tmp_path / "e.json")
+    obj, _ = load_json(tmp_path / "e.json")
+    jsonschema.validate(obj, TRACE_SCHEMA)
+
+
+def test_write_json_streams_chunks(tmp_path):
+    seen = []
+
+    def chunks():
+        for k in range(3):
+            seen.append(k)
+            yield ",".join(json.dumps({"k": k, "i": i}) for i in range(2))
+        yield ""
+
+    n = ct.write_json(tmp_path / "s.json", {"a": "✓"}, "items", chunks())
+    raw = (tmp_path / "s.json").read_bytes()
+    assert n == len(raw) and seen == [0, 1, 2]
+    assert json.loads(raw) == {"a": "✓", "items": [{"k": k, "i": i} for k in range(3) for i in range(2)]}
+
+
+# --------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.cuda
+def test_real_gpu_run_exports_kernels_and_flows(tmp_path):
+    x = ag.randn(256, 256, device="cuda", requires_grad=True)
+    w = ag.randn(256, 256, device="cuda", requires_grad=True)
+    for _ in range(2):
+        ((x @ w).relu().sum()).backward()
+    with profiler.profile(activities=["cpu", "cuda"], record_shapes=True, profile_memory=True) as prof:
+        ((x @ w).relu().sum()).backward()
+    prof.export_chrome_trace(tmp_path / "gpu.json.gz")
+    obj, _ = load_json(tmp_path / "gpu.json.gz")
+    jsonschema.validate(obj, TRACE_SCHEMA)
+    events = obj["traceEvents"]
+    assert_perfect_nesting(events)
+    kernels = [e for e in events if e["ph"] == "X" and e["cat"] == "kernel"]
+    assert kernels and all(e["pid"] >= 1 and e["tid"] >= ct.DEFAULT_STREAM_TID for e in kernels)
+    flows = check_flows(events)
+    n_dev = int((prof.profile_data.event_columns["device_start_ns"] >= 0).sum())
+    assert sum(1 for (cat, _) in flows if cat == "ac2g") == n_dev
+    assert obj["deviceProperties"] and obj["deviceProperties"][0]["id"] == 0
+    assert any(e["ph"] == "C" and "cuda:0" in e["args"] for e in events)
+    assert not math.isnan(sum(float(e["dur"]) for e in kernels))
