@@ -32,3 +32,4 @@ float16, float32, float64 = "float16", "float32", "float64"
 int32, int64, bool_ = "int32", "int64", "bool"
 
 from . import nn, optim  # noqa: E402,F401 - layers and optimizers (issue 3)
+from . import compiled_autograd  # noqa: E402,F401 - compiled backward (issue 9)
