@@ -120,12 +120,10 @@ def propagate(op, inputs, attrs, result, state) -> None:
     if not contributions:
         return
     rules = op.jvp
-    if op.nout != 1:
-        raise NotImplementedError(
-            f"forward-mode AD is not implemented for '{op.name}' (an op with {op.nout} outputs)")
+    outs = result if op.nout != 1 else (result,)
     state.fw_level = 0   # the tangent's own ops carry no tangents
     try:
-        total = None
+        totals = [None] * len(outs)
         for i, t in contributions:
             rule = rules[i] if rules is not None and i < len(rules) else None
             if rule is None:
@@ -133,14 +131,23 @@ def propagate(op, inputs, attrs, result, state) -> None:
                     f"forward-mode AD is not implemented for '{op.name}' (input {i}): "
                     "add a rule with defjvp")
             contrib = rule(TensorF, t, result, *inputs, **(attrs or {}))
-            total = contrib if total is None else total + contrib
-        if total.shape != result.shape:
-            total = total.expand(*result.shape) if total.ndim <= result.ndim else total
-        if total.dtype != result.dtype:
-            total = total.to(dtype=result.dtype)
+            # A multi-output op's rule gives one tangent per output (None: no tangent).
+            for k, c in enumerate(contrib if op.nout != 1 else (contrib,)):
+                if c is not None:
+                    totals[k] = c if totals[k] is None else totals[k] + c
+        for k, (total, o) in enumerate(zip(totals, outs)):
+            if total is None:
+                continue
+            if total.shape != o.shape:
+                total = total.expand(*o.shape)
+            if total.dtype != o.dtype:
+                total = total.to(dtype=o.dtype)
+            totals[k] = total
     finally:
         state.fw_level = level
-    _tangents(result)[level] = total
+    for total, o in zip(totals, outs):
+        if total is not None:
+            _tangents(o)[level] = total
 
 
 def move_tangent(src, dst) -> None:
