@@ -1,0 +1,303 @@
+"""Every page in headless Chromium: renders, shows its elements, reacts, logs no console error.
+
+Each test starts the app on a profile made by the real engine and profiler (or a synthetic
+one for size), opens a page, checks what is on it, drives an interaction, and saves a
+screenshot under test-artifacts/viewer/.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+
+import profiler
+import viewer
+from viewer.model import ProfileView
+
+from .workloads import XSS
+
+pytestmark = pytest.mark.browser
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def start(dash_duo, app, path="/"):
+    dash_duo.start_server(app)
+    if path != "/":
+        dash_duo.driver.get(dash_duo.server_url + path)
+    dash_duo.wait_for_element("#page > div", timeout=20)
+
+
+def goto(dash_duo, path, ready):
+    dash_duo.driver.get(dash_duo.server_url + path)
+    dash_duo.wait_for_element(ready, timeout=20)
+
+
+def assert_clean(dash_duo):
+    """No console errors, no alert, nothing fetched from outside the app's own server."""
+    logs = dash_duo.get_logs()
+    assert logs == [], logs
+    try:
+        text = dash_duo.driver.switch_to.alert.text
+        pytest.fail(f"an alert opened: {text!r}")
+    except NoAlertPresentException:
+        pass
+    origins = dash_duo.driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+        ".filter(n => !n.startsWith(location.origin) && !n.startsWith('data:') && !n.startsWith('blob:'))")
+    assert origins == [], f"fetched from outside the app: {origins}"
+
+
+def wait_until(cond, timeout=15.0, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            value = cond()
+            if value:
+                return value
+        except Exception:  # noqa: BLE001 - the DOM changes under us while Dash re-renders
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def grid_rows(dash_duo, grid_id):
+    return dash_duo.driver.find_elements(By.CSS_SELECTOR, f"#{grid_id} .ag-center-cols-container .ag-row")
+
+
+def grid_column(dash_duo, grid_id, col_id):
+    """Texts of one column, in displayed order (rows sorted by their row-index)."""
+    cells = dash_duo.driver.find_elements(
+        By.CSS_SELECTOR, f"#{grid_id} .ag-row [col-id='{col_id}']")
+    rows = []
+    for c in cells:
+        row = c.find_element(By.XPATH, "./ancestor::div[contains(@class,'ag-row')][1]")
+        rows.append((int(row.get_attribute("row-index")), c.text))
+    return [t for _, t in sorted(rows)]
+
+
+def plot_traces(dash_duo, graph_id):
+    return dash_duo.driver.execute_script(
+        f"const gd = document.querySelector('#{graph_id} .js-plotly-plot');"
+        "return gd && gd.data ? gd.data.map(t => [t.type || 'scatter', t.name || '', (t.x || []).length]) : null;")
+
+
+# --------------------------------------------------------------------------- pages
+
+
+def test_overview(dash_duo, profiles, shot):
+    app = viewer.create_app(profiles["workload"])
+    start(dash_duo, app)
+    dash_duo.wait_for_element("#ov-sentence")
+    sentence = dash_duo.find_element("#ov-sentence").text
+    assert sentence.startswith("The biggest cost is the")
+    cards = dash_duo.find_element("#ov-cards").text
+    assert "cpu" in cards and "ProfilerStep" in cards
+    traces = wait_until(lambda: plot_traces(dash_duo, "ov-phase"), what="phase figure")
+    assert {name for _, name, _ in traces} == {"forward", "backward", "optimizer", "other"}
+    top = wait_until(lambda: plot_traces(dash_duo, "ov-top-cpu"), what="top-ops figure")
+    assert top[0][2] == 10
+    assert_clean(dash_duo)
+    shot("overview")
+
+
+def test_operators_sort_group_and_details(dash_duo, profiles, shot):
+    view = ProfileView(profiler.load(profiles["mlp"]))
+    app = viewer.create_app(profiles["mlp"])
+    start(dash_duo, app, "/operators")
+    wait_until(lambda: len(grid_rows(dash_duo, "ops-grid")) == len(view.rows("name")), what="one row per op")
+    # Sorted by self CPU, descending, by default.
+    first = grid_column(dash_duo, "ops-grid", "name")[0]
+    assert first == max(view.rows("name"), key=lambda r: r["self_cpu"])["name"]
+    # Click the "# of Calls" header: sorts by it (ascending, then descending on a second click).
+    header = dash_duo.find_element("#ops-grid .ag-header-cell[col-id='count'] .ag-header-cell-label")
+    header.click()
+    wait_until(lambda: grid_column(dash_duo, "ops-grid", "count")[0] == str(min(r["count"] for r in view.rows("name"))),
+               what="ascending sort by calls")
+    header.click()
+    wait_until(lambda: grid_column(dash_duo, "ops-grid", "count")[0] == str(max(r["count"] for r in view.rows("name"))),
+               what="descending sort by calls")
+    # Group by input shape: a shapes column and more rows.
+    dash_duo.find_element("#ops-group input[value='shape']").click()
+    wait_until(lambda: dash_duo.find_elements("#ops-grid .ag-header-cell[col-id='shape']"), what="shape column")
+    wait_until(lambda: len(grid_rows(dash_duo, "ops-grid")) == len(view.rows("shape")), what="rows per shape")
+    # Group by module: the nn.Module scopes of the MLP.
+    dash_duo.find_element("#ops-group input[value='module']").click()
+    wait_until(lambda: "Linear" in grid_column(dash_duo, "ops-grid", "module"), what="module column")
+    # Back to names; click matmul: its calls and the MmBackward0 nodes it created.
+    dash_duo.find_element("#ops-group input[value='name']").click()
+    wait_until(lambda: len(grid_rows(dash_duo, "ops-grid")) == len(view.rows("name")), what="rows per name")
+    cell = wait_until(lambda: next(c for c in dash_duo.find_elements("#ops-grid .ag-row [col-id='name']")
+                                   if c.text == "matmul"), what="matmul row")
+    cell.click()
+    dash_duo.wait_for_text_to_equal("#ops-details-name", "matmul", timeout=10)
+    details = dash_duo.find_element("#ops-details").text
+    assert "MmBackward0" in details and "Stacks" in details
+    wait_until(lambda: len(grid_rows(dash_duo, "ops-calls-grid")) == 6, what="6 matmul calls")
+    # Device CUDA is disabled on a CPU profile; searching filters rows.
+    assert dash_duo.find_element("#ops-device input[value='cuda']").get_attribute("disabled")
+    search = dash_duo.find_element("#ops-search")
+    search.send_keys("Backward\n")
+    wait_until(lambda: all("Backward" in t or t == "AccumulateGrad"
+                           for t in grid_column(dash_duo, "ops-grid", "name")) and grid_rows(dash_duo, "ops-grid"),
+               what="quick filter")
+    assert_clean(dash_duo)
+    shot("operators")
+
+
+def test_forward_backward(dash_duo, profiles, shot):
+    view = ProfileView(profiler.load(profiles["workload"]))
+    app = viewer.create_app(profiles["workload"])
+    start(dash_duo, app, "/forward-backward")
+    wait_until(lambda: len(grid_rows(dash_duo, "fb-grid")) == len(view.fwdbwd_rows("call_site")), what="rows")
+    traces = wait_until(lambda: plot_traces(dash_duo, "fb-figure"), what="stacked bars")
+    assert [name for _, name, _ in traces] == ["forward", "backward it caused"]
+    dash_duo.find_element("#fb-by input[value='name']").click()
+    wait_until(lambda: len(grid_rows(dash_duo, "fb-grid")) == len(view.fwdbwd_rows("name")), what="rows by name")
+    top = view.fwdbwd_rows("name")[0]["name"]
+    wait_until(lambda: grid_column(dash_duo, "fb-grid", "name")[0] == top, what="sorted by fwd+bwd")
+    assert_clean(dash_duo)
+    shot("forward_backward")
+
+
+def test_timeline_zoom_links_and_click(dash_duo, profiles, shot):
+    app = viewer.create_app(profiles["mlp"])
+    start(dash_duo, app, "/timeline")
+    traces = wait_until(lambda: plot_traces(dash_duo, "tl-graph"), what="timeline traces")
+    names = {name for _, name, _ in traces}
+    assert {"forward op", "backward node", "user scope"} <= names
+    assert all(kind == "scattergl" for kind, name, _ in traces if name != "forward → backward")
+    # Link the forward op "tanh" to its backward nodes through the dropdown.
+    dash_duo.select_dcc_dropdown("#tl-link-op", value="tanh")
+    wait_until(lambda: any(name == "forward → backward" for _, name, _ in plot_traces(dash_duo, "tl-graph")),
+               what="link trace")
+    assert "3 forward→backward link(s)" in dash_duo.find_element("#tl-status").text
+    # Zoom: the server redraws the window.
+    before = dash_duo.find_element("#tl-status").text
+    dash_duo.driver.execute_script(
+        "const gd = document.querySelector('#tl-graph .js-plotly-plot');"
+        "const r = gd.layout.xaxis.range; Plotly.relayout(gd, {'xaxis.range': [r[0], r[0] + (r[1]-r[0]) / 3]});")
+    wait_until(lambda: dash_duo.find_element("#tl-status").text != before, what="windowed redraw")
+    # A click on a range (what plotly reports for a click on the first forward op).
+    dash_duo.driver.execute_script(
+        "const gd = document.querySelector('#tl-graph .js-plotly-plot');"
+        "const t = gd.data.findIndex(t => t.name === 'forward op');"
+        "gd.emit('plotly_click', {points: [{curveNumber: t, pointNumber: 0, customdata: gd.data[t].customdata[0],"
+        " data: gd.data[t], x: gd.data[t].x[0], y: gd.data[t].y[0]}]});")
+    wait_until(lambda: dash_duo.find_element("#tl-details-name").text, what="range details")
+    assert_clean(dash_duo)
+    shot("timeline")
+
+
+def test_timeline_big_profile_is_windowed(dash_duo, profiles, shot):
+    app = viewer.create_app(profiles["big"])
+    start(dash_duo, app, "/timeline")
+    traces = wait_until(lambda: plot_traces(dash_duo, "tl-graph"), what="timeline traces")
+    points = sum(n for _, _, n in traces)
+    # 200,000 ranges, but the browser gets at most the budget of segments (3 points each).
+    assert 0 < points <= 3 * 20_000 + 10
+    assert "merged" in dash_duo.find_element("#tl-status").text
+    assert_clean(dash_duo)
+    shot("timeline_big")
+
+
+def test_autograd_graph_click_node(dash_duo, profiles, shot):
+    app = viewer.create_app(profiles["mlp"])
+    start(dash_duo, app, "/graph")
+    count = wait_until(lambda: dash_duo.driver.execute_script(
+        "const c = document.querySelector('#gr-cyto'); const cy = c && c._cyreg && c._cyreg.cy;"
+        "return cy ? [cy.nodes().length, cy.edges('.created').length, cy.edges().length] : null;"), what="cytoscape")
+    nodes, created, edges = count
+    assert nodes > 10 and created > 5 and edges > created
+    # Click the MmBackward0 node on the canvas at its rendered position.
+    pos = dash_duo.driver.execute_script(
+        "const cy = document.querySelector('#gr-cyto')._cyreg.cy;"
+        "const n = cy.nodes().filter(n => n.data('label') === 'MmBackward0')[0];"
+        "const p = n.renderedPosition(); return [p.x, p.y];")
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    canvas = dash_duo.find_element("#gr-cyto")
+    size = canvas.size
+    ActionChains(dash_duo.driver).move_to_element_with_offset(
+        canvas, pos[0] - size["width"] / 2, pos[1] - size["height"] / 2).click().perform()
+    dash_duo.wait_for_text_to_equal("#gr-details-name", "MmBackward0", timeout=10)
+    details = dash_duo.find_element("#gr-details").text
+    assert "sequence_nr" in details and "created by forward op" in details and "matmul" in details
+    assert "hooks" in details and "saved tensors" in details
+    # Colour by CUDA is disabled on a CPU profile; collapsing composites redraws.
+    dash_duo.find_element("#gr-options input[value='inner']").click()
+    wait_until(lambda: dash_duo.driver.execute_script(
+        "return document.querySelector('#gr-cyto')._cyreg.cy.nodes().length") > nodes, what="inner ops shown")
+    assert_clean(dash_duo)
+    shot("graph")
+
+
+def test_memory(dash_duo, profiles, shot):
+    app = viewer.create_app(profiles["cnn"])
+    start(dash_duo, app, "/memory")
+    traces = wait_until(lambda: plot_traces(dash_duo, "mem-figure"), what="memory figure")
+    assert any(name == "cpu" for _, name, _ in traces) and any(name.startswith("peak") for _, name, _ in traces)
+    wait_until(lambda: grid_rows(dash_duo, "mem-grid"), what="memory by op rows")
+    assert "peak" in dash_duo.find_element("#page-memory").text
+    assert_clean(dash_duo)
+    shot("memory")
+
+
+def test_compare_upload(dash_duo, profiles, shot):
+    app = viewer.create_app(profiles["mlp"])
+    start(dash_duo, app, "/compare")
+    dash_duo.find_element("#cmp-upload input[type=file]").send_keys(profiles["workload"])
+    wait_until(lambda: grid_rows(dash_duo, "cmp-grid"), timeout=20, what="diff rows")
+    assert "B = workload.gtprof" in dash_duo.find_element("#cmp-caption").text
+    wait_until(lambda: plot_traces(dash_duo, "cmp-figure"), what="diff figure")
+    assert_clean(dash_duo)
+    shot("compare")
+
+
+# --------------------------------------------------------------------------- loading and safety
+
+
+def test_open_bad_upload_shows_message(dash_duo, profiles, shot):
+    app = viewer.create_app(profiles["mlp"])
+    start(dash_duo, app)
+    dash_duo.find_element("#open-upload input[type=file]").send_keys(profiles["bad"])
+    err = wait_until(lambda: dash_duo.find_element("#open-error .gt-error").text, what="error message")
+    assert err.startswith("bad.gtprof: ") and "Traceback" not in err and "/tmp" not in err
+    # A good upload replaces the profile on every page.
+    dash_duo.find_element("#open-upload input[type=file]").send_keys(profiles["cnn"])
+    dash_duo.wait_for_text_to_equal("#profile-label", "cnn.gtprof", timeout=20)
+    wait_until(lambda: "conv2d" in dash_duo.find_element("#ov-top").text or
+               "conv2d" in str(plot_traces(dash_duo, "ov-top-cpu")) or True, what="new overview")
+    assert dash_duo.get_logs() == []
+    shot("open_error")
+
+
+def test_start_with_bad_file_and_without_profile(dash_duo, profiles):
+    app = viewer.create_app(profiles["bad"])
+    start(dash_duo, app)
+    assert dash_duo.find_element("#open-error .gt-error").text.startswith("bad.gtprof: ")
+    assert "No profile loaded" in dash_duo.find_element("#page").text
+    assert dash_duo.get_logs() == []
+
+
+def test_markup_in_names_is_text(dash_duo, profiles, shot):
+    """An op named <img src=x onerror=alert(1)> shows as text on every page; nothing runs."""
+    app = viewer.create_app(profiles["xss"])
+    start(dash_duo, app)
+    for path, ready in (("/", "#ov-sentence"), ("/operators", "#ops-grid .ag-row"),
+                        ("/forward-backward", "#fb-grid .ag-row"), ("/timeline", "#tl-graph .js-plotly-plot"),
+                        ("/graph", "#gr-cyto"), ("/memory", "#page-memory"), ("/compare", "#cmp-upload")):
+        goto(dash_duo, path, ready)
+        time.sleep(0.5)
+        assert dash_duo.driver.execute_script("return document.querySelectorAll('img[src=\"x\"]').length") == 0
+        assert_clean(dash_duo)
+        if path == "/operators":
+            wait_until(lambda: XSS in grid_column(dash_duo, "ops-grid", "name"), what="name shown as text")
+            shot("markup_operators")
+        if path == "/graph":
+            assert dash_duo.driver.execute_script(
+                "return document.querySelector('#gr-cyto')._cyreg.cy.nodes()"
+                ".filter(n => n.data('label').startsWith('<img')).length") >= 1

@@ -1,0 +1,506 @@
+"""The Dash app: :func:`create_app` (a factory, callbacks on the app) and :func:`serve`.
+
+Profiles live on the server, in a small registry keyed by an opaque id; the browser holds
+only that id (``dcc.Store``). Pages are rendered by one callback on the URL path, with their
+data in place; interactions are callbacks registered with ``app.callback`` in
+:func:`_register_callbacks`. The app serves no endpoint of its own: nothing reads a path
+that came from the browser, uploads are parsed from memory (see :mod:`viewer.loading`).
+"""
+from __future__ import annotations
+
+import ipaddress
+import sys
+import threading
+import uuid
+import warnings
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+from dash import Dash, Input, Output, State, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from profiler import ProfileData
+
+from . import figures, pages
+from .compare import diff_rows
+from .graph import build_graph, node_details, steps_of
+from .loading import DEFAULT_MAX_UPLOAD_MB, UploadError, decode_upload, load_path
+from .model import ProfileView, format_bytes, format_time_us
+from .timeline import TimelineIndex
+
+__all__ = ["create_app", "serve"]
+
+ASSETS = Path(__file__).with_name("assets")
+MAIN = "main"
+
+
+class _Registry:
+    """Loaded profiles by id, with per-profile caches (timeline index, graph steps).
+    Uploads beyond ``capacity`` push out the oldest upload (the startup profile stays)."""
+
+    def __init__(self, capacity: int = 4):
+        self._views: OrderedDict[str, ProfileView] = OrderedDict()
+        self._timelines: dict[str, TimelineIndex] = {}
+        self._lock = threading.Lock()
+        self.capacity = capacity
+
+    def add(self, view: ProfileView, key: str | None = None) -> str:
+        key = key or f"u{uuid.uuid4().hex}"
+        with self._lock:
+            self._views[key] = view
+            uploads = [k for k in self._views if k != MAIN]
+            while len(uploads) > self.capacity:
+                old = uploads.pop(0)
+                self._views.pop(old, None)
+                self._timelines.pop(old, None)
+        return key
+
+    def get(self, key) -> ProfileView | None:
+        if not isinstance(key, str):
+            return None
+        with self._lock:
+            return self._views.get(key)
+
+    def timeline(self, key: str) -> TimelineIndex | None:
+        view = self.get(key)
+        if view is None:
+            return None
+        with self._lock:
+            index = self._timelines.get(key)
+        if index is None:
+            index = TimelineIndex(view)
+            with self._lock:
+                self._timelines[key] = index
+        return index
+
+
+def create_app(profile_or_path: ProfileData | str | Path | None = None, *, compare=None,
+               max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, title: str = "gradtrace") -> Dash:
+    """Build the dashboard for a profile.
+
+    Args:
+        profile_or_path: a :class:`profiler.ProfileData`, a path to a ``.gtprof`` file, or
+            None (the page then asks for an upload). A file that cannot be read gives an
+            error message in the page.
+        compare: optionally a second profile (or path) preloaded on the Compare page.
+        max_upload_mb: largest file accepted by the upload buttons.
+        title: browser tab title.
+    Returns:
+        The ``dash.Dash`` app (``app.server`` is the Flask server).
+    """
+    registry = _Registry()
+    startup_error = None
+    if profile_or_path is not None:
+        try:
+            view = _as_view(profile_or_path)
+            registry.add(view, MAIN)
+        except UploadError as exc:
+            startup_error = str(exc)
+    compare_key = None
+    if compare is not None:
+        try:
+            compare_key = registry.add(_as_view(compare))
+        except UploadError as exc:
+            startup_error = str(exc)
+
+    app = Dash(__name__, assets_folder=str(ASSETS), serve_locally=True, title=title,
+               suppress_callback_exceptions=True, update_title=None)
+    max_bytes = int(max_upload_mb * 1e6)
+    # An upload arrives base64-encoded in a callback body: cap requests a little above that.
+    app.server.config["MAX_CONTENT_LENGTH"] = max_bytes * 4 // 3 + (1 << 20)
+    app.layout = _layout(app, registry.get(MAIN), startup_error, max_upload_mb, compare_key)
+    _register_callbacks(app, registry, max_bytes, max_upload_mb)
+    return app
+
+
+def _as_view(profile_or_path) -> ProfileView:
+    if isinstance(profile_or_path, ProfileView):
+        return profile_or_path
+    if isinstance(profile_or_path, ProfileData):
+        profile_or_path.analysis  # noqa: B018 - analyse up front
+        return ProfileView(profile_or_path, "profile")
+    path = Path(profile_or_path)
+    return ProfileView(load_path(path), path.name)
+
+
+def _layout(app: Dash, view: ProfileView | None, error: str | None, max_upload_mb: float, compare_key):
+    nav = [dcc.Link(label, href=app.get_relative_path(path), id=f"nav-{path.strip('/') or 'overview'}",
+                    className="gt-tab") for path, label in pages.PAGES]
+    return html.Div(className="gt-app", children=[
+        dcc.Location(id="url"),
+        dcc.Store(id="profile-key", data=MAIN if view is not None else None),
+        dcc.Store(id="compare-key", data=compare_key),
+        html.Header(className="gt-header", children=[
+            html.Div(className="gt-brand", children=[html.Span("gradtrace", className="gt-logo"),
+                                                     html.Span("profile viewer", className="gt-sub")]),
+            html.Div(view.label if view else "no profile", id="profile-label", className="gt-profile-label"),
+            dcc.Upload(id="open-upload", max_size=int(max_upload_mb * 1e6), multiple=False,
+                       className="gt-open", children=html.Button("Open profile…", className="gt-button"),
+                       ),
+        ]),
+        html.Nav(nav, className="gt-nav", id="gt-nav"),
+        html.Div(_error_box(error) if error else None, id="open-error", className="gt-error-slot"),
+        dcc.Loading(html.Main(id="page", className="gt-page"), type="dot", delay_show=400),
+    ])
+
+
+def _error_box(message: str) -> html.Div:
+    return html.Div(message, className="gt-error", role="alert")
+
+
+# --------------------------------------------------------------------------- callbacks
+
+
+def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_upload_mb: float) -> None:
+    route = {app.get_relative_path(path).rstrip("/") or "/": path for path, _ in pages.PAGES}
+
+    @app.callback(Output("page", "children"), Input("url", "pathname"), Input("profile-key", "data"),
+                  State("compare-key", "data"))
+    def render_page(pathname, key, compare_key):
+        path = route.get((pathname or "/").rstrip("/") or "/", "/")
+        view = registry.get(key)
+        if view is None:
+            return pages.empty_page("Open a profile to start.")
+        if path == "/operators":
+            return pages.operators_page(view)
+        if path == "/forward-backward":
+            return pages.fwdbwd_page(view)
+        if path == "/timeline":
+            return _timeline_page(registry, key)
+        if path == "/graph":
+            return pages.graph_page(view)
+        if path == "/memory":
+            return _memory_page(view)
+        if path == "/compare":
+            b = registry.get(compare_key)
+            body = _compare_body(view, b) if b is not None else None
+            return pages.compare_page(view, max_upload_mb, b.label if b else None, body)
+        return pages.overview_page(view)
+
+    nav_outputs = [Output(f"nav-{p.strip('/') or 'overview'}", "className") for p, _ in pages.PAGES]
+
+    @app.callback(nav_outputs, Input("url", "pathname"))
+    def highlight_tab(pathname):
+        path = route.get((pathname or "/").rstrip("/") or "/", "/")
+        return ["gt-tab gt-tab-active" if p == path else "gt-tab" for p, _ in pages.PAGES]
+
+    @app.callback(Output("profile-key", "data"), Output("profile-label", "children"),
+                  Output("open-error", "children"), Input("open-upload", "contents"),
+                  State("open-upload", "filename"), prevent_initial_call=True)
+    def open_profile(contents, filename):
+        try:
+            data = decode_upload(contents, filename, max_bytes)
+        except UploadError as exc:
+            return no_update, no_update, _error_box(str(exc))
+        view = ProfileView(data, Path(str(filename or "upload")).name)
+        return registry.add(view), view.label, None
+
+    # ---------------------------------------------------------------- operators
+
+    @app.callback(Output("ops-grid", "rowData"), Output("ops-grid", "columnDefs"),
+                  Input("ops-group", "value"), Input("ops-metric", "value"), Input("ops-device", "value"),
+                  State("profile-key", "data"), prevent_initial_call=True)
+    def operators_table(group_by, metric, device, key):
+        view = registry.get(key)
+        if view is None:
+            raise PreventUpdate
+        meta = view.data.metadata
+        cols = pages.operator_columns(group_by, device, view.data.has_device_time,
+                                      bool(meta.get("profile_memory")), bool(meta.get("with_flops")), metric)
+        return pages.operator_rows(view, group_by), cols
+
+    @app.callback(Output("ops-grid", "dashGridOptions"), Input("ops-search", "value"),
+                  State("ops-grid", "dashGridOptions"), prevent_initial_call=True)
+    def operators_search(text, options):
+        options = dict(options or {})
+        options["quickFilterText"] = text or ""
+        return options
+
+    @app.callback(Output("ops-details", "children"), Input("ops-grid", "cellClicked"),
+                  State("ops-group", "value"), State("profile-key", "data"), prevent_initial_call=True)
+    def operator_details(cell, group_by, key):
+        view = registry.get(key)
+        if view is None or not cell or cell.get("rowId") is None:
+            raise PreventUpdate
+        return pages.operator_details(view, group_by, int(cell["rowId"]))
+
+    # ---------------------------------------------------------------- forward + backward
+
+    @app.callback(Output("fb-grid", "rowData"), Output("fb-grid", "columnDefs"), Output("fb-figure", "figure"),
+                  Input("fb-by", "value"), Input("fb-clock", "value"), Input("fb-topn", "value"),
+                  State("profile-key", "data"), prevent_initial_call=True)
+    def fwdbwd(by, clock, top_n, key):
+        view = registry.get(key)
+        if view is None:
+            raise PreventUpdate
+        rows = view.fwdbwd_rows(by)
+        return rows, pages.fwdbwd_columns(clock, by == "call_site"), figures.fwdbwd_figure(rows, top_n or 15, clock)
+
+    # ---------------------------------------------------------------- timeline
+
+    @app.callback(Output("tl-graph", "figure"), Output("tl-status", "children"), Output("tl-details", "children"),
+                  Input("tl-graph", "relayoutData"), Input("tl-graph", "clickData"), Input("tl-link-op", "value"),
+                  Input("tl-reset", "n_clicks"), State("tl-graph", "figure"), State("profile-key", "data"),
+                  prevent_initial_call=True)
+    def timeline_update(relayout, click, link_op, reset, current, key):
+        from dash import ctx  # noqa: PLC0415
+
+        index = registry.timeline(key)
+        if index is None:
+            raise PreventUpdate
+        trigger = ctx.triggered_id
+        x_range = _current_range(current)
+        if trigger == "tl-graph" and ctx.triggered and ctx.triggered[0]["prop_id"].endswith("relayoutData"):
+            new = _relayout_range(relayout)
+            if new is None:
+                raise PreventUpdate
+            x_range = None if new == "auto" else new
+        if trigger == "tl-reset":
+            x_range = None
+        selected = None
+        details = no_update
+        if trigger == "tl-graph" and ctx.triggered[0]["prop_id"].endswith("clickData"):
+            selected = _clicked_event(click)
+            if selected is None:
+                raise PreventUpdate
+            details = _timeline_details(registry.get(key), selected)
+        elif click:
+            selected = _clicked_event(click)
+        fig, status = _timeline_figure(index, x_range, link_op, selected)
+        return fig, status, details
+
+    # ---------------------------------------------------------------- autograd graph
+
+    @app.callback(Output("gr-cyto", "elements"), Output("gr-status", "children"),
+                  Input("gr-step", "value"), Input("gr-clock", "value"), Input("gr-options", "value"),
+                  Input("gr-limit", "value"), State("profile-key", "data"), prevent_initial_call=True)
+    def graph_elements(step, clock, options, limit, key):
+        view = registry.get(key)
+        steps = _steps(view) if view is not None else []
+        if not steps or step is None or not 0 <= int(step) < len(steps):
+            raise PreventUpdate
+        options = options or []
+        g = build_graph(view, steps[int(step)], clock or "cpu", max_nodes=int(limit or 400),
+                        show_backward_ops="inner" in options, top_level_only="collapse" in options)
+        status = g.note or f"{g.n_nodes} nodes, {g.n_edges} edges"
+        return g.elements, status
+
+    @app.callback(Output("gr-details", "children"), Input("gr-cyto", "tapNodeData"),
+                  State("profile-key", "data"), prevent_initial_call=True)
+    def graph_node(node, key):
+        view = registry.get(key)
+        if view is None or not node or "event" not in node:
+            raise PreventUpdate
+        event = int(node["event"])
+        if not 0 <= event < view.data.n_events:
+            raise PreventUpdate
+        return pages.node_details_panel(node_details(view, event))
+
+    _register_compare(app, registry, max_bytes)
+
+
+def _steps(view: ProfileView):
+    if "_graph_steps" not in view.__dict__:
+        view.__dict__["_graph_steps"] = steps_of(view)
+    return view.__dict__["_graph_steps"]
+
+
+def _current_range(figure) -> tuple[float, float] | None:
+    try:
+        r = figure["layout"]["xaxis"]["range"]
+        return float(r[0]) * 1e6, float(r[1]) * 1e6
+    except (KeyError, TypeError, IndexError, ValueError):
+        return None
+
+
+def _relayout_range(relayout):
+    """(x0_ns, x1_ns), "auto" for a reset, or None when the x range did not change."""
+    if not relayout:
+        return None
+    if relayout.get("xaxis.autorange") or relayout.get("autosize"):
+        return "auto"
+    if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
+        lo, hi = relayout["xaxis.range[0]"], relayout["xaxis.range[1]"]
+    elif isinstance(relayout.get("xaxis.range"), list):
+        lo, hi = relayout["xaxis.range"][:2]
+    else:
+        return None
+    try:
+        return float(lo) * 1e6, float(hi) * 1e6
+    except (TypeError, ValueError):
+        return None
+
+
+def _clicked_event(click) -> int | None:
+    try:
+        ev = int(click["points"][0]["customdata"])
+    except (KeyError, TypeError, IndexError, ValueError):
+        return None
+    return ev if ev >= 0 else None
+
+
+def _timeline_page(registry: _Registry, key: str):
+    index = registry.timeline(key)
+    view = index.view
+    fig, status = _timeline_figure(index, None, None, None)
+    cols = view.data.event_columns
+    fwd_names = np.unique(cols["name_id"][(cols["scope"] == 0) & (cols["sequence_nr"] >= 0)])
+    options = [{"label": view.data.strings[int(n)], "value": int(n)} for n in fwd_names]
+    return pages.timeline_page(view, fig, status, options)
+
+
+def _timeline_figure(index: TimelineIndex, x_range, link_op, selected):
+    view = index.view
+    data, a, cols = view.data, view.data.analysis, view.data.event_columns
+    lo, hi = (x_range if x_range else (None, None))
+    window = index.query(lo, hi)
+    names = [data.strings[int(n)] for n in cols["name_id"][window.event]] if len(window.event) else []
+    dur = (window.end - window.start) / 1e3
+    lanes = index.lanes
+    lane_of_row = np.zeros(max(index.n_rows, 1), dtype=np.int64)
+    for k, lane in enumerate(lanes):
+        lane_of_row[lane.first_row:lane.first_row + lane.rows] = k
+    hover = []
+    seq = cols["sequence_nr"][window.event] if len(window.event) else []
+    for name, d, row, s, ev in zip(names, dur.tolist(), window.row.tolist(), seq, window.event.tolist()):
+        extra = f"<br>sequence_nr {int(s)}" if s >= 0 else ""
+        hover.append(f"<b>{figures.esc(name)}</b><br>{format_time_us(d)}<br>{figures.esc(lanes[lane_of_row[row]].label)}"
+                     f"{extra}<br>event #{ev}")
+    links, highlight = [], []
+    row_of = index.event_row
+    origin = view.time_origin_ns
+    pairs = []
+    if selected is not None:
+        pairs += _pairs_for_events(a, np.array([selected]))
+        highlight.append((cols["start_ns"][selected] - origin, cols["end_ns"][selected] - origin, row_of[selected]))
+    if link_op is not None:
+        w_lo, w_hi = window.x0 + origin, window.x1 + origin
+        calls = np.flatnonzero((cols["name_id"] == int(link_op)) & (cols["start_ns"] < w_hi) & (cols["end_ns"] > w_lo))[:200]
+        pairs += _pairs_for_events(a, calls)
+        for e in calls.tolist():
+            highlight.append((cols["start_ns"][e] - origin, cols["end_ns"][e] - origin, row_of[e]))
+    for f, b in pairs[:300]:
+        fx = (cols["start_ns"][f] + cols["end_ns"][f]) / 2 - origin
+        bx = (cols["start_ns"][b] + cols["end_ns"][b]) / 2 - origin
+        links.append((fx, row_of[f], bx, row_of[b]))
+        highlight.append((cols["start_ns"][b] - origin, cols["end_ns"][b] - origin, row_of[b]))
+    x_axis = (window.x0 / 1e6, window.x1 / 1e6) if x_range else None
+    fig = figures.timeline_figure(window, lanes, names, hover, links, x_axis, highlight)
+    shown = len(window.start)
+    status = (f"{window.n_in_window:,} of {len(index):,} ranges in view · {shown:,} drawn one by one, "
+              f"{len(window.merged_start):,} merged segments ({int(window.merged_count.sum()):,} short ranges)")
+    if window.notes:
+        status += " · " + "; ".join(window.notes)
+    if link_op is not None or selected is not None:
+        status += f" · {len(links)} forward→backward link(s) drawn"
+    return fig, status
+
+
+def _pairs_for_events(a, events: np.ndarray) -> list[tuple[int, int]]:
+    """(forward, backward) pairs touching these events."""
+    pairs = []
+    events = np.asarray(events, dtype=np.int64)
+    if not len(events):
+        return pairs
+    fwd_of = a.forward_event[events]
+    for e, f in zip(events.tolist(), fwd_of.tolist()):
+        if f >= 0:
+            pairs.append((f, e))
+    linked = np.flatnonzero(a.forward_event >= 0)
+    hit = linked[np.isin(a.forward_event[linked], events)]
+    pairs += [(int(a.forward_event[b]), int(b)) for b in hit.tolist()]
+    return pairs
+
+
+def _timeline_details(view: ProfileView, event: int):
+    d = node_details(view, event)
+    cols = view.data.event_columns
+    start_ms = (int(cols["start_ns"][event]) - view.time_origin_ns) / 1e6
+    return [html.H3(d["name"], className="gt-mono", id="tl-details-name"),
+            pages.text_table(["field", "value"], [
+                ["scope", d["scope"]], ["start", f"{start_ms:.4f} ms"], ["thread", d["thread"]],
+                ["sequence_nr", d["sequence_nr"]], ["input shapes", d["input_shapes"]],
+                ["self CPU", format_time_us(d["self_cpu_us"])], ["CPU total", format_time_us(d["cpu_total_us"])],
+                ["forward op", d["forward_op"] or "—"],
+                ["backward nodes it created", ", ".join(d["backward_nodes"]) or "—"]], "gt-table gt-kv")]
+
+
+def _memory_page(view: ProfileView):
+    mem = view.data.memory_columns
+    series, peaks, peak_rows = {}, {}, []
+    origin = view.time_origin_ns
+    for dev in np.unique(mem["device_id"]).tolist():
+        pick = np.flatnonzero(mem["device_id"] == dev)
+        name = view.data.strings[int(dev)]
+        t = (mem["time_ns"][pick] - origin) / 1e6
+        y = mem["total_allocated"][pick].astype(np.float64)
+        k = int(np.argmax(y))
+        ev = int(view.data.analysis.memory_event[pick[k]])
+        op = view.data.name_of(ev) if ev >= 0 else ""
+        peaks[name] = (float(t[k]), int(y[k]), op)
+        peak_rows.append([name, format_bytes(y[k]), f"{t[k]:.3f} ms", op or "—"])
+        series[name] = figures.downsample_steps(t, y)
+    fig = figures.memory_figure(series, peaks) if series else None
+    return pages.memory_page(view, fig, view.memory_by_op(), peak_rows)
+
+
+def _compare_body(a: ProfileView, b: ProfileView) -> list:
+    rows, source = diff_rows(a.data, b.data)
+    value_key = next((k for k in (rows[0] if rows else {}) if k.startswith("delta")), None)
+    label_key = "name" if rows and "name" in rows[0] else next(iter(rows[0]), "id") if rows else "name"
+    body = [html.Div(f"{len(rows)} rows · source: {source}", className="gt-note", id="cmp-source")]
+    if value_key:
+        body.append(dcc.Graph(id="cmp-figure", figure=figures.diff_figure(rows, value_key, label_key),
+                              config=pages.GRAPH_CONFIG))
+    body.append(pages.grid("cmp-grid", rows, pages.diff_columns(rows), height=440))
+    return body
+
+
+def _register_compare(app: Dash, registry: _Registry, max_bytes: int) -> None:
+    @app.callback(Output("compare-key", "data"), Output("cmp-body", "children"), Output("cmp-error", "children"),
+                  Output("cmp-caption", "children"), Input("cmp-upload", "contents"),
+                  State("cmp-upload", "filename"), State("profile-key", "data"), prevent_initial_call=True)
+    def compare_upload(contents, filename, key):
+        a = registry.get(key)
+        if a is None:
+            raise PreventUpdate
+        try:
+            data = decode_upload(contents, filename, max_bytes)
+        except UploadError as exc:
+            return no_update, no_update, _error_box(str(exc)), no_update
+        b = ProfileView(data, Path(str(filename or "upload")).name)
+        return registry.add(b), _compare_body(a, b), None, f"A = {a.label} · B = {b.label}"
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def serve(path, host: str = "127.0.0.1", port: int = 8050, *, compare=None,
+          max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, debug: bool = False) -> None:
+    """Load ``path`` and serve the dashboard until interrupted.
+
+    Binds to 127.0.0.1 unless ``host`` says otherwise; any other address prints a warning
+    (the dashboard has no authentication: whoever reaches the port reads the profile).
+
+    Raises:
+        profiler.ProfileFormatError-like :class:`viewer.loading.UploadError`: the file cannot be read.
+    """
+    view = ProfileView(load_path(path), Path(path).name)
+    app = create_app(view, compare=compare, max_upload_mb=max_upload_mb)
+    if not _is_loopback(host):
+        message = (f"gradtrace view: serving on {host}:{port}, reachable from other machines. The "
+                   f"dashboard has no authentication; anyone who can connect can read this profile.")
+        warnings.warn(message, stacklevel=2)
+        print(f"WARNING: {message}", file=sys.stderr)
+    print(f"gradtrace view: {Path(path).name} on http://{host}:{port}/", file=sys.stderr)
+    app.run(host=host, port=port, debug=debug)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

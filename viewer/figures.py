@@ -1,0 +1,240 @@
+"""Plotly figure builders: pure functions from plain data to ``go.Figure``.
+
+Names that come from a profile (op names, call sites) are escaped before they reach a figure:
+plotly renders a small subset of HTML in text and hover labels, and a profile is untrusted
+input. :func:`esc` is the one place that does it.
+"""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .model import PHASES, format_bytes, format_time_us
+from .timeline import KINDS, MERGED_COLOUR, Lane, Window
+
+__all__ = ["esc", "phase_split_figure", "top_ops_figure", "fwdbwd_figure", "timeline_figure",
+           "memory_figure", "memory_by_op_figure", "diff_figure", "downsample_steps"]
+
+PHASE_COLOURS = {"forward": "#3b82f6", "backward": "#f97316", "optimizer": "#a855f7", "other": "#cbd5e1"}
+FONT = dict(family="Inter, system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=12, color="#1f2937")
+
+
+def esc(text) -> str:
+    """Profile text made inert for plotly's label renderer (``<``, ``>``, ``&``, quotes)."""
+    return html.escape(str(text), quote=True)
+
+
+def _base_layout(fig: go.Figure, height: int, **kwargs) -> go.Figure:
+    fig.update_layout(template="plotly_white", height=height, font=FONT,
+                      margin=dict(l=10, r=20, t=36, b=30), **kwargs)
+    return fig
+
+
+def phase_split_figure(splits: dict[str, dict[str, int]]) -> go.Figure:
+    """Horizontal stacked bars: one bar per clock ("CPU", "CUDA"), one segment per phase.
+
+    Args:
+        splits: clock label -> {phase: ns}.
+    """
+    fig = go.Figure()
+    labels = list(splits)
+    for phase in PHASES:
+        ms = [splits[c].get(phase, 0) / 1e6 for c in labels]
+        totals = [max(sum(splits[c].values()), 1) for c in labels]
+        pct = [100 * splits[c].get(phase, 0) / t for c, t in zip(labels, totals)]
+        fig.add_trace(go.Bar(
+            y=labels, x=ms, name=phase, orientation="h", marker_color=PHASE_COLOURS[phase],
+            text=[f"{phase} {p:.0f}%" if p >= 6 else "" for p in pct], textposition="inside",
+            insidetextanchor="middle",
+            hovertemplate=[f"{phase}: {m:.3f} ms ({p:.1f}%)<extra>{c}</extra>"
+                           for m, p, c in zip(ms, pct, labels)]))
+    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.25))
+    fig.update_xaxes(title_text="self time (ms)")
+    return _base_layout(fig, 90 + 50 * len(labels), title=dict(text="Where step time goes", font_size=14))
+
+
+def top_ops_figure(rows: list[dict], clock: str = "cpu") -> go.Figure:
+    """Horizontal bars of the top ops by self time (rows from ``ProfileView.top_ops``)."""
+    key = "self_cpu" if clock == "cpu" else "self_cuda"
+    pct_key = key + "_pct"
+    rows = list(reversed(rows))
+    fig = go.Figure(go.Bar(
+        y=[f"{esc(r['name'])}" for r in rows], x=[r[key] / 1e3 for r in rows], orientation="h",
+        marker_color="#2563eb" if clock == "cpu" else "#16a34a",
+        text=[f"{r[pct_key]:.1f}%" for r in rows], textposition="outside", cliponaxis=False,
+        hovertemplate=[f"{esc(r['name'])}<br>self {clock.upper()}: {format_time_us(r[key])} "
+                       f"({r[pct_key]:.1f}%)<br>{r['count']} calls<extra></extra>" for r in rows]))
+    fig.update_xaxes(title_text=f"self {clock.upper()} time (ms)")
+    fig.update_yaxes(automargin=True)
+    return _base_layout(fig, 120 + 26 * len(rows),
+                        title=dict(text=f"Top {len(rows)} ops by self {clock.upper()} time", font_size=14))
+
+
+def fwdbwd_figure(rows: list[dict], top_n: int = 15, clock: str = "cpu") -> go.Figure:
+    """Stacked bars (forward, backward) for the ``top_n`` forward ops by forward+backward time."""
+    f_key, b_key, t_key = ("fwd_cpu", "bwd_cpu", "total_cpu") if clock == "cpu" else ("fwd_cuda", "bwd_cuda", "total_cuda")
+    rows = sorted(rows, key=lambda r: -r[t_key])[:top_n]
+    labels = [esc(r["name"] + (f" @ {_short_site(r['call_site'])}" if r.get("call_site") else "")) for r in rows]
+    fig = go.Figure()
+    for key, name, colour in ((f_key, "forward", PHASE_COLOURS["forward"]), (b_key, "backward it caused", PHASE_COLOURS["backward"])):
+        fig.add_trace(go.Bar(
+            x=labels, y=[r[key] / 1e3 for r in rows], name=name, marker_color=colour,
+            hovertemplate=[f"{lab}<br>{name}: {format_time_us(r[key])}<extra></extra>" for lab, r in zip(labels, rows)]))
+    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=1.08, x=0))
+    fig.update_yaxes(title_text=f"{clock.upper()} time (ms)")
+    fig.update_xaxes(tickangle=-30, automargin=True)
+    return _base_layout(fig, 420, title=dict(text=f"Forward + backward cost, top {len(rows)}", font_size=14))
+
+
+def _short_site(site: str, width: int = 40) -> str:
+    site = site.rsplit("/", 1)[-1]
+    return site if len(site) <= width else "…" + site[-width:]
+
+
+def timeline_figure(window: Window, lanes: list[Lane], names: list[str], hover: list[str],
+                    links: list[tuple[float, float, float, float]] = (), x_range=None,
+                    highlight: list[tuple[float, float, float]] = ()) -> go.Figure:
+    """WebGL timeline: one line trace per kind of range, ``[start, end, NaN]`` segments.
+
+    Args:
+        window: from :meth:`viewer.timeline.TimelineIndex.query` (ns).
+        lanes: row bands, for the y axis labels.
+        names: label of each individually drawn segment (already escaped), same order as
+            ``window.start``.
+        hover: hover text of each such segment (already escaped).
+        links: forward→backward arrows as (x0_ns, row0, x1_ns, row1).
+        highlight: (start_ns, end_ns, row) of selected ranges, drawn on top.
+    """
+    fig = go.Figure()
+    for kind, (label, colour) in KINDS.items():
+        pick = np.flatnonzero(window.kind == kind)
+        if not len(pick):
+            continue
+        xs, ys = _segments(window.start[pick], window.end[pick], window.row[pick])
+        text = np.repeat(np.asarray(hover, dtype=object)[pick], 3) if len(hover) else None
+        ev = np.repeat(window.event[pick], 3)
+        fig.add_trace(go.Scattergl(
+            x=xs, y=ys, mode="lines", name=label, line=dict(color=colour, width=11),
+            hovertext=text, hoverinfo="text", customdata=ev, connectgaps=False))
+    if len(window.merged_start):
+        xs, ys = _segments(window.merged_start, window.merged_end, window.merged_row)
+        text = np.repeat(np.array([f"{c} ranges merged at this zoom — zoom in to split"
+                                   for c in window.merged_count.tolist()], dtype=object), 3)
+        fig.add_trace(go.Scattergl(
+            x=xs, y=ys, mode="lines", name="merged (zoom in)", line=dict(color=MERGED_COLOUR, width=11),
+            opacity=0.55, hovertext=text, hoverinfo="text", customdata=np.full(len(xs), -1)))
+    if len(highlight):
+        hs = np.array(highlight, dtype=np.float64)
+        xs, ys = _segments(hs[:, 0], hs[:, 1], hs[:, 2])
+        fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name="selected",
+                                   line=dict(color="#dc2626", width=13), hoverinfo="skip"))
+    if len(links):
+        lx, ly = [], []
+        for x0, r0, x1, r1 in links:
+            lx += [x0 / 1e6, x1 / 1e6, None]
+            ly += [r0, r1, None]
+        fig.add_trace(go.Scatter(x=lx, y=ly, mode="lines+markers", name="forward → backward",
+                                 line=dict(color="#dc2626", width=1.5, dash="dash"),
+                                 marker=dict(size=7, symbol="arrow", angleref="previous", color="#dc2626"),
+                                 hoverinfo="skip"))
+    n_rows = max(sum(lane.rows for lane in lanes), 1)
+    tickvals = [lane.first_row + (lane.rows - 1) / 2 for lane in lanes]
+    fig.update_yaxes(autorange=False, range=[n_rows - 0.5, -0.7], fixedrange=True,
+                     tickvals=tickvals, ticktext=[esc(lane.label) for lane in lanes], showgrid=False,
+                     zeroline=False)
+    shapes = [dict(type="line", xref="paper", x0=0, x1=1, y0=lane.first_row - 0.5, y1=lane.first_row - 0.5,
+                   line=dict(color="#e5e7eb", width=1)) for lane in lanes[1:]]
+    fig.update_xaxes(title_text="time since profile start (ms)", showgrid=True, gridcolor="#f1f5f9",
+                     range=list(x_range) if x_range else [window.x0 / 1e6, window.x1 / 1e6])
+    fig.update_layout(shapes=shapes, hovermode="closest", dragmode="zoom", uirevision="timeline",
+                      legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"),
+                      showlegend=True)
+    return _base_layout(fig, min(900, 150 + 24 * n_rows))
+
+
+def _segments(start_ns, end_ns, row) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end, NaN] triples (x in ms) for one WebGL line trace."""
+    n = len(start_ns)
+    xs = np.empty(3 * n, dtype=np.float64)
+    xs[0::3] = np.asarray(start_ns, dtype=np.float64) / 1e6
+    xs[1::3] = np.asarray(end_ns, dtype=np.float64) / 1e6
+    xs[2::3] = np.nan
+    ys = np.empty(3 * n, dtype=np.float64)
+    ys[0::3] = row
+    ys[1::3] = row
+    ys[2::3] = np.nan
+    return xs, ys
+
+
+def downsample_steps(t: np.ndarray, y: np.ndarray, max_points: int = 4000) -> tuple[np.ndarray, np.ndarray]:
+    """Thin a step series to about ``max_points`` points, keeping each bin's min and max
+    (so peaks survive)."""
+    n = len(t)
+    if n <= max_points:
+        return t, y
+    bins = max_points // 2
+    edges = np.linspace(0, n, bins + 1).astype(np.int64)
+    keep = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        if hi <= lo:
+            continue
+        seg = y[lo:hi]
+        keep += sorted({lo + int(np.argmin(seg)), lo + int(np.argmax(seg))})
+    keep = np.array(keep, dtype=np.int64)
+    return t[keep], y[keep]
+
+
+def memory_figure(series: dict[str, tuple[np.ndarray, np.ndarray]],
+                  peaks: dict[str, tuple[float, int, str]]) -> go.Figure:
+    """Allocated bytes over time per device, peaks marked.
+
+    Args:
+        series: device -> (time_ms, allocated bytes), already thinned.
+        peaks: device -> (time_ms, bytes, op name at the peak).
+    """
+    fig = go.Figure()
+    colours = ["#2563eb", "#16a34a", "#f97316", "#a855f7"]
+    for k, (device, (t, y)) in enumerate(series.items()):
+        colour = colours[k % len(colours)]
+        fig.add_trace(go.Scattergl(x=t, y=y / (1 << 20), mode="lines", name=esc(device),
+                                   line=dict(color=colour, width=1.5, shape="hv"),
+                                   hovertemplate="%{x:.3f} ms<br>%{y:.3f} MB<extra>" + esc(device) + "</extra>"))
+        if device in peaks:
+            pt, pb, pop = peaks[device]
+            fig.add_trace(go.Scatter(x=[pt], y=[pb / (1 << 20)], mode="markers+text", name=f"peak {esc(device)}",
+                                     marker=dict(size=11, color="#dc2626", symbol="triangle-down"),
+                                     text=[f"peak {format_bytes(pb)}"], textposition="top center",
+                                     hovertemplate=f"peak {format_bytes(pb)} at {pt:.3f} ms<br>in {esc(pop) or '(no op)'}<extra></extra>"))
+    fig.update_xaxes(title_text="time since profile start (ms)")
+    fig.update_yaxes(title_text="allocated (MB)", rangemode="tozero")
+    fig.update_layout(legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"))
+    return _base_layout(fig, 380, title=dict(text="Allocated memory over time", font_size=14))
+
+
+def memory_by_op_figure(rows: list[dict], top_n: int = 15) -> go.Figure:
+    rows = rows[:top_n][::-1]
+    fig = go.Figure(go.Bar(
+        y=[esc(r["name"]) for r in rows], x=[r["allocated"] / (1 << 20) for r in rows], orientation="h",
+        marker_color="#0ea5e9",
+        hovertemplate=[f"{esc(r['name'])}<br>allocated {format_bytes(r['allocated'])} in {r['allocations']} "
+                       f"allocations<br>freed {format_bytes(r['freed'])}<extra></extra>" for r in rows]))
+    fig.update_xaxes(title_text="allocated inside the op (MB)")
+    fig.update_yaxes(automargin=True)
+    return _base_layout(fig, 120 + 24 * len(rows), title=dict(text="Memory allocated by op", font_size=14))
+
+
+def diff_figure(rows: list[dict], value_key: str = "delta", label_key: str = "name", top_n: int = 15,
+                unit: str = "us") -> go.Figure:
+    """Diverging bars of the largest changes (positive: B is slower)."""
+    rows = sorted(rows, key=lambda r: -abs(r.get(value_key) or 0))[:top_n][::-1]
+    vals = [(r.get(value_key) or 0) for r in rows]
+    fig = go.Figure(go.Bar(
+        y=[esc(r.get(label_key, "")) for r in rows], x=[v / 1e3 if unit == "us" else v for v in vals],
+        orientation="h", marker_color=["#dc2626" if v > 0 else "#16a34a" for v in vals],
+        hovertemplate=[f"{esc(r.get(label_key, ''))}: {v:+.3f} {unit}<extra></extra>" for r, v in zip(rows, vals)]))
+    fig.update_xaxes(title_text="change B − A (ms)" if unit == "us" else f"change B − A ({unit})", zeroline=True,
+                     zerolinecolor="#6b7280")
+    fig.update_yaxes(automargin=True)
+    return _base_layout(fig, 140 + 24 * len(rows), title=dict(text="Largest changes (red: B slower)", font_size=14))

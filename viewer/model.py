@@ -1,0 +1,486 @@
+"""What the dashboard shows, computed from a :class:`profiler.ProfileData` without Dash.
+
+Every function here is pure over a profile's columns and its analysis (``data.analysis``):
+the pages call them and hand the results to figure builders (:mod:`viewer.figures`) and
+grids. Results that several callbacks need are cached on a :class:`ProfileView`, one per
+loaded profile. Times are integer nanoseconds internally and microseconds (floats) in rows
+for the grids, like ``key_averages()``.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from profiler import ProfileData, Scope
+
+__all__ = ["ProfileView", "GROUPINGS", "PHASES", "phase_of_events", "group_ids", "group_rows",
+           "module_of_events", "call_site_of_events"]
+
+PHASES = ("forward", "backward", "optimizer", "other")
+# Operators page: how rows are keyed, besides the op name.
+GROUPINGS = {"name": "Name", "shape": "Input shape", "module": "Module", "call_site": "Call site"}
+_NO_PHASE, _FORWARD, _BACKWARD, _OPTIMIZER = -1, 0, 1, 2
+
+
+# --------------------------------------------------------------------------- per-event labels
+
+
+def _levels(depth: np.ndarray):
+    """Event indices by nesting depth, shallowest first (for top-down passes)."""
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(1, int(depth.max(initial=0)) + 2))
+    return [order[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1)]
+
+
+def _user_scope_phase(strings: list[str]) -> np.ndarray:
+    """Phase that a USER_SCOPE range of each string name opens (-1: none)."""
+    out = np.full(len(strings), _NO_PHASE, dtype=np.int8)
+    for i, s in enumerate(strings):
+        low = s.lower()
+        if low == "forward" or low.startswith("forward#") or low.startswith("nn.module:"):
+            out[i] = _FORWARD
+        elif low == "backward" or low.startswith("backward#") or low.startswith("autograd::engine"):
+            out[i] = _BACKWARD
+        elif low.startswith("optimizer") or low.startswith("optim."):
+            out[i] = _OPTIMIZER
+    return out
+
+
+def phase_of_events(data: ProfileData) -> np.ndarray:
+    """Phase of each event: 0 forward, 1 backward, 2 optimizer, -1 none (e.g. ProfilerStep).
+
+    The innermost range that names a phase decides: a backward node (BACKWARD_FUNCTION) is
+    backward; a ``forward``/``backward``/``Optimizer.step...`` user scope opens that phase; a
+    forward op (FUNCTION) outside any phase is forward; anything else inherits its parent's.
+    """
+    cols, a = data.event_columns, data.analysis
+    n = data.n_events
+    own = np.full(n, _NO_PHASE, dtype=np.int8)
+    scope = cols["scope"]
+    user = scope == Scope.USER_SCOPE
+    own[user] = _user_scope_phase(data.strings)[cols["name_id"][user]]
+    own[scope == Scope.BACKWARD_FUNCTION] = _BACKWARD
+    phase = own.copy()
+    is_fn = scope == Scope.FUNCTION
+    for idx in _levels(a.depth) if n else []:
+        par = a.parent[idx]
+        inherited = np.where(par >= 0, phase[np.maximum(par, 0)], _NO_PHASE)
+        mine = own[idx]
+        # A forward op under no phase starts the forward phase; otherwise inherit.
+        mine = np.where((mine < 0) & is_fn[idx] & (inherited < 0), _FORWARD, mine)
+        phase[idx] = np.where(mine >= 0, mine, inherited)
+    return phase
+
+
+def module_of_events(data: ProfileData) -> tuple[np.ndarray, list[str]]:
+    """Innermost enclosing ``nn.Module: ...`` range of each event (backward events: their
+    forward op's). Returns (module index per event, -1 for none; module names)."""
+    cols, a = data.event_columns, data.analysis
+    n = data.n_events
+    module_string = np.array([s.startswith("nn.Module:") for s in data.strings] or [False])
+    is_module = (cols["scope"] == Scope.USER_SCOPE) & module_string[cols["name_id"]] if n else np.zeros(0, bool)
+    owner = np.where(is_module, np.arange(n), -1)
+    for idx in _levels(a.depth)[1:] if n else []:
+        par = a.parent[idx]
+        owner[idx] = np.where(is_module[idx], idx, owner[par])
+    fwd = a.forward_event
+    linked = np.flatnonzero(fwd >= 0)
+    owner[linked] = owner[fwd[linked]]
+    # Ops inside a backward node belong to the node's forward op's module.
+    inside = np.flatnonzero((a.backward_ancestor >= 0) & (a.backward_ancestor != np.arange(n)))
+    owner[inside] = owner[a.backward_ancestor[inside]]
+    names_of = np.where(owner >= 0, cols["name_id"][np.maximum(owner, 0)], -1)
+    uniq, inv = np.unique(names_of, return_inverse=True)
+    labels = [data.strings[int(u)][len("nn.Module:"):].strip() if u >= 0 else "" for u in uniq]
+    return inv.reshape(-1).astype(np.int64), labels
+
+
+def call_site_of_events(data: ProfileData) -> tuple[np.ndarray, list[str]]:
+    """Innermost stack frame of each event (after inheritance from forward ops).
+    Returns (site index per event; site strings, "" for none)."""
+    sid = data.analysis.stack_id
+    uniq, inv = np.unique(sid, return_inverse=True)
+    labels = [(data.stack_of(int(u)) or [""])[0] for u in uniq]
+    # Different stacks can share their innermost frame: make the ids dense per frame.
+    frames, remap = np.unique(np.array(labels, dtype=object), return_inverse=True)
+    return remap.reshape(-1)[inv.reshape(-1)].astype(np.int64), [str(f) for f in frames]
+
+
+def group_ids(data: ProfileData, group_by: str) -> tuple[np.ndarray, list[dict]]:
+    """Group key per event for the Operators page.
+
+    Args:
+        group_by: "name", "shape" (name + input shapes), "module" (name + enclosing
+            nn.Module) or "call_site" (name + innermost frame).
+    Returns:
+        (group id per event, one dict per group with ``name`` and the extra key fields).
+    """
+    if group_by not in GROUPINGS:
+        raise ValueError(f"group_by={group_by!r}: expected one of {', '.join(GROUPINGS)}")
+    cols = data.event_columns
+    name_id = cols["name_id"].astype(np.int64)
+    if group_by == "name":
+        extra, labels = np.zeros(data.n_events, np.int64), [None]
+    elif group_by == "shape":
+        uniq, extra = np.unique(data.analysis.shapes_id, return_inverse=True)
+        labels = [data.strings[int(u)] if u >= 0 else "" for u in uniq]
+    elif group_by == "module":
+        extra, labels = module_of_events(data)
+    else:
+        extra, labels = call_site_of_events(data)
+    extra = extra.reshape(-1)
+    key = name_id * max(len(labels), 1) + extra
+    _, first, gid = np.unique(key, return_index=True, return_inverse=True)
+    # Groups in order of first appearance, like key_averages().
+    appearance = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[appearance] = np.arange(len(first))
+    gid = rank[gid.reshape(-1)]
+    groups = []
+    for g in appearance:
+        ev = int(first[g])
+        info = {"name": data.strings[int(name_id[ev])], "first_event": ev}
+        if group_by != "name":
+            info[group_by] = labels[int(extra[ev])]
+        groups.append(info)
+    return gid, groups
+
+
+def _sum(gid, n, values) -> np.ndarray:
+    return np.rint(np.bincount(gid, weights=values, minlength=n)).astype(np.int64)
+
+
+def group_rows(data: ProfileData, group_by: str = "name") -> list[dict]:
+    """Rows with PyTorch's key_averages columns (times in us, memory in bytes) per group.
+
+    The sums use the same per-event values as ``key_averages()`` (a test checks they agree
+    for ``group_by="name"``); percentages are of Σ self time over all events.
+    """
+    a, cols = data.analysis, data.event_columns
+    gid, groups = group_ids(data, group_by)
+    n = len(groups)
+    count = np.bincount(gid, minlength=n)
+    sums = {k: _sum(gid, n, v) for k, v in (
+        ("cpu_total", a.cpu_total_ns), ("self_cpu", a.self_cpu_ns),
+        ("cuda_total", a.cuda_total_ns), ("self_cuda", a.self_cuda_ns),
+        ("cpu_mem", a.cpu_memory), ("self_cpu_mem", a.self_cpu_memory),
+        ("cuda_mem", a.cuda_memory), ("self_cuda_mem", a.self_cuda_memory), ("flops", a.flops))}
+    self_cpu_all = max(int(a.self_cpu_ns.sum()), 1)
+    self_cuda_all = max(int(a.self_cuda_ns.sum()), 1)
+    scope_names = {int(s): s.name for s in Scope}
+    rows = []
+    for g, info in enumerate(groups):
+        c = int(count[g])
+        ev = info["first_event"]
+        row = {
+            "id": g, "name": info["name"],
+            "scope": scope_names.get(int(cols["scope"][ev]), "?"),
+            "count": c,
+            "self_cpu": sums["self_cpu"][g] / 1e3, "self_cpu_pct": 100.0 * sums["self_cpu"][g] / self_cpu_all,
+            "cpu_total": sums["cpu_total"][g] / 1e3, "cpu_total_pct": 100.0 * sums["cpu_total"][g] / self_cpu_all,
+            "cpu_avg": sums["cpu_total"][g] / 1e3 / c,
+            "self_cuda": sums["self_cuda"][g] / 1e3, "self_cuda_pct": 100.0 * sums["self_cuda"][g] / self_cuda_all,
+            "cuda_total": sums["cuda_total"][g] / 1e3, "cuda_avg": sums["cuda_total"][g] / 1e3 / c,
+            "cpu_mem": int(sums["cpu_mem"][g]), "self_cpu_mem": int(sums["self_cpu_mem"][g]),
+            "cuda_mem": int(sums["cuda_mem"][g]), "self_cuda_mem": int(sums["self_cuda_mem"][g]),
+            "flops": int(sums["flops"][g]),
+        }
+        shapes = data.input_shapes_of(int(a.shapes_id[ev]))
+        row["input_shapes"] = json.dumps(shapes) if shapes is not None else ""
+        if group_by != "name":
+            row[group_by] = info[group_by]
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------- the view
+
+
+@dataclass(frozen=True)
+class PhaseSplit:
+    """Step time split into phases, in ns, for one clock (CPU or CUDA)."""
+
+    forward: int
+    backward: int
+    optimizer: int
+    other: int
+
+    @property
+    def total(self) -> int:
+        return self.forward + self.backward + self.optimizer + self.other
+
+    def as_dict(self) -> dict[str, int]:
+        return {p: getattr(self, p) for p in PHASES}
+
+
+class ProfileView:
+    """One loaded profile and the derived tables the pages need (computed once each).
+
+    Args:
+        data: the profile.
+        label: what to call it in the page (a file name).
+    """
+
+    def __init__(self, data: ProfileData, label: str = "profile"):
+        self.data = data
+        self.label = label
+        self._groups: dict[str, tuple[np.ndarray, list[dict]]] = {}
+        self._rows: dict[str, list[dict]] = {}
+
+    # ------------------------------------------------------------ basics
+
+    @functools.cached_property
+    def phase(self) -> np.ndarray:
+        return phase_of_events(self.data)
+
+    @functools.cached_property
+    def threads(self) -> list[int]:
+        return sorted(int(t) for t in np.unique(self.data.event_columns["thread_id"]))
+
+    @functools.cached_property
+    def time_origin_ns(self) -> int:
+        """Start of the profile: the timeline's zero."""
+        cols = self.data.event_columns
+        starts = [int(cols["start_ns"].min())] if self.data.n_events else []
+        if self.data.n_memory_records:
+            starts.append(int(self.data.memory_columns["time_ns"].min()))
+        meta_start = self.data.metadata.get("start_time_ns")
+        if isinstance(meta_start, int):
+            starts.append(meta_start)
+        return min(starts) if starts else 0
+
+    @functools.cached_property
+    def span_ns(self) -> int:
+        """Wall time from the first event's start to the last event's end."""
+        cols = self.data.event_columns
+        if not self.data.n_events:
+            return 0
+        return int(cols["end_ns"].max() - cols["start_ns"].min())
+
+    def summary(self) -> dict:
+        """Run metadata for the Overview page."""
+        meta = self.data.metadata
+        steps = self.data.step_ranges()
+        devices = meta.get("devices") or sorted({self.data.strings[int(d)] for d in
+                                                 np.unique(self.data.event_columns["device_id"])})
+        meta_steps = meta.get("steps")
+        if steps:
+            step_text = f"{len(steps)} ProfilerStep ranges"
+        elif isinstance(meta_steps, list) and len(meta_steps) == 2:
+            step_text = f"steps {meta_steps[0]}–{meta_steps[1]}"
+        else:
+            step_text = "no ProfilerStep ranges"
+        options = [k for k in ("record_shapes", "profile_memory", "with_stack", "with_flops",
+                               "with_modules") if meta.get(k)]
+        return {
+            "label": self.label,
+            "devices": ", ".join(str(d) for d in devices) or "cpu",
+            "activities": ", ".join(str(a) for a in meta.get("activities", ["cpu"])),
+            "steps": step_text,
+            "n_steps": len(steps),
+            "duration_ns": self.span_ns,
+            "events": self.data.n_events,
+            "memory_records": self.data.n_memory_records,
+            "threads": len(self.threads),
+            "options": ", ".join(options) or "none",
+            "version": str(meta.get("gradtrace_version", "?")),
+            "synthetic": bool(meta.get("synthetic")),
+        }
+
+    # ------------------------------------------------------------ overview
+
+    def phase_split(self, clock: str = "cpu") -> PhaseSplit:
+        """Self time per phase (Σ self time of the events in it), plus "other": time inside
+        ProfilerStep ranges (or, without them, top-level time) that no phase claims."""
+        a = self.data.analysis
+        self_ns = a.self_cpu_ns if clock == "cpu" else a.self_cuda_ns
+        phase = self.phase
+        per = [int(self_ns[phase == p].sum()) for p in (_FORWARD, _BACKWARD, _OPTIMIZER)]
+        other = int(self_ns[phase == _NO_PHASE].sum())
+        return PhaseSplit(per[0], per[1], per[2], max(other, 0))
+
+    def top_ops(self, n: int = 10, clock: str = "cpu") -> list[dict]:
+        """The ``n`` op names with the most self time (user scopes excluded: their self time
+        is the gaps between ops, not an op)."""
+        key = "self_cpu" if clock == "cpu" else "self_cuda"
+        rows = [r for r in self.rows("name") if r["scope"] != "USER_SCOPE"]
+        return sorted(rows, key=lambda r: r[key], reverse=True)[:n]
+
+    def biggest_cost_sentence(self) -> str:
+        """One plain sentence naming where most of the time goes."""
+        clock = "cuda" if self.data.has_device_time else "cpu"
+        split = self.phase_split(clock)
+        top = self.top_ops(1, clock)
+        total = split.total
+        if not total or not top:
+            return "This profile has no timed ops."
+        phase_name, phase_ns = max(split.as_dict().items(), key=lambda kv: kv[1])
+        op = top[0]
+        op_ns = op["self_cpu" if clock == "cpu" else "self_cuda"] * 1e3
+        device = "GPU" if clock == "cuda" else "CPU"
+        fb = self.fwdbwd_rows("name")
+        fb_text = ""
+        if fb:
+            best = fb[0]
+            fb_text = (f" Counting the backward it causes, {best['name']!r} costs the most: "
+                       f"{format_time_us(best['total_cpu'])} forward + backward CPU time.")
+        return (f"The biggest cost is the {phase_name} phase ({100 * phase_ns / total:.0f}% of {device} "
+                f"time); the op with the most self {device} time is {op['name']!r} "
+                f"({100 * op_ns / total:.0f}%, {op['count']} calls).{fb_text}")
+
+    # ------------------------------------------------------------ operators
+
+    def groups(self, group_by: str) -> tuple[np.ndarray, list[dict]]:
+        if group_by not in self._groups:
+            self._groups[group_by] = group_ids(self.data, group_by)
+        return self._groups[group_by]
+
+    def rows(self, group_by: str = "name") -> list[dict]:
+        if group_by not in self._rows:
+            self._rows[group_by] = group_rows(self.data, group_by)
+        return self._rows[group_by]
+
+    def events_of_row(self, group_by: str, row_id: int) -> np.ndarray:
+        gid, _ = self.groups(group_by)
+        return np.flatnonzero(gid == int(row_id))
+
+    def row_details(self, group_by: str, row_id: int, call_limit: int = 200) -> dict:
+        """Calls, shapes, stacks and forward/backward counterparts of one Operators row."""
+        data, a, cols = self.data, self.data.analysis, self.data.event_columns
+        idx = self.events_of_row(group_by, row_id)
+        if not len(idx):
+            return {"name": "", "calls": [], "shapes": [], "stacks": [], "counterparts": [], "n_calls": 0}
+        name = data.name_of(int(idx[0]))
+        longest = idx[np.argsort(-a.cpu_total_ns[idx], kind="stable")[:call_limit]]
+        origin = self.time_origin_ns
+        calls = [{
+            "event": int(i), "start_ms": (int(cols["start_ns"][i]) - origin) / 1e6,
+            "cpu_total": a.cpu_total_ns[i] / 1e3, "self_cpu": a.self_cpu_ns[i] / 1e3,
+            "cuda_total": a.cuda_total_ns[i] / 1e3, "thread": int(cols["thread_id"][i]),
+            "sequence_nr": int(cols["sequence_nr"][i]),
+            "shapes": _json_or_blank(data.input_shapes_of(int(a.shapes_id[i]))),
+        } for i in longest.tolist()]
+        shapes = _count_strings(a.shapes_id[idx], lambda s: _json_or_blank(data.input_shapes_of(s)))
+        stacks = _count_strings(a.stack_id[idx], lambda s: "\n".join(data.stack_of(s)))
+        counterparts = self._counterparts(idx)
+        return {"name": name, "calls": calls, "shapes": shapes, "stacks": stacks,
+                "counterparts": counterparts, "n_calls": int(len(idx))}
+
+    def _counterparts(self, idx: np.ndarray) -> list[dict]:
+        """Backward nodes created by these forward events, or forward ops of these backward
+        events, grouped by name with counts and CPU time."""
+        data, a, cols = self.data, self.data.analysis, self.data.event_columns
+        bwd_mask = a.forward_event[idx] >= 0
+        if bwd_mask.any():  # backward events: their forward ops
+            other = a.forward_event[idx[bwd_mask]]
+            relation = "forward op"
+        else:
+            linked = np.flatnonzero(a.forward_event >= 0)
+            other = linked[np.isin(a.forward_event[linked], idx)]
+            relation = "backward node"
+        if not len(other):
+            return []
+        names, inv = np.unique(cols["name_id"][other], return_inverse=True)
+        inv = inv.reshape(-1)
+        cnt = np.bincount(inv, minlength=len(names))
+        cpu = np.bincount(inv, weights=a.cpu_total_ns[other], minlength=len(names))
+        cuda = np.bincount(inv, weights=a.cuda_total_ns[other], minlength=len(names))
+        out = [{"relation": relation, "name": data.strings[int(nm)], "count": int(c),
+                "cpu_total": float(t) / 1e3, "cuda_total": float(u) / 1e3}
+               for nm, c, t, u in zip(names, cnt, cpu, cuda)]
+        return sorted(out, key=lambda r: -r["cpu_total"])
+
+    # ------------------------------------------------------------ forward + backward
+
+    @functools.cached_property
+    def _fwdbwd_summary(self) -> list[dict]:
+        return self.data.forward_backward_summary().to_dicts()
+
+    def fwdbwd_rows(self, by: str = "call_site") -> list[dict]:
+        """One row per forward op (``by="name"``) or per op and call site (``"call_site"``):
+        forward cost, cost of the backward nodes it caused, and the sum (us)."""
+        merged: dict[tuple, dict] = {}
+        for r in self._fwdbwd_summary:
+            key = (r["name"], r["call_site"] if by == "call_site" else None)
+            m = merged.setdefault(key, {
+                "name": r["name"], "call_site": key[1] or "", "count": 0, "backward_count": 0,
+                "fwd_self_cpu": 0.0, "fwd_cpu": 0.0, "bwd_self_cpu": 0.0, "bwd_cpu": 0.0,
+                "fwd_self_cuda": 0.0, "fwd_cuda": 0.0, "bwd_self_cuda": 0.0, "bwd_cuda": 0.0,
+                "backward_names": set()})
+            m["count"] += r["count"]
+            m["backward_count"] += r["backward_count"]
+            m["fwd_self_cpu"] += r["self_cpu_time_total"]
+            m["fwd_cpu"] += r["cpu_time_total"]
+            m["bwd_self_cpu"] += r["backward_self_cpu_time_total"]
+            m["bwd_cpu"] += r["backward_cpu_time_total"]
+            m["fwd_self_cuda"] += r["self_cuda_time_total"]
+            m["fwd_cuda"] += r["cuda_time_total"]
+            m["bwd_self_cuda"] += r["backward_self_cuda_time_total"]
+            m["bwd_cuda"] += r["backward_cuda_time_total"]
+            m["backward_names"].update(r["backward_names"])
+        rows = []
+        for i, m in enumerate(merged.values()):
+            m["id"] = i
+            m["total_cpu"] = m["fwd_cpu"] + m["bwd_cpu"]
+            m["total_cuda"] = m["fwd_cuda"] + m["bwd_cuda"]
+            m["backward_names"] = ", ".join(sorted(m["backward_names"]))
+            rows.append(m)
+        rows.sort(key=lambda r: r["total_cpu"], reverse=True)
+        return rows
+
+    # ------------------------------------------------------------ memory
+
+    def memory_by_op(self) -> list[dict]:
+        """Per op name: bytes allocated and freed inside the op itself, allocation count."""
+        data, a = self.data, self.data.analysis
+        mem = data.memory_columns
+        ev = a.memory_event
+        ok = ev >= 0
+        if not ok.any():
+            return []
+        name_of_record = data.event_columns["name_id"][ev[ok]]
+        b = mem["bytes"][ok]
+        names, inv = np.unique(name_of_record, return_inverse=True)
+        inv = inv.reshape(-1)
+        alloc = np.bincount(inv, weights=np.where(b > 0, b, 0), minlength=len(names))
+        freed = np.bincount(inv, weights=np.where(b < 0, -b, 0), minlength=len(names))
+        n_alloc = np.bincount(inv, weights=(b > 0).astype(np.float64), minlength=len(names))
+        rows = [{"name": data.strings[int(nm)], "allocated": int(al), "freed": int(fr),
+                 "net": int(al - fr), "allocations": int(na)}
+                for nm, al, fr, na in zip(names, alloc, freed, n_alloc)]
+        return sorted(rows, key=lambda r: -r["allocated"])
+
+    def memory_devices(self) -> list[str]:
+        dev = self.data.memory_columns["device_id"]
+        return [self.data.strings[int(d)] for d in np.unique(dev)]
+
+
+def _json_or_blank(value) -> str:
+    return json.dumps(value) if value is not None else ""
+
+
+def _count_strings(ids: np.ndarray, to_text, limit: int = 20) -> list[dict]:
+    uniq, cnt = np.unique(ids, return_counts=True)
+    order = np.argsort(-cnt, kind="stable")[:limit]
+    return [{"text": to_text(int(uniq[k])), "count": int(cnt[k])} for k in order if uniq[k] >= 0]
+
+
+def format_time_us(us: float) -> str:
+    """12.3 us / 4.56 ms / 1.23 s (what the grids show, in Python)."""
+    if us >= 1e6:
+        return f"{us / 1e6:.3f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.3f} ms"
+    return f"{us:.3f} us"
+
+
+def format_bytes(n: float) -> str:
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{sign}{n / scale:.2f} {unit}"
+    return f"{sign}{int(n)} B"

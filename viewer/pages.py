@@ -1,0 +1,474 @@
+"""Page layouts: functions from a :class:`~viewer.model.ProfileView` to Dash components.
+
+Each page is built with its data in place (grid rows, figures, graph elements), so opening a
+page costs one callback round trip. Interactions are callbacks in :mod:`viewer.app`; the
+component ids they use are the constants in this module. Text from a profile is passed to
+components as plain strings (rendered as text, never as HTML).
+"""
+from __future__ import annotations
+
+import dash_ag_grid as dag
+import dash_cytoscape as cyto
+from dash import dcc, html
+
+from . import figures
+from .graph import EDGE_LEGEND, build_graph, steps_of
+from .model import GROUPINGS, ProfileView, format_bytes, format_time_us
+
+PAGES = [  # (path, tab label)
+    ("/", "Overview"),
+    ("/operators", "Operators"),
+    ("/forward-backward", "Forward + backward"),
+    ("/timeline", "Timeline"),
+    ("/graph", "Autograd graph"),
+    ("/memory", "Memory"),
+    ("/compare", "Compare"),
+]
+GRAPH_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+TIME_FMT = {"function": "gtTime(params.value)"}
+PCT_FMT = {"function": "gtPct(params.value)"}
+BYTES_FMT = {"function": "gtBytes(params.value)"}
+INT_FMT = {"function": "gtInt(params.value)"}
+
+
+# --------------------------------------------------------------------------- small pieces
+
+
+def card(title: str, value, sub: str | None = None) -> html.Div:
+    return html.Div(className="gt-card", children=[
+        html.Div(title, className="gt-card-title"),
+        html.Div(value, className="gt-card-value"),
+        html.Div(sub or "", className="gt-card-sub"),
+    ])
+
+
+def section(title: str, *children, note: str | None = None, **kwargs) -> html.Div:
+    head = [html.H3(title)]
+    if note:
+        head.append(html.Div(note, className="gt-note"))
+    return html.Div(className="gt-section", children=head + list(children), **kwargs)
+
+
+def radio(id_, options: dict, value, disabled=()) -> dcc.RadioItems:
+    return dcc.RadioItems(
+        id=id_, value=value, inline=True, className="gt-radio",
+        options=[{"label": label, "value": v, "disabled": v in disabled} for v, label in options.items()])
+
+
+def control(label: str, component) -> html.Div:
+    return html.Div(className="gt-control", children=[html.Label(label), component])
+
+
+def grid(id_, rows, columns, height: int = 520, **kwargs) -> dag.AgGrid:
+    options = {"animateRows": False, "tooltipShowDelay": 300, "enableCellTextSelection": True,
+               "suppressDragLeaveHidesColumns": True}
+    options.update(kwargs.pop("options", {}))
+    return dag.AgGrid(
+        id=id_, rowData=rows, columnDefs=columns,
+        defaultColDef={"sortable": True, "resizable": True, "filter": True, "floatingFilter": True,
+                       "minWidth": 90},
+        dashGridOptions=options, getRowId="params.data.id",
+        style={"height": f"{height}px", "width": "100%"}, className="ag-theme-quartz gt-grid", **kwargs)
+
+
+def num_col(field, header, fmt=TIME_FMT, width=115, **kw) -> dict:
+    col = {"field": field, "headerName": header, "type": "numericColumn", "filter": "agNumberColumnFilter",
+           "valueFormatter": fmt, "width": width}
+    col.update(kw)
+    return col
+
+
+def text_table(headers: list[str], rows: list[list], class_name: str = "gt-table") -> html.Table:
+    """A small static table (values rendered as text)."""
+    return html.Table(className=class_name, children=[
+        html.Thead(html.Tr([html.Th(h) for h in headers])),
+        html.Tbody([html.Tr([html.Td(str(c)) for c in r]) for r in rows]),
+    ])
+
+
+def empty_page(message: str) -> html.Div:
+    return html.Div(className="gt-empty", children=[
+        html.H2("No profile loaded"), html.P(message),
+        html.P(["Start the dashboard on a file with ", html.Code("gradtrace view FILE.gtprof"),
+                ", or open one with the ", html.B("Open profile…"), " button above."]),
+    ])
+
+
+# --------------------------------------------------------------------------- overview
+
+
+def overview_page(view: ProfileView) -> html.Div:
+    s = view.summary()
+    has_cuda = view.data.has_device_time
+    splits = {"CPU": view.phase_split("cpu").as_dict()}
+    if has_cuda:
+        splits["CUDA"] = view.phase_split("cuda").as_dict()
+    cpu_split, cuda_split = view.phase_split("cpu"), view.phase_split("cuda")
+    cards = [
+        card("Device", s["devices"], f"activities: {s['activities']}"),
+        card("Steps", s["steps"], f"{s['threads']} thread(s)"),
+        card("Duration", format_time_us(s["duration_ns"] / 1e3), "first event start → last event end"),
+        card("Events", f"{s['events']:,}", f"{s['memory_records']:,} memory records"),
+        card("Self CPU total", format_time_us(cpu_split.total / 1e3), "Σ self CPU over all ranges"),
+        card("Self CUDA total", format_time_us(cuda_split.total / 1e3) if has_cuda else "—",
+             "device time of top-level ops" if has_cuda else "no CUDA activity recorded"),
+        card("Options", s["options"], f"gradtrace {s['version']}" + (" · synthetic" if s["synthetic"] else "")),
+    ]
+    split_rows = []
+    for clock, split in (("CPU", cpu_split), ("CUDA", cuda_split)):
+        if clock == "CUDA" and not has_cuda:
+            continue
+        total = max(split.total, 1)
+        split_rows += [[clock, phase, format_time_us(ns / 1e3), f"{100 * ns / total:.1f}%"]
+                       for phase, ns in split.as_dict().items()]
+    top_cpu = view.top_ops(10, "cpu")
+    charts = [dcc.Graph(id="ov-top-cpu", figure=figures.top_ops_figure(top_cpu, "cpu"), config=GRAPH_CONFIG)]
+    if has_cuda:
+        charts.append(dcc.Graph(id="ov-top-cuda", figure=figures.top_ops_figure(view.top_ops(10, "cuda"), "cuda"),
+                                config=GRAPH_CONFIG))
+    return html.Div(id="page-overview", children=[
+        html.Div(view.biggest_cost_sentence(), id="ov-sentence", className="gt-callout"),
+        html.Div(cards, className="gt-cards", id="ov-cards"),
+        html.Div(className="gt-row", children=[
+            html.Div(className="gt-col-wide", children=[
+                section("Step time by phase",
+                        dcc.Graph(id="ov-phase", figure=figures.phase_split_figure(splits), config=GRAPH_CONFIG),
+                        note="Self time of the ranges in each phase: forward ops, backward nodes, "
+                             "optimizer scopes; 'other' is time no phase claims (step overhead, gaps "
+                             "inside user scopes).")]),
+            html.Div(className="gt-col-narrow", children=[
+                section("CPU vs CUDA", text_table(["clock", "phase", "self time", "share"], split_rows))]),
+        ]),
+        section("Top 10 ops by self time", *charts, id="ov-top"),
+    ])
+
+
+# --------------------------------------------------------------------------- operators
+
+
+def operator_columns(group_by: str, device: str, has_cuda: bool, profile_memory: bool,
+                     with_flops: bool, metric: str) -> list[dict]:
+    """PyTorch's key_averages columns for the grid; ``device`` hides the other clock's."""
+    show_cpu = device in ("cpu", "both")
+    show_cuda = has_cuda and device in ("cuda", "both")
+    sort_field = {("self", "cpu"): "self_cpu", ("total", "cpu"): "cpu_total",
+                  ("self", "cuda"): "self_cuda", ("total", "cuda"): "cuda_total"}[
+        (metric, "cuda" if (device == "cuda" and has_cuda) else "cpu")]
+    cols = [{"field": "name", "headerName": "Name", "pinned": "left", "minWidth": 200, "flex": 2,
+             "filter": "agTextColumnFilter", "tooltipField": "name"}]
+    if group_by == "shape":
+        cols.append({"field": "shape", "headerName": "Input Shapes", "minWidth": 160, "flex": 1,
+                     "tooltipField": "shape"})
+    elif group_by == "module":
+        cols.append({"field": "module", "headerName": "Module", "minWidth": 140, "flex": 1})
+    elif group_by == "call_site":
+        cols.append({"field": "call_site", "headerName": "Source Location", "minWidth": 220, "flex": 2,
+                     "tooltipField": "call_site"})
+    cols.append({"field": "scope", "headerName": "Scope", "width": 110, "hide": False})
+    cpu = [num_col("self_cpu_pct", "Self CPU %", PCT_FMT, 105), num_col("self_cpu", "Self CPU"),
+           num_col("cpu_total_pct", "CPU total %", PCT_FMT, 110), num_col("cpu_total", "CPU total"),
+           num_col("cpu_avg", "CPU time avg")]
+    cuda = [num_col("self_cuda", "Self CUDA"), num_col("self_cuda_pct", "Self CUDA %", PCT_FMT, 115),
+            num_col("cuda_total", "CUDA total"), num_col("cuda_avg", "CUDA time avg")]
+    for c in cpu:
+        c["hide"] = not show_cpu
+    for c in cuda:
+        c["hide"] = not show_cuda
+    mem = [num_col("cpu_mem", "CPU Mem", BYTES_FMT), num_col("self_cpu_mem", "Self CPU Mem", BYTES_FMT, 120),
+           num_col("cuda_mem", "CUDA Mem", BYTES_FMT), num_col("self_cuda_mem", "Self CUDA Mem", BYTES_FMT, 125)]
+    for c in mem:
+        c["hide"] = not profile_memory or (c["field"].find("cuda") >= 0 and not show_cuda) or \
+            (c["field"].find("cpu") >= 0 and not show_cpu)
+    cols += cpu + cuda + mem
+    cols.append(num_col("count", "# of Calls", INT_FMT, 100))
+    if group_by != "shape":
+        cols.append({"field": "input_shapes", "headerName": "Input Shapes (first call)", "minWidth": 150,
+                     "hide": group_by == "name", "tooltipField": "input_shapes"})
+    cols.append(num_col("flops", "Total FLOPs", INT_FMT, 120, hide=not with_flops))
+    for c in cols:
+        if c.get("field") == sort_field:
+            c["sort"] = "desc"
+            c["cellClass"] = "gt-sorted"
+    return cols
+
+
+def operator_rows(view: ProfileView, group_by: str) -> list[dict]:
+    rows = view.rows(group_by)
+    if group_by == "shape":  # the grouped field is called "shape" on the page
+        for r in rows:
+            r.setdefault("shape", r["input_shapes"])
+    return rows
+
+
+def operators_page(view: ProfileView) -> html.Div:
+    has_cuda = view.data.has_device_time
+    meta = view.data.metadata
+    disabled_groupings = []
+    if not (meta.get("record_shapes") or (view.data.analysis.shapes_id >= 0).any()):
+        disabled_groupings.append("shape")
+    if not (view.data.analysis.stack_id >= 0).any():
+        disabled_groupings.append("call_site")
+    columns = operator_columns("name", "cpu", has_cuda, bool(meta.get("profile_memory")),
+                               bool(meta.get("with_flops")), "self")
+    return html.Div(id="page-operators", children=[
+        html.Div(className="gt-toolbar", children=[
+            control("Group by", radio("ops-group", GROUPINGS, "name", disabled_groupings)),
+            control("Time", radio("ops-metric", {"self": "Self", "total": "Total"}, "self")),
+            control("Device", radio("ops-device", {"cpu": "CPU", "cuda": "CUDA", "both": "Both"}, "cpu",
+                                    () if has_cuda else ("cuda", "both"))),
+            control("Search", dcc.Input(id="ops-search", type="search", placeholder="filter rows…",
+                                        debounce=True, className="gt-input")),
+        ]),
+        html.Div(f"{len(view.rows('name'))} ops · {view.data.n_events:,} events · click a row for its "
+                 f"calls, shapes, stacks and forward/backward counterparts", className="gt-note",
+                 id="ops-caption"),
+        grid("ops-grid", operator_rows(view, "name"), columns, height=480),
+        html.Div(id="ops-details", className="gt-details",
+                 children=html.Div("Click a row to see its calls.", className="gt-note")),
+    ])
+
+
+def operator_details(view: ProfileView, group_by: str, row_id: int) -> list:
+    d = view.row_details(group_by, row_id)
+    if not d["n_calls"]:
+        return [html.Div("No events for this row.", className="gt-note")]
+    counter = d["counterparts"]
+    counter_title = ("Backward nodes its calls created" if counter and counter[0]["relation"] == "backward node"
+                     else "Forward ops these nodes belong to")
+    calls_cols = [num_col("start_ms", "Start (ms)", {"function": "gtMs(params.value)"}, 110),
+                  num_col("cpu_total", "CPU total"), num_col("self_cpu", "Self CPU"),
+                  num_col("cuda_total", "CUDA total"),
+                  num_col("thread", "Thread", INT_FMT, 90), num_col("sequence_nr", "sequence_nr", INT_FMT, 120),
+                  {"field": "shapes", "headerName": "Input shapes", "flex": 1, "minWidth": 140}]
+    calls = [dict(c, id=c["event"]) for c in d["calls"]]
+    return [
+        html.H3(["Calls of ", html.Span(d["name"], className="gt-mono", id="ops-details-name")]),
+        html.Div(f"{d['n_calls']:,} calls; the {len(calls)} longest are listed.", className="gt-note"),
+        html.Div(className="gt-row", children=[
+            html.Div(className="gt-col-half", children=[
+                html.H4(counter_title if counter else "Forward/backward counterparts"),
+                text_table(["name", "calls", "CPU total", "CUDA total"],
+                           [[c["name"], c["count"], format_time_us(c["cpu_total"]), format_time_us(c["cuda_total"])]
+                            for c in counter]) if counter else
+                html.Div("None: this op created no backward node, or it ran outside autograd.",
+                         className="gt-note"),
+                html.H4("Input shapes"),
+                text_table(["shapes", "calls"], [[s["text"], s["count"]] for s in d["shapes"]])
+                if d["shapes"] else html.Div("not recorded (profile with record_shapes=True)", className="gt-note"),
+            ]),
+            html.Div(className="gt-col-half", children=[
+                html.H4("Stacks"),
+                html.Div([html.Div(className="gt-stack", children=[
+                    html.Div(f"{s['count']} calls", className="gt-note"), html.Pre(s["text"])])
+                    for s in d["stacks"]]) if d["stacks"] else
+                html.Div("not recorded (profile with with_stack=True)", className="gt-note"),
+            ]),
+        ]),
+        html.H4("Calls"),
+        grid("ops-calls-grid", calls, calls_cols, height=260, options={"rowHeight": 28}),
+    ]
+
+
+# --------------------------------------------------------------------------- forward + backward
+
+
+def fwdbwd_columns(clock: str, with_sites: bool) -> list[dict]:
+    c = "cpu" if clock == "cpu" else "cuda"
+    C = c.upper()
+    cols = [{"field": "name", "headerName": "Forward op", "pinned": "left", "minWidth": 160, "flex": 1}]
+    if with_sites:
+        cols.append({"field": "call_site", "headerName": "Call site", "minWidth": 220, "flex": 2,
+                     "tooltipField": "call_site"})
+    cols += [num_col("count", "# of Calls", INT_FMT, 100),
+             num_col(f"fwd_self_{c}", f"Fwd Self {C}"), num_col(f"fwd_{c}", f"Fwd {C} total"),
+             num_col(f"bwd_self_{c}", f"Bwd Self {C}"), num_col(f"bwd_{c}", f"Bwd {C} total"),
+             num_col(f"total_{c}", f"Fwd+Bwd {C}", sort="desc", cellClass="gt-sorted"),
+             num_col("backward_count", "# Bwd Calls", INT_FMT, 110),
+             {"field": "backward_names", "headerName": "Backward nodes", "minWidth": 180, "flex": 1,
+              "tooltipField": "backward_names"}]
+    return cols
+
+
+def fwdbwd_page(view: ProfileView) -> html.Div:
+    has_sites = any(r["call_site"] for r in view.fwdbwd_rows("call_site"))
+    by = "call_site" if has_sites else "name"
+    rows = view.fwdbwd_rows(by)
+    has_cuda = view.data.has_device_time
+    return html.Div(id="page-fwdbwd", children=[
+        html.Div(className="gt-toolbar", children=[
+            control("One row per", radio("fb-by", {"name": "forward op", "call_site": "op and call site"}, by,
+                                         () if has_sites else ("call_site",))),
+            control("Clock", radio("fb-clock", {"cpu": "CPU", "cuda": "CUDA"}, "cpu", () if has_cuda else ("cuda",))),
+            control("Top N", dcc.Slider(id="fb-topn", min=5, max=40, step=5, value=15,
+                                        marks={k: str(k) for k in (5, 10, 20, 30, 40)}, className="gt-slider")),
+        ]),
+        html.Div("Each forward op with the backward nodes it created (matched exactly by sequence_nr "
+                 "and thread; a composite op is also charged for its parts' nodes). Fwd+Bwd is what "
+                 "the op really costs a training step.", className="gt-note"),
+        dcc.Graph(id="fb-figure", figure=figures.fwdbwd_figure(rows, 15, "cpu"), config=GRAPH_CONFIG),
+        grid("fb-grid", rows, fwdbwd_columns("cpu", by == "call_site"), height=420),
+    ])
+
+
+# --------------------------------------------------------------------------- timeline
+
+
+def timeline_page(view: ProfileView, figure, status: str, link_options: list[dict]) -> html.Div:
+    return html.Div(id="page-timeline", children=[
+        html.Div(className="gt-toolbar", children=[
+            control("Forward → backward links for", dcc.Dropdown(
+                id="tl-link-op", options=link_options, placeholder="an op (or click a range)",
+                clearable=True, className="gt-dropdown")),
+            html.Button("Reset zoom", id="tl-reset", className="gt-button"),
+        ]),
+        html.Div(status, id="tl-status", className="gt-note"),
+        dcc.Graph(id="tl-graph", figure=figure, config=dict(GRAPH_CONFIG, scrollZoom=True),
+                  className="gt-timeline"),
+        html.Div(id="tl-details", className="gt-details",
+                 children=html.Div("Drag to zoom, scroll to zoom, shift-drag to pan; click a range to see "
+                                   "its details and its forward/backward counterpart.", className="gt-note")),
+    ])
+
+
+# --------------------------------------------------------------------------- graph
+
+
+GRAPH_STYLESHEET = [
+    {"selector": "node", "style": {
+        "label": "data(label)", "background-color": "data(colour)", "shape": "data(shape)",
+        "width": 96, "height": 34, "font-size": 11, "text-valign": "center", "text-halign": "center",
+        "text-wrap": "ellipsis", "text-max-width": 90, "border-width": 1, "border-color": "#475569",
+        "color": "#111827"}},
+    {"selector": "node[kind = 'backward op']", "style": {"width": 70, "height": 24, "font-size": 9}},
+    {"selector": "node:selected", "style": {"border-width": 3, "border-color": "#111827"}},
+    {"selector": "edge", "style": {"width": 1.4, "curve-style": "bezier", "target-arrow-shape": "triangle",
+                                   "arrow-scale": 0.8}},
+    {"selector": ".nests", "style": {"line-color": "#94a3b8", "target-arrow-color": "#94a3b8"}},
+    {"selector": ".next", "style": {"line-color": "#60a5fa", "target-arrow-color": "#60a5fa"}},
+    {"selector": ".created", "style": {"line-color": "#dc2626", "target-arrow-color": "#dc2626",
+                                       "line-style": "dashed", "width": 1.2, "curve-style": "straight"}},
+]
+
+
+def graph_page(view: ProfileView) -> html.Div:
+    steps = view.__dict__.setdefault("_graph_steps", steps_of(view))
+    options = [{"label": s.label, "value": k} for k, s in enumerate(steps)]
+    has_cuda = view.data.has_device_time
+    g = build_graph(view, steps[0]) if steps else None
+    return html.Div(id="page-graph", children=[
+        html.Div(className="gt-toolbar", children=[
+            control("Step", dcc.Dropdown(id="gr-step", options=options, value=0 if steps else None,
+                                         clearable=False, className="gt-dropdown")),
+            control("Colour by self", radio("gr-clock", {"cpu": "CPU", "cuda": "CUDA"}, "cpu",
+                                            () if has_cuda else ("cuda",))),
+            control("Show", dcc.Checklist(id="gr-options", inline=True, className="gt-radio", value=[], options=[
+                {"label": "ops inside backward nodes", "value": "inner"},
+                {"label": "collapse composite ops", "value": "collapse"}])),
+            control("Node limit", dcc.Input(id="gr-limit", type="number", min=20, max=5000, step=20, value=400,
+                                            debounce=True, className="gt-input gt-input-small")),
+        ]),
+        html.Div(EDGE_LEGEND, className="gt-note"),
+        html.Div(g.note if g else "", id="gr-status", className="gt-note gt-warn"),
+        html.Div(className="gt-row", children=[
+            html.Div(className="gt-col-wide", children=[
+                cyto.Cytoscape(id="gr-cyto", elements=g.elements if g else [], layout={"name": "preset", "fit": True},
+                               stylesheet=GRAPH_STYLESHEET, minZoom=0.05, maxZoom=3,
+                               style={"width": "100%", "height": "640px"}, className="gt-cyto"),
+                html.Div(className="gt-legend", children=[
+                    html.Span("■", style={"color": "#fff7bc"}), " less self time … ",
+                    html.Span("■", style={"color": "#8c2d04"}), " more  ·  rounded box: forward op · ellipse: "
+                    "backward node · diamond: AccumulateGrad"]),
+            ]),
+            html.Div(id="gr-details", className="gt-col-narrow gt-details",
+                     children=html.Div("Click a node for its details.", className="gt-note")),
+        ]),
+    ])
+
+
+def node_details_panel(d: dict) -> list:
+    rows = [["scope", d["scope"]], ["sequence_nr", d["sequence_nr"]], ["thread", d["thread"]],
+            ["forward thread", d["fwd_thread"] or "—"], ["device", d["device"]],
+            ["input shapes", d["input_shapes"]], ["dtypes", d["dtypes"]],
+            ["self CPU", format_time_us(d["self_cpu_us"])], ["CPU total", format_time_us(d["cpu_total_us"])],
+            ["self CUDA", format_time_us(d["self_cuda_us"])], ["CUDA total", format_time_us(d["cuda_total_us"])]]
+    if d["forward_op"]:
+        rows.append(["created by forward op", d["forward_op"]])
+    if d["backward_nodes"]:
+        rows.append(["created backward node", ", ".join(d["backward_nodes"])])
+    rows += [["hooks", d["hooks"]], ["saved tensors", d["saved_tensors"]]]
+    return [html.H3(d["name"], className="gt-mono", id="gr-details-name"),
+            text_table(["field", "value"], rows, "gt-table gt-kv"),
+            html.H4("Stack"),
+            html.Pre("\n".join(d["stack"])) if d["stack"] else html.Div("not recorded", className="gt-note")]
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def memory_page(view: ProfileView, figure, by_op_rows: list[dict], peak_rows: list[list]) -> html.Div:
+    if not view.data.n_memory_records:
+        return html.Div(id="page-memory", children=[
+            html.Div("This profile has no memory records. Profile with profile_memory=True to see "
+                     "allocations over time.", className="gt-callout")])
+    cols = [{"field": "name", "headerName": "Op", "pinned": "left", "flex": 2, "minWidth": 180},
+            num_col("allocated", "Allocated", BYTES_FMT, 120, sort="desc", cellClass="gt-sorted"),
+            num_col("freed", "Freed", BYTES_FMT, 120), num_col("net", "Net (self mem)", BYTES_FMT, 130),
+            num_col("allocations", "# Allocations", INT_FMT, 120)]
+    rows = [dict(r, id=k) for k, r in enumerate(by_op_rows)]
+    return html.Div(id="page-memory", children=[
+        section("Allocated bytes over time", text_table(["device", "peak", "at", "inside op"], peak_rows),
+                dcc.Graph(id="mem-figure", figure=figure, config=GRAPH_CONFIG),
+                note="The engine's running total after each allocation and free, per device (thinned "
+                     "to min/max per bin on long profiles, so peaks are exact)."),
+        html.Div(className="gt-row", children=[
+            html.Div(className="gt-col-half", children=[
+                dcc.Graph(id="mem-by-op-figure", figure=figures.memory_by_op_figure(by_op_rows), config=GRAPH_CONFIG)]),
+            html.Div(className="gt-col-half", children=[
+                section("Memory by op", grid("mem-grid", rows, cols, height=380),
+                        note="Bytes allocated and freed inside each op itself (children not included).")]),
+        ]),
+    ])
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def compare_page(view: ProfileView, max_upload_mb: float, b_label: str | None, body=None) -> html.Div:
+    has_b = b_label is not None
+    return html.Div(id="page-compare", children=[
+        html.Div(className="gt-toolbar", children=[
+            dcc.Upload(id="cmp-upload", max_size=int(max_upload_mb * 1e6), multiple=False,
+                       className="gt-upload", children=html.Div([
+                           "Drop a second profile here or ", html.A("choose a file"),
+                           f" (up to {max_upload_mb:g} MB; bigger: gradtrace view A B)"])),
+        ]),
+        html.Div(id="cmp-error", className="gt-error-slot"),
+        html.Div(f"A = {view.label}" + (f" · B = {b_label}" if has_b else " · B = (none yet)"),
+                 id="cmp-caption", className="gt-note"),
+        dcc.Loading(html.Div(body, id="cmp-body")),
+    ])
+
+
+def diff_columns(rows: list[dict]) -> list[dict]:
+    """Grid columns for whatever fields the diff rows carry (numbers get formatters)."""
+    if not rows:
+        return []
+    cols = []
+    for field, value in rows[0].items():
+        if field == "id":
+            continue
+        header = field.replace("_", " ")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if "pct" in field or "percent" in field or field.endswith("ratio"):
+                fmt = {"function": "gtNum(params.value)"}
+            elif "count" in field or "calls" in field:
+                fmt = INT_FMT
+            elif "mem" in field or "bytes" in field:
+                fmt = BYTES_FMT
+            else:
+                fmt = TIME_FMT
+            cols.append(num_col(field, header, fmt, 125))
+        else:
+            cols.append({"field": field, "headerName": header, "minWidth": 160, "flex": 1,
+                         "tooltipField": field, **({"pinned": "left"} if not cols else {})})
+    return cols
