@@ -581,8 +581,17 @@ def reorder_accumulate_grad(steps):
     moved = [s for s in steps if s.kind == "accumulate_grad"]
     rest = [s for s in steps if s.kind != "accumulate_grad"]
     pos = _last_writer(rest)
+
+    def ready_at(r, node):
+        # The leaf's own tensor hooks run when the engine pops it: look through them to
+        # the write that made the gradient complete.
+        i = pos[r]
+        while rest[i].kind in _PRE_KINDS and rest[i].node == node:
+            i = pos[rest[i].reads[0]]
+        return i
+
     return _insert_after(rest + moved, moved,
-                         lambda s: max((pos[r] for r in s.reads), default=-1))
+                         lambda s: max((ready_at(r, s.node) for r in s.reads), default=-1))
 
 
 def reorder_post_acc_grad_hooks(steps):
