@@ -51,7 +51,13 @@ def _gather_fwd(xp, x, index, dim):
 
 def _gather_backward_fwd(xp, g, index, shape, dim):
     z = xp.zeros(shape, dtype=g.dtype)
-    backend.scatter_add(xp, z, along_dim_key(xp, index, dim), g)
+    key = along_dim_key(xp, index, dim)
+    if index.shape[dim] == 1:
+        # One index per line along ``dim`` (max/min, pooling): no repeats, so a plain
+        # assignment does it, much faster than the unbuffered scatter-add.
+        z[key] = g
+    else:
+        backend.scatter_add(xp, z, key, g)
     return z
 
 
