@@ -270,13 +270,20 @@ def cmd_diff(args) -> int:
 
     diff = getattr(profiler, "diff", None)
     if diff is None:
-        raise CLIError("this gradtrace has no profiler.diff (issue 6 is not installed); upgrade gradtrace")
+        raise CLIError("this gradtrace has no profiler.diff; upgrade gradtrace")
     a = load_profile(args.a)
     b = load_profile(args.b)
-    result = diff(a, b)
-    rows = list(result)
-    if args.limit and args.limit > 0:
-        rows = rows[:args.limit]
+    by = "forward_backward" if args.by == "forward-op" else "name"
+    try:
+        result = diff(a, b, by=by, sort_by=args.sort)
+    except ValueError as exc:
+        raise CLIError(f"{exc}") from None
+    if args.json:
+        rows = result.rows()
+        rows = rows[:args.limit] if args.limit and args.limit > 0 else rows
+        sys.stdout.write(json.dumps(rows, indent=1, default=_json_default) + "\n")
+        return 0
     console, plain = make_console()
-    emit(console, diff_table(rows, plain=plain, title=f"A = {args.a}\nB = {args.b}"), plain)
+    console.print(f"A = {args.a}\nB = {args.b}", soft_wrap=True)
+    emit(console, diff_table(result, limit=args.limit, plain=plain), plain)
     return 0

@@ -143,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("a", metavar="A", help="the baseline profile")
     p.add_argument("b", metavar="B", help="the new profile")
     p.add_argument("--limit", type=int, default=20, help="at most N rows (0: all; default 20)")
+    p.add_argument("--by", choices=("name", "forward-op"), default="name",
+                   help="rows per op name (default) or per forward op with its backward cost")
+    p.add_argument("--sort", metavar="METRIC", default=None,
+                   help="order by the size of the change in: self_cpu_time_total (default), "
+                        "cpu_time_total, self_cuda_time_total, cuda_time_total, count; with "
+                        "--by forward-op: total_cpu_time (default), backward_cpu_time_total, ...")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(handler="cli.commands:cmd_diff")
 
     p = sub.add_parser("bench", formatter_class=_Help, help="run the benchmark scripts",

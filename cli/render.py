@@ -288,49 +288,78 @@ def module_table(rows: Sequence[dict], *, has_cuda: bool = False, title: str | N
     return table
 
 
-def _diff_value(row, *names, default=None):
-    for name in names:
-        if isinstance(row, dict) and name in row:
-            return row[name]
-        if not isinstance(row, dict) and hasattr(row, name):
-            return getattr(row, name)
-    return default
+def diff_table(result, *, limit: int | None = None, plain: bool = False, title: str | None = None):
+    """The rows of :func:`profiler.diff` (a ``ProfileDiff``): regressions red, improvements green.
 
+    Columns: name (and call site), calls in A and B, then the sort metric in A and B, its change
+    (B - A) and relative change; the CPU total's relative change when the sort metric is a self
+    time. A row is red when B is slower on the sort metric, green when faster.
 
-def diff_table(rows: Sequence, *, title: str | None = None, plain: bool = False,
-               metric_label: str = "Self CPU") -> Table:
-    """Before/after per op: regressions (slower) in red, improvements in green.
-
-    Each row (object or dict) gives ``name`` (or ``key``), the times ``a``/``b`` in
-    microseconds (``a_us``/``b_us``, ``before``/``after``...), and optionally call counts.
+    Returns:
+        A rich renderable: the table, then the totals.
     """
+    rows = list(result)
+    if limit is not None and limit > 0:
+        rows = rows[:limit]
+    metric = result.sort_by if result.sort_by in result.metrics else next(iter(result.metrics))
+    label = result.metrics[metric]
     table = _table(title, plain)
-    _name_column(table)
-    a_vals = [float(_diff_value(r, "a_us", "before_us", "a", "before", default=0.0) or 0.0) for r in rows]
-    b_vals = [float(_diff_value(r, "b_us", "after_us", "b", "after", default=0.0) or 0.0) for r in rows]
-    unit = pick_time_unit(a_vals + b_vals)
-    for header in (f"A {metric_label} ({unit})", f"B {metric_label} ({unit})", f"Delta ({unit})", "Change"):
-        _num_column(table, header)
-    _num_column(table, "Calls A")
-    _num_column(table, "Calls B")
-    for r, a, b in zip(rows, a_vals, b_vals):
-        delta = b - a
-        change = "new" if a == 0 and b > 0 else "gone" if b == 0 and a > 0 else _signed_percent(delta, a)
+    _name_column(table, max_width=28)
+    with_sites = any(r.call_site for r in rows)
+    if with_sites:
+        table.add_column("Call site", no_wrap=True, overflow="ellipsis", max_width=24)
+    _num_column(table, "Calls", "A")
+    _num_column(table, "Calls", "B")
+    unit = pick_time_unit([r.a.get(metric, 0.0) for r in rows] + [r.b.get(metric, 0.0) for r in rows])
+    delta_unit = pick_time_unit(r.delta(metric) for r in rows)
+    _num_column(table, f"{label} A", unit)
+    _num_column(table, f"{label} B", unit)
+    _num_column(table, "Change", delta_unit)
+    _num_column(table, "Change", "%")
+    second = None
+    if metric.startswith("self_") and metric[len("self_"):] in result.metrics:
+        second = metric[len("self_"):]
+        _num_column(table, result.metrics[second], "change %")
+    for r in rows:
+        delta = r.delta(metric)
+        cells = [r.name] + ([short_site(r.call_site or "")] if with_sites else [])
+        cells += [str(r.count_a) if r.status != "only_b" else "-",
+                  str(r.count_b) if r.status != "only_a" else "-",
+                  format_time(r.a.get(metric, 0.0), unit), format_time(r.b.get(metric, 0.0), unit),
+                  ("+" if delta > 0 else "") + format_time(delta, delta_unit), _relative(r, metric)]
+        if second:
+            cells.append(_relative(r, second))
         style = None
         if not plain and delta:
             style = "red" if delta > 0 else "green"
-        ca = _diff_value(r, "count_a", "a_count", "calls_a", default="")
-        cb = _diff_value(r, "count_b", "b_count", "calls_b", default="")
-        name = str(_diff_value(r, "name", "key", default="?"))
-        table.add_row(name, format_time(a, unit), format_time(b, unit),
-                      ("+" if delta > 0 else "") + format_time(delta, unit), change,
-                      str(ca), str(cb), style=style)
-    return table
+        table.add_row(*cells, style=style)
+    footer = [f"Self CPU time total: A {_us(result.self_cpu_a)}, B {_us(result.self_cpu_b)} "
+              f"({_signed_percent(result.self_cpu_b - result.self_cpu_a, result.self_cpu_a)})"]
+    if result.has_cuda:
+        footer.append(f"Self CUDA time total: A {_us(result.self_cuda_a)}, B {_us(result.self_cuda_b)} "
+                      f"({_signed_percent(result.self_cuda_b - result.self_cuda_a, result.self_cuda_a)})")
+    footer.append(f"{len(result)} rows, sorted by the size of the change in {result.sort_by}; "
+                  "red: B slower, green: B faster")
+    return Group(table, Text("\n".join(footer), style="" if plain else "dim"))
+
+
+def _us(us: float) -> str:
+    unit = pick_time_unit([us])
+    return format_time(us, unit) + unit
+
+
+def _relative(row, metric: str) -> str:
+    if row.status == "only_b":
+        return "new"
+    if row.status == "only_a":
+        return "gone"
+    rel = row.relative(metric)
+    return "n/a" if rel is None else f"{rel * 100:+.2f}%"
 
 
 def _signed_percent(delta: float, base: float) -> str:
     if not base:
-        return "0.00%"
+        return "n/a"
     return f"{100.0 * delta / base:+.2f}%"
 
 

@@ -47,16 +47,16 @@ def _print_traceback(exc: BaseException, script: str) -> None:
 def cmd_run(args) -> int:
     from .session import Session, default_out, parse_schedule  # noqa: PLC0415
 
+    try:
+        schedule = parse_schedule(args.schedule) if args.schedule else None
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     script = args.script
     path = Path(script)
     if not path.exists():
         raise CLIError(f"{script}: no such file; give the path of a Python script")
     if path.is_dir():
         raise CLIError(f"{script}: is a directory; give the path of a Python script")
-    try:
-        schedule = parse_schedule(args.schedule) if args.schedule else None
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
     out = check_output_path(args.out) if args.out else default_out(path.stem)
     session = Session(options_from_args(args, schedule), out)
 

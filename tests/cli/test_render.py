@@ -144,16 +144,43 @@ def test_bad_table_options(kwargs, message):
         profile_tables(hand_made(), **kwargs)
 
 
-def test_diff_table_colours_and_text():
-    rows = [{"name": "matmul", "a_us": 1000.0, "b_us": 1500.0, "count_a": 2, "count_b": 2},
-            {"name": "relu", "a_us": 400.0, "b_us": 100.0, "count_a": 2, "count_b": 2}]
-    out = text(diff_table(rows, plain=True))
-    assert "+0.500" in out and "+50.00%" in out and "-75.00%" in out
+def _slower_relu():
+    from profiler import Scope
+    from profiler.synthetic import from_events
+
+    events = [dict(name="matmul", start=0, end=1_000_000), dict(name="relu", start=2_000_000, end=4_000_000),
+              dict(name="softmax", start=5_000_000, end=5_500_000)]
+    return from_events(events), from_events([dict(name="matmul", start=0, end=250_000),
+                                             dict(name="relu", start=1_000_000, end=4_000_000),
+                                             dict(name="conv2d", start=5_000_000, end=5_100_000,
+                                                  scope=Scope.FUNCTION)])
+
+
+DIFF = """\
+          Calls  Calls  Self CPU A  Self CPU B  Change   Change  CPU total
+Name          A      B          ms          ms      ms        %   change %
+--------------------------------------------------------------------------
+relu          1      1       2.000       3.000  +1.000  +50.00%    +50.00%
+matmul        1      1       1.000       0.250  -0.750  -75.00%    -75.00%
+softmax       1      -       0.500       0.000  -0.500     gone       gone
+conv2d        -      1       0.000       0.100  +0.100      new        new
+Self CPU time total: A 3.500ms, B 3.350ms (-4.29%)
+4 rows, sorted by the size of the change in self_cpu_time_total; red: B slower, green: B faster
+"""
+
+
+def test_diff_table_text_and_colours():
+    import profiler
+
+    a, b = _slower_relu()
+    result = profiler.diff(a, b)
+    out = text(diff_table(result, plain=True))
+    assert out == DIFF
     console = Console(file=StringIO(), width=100, color_system="truecolor", force_terminal=True)
-    console.print(diff_table(rows, plain=False))
+    console.print(diff_table(result, plain=False))
     lines = console.file.getvalue().splitlines()
-    assert "\x1b[31m" in next(ln for ln in lines if "matmul" in ln)      # regression: red
-    assert "\x1b[32m" in next(ln for ln in lines if "relu" in ln)        # improvement: green
+    assert "\x1b[31m" in next(ln for ln in lines if "relu" in ln)        # regression: red
+    assert "\x1b[32m" in next(ln for ln in lines if "matmul" in ln)      # improvement: green
 
 
 def test_forward_backward_table_rich_fits():

@@ -1,0 +1,173 @@
+"""``table``, ``export``, ``diff``, ``demo``, ``bench``, ``--version``/``--help`` end to end, and bad input."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import pytest
+
+from tests.cli.conftest import ROOT, cli_env, run_cli
+
+
+def test_version_and_help():
+    res = run_cli("--version")
+    assert res.returncode == 0 and res.stdout.startswith("gradtrace ")
+    for command in ("demo", "run", "table", "export", "view", "diff", "bench"):
+        res = run_cli(command, "--help")
+        assert res.returncode == 0, command
+        assert "example" in res.stdout and f"gradtrace {command}" in res.stdout
+
+
+def test_no_command_prints_help_and_exits_2():
+    res = run_cli()
+    assert res.returncode == 2 and "COMMAND" in res.stdout
+
+
+def test_demo_end_to_end(tmp_path):
+    res = run_cli("demo", "mlp", "--steps", "2", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "device: cpu" in out.splitlines()[0]
+    assert "step 2/2  loss" in out                      # progress, one line per step in a log
+    assert "Operators (key_averages)" in out and "Self CPU time total" in out
+    assert "Forward + backward cost per forward op" in out and "AddmmBackward0" in out
+    saved = list((tmp_path / "gradtrace-runs").glob("mlp-*.gtprof"))
+    assert len(saved) == 1 and f"profile saved to {saved[0].relative_to(tmp_path)}" in out
+    assert "gradtrace view" in out and "gradtrace export" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+@pytest.mark.parametrize("workload", ["cnn", "gpt"])
+def test_demo_other_workloads(tmp_path, workload):
+    res = run_cli("demo", workload, "--steps", "1", "--out", tmp_path / "w.gtprof")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "w.gtprof").stat().st_size > 0
+
+
+def test_table_end_to_end(demo_profile):
+    res = run_cli("table", demo_profile, "--sort", "cpu_time_total", "--limit", "5")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[1].split()[0] == "Name" and len([ln for ln in lines if "%" in ln and "  " in ln]) >= 5
+    for group in ("shape", "stack", "module", "forward-op"):
+        res = run_cli("table", demo_profile, "--group-by", group, "--limit", "5")
+        assert res.returncode == 0, (group, res.stderr)
+    res = run_cli("table", demo_profile, "--group-by", "module")
+    assert "Linear" in res.stdout and "Sequential" in res.stdout
+    res = run_cli("table", demo_profile, "--device-rows", "--limit", "3")
+    assert "Device" in res.stdout and " cpu " in res.stdout
+
+
+def test_table_json(demo_profile):
+    res = run_cli("table", demo_profile, "--json", "--limit", "4", "--sort", "count")
+    rows = json.loads(res.stdout)
+    assert len(rows) == 4 and rows[0]["count"] >= rows[-1]["count"]
+    assert {"name", "self_cpu_time_total", "cpu_time_total", "count"} <= set(rows[0])
+    rows = json.loads(run_cli("table", demo_profile, "--json", "--group-by", "forward-op").stdout)
+    assert rows[0]["name"] == "linear" and "total_cpu_time" in rows[0]
+
+
+def test_plain_when_no_color_is_set(demo_profile):
+    res = run_cli("table", demo_profile, "--limit", "3", env=cli_env(NO_COLOR="1"))
+    assert "\x1b[" not in res.stdout and all(ord(c) < 128 for c in res.stdout)
+
+
+def test_export_chrome_stacks_speedscope(demo_profile, tmp_path):
+    gz = tmp_path / "trace.json.gz"
+    res = run_cli("export", demo_profile, "--chrome", gz)
+    assert res.returncode == 0, res.stderr
+    trace = json.loads(gzip.decompress(gz.read_bytes()))
+    assert trace["traceEvents"]
+    folded = tmp_path / "out.folded"
+    assert run_cli("export", demo_profile, "--stacks", folded, "--metric", "self_cpu_time_total").returncode == 0
+    assert all(line.rsplit(" ", 1)[1].isdigit() for line in folded.read_text().splitlines())
+    ss = tmp_path / "out.speedscope.json"
+    assert run_cli("export", demo_profile, "--speedscope", ss).returncode == 0
+    assert "speedscope" in json.loads(ss.read_text())["$schema"]
+
+
+def test_bench_quick_one_script():
+    res = run_cli("bench", "--quick", "--only", "engine_overhead")
+    assert res.returncode == 0, res.stderr
+    assert "== engine_overhead" in res.stdout and "--repeats 1" in res.stdout
+    assert "engine_overhead  ok" in res.stdout
+    assert "numpy" in res.stdout                        # the script's own table is shown
+
+
+def test_diff_end_to_end(demo_profile, tmp_path):
+    other = tmp_path / "b.gtprof"
+    assert run_cli("demo", "mlp", "--steps", "1", "--out", other).returncode == 0
+    res = run_cli("diff", demo_profile, other, "--limit", "5")
+    assert res.returncode == 0, res.stderr
+    assert "Change" in res.stdout and "Self CPU time total: A " in res.stdout
+    assert "red: B slower, green: B faster" in res.stdout
+    res = run_cli("diff", demo_profile, other, "--by", "forward-op", "--json", "--limit", "3")
+    rows = json.loads(res.stdout)
+    assert len(rows) == 3 and "total_cpu_time_delta" in rows[0]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _corrupted(src, dst):
+    raw = bytearray(src.read_bytes())
+    raw[-10] ^= 0xFF
+    dst.write_bytes(bytes(raw))
+    return dst
+
+
+BAD = [
+    # (name, argv builder, expected message part)
+    ("missing file", lambda p, t: ["table", t / "nope.gtprof"], "no such file"),
+    ("directory", lambda p, t: ["table", t], "is a directory"),
+    ("not a profile", lambda p, t: ["table", _write(t / "x.json", b'{"a": 1}')], "not a gradtrace profile"),
+    ("truncated", lambda p, t: ["table", _write(t / "t.gtprof", p.read_bytes()[:200])], "truncated profile"),
+    ("corrupted", lambda p, t: ["table", _corrupted(p, t / "c.gtprof")], "corrupted profile"),
+    ("unknown sort key", lambda p, t: ["table", p, "--sort", "fastest"], "unknown sort key 'fastest'"),
+    ("unknown group", lambda p, t: ["table", p, "--group-by", "colour"], "unknown group 'colour'"),
+    ("unknown workload", lambda p, t: ["demo", "resnet"], "unknown workload 'resnet'"),
+    ("export missing file", lambda p, t: ["export", t / "nope.gtprof", "--chrome", t / "o.json"], "no such file"),
+    ("export to a directory", lambda p, t: ["export", p, "--chrome", t], "is a directory"),
+    ("export bad metric", lambda p, t: ["export", p, "--stacks", t / "s", "--metric", "x"], "metric"),
+    ("view missing file", lambda p, t: ["view", t / "nope.gtprof", "--no-browser"], "no such file"),
+    ("diff missing file", lambda p, t: ["diff", p, t / "nope.gtprof"], "nope.gtprof"),
+    ("diff bad sort", lambda p, t: ["diff", p, p, "--sort", "fastest"], "sort_by='fastest'"),
+    ("run missing script", lambda p, t: ["run", t / "nope.py"], "no such file"),
+    ("run bad schedule", lambda p, t: ["run", "--schedule", "1,x", t / "nope.py"], "--schedule"),
+    ("unknown option", lambda p, t: ["table", p, "--colour"], "unrecognized arguments"),
+    ("bench unknown", lambda p, t: ["bench", "--only", "nope"], "unknown benchmark nope"),
+]
+
+
+def _write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("name, argv, message", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_one_line_exit_2(small_profile, tmp_path, name, argv, message):
+    res = run_cli(*argv(small_profile, tmp_path))
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    err = res.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    assert message in err and "Traceback" not in err
+    assert err.startswith("gradtrace")
+
+
+def test_device_cuda_without_gpu(tmp_path):
+    from autograd import cuda_is_available
+
+    if cuda_is_available():
+        pytest.skip("a GPU is usable here")
+    res = run_cli("demo", "mlp", "--device", "cuda", "--steps", "1", cwd=tmp_path)
+    assert res.returncode == 2
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert "no usable CUDA GPU" in res.stderr and "--device cpu" in res.stderr
+    assert not (tmp_path / "gradtrace-runs").exists()
+
+
+def test_console_script_entry_point_is_cli_main():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'gradtrace = "cli.main:main"' in text
+    assert os.path.exists(ROOT / "cli" / "__main__.py")
