@@ -37,7 +37,7 @@ import threading
 
 from . import engine as _engine
 from . import record_function as _rf
-from .backend import current_stream
+from .backend import Stream, current_stream
 from .dispatch import ArrayF, OpNode, _fill_missing
 from .grad_mode import STATE as _THREAD
 from .node import ERR_FREED, AccumulateGrad, GraphRoot, SavedVariable
@@ -1042,20 +1042,25 @@ class _CudaGraphRunner:
         if len(inputs) != n_inputs:  # pragma: no cover - generator and gather disagree
             raise _Unsupported("internal: input count mismatch")
         self.consts = consts
-        stream_obj = program.stream
-        self.stream = stream_obj
-        native = stream_obj.native
-        if native is None or native.ptr == 0:
-            raise _Unsupported("the legacy default stream cannot be captured")
-        # Static buffers: copies of this run's inputs, kept for the graph's lifetime.
-        self.static_in = [x.copy() for x in inputs]
-        self.static_grads = [g.copy() for g in grads]
+        # Capture on a side stream (the legacy default stream cannot be captured), ordered
+        # against the program's stream with events.
+        self.main = program.stream
+        self.side = side = Stream(program.device)
+        side.wait_event(self.main.record_event())
+        with side:
+            # Static buffers: copies of this run's inputs, kept for the graph's lifetime.
+            self.static_in = [x.copy() for x in inputs]
+            self.static_grads = [g.copy() for g in grads]
+            # Warm-up on the side stream so its memory pool holds the blocks the capture
+            # will ask for (no cudaMalloc may happen while capturing).
+            self.body(nodes, self.static_grads, self.static_in, [], [])
+        side.synchronize()
         self.keep = []
         self.outputs = []
-        stream_obj.synchronize()
+        native = side.native
         native.begin_capture()
         try:
-            with stream_obj:
+            with side:
                 self.body(nodes, self.static_grads, self.static_in, self.outputs, self.keep)
         except BaseException:
             try:
@@ -1069,12 +1074,16 @@ class _CudaGraphRunner:
         inputs, consts = _gather(self.program, nodes)
         if consts != self.consts:
             return False
-        with self.stream:
+        side = self.side
+        side.wait_event(self.main.record_event())
+        with side:
             for dst, src in zip(self.static_grads, grads):
                 dst[...] = src
             for dst, src in zip(self.static_in, inputs):
                 dst[...] = src
-            self.graph.launch(self.stream.native)
+            self.graph.launch(side.native)
+        self.main.wait_event(side.record_event())
+        with self.main:
             for j, g in zip(self.acc_nodes, self.outputs):
                 _accumulate(nodes[j], g)
         if not keep_graph:

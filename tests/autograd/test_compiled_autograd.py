@@ -508,3 +508,40 @@ def test_cuda_graph_falls_back_with_a_hook(caplog):
             y.sum().backward()
     assert ca.stats()["cudagraph_fallbacks"] >= 1
     assert any("plain replay" in r.getMessage() for r in caplog.records)
+
+
+def test_cuda_graph_body_computes_the_leaf_gradients_on_cpu():
+    """The code a CUDA graph captures (static inputs I, outputs O) run on the CPU: its
+    outputs are the gradients eager accumulates (checks the GPU path's logic here)."""
+    ag.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    x = ag.tensor(np.random.default_rng(20).standard_normal((5, 4)).astype(np.float32))
+    params = list(model.parameters())
+    model(x).sum().backward(compiled=True)          # capture the program
+    prog = ca.last_program()
+    loss = model(x).sum()
+    edges, grads = ag.engine._make_root_edges([loss], None, False)
+    nodes, key = ca._walk(edges)
+    assert key == prog.key
+    src, ns, n_inputs = ca.generate(prog, True, False, graph_mode=True)
+    exec(compile(src, "<graph body>", "exec"), ns)
+    inputs, consts = ca._gather(prog, nodes)
+    assert len(inputs) == n_inputs
+    outputs, keep = [], []
+    ns["run"](nodes, grads, inputs, outputs, keep)
+    acc_nodes = [s.node for s in prog.steps if s.kind == "accumulate_grad"]
+    got = {id(nodes[j].variable): g for j, g in zip(acc_nodes, outputs)}
+    for p in params:
+        p.grad = None
+    loss.backward()
+    for p in params:
+        np.testing.assert_array_equal(got[id(p)], p.grad.numpy())
+
+
+def test_cuda_graph_body_refuses_hooks():
+    x = _leaf((3,), 21)
+    y = x * 2
+    y.register_hook(lambda g: g)
+    y.sum().backward(compiled=True)
+    with pytest.raises(ca._Unsupported, match="hook"):
+        ca.generate(ca.last_program(), True, False, graph_mode=True)
