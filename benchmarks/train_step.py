@@ -11,6 +11,10 @@ im2col + GEMM for convolutions, reshape-max for pooling, in-place SGD.
 Usage: python benchmarks/train_step.py [--repeats R] [--warmup W] [--device cpu|cuda|all]
        [--json PATH]
 Target: gradtrace <= 1.15x the hand-written step for the MLP on CPU.
+
+On a shared machine, multi-threaded BLAS under contention makes every GEMM several times slower
+and noisy; ``OPENBLAS_NUM_THREADS=1`` gives steadier numbers (the JSON records the setting).
+The two implementations take turns in every round, so both see the same load.
 """
 from __future__ import annotations
 
@@ -285,7 +289,10 @@ def main(argv=None) -> dict:
         print(f"{r['workload']:<10}{r['device']:<8}{r['gradtrace_ms']:>14.2f}"
               f"{r['by_hand_ms']:>12.2f}{r['ratio']:>7.2f}x")
     result = {"repeats": args.repeats, "warmup": args.warmup, "target_mlp_cpu_ratio": 1.15,
-              "numpy": np.__version__, "cpu_count": os.cpu_count(), "rows": rows}
+              "numpy": np.__version__, "cpu_count": os.cpu_count(),
+              "blas_threads_env": {k: os.environ.get(k) for k in
+                                   ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
+              "rows": rows}
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(result, f, indent=2)
