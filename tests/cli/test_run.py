@@ -1,0 +1,125 @@
+"""``gradtrace run``: argv and __main__, exit status, exceptions, schedule, Ctrl-C."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+import profiler
+from tests.cli.conftest import ROOT, TIMEOUT, cli_env, run_cli
+
+TRAIN = """\
+import autograd as ag
+x = ag.randn(16, 8, requires_grad=True)
+((x * 2).tanh().sum()).backward()
+"""
+
+
+def script(tmp_path, body: str, name: str = "script.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def names(path) -> set:
+    return {r.key for r in profiler.load(path).key_averages()}
+
+
+def test_run_passes_arguments_and_main(tmp_path):
+    s = script(tmp_path, TRAIN + """
+import sys, json
+print("ARGV", json.dumps(sys.argv), __name__)
+""")
+    out = tmp_path / "p.gtprof"
+    res = run_cli("run", "--out", out, s, "--lr", "0.1", "-x", "pos", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert f'ARGV ["{s}", "--lr", "0.1", "-x", "pos"] __main__' in res.stdout
+    assert {"mul", "tanh", "sum", "TanhBackward0"} <= names(out)
+    assert "Self CPU time total" in res.stdout                  # the table at the end
+    assert f"profile saved to {out}" in res.stderr
+
+
+def test_run_sees_its_own_directory_on_sys_path(tmp_path):
+    (tmp_path / "helper_mod.py").write_text("VALUE = 41\n")
+    s = script(tmp_path, "import helper_mod\nprint('VALUE', helper_mod.VALUE + 1)\n")
+    res = run_cli("run", "-q", "--out", tmp_path / "p.gtprof", s)     # cwd is the repo, not tmp
+    assert res.returncode == 0, res.stderr
+    assert "VALUE 42" in res.stdout
+
+
+def test_run_script_that_raises_keeps_partial_profile(tmp_path):
+    s = script(tmp_path, TRAIN + """
+def fail():
+    raise ValueError("broken on purpose")
+fail()
+""")
+    out = tmp_path / "p.gtprof"
+    res = run_cli("run", "-q", "--out", out, s)
+    assert res.returncode == 1
+    assert "Traceback (most recent call last)" in res.stderr
+    assert "ValueError: broken on purpose" in res.stderr
+    assert "cli/" not in res.stderr.split("Traceback")[1].split("ValueError")[0]   # only the script's frames
+    assert "partial profile saved" in res.stderr
+    assert "TanhBackward0" in names(out)
+
+
+def test_run_preserves_exit_status(tmp_path):
+    s = script(tmp_path, TRAIN + "import sys\nsys.exit(3)\n")
+    out = tmp_path / "p.gtprof"
+    res = run_cli("run", "-q", "--out", out, s)
+    assert res.returncode == 3
+    assert out.exists() and "mul" in names(out)
+
+
+def test_run_with_schedule_and_step(tmp_path):
+    s = script(tmp_path, """
+    import autograd as ag, cli
+    x = ag.randn(8, 4, requires_grad=True)
+    assert cli.current_profile() is not None
+    for i in range(7):
+        (x * 2).sum().backward()
+        cli.step()
+    """)
+    out = tmp_path / "p.gtprof"
+    res = run_cli("run", "-q", "--schedule", "1,1,2,1", "--record-shapes", "--out", out, s)
+    assert res.returncode == 0, res.stderr
+    data = profiler.load(out)
+    assert data.metadata["steps"] == [2, 3]
+    assert [name for name, _, _ in data.step_ranges()] == ["ProfilerStep#2", "ProfilerStep#3"]
+    assert data.metadata["record_shapes"] is True
+
+
+def test_step_outside_gradtrace_is_a_no_op():
+    res = subprocess.run([sys.executable, "-c", "import cli; cli.step(); print(cli.current_profile())"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
+    assert res.returncode == 0 and res.stdout.strip() == "None"
+
+
+def test_ctrl_c_saves_partial_profile_and_exits_130(tmp_path):
+    s = script(tmp_path, """
+    import autograd as ag
+    x = ag.randn(8, 4, requires_grad=True)
+    i = 0
+    while True:
+        (x * 2).sum().backward()
+        i += 1
+        if i == 3:
+            print("READY", flush=True)
+    """)
+    out = tmp_path / "p.gtprof"
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", "-q", "--out", str(out), str(s)],
+                            cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()          # bounded: the script prints READY after 3 steps
+        assert line.strip() == "READY", (line, proc.stderr.read() if proc.poll() is not None else "")
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=TIMEOUT)
+    err = proc.stderr.read()
+    assert rc == 130, err
+    assert "Traceback" not in err and "interrupted; partial profile saved" in err
+    assert "SumBackward0" in names(out)
