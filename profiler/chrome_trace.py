@@ -60,7 +60,7 @@ __all__ = ["ChromeTrace", "chrome_trace", "export_chrome_trace", "write_json", "
 SCHEMA_VERSION = 1
 DEFAULT_STREAM_TID = 7          # Kineto's id for the default (legacy) CUDA stream
 CHUNK_EVENTS = 32_768           # events encoded per chunk (bounds the writer's memory)
-GZIP_LEVEL = 3                  # ~2x faster than zlib's default 6 for ~10% more bytes
+GZIP_LEVEL = 1                  # fastest zlib level: ~4x faster than the default 6, ~15% more bytes
 _FRAC = np.array([f".{i:03d}" for i in range(1000)], dtype=object)
 
 # Categories (Kineto's spelling).
@@ -449,7 +449,13 @@ def chrome_trace(data: "ProfileData", distributed_info: dict | None = None,
     mem_dev_names = {int(d): strings[int(d)] for d in np.unique(mem["device_id"])}
     devices = sorted({int(i) for i in gpu_dev.tolist()}
                      | {_device_index(s) for s in mem_dev_names.values() if s.startswith("cuda")})
-    cpu_threads = sorted(set(np.unique(thread).tolist()) | set(np.unique(mem["thread_id"]).tolist()))
+    mem_thread = mem["thread_id"].astype(np.int64)
+    # Perfetto reads tid 0 as "no thread": shift thread ids up when a profile has ids < 1
+    # (the collector numbers threads from 1, so this is for hand-made profiles).
+    lowest = min([1] + np.unique(thread).tolist()[:1] + np.unique(mem_thread).tolist()[:1])
+    tid_shift = 1 - lowest
+    thread, mem_thread = thread + tid_shift, mem_thread + tid_shift
+    cpu_threads = sorted(set(np.unique(thread).tolist()) | set(np.unique(mem_thread).tolist()))
 
     gpu_pid = {d: d + 1 for d in devices}
     cpu_pid = meta.get("pid")
@@ -546,7 +552,7 @@ def chrome_trace(data: "ProfileData", distributed_info: dict | None = None,
         lines.append(_meta_event("process_name", cpu_pid, first_cpu_tid, {"name": proc}))
         lines.append(_meta_event("process_sort_index", cpu_pid, first_cpu_tid, {"sort_index": 0}))
         for t in cpu_threads:
-            lines.append(_meta_event("thread_name", cpu_pid, t, {"name": f"CPU thread {t}"}))
+            lines.append(_meta_event("thread_name", cpu_pid, t, {"name": f"CPU thread {t - tid_shift}"}))
             lines.append(_meta_event("thread_sort_index", cpu_pid, t, {"sort_index": int(t)}))
         for d in devices:
             tids = sorted(lab for (dd, lab) in stream_rows if dd == d) or [stream_base]
@@ -684,7 +690,7 @@ def chrome_trace(data: "ProfileData", distributed_info: dict | None = None,
                 f'"tid":{t},"ts":{a_}{b_},"args":{{"Device Type":{dt},"Device Id":{di},"Addr":{ad},'
                 f'"Bytes":{by},"Total Allocated":{tot}}}}}'
                 for t, a_, b_, dt, di, ad, by, tot in zip(
-                    mem["thread_id"][lo:hi].tolist(), tq, tr, mem_type[lo:hi].tolist(),
+                    mem_thread[lo:hi].tolist(), tq, tr, mem_type[lo:hi].tolist(),
                     mem_index[lo:hi].tolist(), mem["addr"][lo:hi].tolist(), mem["bytes"][lo:hi].tolist(),
                     mem["total_allocated"][lo:hi].tolist())])
 

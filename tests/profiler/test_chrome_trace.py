@@ -458,6 +458,16 @@ def test_times_are_relative_to_base_time_in_microseconds():
     assert [(e["ts"], e["dur"]) for e in xs] == [(0.0, 2.001), (2.877, 0.001)]
 
 
+def test_thread_id_zero_is_never_written():
+    data = synthetic.from_events([{"name": "a", "start": 0, "end": 10, "thread": 0},
+                                  {"name": "b", "start": 0, "end": 10, "thread": 1}],
+                                 memory=[{"time": 5, "bytes": 8, "thread": 0}])
+    events = ct.chrome_trace(data).events()
+    assert all(e["tid"] >= 1 and e["pid"] >= 1 for e in events)
+    names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert names == {1: "CPU thread 0", 2: "CPU thread 1"}
+
+
 def test_empty_profile_exports(tmp_path):
     data = synthetic.from_events([])
     data.export_chrome_trace(tmp_path / "e.json")
