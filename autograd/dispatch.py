@@ -519,7 +519,9 @@ def _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out):
     if not mask:
         return tuple(make(o, False, None, 0, [0], dev) for o in outs)
     node = _new_node(op, inputs, mask, seq, dev, outs)
-    results = tuple(make(o, True, node, i, [0], dev) for i, o in enumerate(outs))
+    # Integer and boolean outputs (indices) carry no gradient.
+    results = tuple(make(o, o.dtype.kind in "fc", node if o.dtype.kind in "fc" else None, i, [0], dev)
+                    for i, o in enumerate(outs))
     _save(op, node, inputs, datas, attrs, mask, results)
     return results
 

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 import threading
+
+import numpy
 
 from . import record_function as _rf
 from .backend import array_module, current_stream
@@ -333,6 +336,9 @@ def _run(task, root, results):
             deps[nxt] = left
             if left == 0:
                 push(ready, (-nxt.sequence_nr, tiebreak(), nxt))
+        # Drop this frame's references to the gradients just handed on, so AccumulateGrad
+        # can tell by reference count whether it may take a gradient's buffer over.
+        outputs = g = prev = None
 
 
 def accumulation_stream(producer, consumer):
@@ -588,6 +594,22 @@ def _accumulate_grad(task, node, g):
             fn(var)
 
 
+# References to a gradient array that nobody else holds, when _accumulate_into_tensor asks:
+# the input-buffer list and the parameters of _accumulate_grad and _accumulate_into_tensor.
+_UNSHARED_REFCOUNT = 3
+
+
+def _can_steal(g) -> bool:
+    """May ``.grad`` take over this gradient's buffer instead of copying it (PyTorch steals
+    when the gradient's use count is 1)? Only for a plain array that owns its memory, is
+    writable, and that no other object refers to (a gradient sent to two leaves, or the
+    user's own ``gradient=`` tensor, is copied)."""
+    if g.__class__ is not numpy.ndarray or g.base is not None or not g.flags.writeable:
+        return False
+    # +2: this function's parameter and getrefcount's argument.
+    return sys.getrefcount(g) <= _UNSHARED_REFCOUNT + 2
+
+
 def _accumulate_into_tensor(t, g, create_graph):
     """``t.grad += g``, race-free across threads; the first gradient is copied, never aliased."""
     with AccumulateGrad._lock:
@@ -596,8 +618,8 @@ def _accumulate_into_tensor(t, g, create_graph):
             new = g if isinstance(g, Tensor) else _wrap(g, t._device)
             t.grad = new if old is None else old + new
         elif old is None:
-            data = g.data if isinstance(g, Tensor) else g
-            t.grad = Tensor._make(data.copy(), False, None, 0, [0], t._device)
+            data = g if _can_steal(g) else (g.data if isinstance(g, Tensor) else g).copy()
+            t.grad = Tensor._make(data, False, None, 0, [0], t._device)
         elif old.grad_fn is None and not old.requires_grad and getattr(
                 old.data.flags, "writeable", True) and old.data.shape == t.data.shape:
             data = g.data if isinstance(g, Tensor) else g

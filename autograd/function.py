@@ -59,7 +59,9 @@ class BackwardCFunction(FunctionCtx, Node):
         return tuple(s.unpack(self) if isinstance(s, SavedVariable) else s for s in self._saved)
 
     def apply(self, grads, F):
-        create = _THREAD.grad_enabled   # the engine enables grad only under create_graph
+        from .dispatch import TensorF  # noqa: PLC0415
+
+        create = F is TensorF   # the engine passes TensorF only under create_graph
         wrapped = []
         for g, meta in zip(grads, self.input_metadata):
             if g is None and self._materialize:

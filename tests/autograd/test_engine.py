@@ -376,3 +376,43 @@ def test_mixing_devices_is_an_error_naming_them():
     b._device = ag.backend.Device("cuda", 0, np)   # a fake device object, no GPU needed
     with pytest.raises(RuntimeError, match="same device.*cpu and cuda:0"):
         a + b
+
+
+def test_first_gradient_buffer_is_taken_over_when_nobody_else_holds_it():
+    ids = []
+
+    class Double(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            out = g * 2               # a fresh array that only the engine will hold
+            ids.append(id(out.data))
+            return out
+
+    x = leaf(1.0, 2.0)
+    Double.apply(x).sum().backward()
+    assert id(x.grad.data) == ids[0]     # no copy was made
+
+
+def test_shared_or_user_owned_gradients_are_never_aliased():
+    a, b = leaf(1.0, 2.0), leaf(3.0, 4.0)
+    (a + b).sum().backward()             # one gradient array flows to both leaves
+    a.grad.data += 100
+    np.testing.assert_allclose(b.grad.numpy(), [1.0, 1.0])
+    c = leaf(1.0, 2.0)
+    g = ag.tensor([5.0, 6.0], dtype="float64")
+    (c * 1).backward(g)
+    c.grad.data += 1
+    np.testing.assert_allclose(g.numpy(), [5.0, 6.0])
+    d = leaf(1.0)
+    d.backward(ag.tensor([2.0], dtype="float64"))   # a leaf as root: the user's array
+    assert d.grad.item() == 2.0
+
+
+def test_max_indices_carry_no_gradient():
+    x = leaf(1.0, 5.0, 2.0)
+    values, indices = x.reshape(1, 3).max(dim=1)
+    assert values.requires_grad and not indices.requires_grad and indices.grad_fn is None

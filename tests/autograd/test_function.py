@@ -111,3 +111,10 @@ def test_wrong_number_of_gradients_is_an_error():
     x = ag.tensor([1.0], requires_grad=True)
     with pytest.raises(RuntimeError, match="incorrect number of gradients"):
         Bad.apply(x, x).sum().backward()
+
+
+def test_custom_function_gradient_sums_with_other_gradients():
+    """Its gradient is a plain array in a normal backward, so it adds to other paths' grads."""
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    (Cube.apply(x * 2) + x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * (2 * np.array([1.0, 2.0])) ** 2 * 2 + 1)

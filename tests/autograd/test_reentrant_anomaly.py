@@ -36,8 +36,11 @@ def test_endless_reentrant_backward_stops_with_clear_error():
 
         @staticmethod
         def backward(ctx, g):
-            y = ag.tensor([1.0], requires_grad=True)
-            Forever.apply(y).sum().backward()
+            # A custom backward runs with grad off unless create_graph (as in PyTorch):
+            # a backward inside it records its graph under enable_grad.
+            with ag.enable_grad():
+                y = ag.tensor([1.0], requires_grad=True)
+                Forever.apply(y).sum().backward()
             return g
 
     x = ag.tensor([1.0], requires_grad=True)
