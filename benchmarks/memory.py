@@ -1,7 +1,7 @@
 """Peak memory of one training step: plain, with checkpointing of every block, with save_on_cpu.
 
 A 16-layer MLP (width 2048, batch 512, float32; smaller with flags): each layer is
-``gelu(h @ W + b)`` and a block is two layers (as in a transformer's MLP), SGD step. Peak
+``gelu(h @ W + b)`` (tanh form, as GPT-2) and a block is two layers, SGD step. Peak
 activation memory is the peak during the step above what is held before it (weights, their
 ``.grad`` buffers, allocated up front and accumulated in place, and the input): tracemalloc on
 the CPU (NumPy reports its allocations to it), the CuPy memory pool on a GPU. Target:
@@ -48,7 +48,7 @@ def block(layers):
     """Two layers ``gelu(h @ W + b)``: the unit that is checkpointed."""
     def run(h):
         for w, b in layers:
-            h = F.gelu(h @ w + b)
+            h = F.gelu(h @ w + b, approximate="tanh")
         return h
     return run
 
