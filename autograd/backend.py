@@ -370,3 +370,24 @@ def pinned_copy(array):
     else:
         array.get(out=out)
     return out
+
+
+def device_properties(dev) -> dict:
+    """What a trace viewer shows of a GPU: name, memory, compute capability, SM count."""
+    dev = device(dev)
+    if dev.type != "cuda":
+        return {"id": 0, "name": "cpu"}
+    props = dev.xp.cuda.runtime.getDeviceProperties(dev.index)
+    name = props.get("name", b"")
+    return {
+        "id": dev.index,
+        "name": name.decode() if isinstance(name, bytes) else str(name),
+        "totalGlobalMem": int(props.get("totalGlobalMem", 0)),
+        "computeMajor": int(props.get("major", 0)),
+        "computeMinor": int(props.get("minor", 0)),
+        "numSms": int(props.get("multiProcessorCount", 0)),
+        "maxThreadsPerBlock": int(props.get("maxThreadsPerBlock", 0)),
+        "regsPerBlock": int(props.get("regsPerBlock", 0)),
+        "sharedMemPerBlock": int(props.get("sharedMemPerBlock", 0)),
+        "warpSize": int(props.get("warpSize", 32)),
+    }

@@ -11,7 +11,7 @@ from .aggregate import (EventList, ForwardBackwardRow, ForwardBackwardSummary, F
 from .data import ProfileData
 from .diff import ProfileDiff, diff
 from .fileformat import FILE_SUFFIX, SCHEMA_VERSION, ProfileFormatError, load
-from .profile import ProfilerActivity, profile, save_profile_handler
+from .profile import ProfilerActivity, current, profile, save_profile_handler
 from .records import Scope
 from .schedule import ProfilerAction, schedule
 
@@ -20,7 +20,7 @@ __all__ = [
     "save_profile_handler", "load", "ProfileData",
     "ProfileFormatError", "EventList", "FunctionEvent", "FunctionEventAvg", "KeyAverages",
     "ForwardBackwardRow", "ForwardBackwardSummary", "Scope", "SCHEMA_VERSION", "FILE_SUFFIX",
-    "diff", "ProfileDiff",
+    "diff", "ProfileDiff", "current",
 ]
 
 

@@ -36,6 +36,14 @@ def gpu_available() -> bool:
     """True when the engine can use a CUDA GPU (then "cuda" is a default activity)."""
     return backend.cuda_is_available()
 
+def _device_properties(name: str) -> dict:
+    """The GPU's properties for trace viewers; just its name if the device cannot be asked."""
+    try:
+        return backend.device_properties(name)
+    except backend.DeviceError:
+        return {"id": int(name.partition(":")[2] or 0), "name": name}
+
+
 # Row layout of the per-thread event buffers.
 _NAME, _SCOPE, _START, _END, _SEQ, _FWD_TID, _DEVICE, _STREAM, _GPU_PAIR, _INPUTS, _STACK = range(11)
 _EVENT_WIDTH = 11
@@ -49,6 +57,8 @@ _UINT64 = 2**64
 _INTERNAL_DIRS = tuple(
     os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (rf, sys.modules[__name__])
 )
+# ...except the reference workloads, which are model code like the user's own.
+_USER_CODE_DIRS = (os.path.join(os.path.dirname(os.path.abspath(rf.__file__)), "models") + os.sep,)
 _MAX_STACK_DEPTH = 32
 
 
@@ -112,7 +122,8 @@ class Collector:
         f = sys._getframe(1)
         while f is not None and len(frames) < _MAX_STACK_DEPTH:
             code = f.f_code
-            if not code.co_filename.startswith(_INTERNAL_DIRS):
+            name = code.co_filename
+            if not name.startswith(_INTERNAL_DIRS) or name.startswith(_USER_CODE_DIRS):
                 frames.append((code, f.f_lineno))
             f = f.f_back
         key = tuple(frames)
@@ -268,6 +279,9 @@ class Collector:
             "device_region_ns": device_region_ns,
             "pid": os.getpid(),
         }
+        gpus = sorted(d for d in metadata["devices"] if d.startswith("cuda"))
+        if gpus:
+            metadata["device_properties"] = [_device_properties(d) for d in gpus]
         metadata.update(extra_metadata or {})
         return ProfileData(events, memory, self._strings, metadata)
 

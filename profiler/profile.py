@@ -279,3 +279,9 @@ def save_profile_handler(dir_name, worker_name: str | None = None) -> Callable[[
         return str(path)
 
     return handler
+
+
+def current() -> "profile | None":
+    """The profiler running now (in any thread), or None: lets a script run under
+    ``gradtrace run`` call ``profiler.current().step()``."""
+    return _active

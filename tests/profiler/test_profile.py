@@ -418,3 +418,25 @@ def test_gpu_collection_path_with_a_fake_device(monkeypatch):
     assert a.self_cuda_ns.tolist() == [20, 60, 20]
     assert data.metadata["device_region_ns"] == {"cuda:0": 100}
     assert "Self CUDA %" in data.table()
+
+
+def test_current_is_the_running_profiler_or_none():
+    import profiler
+
+    assert profiler.current() is None
+    with profiler.profile() as prof:
+        assert profiler.current() is prof
+    assert profiler.current() is None
+
+
+def test_call_sites_inside_reference_workloads_count_as_user_code():
+    import profiler
+    from autograd.models import make_workload
+
+    work = make_workload("mlp", seed=0)
+    with profiler.profile(with_stack=True) as prof:
+        work.train_step()
+    data = prof.profile_data
+    stacks = ["\n".join(data.stack_of(i)) for i in set(data.event_columns["stack_id"].tolist())
+              if i >= 0]
+    assert any("models" in s for s in stacks), stacks[:3]
