@@ -510,15 +510,7 @@ def _node_pre_hooks(task, node, grads):
     metas = node.input_metadata
     wrapped = tuple(_wrap(g, metas[i][2]) for i, g in enumerate(grads))
     for fn in tuple(node._extra.pre_hooks.values()):
-        new = fn(wrapped)
-        if new is not None:
-            new = tuple(new)
-            if len(new) != len(wrapped):
-                raise RuntimeError(f"pre hook of {node.name()} returned {len(new)} gradients, "
-                                   f"expected {len(wrapped)}")
-            wrapped = tuple(_check_hook_result(n, o, f"pre hook of {node.name()}")
-                            if n is not None and o is not None else n
-                            for n, o in zip(new, wrapped))
+        wrapped = _hook_result(fn(wrapped), wrapped, f"pre hook of {node.name()}")
     return [w if task.create_graph or w is None else w.data for w in wrapped]
 
 
@@ -527,16 +519,21 @@ def _post_hooks(task, node, outputs, grads):
     grad_inputs = tuple(_wrap(g, metas[i]) for i, g in enumerate(outputs))
     grad_outputs = tuple(_wrap(g, node.input_metadata[i][2]) for i, g in enumerate(grads))
     for fn in tuple(node._extra.post_hooks.values()):
-        new = fn(grad_inputs, grad_outputs)
-        if new is not None:
-            new = tuple(new)
-            if len(new) != len(grad_inputs):
-                raise RuntimeError(f"hook of {node.name()} returned {len(new)} gradients, "
-                                   f"expected {len(grad_inputs)}")
-            grad_inputs = tuple(_check_hook_result(n, o, f"hook of {node.name()}")
-                                if n is not None and o is not None else n
-                                for n, o in zip(new, grad_inputs))
+        grad_inputs = _hook_result(fn(grad_inputs, grad_outputs), grad_inputs,
+                                   f"hook of {node.name()}")
     return [g if task.create_graph or g is None else g.data for g in grad_inputs]
+
+
+def _hook_result(new, current, what):
+    """A node hook's return value: None keeps ``current``; otherwise one gradient per entry,
+    each checked like a tensor hook's."""
+    if new is None:
+        return current
+    new = tuple(new)
+    if len(new) != len(current):
+        raise RuntimeError(f"{what} returned {len(new)} gradients, expected {len(current)}")
+    return tuple(_check_hook_result(n, o, what) if n is not None and o is not None else n
+                 for n, o in zip(new, current))
 
 
 def _validate_outputs(task, node, outputs):

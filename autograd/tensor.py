@@ -62,6 +62,7 @@ class Tensor:
 
     @staticmethod
     def _init(t, data, requires_grad, grad_fn, output_nr, vc, dev):
+        """Set every field of a new tensor ``t`` (the one place that knows them all)."""
         t.data = data
         t.requires_grad = requires_grad
         t.grad = None
@@ -81,22 +82,8 @@ class Tensor:
     @staticmethod
     def _make(data, requires_grad, grad_fn, output_nr, vc, dev=None):
         """Fast constructor used by the dispatcher (no conversions, no checks)."""
-        t = _new_tensor(Tensor)
-        t.data = data
-        t.requires_grad = requires_grad
-        t.grad = None
-        t.grad_fn = grad_fn
-        t._output_nr = output_nr
-        t._vc = vc
-        t._device = dev if dev is not None else backend.device_of_array(data)
-        t._acc = None
-        t._base = None
-        t._extra = None
-        if _MEM.memory:
-            from . import memory  # noqa: PLC0415
-
-            memory.track(data, t._device)
-        return t
+        return _init_tensor(_new_tensor(Tensor), data, requires_grad, grad_fn, output_nr, vc,
+                            dev if dev is not None else backend.device_of_array(data))
 
     # ------------------------------------------------------------------ basic properties
     @property
@@ -555,4 +542,5 @@ def rand_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 
 _new_tensor = object.__new__
+_init_tensor = Tensor._init
 dispatch.Tensor = Tensor
