@@ -23,7 +23,7 @@ from dash.exceptions import PreventUpdate
 from profiler import ProfileData
 
 from . import figures, pages
-from .compare import diff_rows
+from .compare import diff_table, metric_options
 from .graph import build_graph, node_details, steps_of
 from .loading import DEFAULT_MAX_UPLOAD_MB, UploadError, decode_upload, load_path
 from .model import ProfileView, format_bytes, format_time_us
@@ -174,8 +174,7 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
             return _memory_page(view)
         if path == "/compare":
             b = registry.get(compare_key)
-            body = _compare_body(view, b) if b is not None else None
-            return pages.compare_page(view, max_upload_mb, b.label if b else None, body)
+            return pages.compare_page(view, max_upload_mb, b.label if b else None)
         return pages.overview_page(view)
 
     nav_outputs = [Output(f"nav-{p.strip('/') or 'overview'}", "className") for p, _ in pages.PAGES]
@@ -208,7 +207,7 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
         meta = view.data.metadata
         cols = pages.operator_columns(group_by, device, view.data.has_device_time,
                                       bool(meta.get("profile_memory")), bool(meta.get("with_flops")), metric)
-        return pages.operator_rows(view, group_by), cols
+        return pages.row_data(pages.operator_rows(view, group_by)), cols
 
     @app.callback(Output("ops-grid", "dashGridOptions"), Input("ops-search", "value"),
                   State("ops-grid", "dashGridOptions"), prevent_initial_call=True)
@@ -235,7 +234,8 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
         if view is None:
             raise PreventUpdate
         rows = view.fwdbwd_rows(by)
-        return rows, pages.fwdbwd_columns(clock, by == "call_site"), figures.fwdbwd_figure(rows, top_n or 15, clock)
+        return (pages.row_data(rows), pages.fwdbwd_columns(clock, by == "call_site"),
+                figures.fwdbwd_figure(rows, top_n or 15, clock))
 
     # ---------------------------------------------------------------- timeline
 
@@ -445,20 +445,21 @@ def _memory_page(view: ProfileView):
     return pages.memory_page(view, fig, view.memory_by_op(), peak_rows)
 
 
-def _compare_body(a: ProfileView, b: ProfileView) -> list:
-    rows, source = diff_rows(a.data, b.data)
-    value_key = next((k for k in (rows[0] if rows else {}) if k.startswith("delta")), None)
-    label_key = "name" if rows and "name" in rows[0] else next(iter(rows[0]), "id") if rows else "name"
-    body = [html.Div(f"{len(rows)} rows · source: {source}", className="gt-note", id="cmp-source")]
-    if value_key:
-        body.append(dcc.Graph(id="cmp-figure", figure=figures.diff_figure(rows, value_key, label_key),
-                              config=pages.GRAPH_CONFIG))
-    body.append(pages.grid("cmp-grid", rows, pages.diff_columns(rows), height=440))
-    return body
+def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None) -> list:
+    rows, cols, sort_by = diff_table(a.data, b.data, by, metric)
+    label = metric_options(by, True).get(sort_by, sort_by)
+    changed = sum(1 for r in rows if r.get(f"{sort_by}_delta"))
+    return [
+        html.Div(f"{len(rows)} rows ({changed} changed) · profiler.diff(A, B, by={by!r}) · sorted by the "
+                 f"largest change of {label}", className="gt-note", id="cmp-source"),
+        dcc.Graph(id="cmp-figure", figure=figures.diff_figure(rows, f"{sort_by}_delta", "name", label=label),
+                  config=pages.GRAPH_CONFIG),
+        pages.grid("cmp-grid", rows, cols, height=440),
+    ]
 
 
 def _register_compare(app: Dash, registry: _Registry, max_bytes: int) -> None:
-    @app.callback(Output("compare-key", "data"), Output("cmp-body", "children"), Output("cmp-error", "children"),
+    @app.callback(Output("compare-key", "data"), Output("cmp-error", "children"),
                   Output("cmp-caption", "children"), Input("cmp-upload", "contents"),
                   State("cmp-upload", "filename"), State("profile-key", "data"), prevent_initial_call=True)
     def compare_upload(contents, filename, key):
@@ -468,9 +469,29 @@ def _register_compare(app: Dash, registry: _Registry, max_bytes: int) -> None:
         try:
             data = decode_upload(contents, filename, max_bytes)
         except UploadError as exc:
-            return no_update, no_update, _error_box(str(exc)), no_update
+            return no_update, _error_box(str(exc)), no_update
         b = ProfileView(data, Path(str(filename or "upload")).name)
-        return registry.add(b), _compare_body(a, b), None, f"A = {a.label} · B = {b.label}"
+        return registry.add(b), None, f"A = {a.label} · B = {b.label}"
+
+    @app.callback(Output("cmp-metric", "options"), Output("cmp-metric", "value"), Input("cmp-by", "value"),
+                  State("cmp-metric", "value"), State("profile-key", "data"), State("compare-key", "data"),
+                  prevent_initial_call=True)
+    def compare_metrics(by, metric, key, compare_key):
+        a, b = registry.get(key), registry.get(compare_key)
+        has_cuda = bool((a and a.data.has_device_time) or (b and b.data.has_device_time))
+        options = metric_options(by, has_cuda)
+        value = metric if metric in options else next(iter(options))
+        return [{"label": v, "value": k} for k, v in options.items()], value
+
+    @app.callback(Output("cmp-body", "children"), Input("compare-key", "data"), Input("cmp-metric", "value"),
+                  Input("cmp-by", "value"), State("profile-key", "data"))
+    def compare_body(compare_key, metric, by, key):
+        a, b = registry.get(key), registry.get(compare_key)
+        if a is None or b is None:
+            return html.Div("Upload profile B to compare it with A.", className="gt-note")
+        if metric not in metric_options(by, True):
+            raise PreventUpdate  # the metric list is being switched to the other view
+        return _compare_body(a, b, by, metric)
 
 
 # --------------------------------------------------------------------------- serve

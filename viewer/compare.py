@@ -1,86 +1,63 @@
-"""Compare page data: the diff of two profiles as grid rows.
+"""Compare page data: ``profiler.diff(a, b)`` as grid rows and columns.
 
-``profiler.diff(a, b)`` (issue 6) is the source of truth once it exists; until then, and for
-profiles it cannot handle, :func:`fallback_diff` joins the two ``key_averages`` by op name.
+The diff itself (matching ops by name, or forward ops by name and call site with their
+backward cost) is the profiler's (issue 6); this module only shapes its rows for the grid.
 """
 from __future__ import annotations
 
 import math
 
+import profiler
 from profiler import ProfileData
 
-from .model import group_rows
+__all__ = ["VIEWS", "diff_table", "metric_options"]
 
-__all__ = ["diff_rows", "fallback_diff"]
-
-
-def diff_rows(a: ProfileData, b: ProfileData) -> tuple[list[dict], str]:
-    """Rows of the A→B diff and a line saying where they come from."""
-    try:
-        import profiler  # noqa: PLC0415
-
-        diff = getattr(profiler, "diff", None)
-        if diff is None:
-            from profiler import diff as diff_module  # noqa: PLC0415
-
-            diff = getattr(diff_module, "diff")
-    except ImportError:
-        diff = None
-    if callable(diff):
-        result = diff(a, b)
-        rows = _rows_of(result)
-        if rows is not None:
-            return rows, "profiler.diff(A, B)"
-    return fallback_diff(a, b), "ops joined by name (key_averages of A and B)"
+VIEWS = {"name": "op name", "forward_backward": "forward op + its backward"}
 
 
-def _rows_of(result) -> list[dict] | None:
-    """Turn whatever profiler.diff returns (rows with to_dict/to_dicts, or dicts) into dicts."""
-    if hasattr(result, "to_dicts"):
-        rows = result.to_dicts()
-    elif hasattr(result, "rows"):
-        rows = result.rows() if callable(result.rows) else result.rows
-        rows = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in rows]
-    elif isinstance(result, list):
-        rows = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in result]
-    else:
-        return None
-    out = []
-    for k, r in enumerate(rows):
-        clean = {key: _plain(v) for key, v in r.items()}
-        clean["id"] = k
-        out.append(clean)
-    return out
+def metric_options(by: str, has_cuda: bool) -> dict[str, str]:
+    """Metric attribute -> label for one diff view (CUDA metrics only when a profile has them)."""
+    metrics = _metrics(by)
+    return {m: label for m, label in metrics.items() if has_cuda or "cuda" not in m}
 
 
-def _plain(v):
-    if isinstance(v, (list, tuple, set)):
-        return ", ".join(str(x) for x in v)
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if v is None or isinstance(v, (int, float, str, bool)):
-        return v
-    return str(v)
+def _metrics(by: str) -> dict[str, str]:
+    from profiler.diff import FORWARD_BACKWARD_METRICS, NAME_METRICS  # noqa: PLC0415
+
+    return NAME_METRICS if by == "name" else FORWARD_BACKWARD_METRICS
 
 
-def fallback_diff(a: ProfileData, b: ProfileData) -> list[dict]:
-    """Per op name: calls and self/total CPU (and CUDA) time in A and B, and B − A."""
-    ra = {r["name"]: r for r in group_rows(a, "name")}
-    rb = {r["name"]: r for r in group_rows(b, "name")}
-    cuda = a.has_device_time or b.has_device_time
+def diff_table(a: ProfileData, b: ProfileData, by: str = "name", sort_by: str | None = None
+               ) -> tuple[list[dict], list[dict], str]:
+    """Rows (with an ``id``), grid columns, and the metric the rows are sorted by."""
+    result = profiler.diff(a, b, by=by, sort_by=sort_by)
     rows = []
-    for k, name in enumerate(sorted(set(ra) | set(rb))):
-        x, y = ra.get(name, {}), rb.get(name, {})
-        row = {"id": k, "name": name, "status": "both" if x and y else ("only in A" if x else "only in B"),
-               "count_a": x.get("count", 0), "count_b": y.get("count", 0),
-               "self_cpu_a": x.get("self_cpu", 0.0), "self_cpu_b": y.get("self_cpu", 0.0),
-               "cpu_total_a": x.get("cpu_total", 0.0), "cpu_total_b": y.get("cpu_total", 0.0)}
-        row["delta_self_cpu"] = row["self_cpu_b"] - row["self_cpu_a"]
-        row["self_cpu_ratio"] = (row["self_cpu_b"] / row["self_cpu_a"]) if row["self_cpu_a"] else None
-        if cuda:
-            row["self_cuda_a"] = x.get("self_cuda", 0.0)
-            row["self_cuda_b"] = y.get("self_cuda", 0.0)
-            row["delta_self_cuda"] = row["self_cuda_b"] - row["self_cuda_a"]
-        rows.append(row)
-    rows.sort(key=lambda r: -abs(r["delta_self_cpu"]))
-    return rows
+    for k, r in enumerate(result.rows()):
+        clean = {key: (None if isinstance(v, float) and not math.isfinite(v) else v) for key, v in r.items()}
+        clean["id"] = k
+        for key in list(clean):
+            if key.endswith("_rel") and clean[key] is not None:
+                clean[key] = 100.0 * clean[key]  # shown as a percentage
+        rows.append(clean)
+    cols = [{"field": "name", "headerName": "Name", "pinned": "left", "minWidth": 180, "flex": 2,
+             "tooltipField": "name"}]
+    if by == "forward_backward":
+        cols.append({"field": "call_site", "headerName": "Call site", "minWidth": 200, "flex": 2,
+                     "tooltipField": "call_site"})
+    cols += [{"field": "status", "headerName": "Status", "width": 100},
+             _num("count_a", "Calls A", "gtInt"), _num("count_b", "Calls B", "gtInt"),
+             _num("count_delta", "Calls Δ", "gtInt")]
+    for metric, label in metric_options(by, result.has_cuda).items():
+        shown = metric == result.sort_by
+        cols += [_num(f"{metric}_a", f"{label} A", "gtTime", hide=not shown),
+                 _num(f"{metric}_b", f"{label} B", "gtTime", hide=not shown),
+                 _num(f"{metric}_delta", f"{label} Δ", "gtTime", cellClass="gt-sorted" if shown else ""),
+                 _num(f"{metric}_rel", f"{label} Δ%", "gtPct", hide=not shown)]
+    return rows, cols, result.sort_by
+
+
+def _num(field: str, header: str, fmt: str, **kw) -> dict:
+    col = {"field": field, "headerName": header, "type": "numericColumn", "filter": "agNumberColumnFilter",
+           "valueFormatter": {"function": f"{fmt}(params.value)"}, "width": 125}
+    col.update(kw)
+    return col

@@ -114,7 +114,9 @@ def timeline_figure(window: Window, lanes: list[Lane], names: list[str], hover: 
             continue
         xs, ys = _segments(window.start[pick], window.end[pick], window.row[pick])
         text = np.repeat(np.asarray(hover, dtype=object)[pick], 3) if len(hover) else None
-        ev = np.repeat(window.event[pick], 3)
+        # A plain list: dcc.Graph reads clickData's customdata from the figure's data, where a
+        # base64 typed array (what plotly.py makes of numpy) stays undecoded.
+        ev = np.repeat(window.event[pick], 3).tolist()
         fig.add_trace(go.Scattergl(
             x=xs, y=ys, mode="lines", name=label, line=dict(color=colour, width=11),
             hovertext=text, hoverinfo="text", customdata=ev, connectgaps=False))
@@ -124,7 +126,7 @@ def timeline_figure(window: Window, lanes: list[Lane], names: list[str], hover: 
                                    for c in window.merged_count.tolist()], dtype=object), 3)
         fig.add_trace(go.Scattergl(
             x=xs, y=ys, mode="lines", name="merged (zoom in)", line=dict(color=MERGED_COLOUR, width=11),
-            opacity=0.55, hovertext=text, hoverinfo="text", customdata=np.full(len(xs), -1)))
+            opacity=0.55, hovertext=text, hoverinfo="text", customdata=[-1] * len(xs)))
     if len(highlight):
         hs = np.array(highlight, dtype=np.float64)
         xs, ys = _segments(hs[:, 0], hs[:, 1], hs[:, 2])
@@ -226,7 +228,7 @@ def memory_by_op_figure(rows: list[dict], top_n: int = 15) -> go.Figure:
 
 
 def diff_figure(rows: list[dict], value_key: str = "delta", label_key: str = "name", top_n: int = 15,
-                unit: str = "us") -> go.Figure:
+                unit: str = "us", label: str = "") -> go.Figure:
     """Diverging bars of the largest changes (positive: B is slower)."""
     rows = sorted(rows, key=lambda r: -abs(r.get(value_key) or 0))[:top_n][::-1]
     vals = [(r.get(value_key) or 0) for r in rows]
@@ -237,4 +239,5 @@ def diff_figure(rows: list[dict], value_key: str = "delta", label_key: str = "na
     fig.update_xaxes(title_text="change B − A (ms)" if unit == "us" else f"change B − A ({unit})", zeroline=True,
                      zerolinecolor="#6b7280")
     fig.update_yaxes(automargin=True)
-    return _base_layout(fig, 140 + 24 * len(rows), title=dict(text="Largest changes (red: B slower)", font_size=14))
+    title = f"Largest changes of {label} (red: B slower)" if label else "Largest changes (red: B slower)"
+    return _base_layout(fig, 140 + 24 * len(rows), title=dict(text=title, font_size=14))

@@ -59,12 +59,17 @@ def control(label: str, component) -> html.Div:
     return html.Div(className="gt-control", children=[html.Label(label), component])
 
 
+def row_data(rows: list[dict]) -> list[dict]:
+    """Rows for a grid: ``id`` as a string (AG Grid's row ids are strings)."""
+    return [dict(r, id=str(r["id"])) for r in rows]
+
+
 def grid(id_, rows, columns, height: int = 520, **kwargs) -> dag.AgGrid:
     options = {"animateRows": False, "tooltipShowDelay": 300, "enableCellTextSelection": True,
                "suppressDragLeaveHidesColumns": True}
     options.update(kwargs.pop("options", {}))
     return dag.AgGrid(
-        id=id_, rowData=rows, columnDefs=columns,
+        id=id_, rowData=row_data(rows), columnDefs=columns,
         defaultColDef={"sortable": True, "resizable": True, "filter": True, "floatingFilter": True,
                        "minWidth": 90},
         dashGridOptions=options, getRowId="params.data.id",
@@ -259,7 +264,7 @@ def operator_details(view: ProfileView, group_by: str, row_id: int) -> list:
             html.Div(className="gt-col-half", children=[
                 html.H4("Stacks"),
                 html.Div([html.Div(className="gt-stack", children=[
-                    html.Div(f"{s['count']} calls", className="gt-note"), html.Pre(s["text"])])
+                    html.Div(f"{s['count']} calls", className="gt-note"), html.Pre(_clip_stack(s["text"]))])
                     for s in d["stacks"]]) if d["stacks"] else
                 html.Div("not recorded (profile with with_stack=True)", className="gt-note"),
             ]),
@@ -267,6 +272,13 @@ def operator_details(view: ProfileView, group_by: str, row_id: int) -> list:
         html.H4("Calls"),
         grid("ops-calls-grid", calls, calls_cols, height=260, options={"rowHeight": 28}),
     ]
+
+
+def _clip_stack(text: str, frames: int = 10) -> str:
+    lines = text.split("\n")
+    if len(lines) <= frames:
+        return text
+    return "\n".join(lines[:frames] + [f"… {len(lines) - frames} more frames"])
 
 
 # --------------------------------------------------------------------------- forward + backward
@@ -399,7 +411,7 @@ def node_details_panel(d: dict) -> list:
     return [html.H3(d["name"], className="gt-mono", id="gr-details-name"),
             text_table(["field", "value"], rows, "gt-table gt-kv"),
             html.H4("Stack"),
-            html.Pre("\n".join(d["stack"])) if d["stack"] else html.Div("not recorded", className="gt-note")]
+            html.Pre(_clip_stack("\n".join(d["stack"]), 14)) if d["stack"] else html.Div("not recorded", className="gt-note")]
 
 
 # --------------------------------------------------------------------------- memory
@@ -433,42 +445,23 @@ def memory_page(view: ProfileView, figure, by_op_rows: list[dict], peak_rows: li
 # --------------------------------------------------------------------------- compare
 
 
-def compare_page(view: ProfileView, max_upload_mb: float, b_label: str | None, body=None) -> html.Div:
-    has_b = b_label is not None
+def compare_page(view: ProfileView, max_upload_mb: float, b_label: str | None) -> html.Div:
+    from .compare import VIEWS, metric_options  # noqa: PLC0415
+
+    metrics = metric_options("name", True)
     return html.Div(id="page-compare", children=[
         html.Div(className="gt-toolbar", children=[
             dcc.Upload(id="cmp-upload", max_size=int(max_upload_mb * 1e6), multiple=False,
                        className="gt-upload", children=html.Div([
-                           "Drop a second profile here or ", html.A("choose a file"),
-                           f" (up to {max_upload_mb:g} MB; bigger: gradtrace view A B)"])),
+                           "Drop profile B here or ", html.A("choose a file"),
+                           f" (up to {max_upload_mb:g} MB; bigger: gradtrace diff A B)"])),
+            control("Compare", radio("cmp-by", VIEWS, "name")),
+            control("Sorted by change of", dcc.Dropdown(
+                id="cmp-metric", options=[{"label": v, "value": k} for k, v in metrics.items()],
+                value="self_cpu_time_total", clearable=False, className="gt-dropdown")),
         ]),
         html.Div(id="cmp-error", className="gt-error-slot"),
-        html.Div(f"A = {view.label}" + (f" · B = {b_label}" if has_b else " · B = (none yet)"),
-                 id="cmp-caption", className="gt-note"),
-        dcc.Loading(html.Div(body, id="cmp-body")),
+        html.Div(f"A = {view.label} · B = {b_label or '(none yet: upload one)'}", id="cmp-caption",
+                 className="gt-note"),
+        dcc.Loading(html.Div(id="cmp-body"), delay_show=300),
     ])
-
-
-def diff_columns(rows: list[dict]) -> list[dict]:
-    """Grid columns for whatever fields the diff rows carry (numbers get formatters)."""
-    if not rows:
-        return []
-    cols = []
-    for field, value in rows[0].items():
-        if field == "id":
-            continue
-        header = field.replace("_", " ")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if "pct" in field or "percent" in field or field.endswith("ratio"):
-                fmt = {"function": "gtNum(params.value)"}
-            elif "count" in field or "calls" in field:
-                fmt = INT_FMT
-            elif "mem" in field or "bytes" in field:
-                fmt = BYTES_FMT
-            else:
-                fmt = TIME_FMT
-            cols.append(num_col(field, header, fmt, 125))
-        else:
-            cols.append({"field": field, "headerName": header, "minWidth": 160, "flex": 1,
-                         "tooltipField": field, **({"pinned": "left"} if not cols else {})})
-    return cols
