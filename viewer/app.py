@@ -447,12 +447,15 @@ def _memory_page(view: ProfileView):
 
 def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None) -> list:
     rows, cols, sort_by = diff_table(a.data, b.data, by, metric)
+    for r in rows:  # bar labels: one per row (forward ops repeat across call sites)
+        site = (r.get("call_site") or "").rsplit("/", 1)[-1]
+        r["label"] = f"{r['name']} @ {site}" if site else r["name"]
     label = metric_options(by, True).get(sort_by, sort_by)
     changed = sum(1 for r in rows if r.get(f"{sort_by}_delta"))
     return [
         html.Div(f"{len(rows)} rows ({changed} changed) · profiler.diff(A, B, by={by!r}) · sorted by the "
                  f"largest change of {label}", className="gt-note", id="cmp-source"),
-        dcc.Graph(id="cmp-figure", figure=figures.diff_figure(rows, f"{sort_by}_delta", "name", label=label),
+        dcc.Graph(id="cmp-figure", figure=figures.diff_figure(rows, f"{sort_by}_delta", "label", label=label),
                   config=pages.GRAPH_CONFIG),
         pages.grid("cmp-grid", rows, cols, height=440),
     ]

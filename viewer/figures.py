@@ -50,7 +50,7 @@ def phase_split_figure(splits: dict[str, dict[str, int]]) -> go.Figure:
             insidetextanchor="middle",
             hovertemplate=[f"{phase}: {m:.3f} ms ({p:.1f}%)<extra>{c}</extra>"
                            for m, p, c in zip(ms, pct, labels)]))
-    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=-0.3, traceorder="normal"))
     fig.update_xaxes(title_text="self time (ms)")
     return _base_layout(fig, 90 + 50 * len(labels), title=dict(text="Where step time goes", font_size=14))
 
@@ -120,13 +120,15 @@ def timeline_figure(window: Window, lanes: list[Lane], names: list[str], hover: 
         fig.add_trace(go.Scattergl(
             x=xs, y=ys, mode="lines", name=label, line=dict(color=colour, width=11),
             hovertext=text, hoverinfo="text", customdata=ev, connectgaps=False))
-    if len(window.merged_start):
-        xs, ys = _segments(window.merged_start, window.merged_end, window.merged_row)
-        text = np.repeat(np.array([f"{c} ranges merged at this zoom — zoom in to split"
-                                   for c in window.merged_count.tolist()], dtype=object), 3)
+    for kind in np.unique(window.merged_kind).tolist():
+        pick = np.flatnonzero(window.merged_kind == kind)
+        label, colour = KINDS.get(kind, ("ranges", MERGED_COLOUR))
+        xs, ys = _segments(window.merged_start[pick], window.merged_end[pick], window.merged_row[pick])
+        text = np.repeat(np.array([f"{c:,} {label}s merged at this zoom — zoom in to split"
+                                   for c in window.merged_count[pick].tolist()], dtype=object), 3)
         fig.add_trace(go.Scattergl(
-            x=xs, y=ys, mode="lines", name="merged (zoom in)", line=dict(color=MERGED_COLOUR, width=11),
-            opacity=0.55, hovertext=text, hoverinfo="text", customdata=[-1] * len(xs)))
+            x=xs, y=ys, mode="lines", name=f"{label} (merged, zoom in)", line=dict(color=colour, width=11),
+            opacity=0.45, hovertext=text, hoverinfo="text", customdata=[-1] * len(xs)))
     if len(highlight):
         hs = np.array(highlight, dtype=np.float64)
         xs, ys = _segments(hs[:, 0], hs[:, 1], hs[:, 2])
@@ -211,8 +213,8 @@ def memory_figure(series: dict[str, tuple[np.ndarray, np.ndarray]],
                                      hovertemplate=f"peak {format_bytes(pb)} at {pt:.3f} ms<br>in {esc(pop) or '(no op)'}<extra></extra>"))
     fig.update_xaxes(title_text="time since profile start (ms)")
     fig.update_yaxes(title_text="allocated (MB)", rangemode="tozero")
-    fig.update_layout(legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"))
-    return _base_layout(fig, 380, title=dict(text="Allocated memory over time", font_size=14))
+    fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    return _base_layout(fig, 380)
 
 
 def memory_by_op_figure(rows: list[dict], top_n: int = 15) -> go.Figure:

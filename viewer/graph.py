@@ -91,15 +91,23 @@ class AutogradGraph:
     note: str
 
 
+PALETTE = ["#fff7bc", "#fee391", "#fec44f", "#fe9929", "#ec7014", "#cc4c02", "#8c2d04"]
+DARK = {"#ec7014", "#cc4c02", "#8c2d04"}  # palette entries that need white labels
+
+
 def colour_scale(values: np.ndarray) -> list[str]:
-    """Colours from pale yellow (least) to dark red (most), log-scaled (times span decades)."""
-    palette = ["#fff7bc", "#fee391", "#fec44f", "#fe9929", "#ec7014", "#cc4c02", "#8c2d04"]
-    v = np.log1p(np.maximum(np.asarray(values, dtype=np.float64), 0))
+    """Colours from pale yellow (least) to dark brown (most) on a log scale between the
+    smallest and largest positive value (times span decades); zero is the palest."""
+    v = np.asarray(values, dtype=np.float64)
     if not len(v):
         return []
-    top = v.max()
-    k = np.zeros(len(v), dtype=np.int64) if top <= 0 else np.minimum((v / top * len(palette)).astype(np.int64), len(palette) - 1)
-    return [palette[i] for i in k]
+    pos = v[v > 0]
+    if not len(pos):
+        return [PALETTE[0]] * len(v)
+    lo, hi = np.log(pos.min()), np.log(pos.max())
+    frac = np.where(v > 0, (np.log(np.maximum(v, 1e-300)) - lo) / max(hi - lo, 1e-12), 0.0)
+    k = np.clip((frac * (len(PALETTE) - 1)).round().astype(np.int64), 0, len(PALETTE) - 1)
+    return [PALETTE[i] for i in k]
 
 
 def build_graph(view: ProfileView, step: Step, clock: str = "cpu", max_nodes: int = 400,
@@ -152,7 +160,8 @@ def build_graph(view: ProfileView, step: Step, clock: str = "cpu", max_nodes: in
         if kind == "backward op":
             shape = "rectangle"
         elements.append({
-            "data": {"id": f"e{ev}", "label": name, "event": ev, "kind": kind, "colour": colour_scale_safe(colours, k),
+            "data": {"id": f"e{ev}", "label": name, "event": ev, "kind": kind, "colour": colours[k],
+                     "text_colour": "#ffffff" if colours[k] in DARK else "#111827",
                      "shape": shape, "self_us": round(float(self_time[k]) / 1e3, 3)},
             "position": {"x": pos[ev][0], "y": pos[ev][1]},
         })
@@ -161,10 +170,6 @@ def build_graph(view: ProfileView, step: Step, clock: str = "cpu", max_nodes: in
         elements.append({"data": {"id": f"{kind}-{src}-{dst}", "source": f"e{src}", "target": f"e{dst}",
                                   "kind": kind}, "classes": kind})
     return AutogradGraph(elements, len(nodes), n_total, len(edges), note)
-
-
-def colour_scale_safe(colours: list[str], k: int) -> str:
-    return colours[k] if k < len(colours) else "#cccccc"
 
 
 def _shown_owner(forward_event: np.ndarray, parent: np.ndarray, shown: np.ndarray) -> np.ndarray:
@@ -220,14 +225,20 @@ def _layered_positions(view, fwd, bwd, inner, owner_of) -> dict[int, tuple[float
     layer = execution order; a backward node sits under the forward op that created it."""
     a, cols = view.data.analysis, view.data.event_columns
     pos: dict[int, tuple[float, float]] = {}
+    fwd_layers = 0
     if len(fwd):
-        base_depth = int(a.depth[fwd].min())
+        # Layer of a forward op = how many shown forward ops enclose it (user scopes such
+        # as nn.Module ranges do not count).
+        shown = set(fwd.tolist())
         order = fwd[np.argsort(cols["start_ns"][fwd], kind="stable")]
+        layer: dict[int, int] = {}
         for x, ev in enumerate(order.tolist()):
-            pos[ev] = (x * X_GAP, (int(a.depth[ev]) - base_depth) * Y_GAP)
-        fwd_layers = int(a.depth[fwd].max()) - base_depth + 1
-    else:
-        fwd_layers = 0
+            p = int(a.parent[ev])
+            while p >= 0 and p not in shown:
+                p = int(a.parent[p])
+            layer[ev] = layer[p] + 1 if p >= 0 else 0
+            pos[ev] = (x * X_GAP, layer[ev] * Y_GAP)
+        fwd_layers = max(layer.values()) + 1
     bwd_y = (fwd_layers + 0.5) * Y_GAP
     occupied: set[tuple[int, int]] = set()
     order = bwd[np.argsort(cols["start_ns"][bwd], kind="stable")] if len(bwd) else bwd

@@ -20,6 +20,8 @@ __all__ = ["ProfileView", "GROUPINGS", "PHASES", "phase_of_events", "group_ids",
            "module_of_events", "call_site_of_events"]
 
 PHASES = ("forward", "backward", "optimizer", "other")
+SCOPE_LABELS = {int(Scope.FUNCTION): "op", int(Scope.BACKWARD_FUNCTION): "backward node",
+                int(Scope.USER_SCOPE): "user scope"}
 # Operators page: how rows are keyed, besides the op name.
 GROUPINGS = {"name": "Name", "shape": "Input shape", "module": "Module", "call_site": "Call site"}
 _NO_PHASE, _FORWARD, _BACKWARD, _OPTIMIZER = -1, 0, 1, 2
@@ -170,7 +172,7 @@ def group_rows(data: ProfileData, group_by: str = "name") -> list[dict]:
         ("cuda_mem", a.cuda_memory), ("self_cuda_mem", a.self_cuda_memory), ("flops", a.flops))}
     self_cpu_all = max(int(a.self_cpu_ns.sum()), 1)
     self_cuda_all = max(int(a.self_cuda_ns.sum()), 1)
-    scope_names = {int(s): s.name for s in Scope}
+    scope_names = SCOPE_LABELS
     rows = []
     for g, info in enumerate(groups):
         c = int(count[g])
@@ -306,7 +308,7 @@ class ProfileView:
         """The ``n`` op names with the most self time (user scopes excluded: their self time
         is the gaps between ops, not an op)."""
         key = "self_cpu" if clock == "cpu" else "self_cuda"
-        rows = [r for r in self.rows("name") if r["scope"] != "USER_SCOPE"]
+        rows = [r for r in self.rows("name") if r["scope"] != SCOPE_LABELS[int(Scope.USER_SCOPE)]]
         return sorted(rows, key=lambda r: r[key], reverse=True)[:n]
 
     def biggest_cost_sentence(self) -> str:

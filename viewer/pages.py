@@ -66,7 +66,8 @@ def row_data(rows: list[dict]) -> list[dict]:
 
 def grid(id_, rows, columns, height: int = 520, **kwargs) -> dag.AgGrid:
     options = {"animateRows": False, "tooltipShowDelay": 300, "enableCellTextSelection": True,
-               "suppressDragLeaveHidesColumns": True}
+               "suppressDragLeaveHidesColumns": True, "rowHeight": 30, "headerHeight": 36,
+               "floatingFiltersHeight": 34}
     options.update(kwargs.pop("options", {}))
     return dag.AgGrid(
         id=id_, rowData=row_data(rows), columnDefs=columns,
@@ -77,8 +78,9 @@ def grid(id_, rows, columns, height: int = 520, **kwargs) -> dag.AgGrid:
 
 
 def num_col(field, header, fmt=TIME_FMT, width=115, **kw) -> dict:
+    # Wide enough for the header and the sort/filter icons.
     col = {"field": field, "headerName": header, "type": "numericColumn", "filter": "agNumberColumnFilter",
-           "valueFormatter": fmt, "width": width}
+           "valueFormatter": fmt, "width": max(width, 8 * len(header) + 56), "headerTooltip": header}
     col.update(kw)
     return col
 
@@ -117,7 +119,8 @@ def overview_page(view: ProfileView) -> html.Div:
         card("Self CPU total", format_time_us(cpu_split.total / 1e3), "Σ self CPU over all ranges"),
         card("Self CUDA total", format_time_us(cuda_split.total / 1e3) if has_cuda else "—",
              "device time of top-level ops" if has_cuda else "no CUDA activity recorded"),
-        card("Options", s["options"], f"gradtrace {s['version']}" + (" · synthetic" if s["synthetic"] else "")),
+        card("Options", html.Span(s["options"], className="gt-card-small"),
+             f"gradtrace {s['version']}" + (" · synthetic" if s["synthetic"] else "")),
     ]
     split_rows = []
     for clock, split in (("CPU", cpu_split), ("CUDA", cuda_split)):
@@ -189,11 +192,11 @@ def operator_columns(group_by: str, device: str, has_cuda: bool, profile_memory:
     if group_by != "shape":
         cols.append({"field": "input_shapes", "headerName": "Input Shapes (first call)", "minWidth": 150,
                      "hide": group_by == "name", "tooltipField": "input_shapes"})
-    cols.append(num_col("flops", "Total FLOPs", INT_FMT, 120, hide=not with_flops))
+    cols.append(num_col("flops", "Total FLOPs", {"function": "gtFlops(params.value)"}, 120, hide=not with_flops))
     for c in cols:
-        if c.get("field") == sort_field:
-            c["sort"] = "desc"
-            c["cellClass"] = "gt-sorted"
+        # Every column states its sort, so switching views clears a sort the user clicked.
+        c["sort"] = "desc" if c.get("field") == sort_field else None
+        c["cellClass"] = "gt-sorted" if c.get("field") == sort_field else ""
     return cols
 
 
@@ -350,7 +353,7 @@ GRAPH_STYLESHEET = [
         "label": "data(label)", "background-color": "data(colour)", "shape": "data(shape)",
         "width": 96, "height": 34, "font-size": 11, "text-valign": "center", "text-halign": "center",
         "text-wrap": "ellipsis", "text-max-width": 90, "border-width": 1, "border-color": "#475569",
-        "color": "#111827"}},
+        "color": "data(text_colour)"}},
     {"selector": "node[kind = 'backward op']", "style": {"width": 70, "height": 24, "font-size": 9}},
     {"selector": "node:selected", "style": {"border-width": 3, "border-color": "#111827"}},
     {"selector": "edge", "style": {"width": 1.4, "curve-style": "bezier", "target-arrow-shape": "triangle",

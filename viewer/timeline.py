@@ -62,6 +62,7 @@ class Window:
     merged_end: np.ndarray
     merged_row: np.ndarray
     merged_count: np.ndarray
+    merged_kind: np.ndarray
     n_in_window: int = 0
     min_duration_ns: int = 0
     notes: list = field(default_factory=list)
@@ -116,7 +117,8 @@ class TimelineIndex:
             end = np.concatenate([end, cols["device_end_ns"][has_dev].astype(np.int64) - origin])
             event = np.concatenate([event, has_dev])
         self.n_rows = sum(lane.rows for lane in self.lanes)
-        order = np.lexsort((start, row))
+        # Sorted by row, then kind, then start: short ranges merge with their own kind only.
+        order = np.lexsort((start, kind, row))
         self.start, self.end = start[order], end[order]
         self.row, self.kind, self.event = row[order], kind[order], event[order]
         self.duration = self.end - self.start
@@ -144,7 +146,8 @@ class TimelineIndex:
         while True:
             long_mask = self.duration[in_win] >= pixel
             big, small = in_win[long_mask], in_win[~long_mask]
-            runs = _merge_runs(self.start[small], self.end[small], self.row[small], pixel)
+            lane_key = self.row[small] * 8 + self.kind[small]
+            runs = _merge_runs(self.start[small], self.end[small], lane_key, pixel)
             if len(big) + len(runs[0]) <= budget or pixel >= (hi - lo):
                 break
             pixel *= 2
@@ -153,7 +156,8 @@ class TimelineIndex:
         return Window(
             x0=lo, x1=hi, start=self.start[big], end=self.end[big], row=self.row[big],
             kind=self.kind[big], event=self.event[big],
-            merged_start=runs[0], merged_end=runs[1], merged_row=runs[2], merged_count=runs[3],
+            merged_start=runs[0], merged_end=runs[1], merged_row=runs[2] // 8, merged_count=runs[3],
+            merged_kind=(runs[2] % 8).astype(np.int8),
             n_in_window=len(in_win), min_duration_ns=int(pixel), notes=notes)
 
     @functools.cached_property

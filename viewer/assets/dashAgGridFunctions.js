@@ -38,3 +38,10 @@ dagfuncs.gtBytes = function (b) {
   if (a >= 1024) { return sign + (a / 1024).toFixed(2) + " KB"; }
   return sign + a + " B";
 };
+
+dagfuncs.gtFlops = function (v) {
+  if (!v) { return "--"; }
+  var units = ["", "K", "M", "G", "T", "P"], k = 0, a = Math.abs(v);
+  while (k + 1 < units.length && a >= Math.pow(1000, k + 1)) { k += 1; }
+  return k === 0 ? String(v) : (v / Math.pow(1000, k)).toFixed(3) + " " + units[k];
+};
