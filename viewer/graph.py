@@ -64,17 +64,18 @@ def steps_of(view: ProfileView, limit: int = 500) -> list[Step]:
         top = np.flatnonzero((a.parent < 0) & (cols["thread_id"] == thread))
         if not len(top):
             continue
-        ph = phase[top]
-        # A new iteration starts at a forward-phase range that follows a backward one.
-        seen_bwd = np.maximum.accumulate(np.where(ph == 1, np.arange(len(top)), -1))
-        starts = [0]
-        for k in range(1, len(top)):
-            if ph[k] == 0 and ph[k - 1] != 0 and seen_bwd[k - 1] >= 0 and seen_bwd[k - 1] >= starts[-1]:
-                starts.append(k)
-        bounds = starts + [len(top)]
-        for n, (s, e) in enumerate(zip(bounds[:-1], bounds[1:])):
-            out.append(Step(f"iteration {n} (thread {thread})", thread,
-                            int(cols["start_ns"][top[s]]), int(cols["end_ns"][top[e - 1:e]].max())))
+        # An iteration ends where a run of backward-phase ranges ends; whatever follows the
+        # last backward pass joins the last iteration.
+        is_bwd = phase[top] == 1
+        ends = np.flatnonzero(is_bwd & ~np.r_[is_bwd[1:], False])
+        if not len(ends):
+            ends = np.array([len(top) - 1])
+        ends[-1] = len(top) - 1
+        first = 0
+        for n, last in enumerate(ends.tolist()):
+            out.append(Step(f"iteration {n} (thread {thread})", thread, int(cols["start_ns"][top[first]]),
+                            int(cols["end_ns"][top[first:last + 1]].max())))
+            first = last + 1
             if len(out) >= limit:
                 return out
     return out

@@ -172,7 +172,7 @@ def operator_columns(group_by: str, device: str, has_cuda: bool, profile_memory:
     elif group_by == "call_site":
         cols.append({"field": "call_site", "headerName": "Source Location", "minWidth": 220, "flex": 2,
                      "tooltipField": "call_site"})
-    cols.append({"field": "scope", "headerName": "Scope", "width": 110, "hide": False})
+    cols.append({"field": "scope", "headerName": "Scope", "width": 135})
     cpu = [num_col("self_cpu_pct", "Self CPU %", PCT_FMT, 105), num_col("self_cpu", "Self CPU"),
            num_col("cpu_total_pct", "CPU total %", PCT_FMT, 110), num_col("cpu_total", "CPU total"),
            num_col("cpu_avg", "CPU time avg")]

@@ -1,0 +1,148 @@
+"""Time from starting the dashboard process to the Operators page fully rendered.
+
+For synthetic training profiles of 38,000 and 1,000,000 events (profiler.synthetic), this
+starts ``python -c "viewer.serve(FILE)"`` in a fresh process, opens ``/operators`` in headless
+Chromium (started beforehand, so the browser's own start-up is not counted) and stops the
+clock when the operator grid shows all its rows. Median of a few runs.
+
+Targets: <= 3 s (38k events) and <= 8 s (1M events).
+
+Run: python benchmarks/viewer_load.py [--repeats 3]
+Writes benchmarks/results/viewer_load.json and a screenshot of the 1M-event page.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+SIZES = {"38k": (38_000, 3.0), "1M": (1_000_000, 8.0)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_driver():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+
+    options = Options()
+    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if binary is None or shutil.which("chromedriver") is None:
+        sys.exit("needs chromium and chromedriver: apt-get install -y chromium chromium-driver")
+    options.binary_location = binary
+    for arg in ("--headless", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1440,1000",
+                "--enable-unsafe-swiftshader", "--use-angle=swiftshader", "--hide-scrollbars"):
+        options.add_argument(arg)
+    return webdriver.Chrome(options=options)
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with status {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.05):
+                return
+        except OSError:
+            time.sleep(0.01)
+    raise TimeoutError("server did not open its port")
+
+
+ROWS_JS = """
+const api = window.dash_ag_grid && dash_ag_grid.getApi && (() => { try { return dash_ag_grid.getApi('ops-grid'); } catch (e) { return null; } })();
+const rendered = document.querySelectorAll('#ops-grid .ag-center-cols-container .ag-row').length;
+return api ? [api.getDisplayedRowCount(), rendered] : [0, rendered];
+"""
+
+
+def one_run(driver, path: Path, expected_rows: int, screenshot: Path | None) -> dict:
+    port = free_port()
+    code = f"import viewer; viewer.serve({str(path)!r}, port={port})"
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        wait_port(port, proc)
+        t_port = time.perf_counter() - t0
+        driver.get(f"http://127.0.0.1:{port}/operators")
+        end = time.time() + 60
+        while time.time() < end:
+            count, rendered = driver.execute_script(ROWS_JS)
+            if count == expected_rows and rendered > 0:
+                break
+            time.sleep(0.01)
+        else:
+            raise TimeoutError("the operator grid did not fill")
+        total = time.perf_counter() - t0
+        if screenshot is not None:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            driver.save_screenshot(str(screenshot))
+        return {"total_s": total, "server_ready_s": t_port, "page_s": total - t_port}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from profiler import synthetic
+    from viewer.model import ProfileView
+
+    results = {}
+    tmp = Path(tempfile.mkdtemp(prefix="gradtrace-viewer-bench-"))
+    driver = make_driver()
+    try:
+        for label, (n_events, target) in SIZES.items():
+            data = synthetic.training_profile(n_events)
+            path = tmp / f"synthetic_{label}.gtprof"
+            data.save(path)
+            expected = len(ProfileView(data).rows("name"))
+            runs = []
+            for k in range(args.repeats):
+                shot = RESULTS / "viewer_load_1M.png" if (label == "1M" and k == args.repeats - 1) else None
+                runs.append(one_run(driver, path, expected, shot))
+            median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+            results[label] = {"events": n_events, "file_bytes": path.stat().st_size, "grid_rows": expected,
+                              "target_s": target, "runs": runs, **median,
+                              "meets_target": median["total_s"] <= target}
+    finally:
+        driver.quit()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"{'profile':>8} {'events':>10} {'file':>9} {'rows':>6} {'server up':>10} {'page':>8} "
+          f"{'total':>8} {'target':>7}  ok")
+    for label, r in results.items():
+        print(f"{label:>8} {r['events']:>10,} {r['file_bytes'] / 1e6:>7.1f}MB {r['grid_rows']:>6} "
+              f"{r['server_ready_s']:>9.2f}s {r['page_s']:>7.2f}s {r['total_s']:>7.2f}s "
+              f"{r['target_s']:>6.1f}s  {'yes' if r['meets_target'] else 'NO'}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = {"benchmark": "viewer_load", "what": "process start -> Operators page grid filled (headless Chromium)",
+           "repeats": args.repeats, "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
+           "screenshot": str((RESULTS / "viewer_load_1M.png").relative_to(ROOT)), "results": results}
+    (RESULTS / "viewer_load.json").write_text(json.dumps(out, indent=2))
+    print(f"wrote {RESULTS / 'viewer_load.json'} and {RESULTS / 'viewer_load_1M.png'}")
+
+
+if __name__ == "__main__":
+    main()

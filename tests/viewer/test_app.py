@@ -1,0 +1,143 @@
+"""The app factory, serving defaults and the viewer's boundaries (no browser)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import dash
+import pytest
+
+import profiler
+import viewer
+from viewer import app as app_module
+
+
+def test_create_app_from_path_data_or_nothing(profiles):
+    for source in (profiles["mlp"], profiler.load(profiles["mlp"]), None):
+        app = viewer.create_app(source)
+        assert isinstance(app, dash.Dash)
+        assert app.config.serve_locally
+        assert any("page.children" in k for k in app.callback_map)
+
+
+def test_callbacks_are_registered_on_the_app_not_globally(profiles):
+    from dash._callback import GLOBAL_CALLBACK_LIST, GLOBAL_CALLBACK_MAP
+
+    before = (len(GLOBAL_CALLBACK_LIST), len(GLOBAL_CALLBACK_MAP))
+    a = viewer.create_app(profiles["mlp"])
+    b = viewer.create_app(profiles["mlp"])
+    assert (len(GLOBAL_CALLBACK_LIST), len(GLOBAL_CALLBACK_MAP)) == before
+    assert set(a.callback_map) == set(b.callback_map) and len(a.callback_map) >= 12
+
+
+def test_bad_file_is_a_message_in_the_page(profiles):
+    app = viewer.create_app(profiles["bad"])
+    box = app.layout.children[5]  # the error slot under the tabs
+    assert box.id == "open-error"
+    message = box.children.children
+    assert message.startswith("bad.gtprof: truncated profile") and "Traceback" not in message
+
+
+def test_no_routes_beyond_dash(profiles):
+    """The app adds no endpoint (nothing that could read a server path)."""
+    app = viewer.create_app(profiles["mlp"])
+    rules = {r.rule for r in app.server.url_map.iter_rules()}
+    plain = dash.Dash(__name__)
+    assert rules == {r.rule for r in plain.server.url_map.iter_rules()}
+    client = app.server.test_client()
+    for url in ("/_dash-component-suites/dash/../../../../etc/passwd", "/assets/../app.py",
+                "/assets/..%2f..%2fprofiler%2f__init__.py"):
+        response = client.get(url)
+        assert response.status_code != 200 and b"root:" not in response.data and b"import" not in response.data
+
+
+def test_upload_request_size_is_capped(profiles):
+    app = viewer.create_app(profiles["mlp"], max_upload_mb=1)
+    assert app.server.config["MAX_CONTENT_LENGTH"] < 3 * 10**6
+
+
+def test_serve_binds_loopback_by_default_and_warns_otherwise(profiles, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(dash.Dash, "run", lambda self, **kw: calls.append(kw))
+    viewer.serve(profiles["mlp"])
+    assert calls[-1]["host"] == "127.0.0.1" and calls[-1]["port"] == 8050
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        viewer.serve(profiles["mlp"], host="0.0.0.0", port=9000)
+    assert calls[-1]["host"] == "0.0.0.0"
+    assert any("no authentication" in str(w.message) for w in caught)
+    assert "WARNING" in capsys.readouterr().err
+    assert app_module._is_loopback("::1") and app_module._is_loopback("localhost")
+    assert not app_module._is_loopback("192.168.1.5")
+
+
+def test_serve_refuses_a_bad_file(profiles):
+    with pytest.raises(viewer.UploadError, match="bad.gtprof"):
+        viewer.serve(profiles["bad"])
+
+
+def test_viewer_does_not_import_the_engine():
+    code = ("import sys, viewer; viewer.create_app(None); "
+            "assert 'autograd' not in sys.modules, [m for m in sys.modules if m.startswith('autograd')]")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_assets_are_local():
+    names = {p.name for p in app_module.ASSETS.iterdir()}
+    assert {"gradtrace.css", "dashAgGridFunctions.js"} <= names
+    for p in app_module.ASSETS.iterdir():
+        text = p.read_text()
+        assert "http://" not in text and "https://" not in text and "@import" not in text
+
+
+def _cuda_profile():
+    from profiler import Scope, synthetic
+
+    events = []
+    for step in range(2):
+        t = step * 1000
+        events += [
+            {"name": f"ProfilerStep#{step}", "start": t, "end": t + 900, "scope": Scope.USER_SCOPE},
+            {"name": "matmul", "start": t + 10, "end": t + 100, "sequence_nr": step, "device": "cuda:0",
+             "stream": 7, "device_start": t + 20, "device_end": t + 300, "shapes": [[4, 4], [4, 4]]},
+            {"name": "MmBackward0", "start": t + 400, "end": t + 500, "scope": Scope.BACKWARD_FUNCTION,
+             "sequence_nr": step, "fwd_thread_id": 1, "device": "cuda:0", "stream": 7,
+             "device_start": t + 420, "device_end": t + 800},
+        ]
+    memory = [{"time": 15, "bytes": 64, "device": "cuda:0"}, {"time": 450, "bytes": -64, "device": "cuda:0"}]
+    return synthetic.from_events(events, memory, {"activities": ["cpu", "cuda"], "profile_memory": True,
+                                                   "record_shapes": True})
+
+
+# (not named "cuda": the root conftest skips tests with that keyword on machines without a GPU)
+@pytest.mark.parametrize("kind", ["device_time", "empty", "big"])
+def test_every_page_builds(kind):
+    """Page builders and callbacks' helpers on a CUDA profile, an empty one and a large one."""
+    from profiler import synthetic
+    from viewer import pages
+    from viewer.app import MAIN, _compare_body, _memory_page, _Registry, _timeline_page
+    from viewer.model import ProfileView
+
+    data = {"device_time": _cuda_profile, "empty": lambda: synthetic.from_events([]),
+            "big": lambda: synthetic.training_profile(100_000)}[kind]()
+    view = ProfileView(data, kind)
+    registry = _Registry()
+    registry.add(view, MAIN)
+    pages.overview_page(view)
+    pages.operators_page(view)
+    pages.fwdbwd_page(view)
+    _timeline_page(registry, MAIN)
+    pages.graph_page(view)
+    _memory_page(view)
+    _compare_body(view, view, "name", None)
+    for group_by in ("name", "shape", "module", "call_site"):
+        for device in ("cpu", "cuda", "both"):
+            pages.operator_columns(group_by, device, data.has_device_time, True, True, "total")
+    if kind == "device_time":
+        assert view.phase_split("cuda").total == int(data.analysis.self_cuda_ns.sum()) > 0
+        index = registry.timeline(MAIN)
+        assert [lane.label for lane in index.lanes] == ["thread 1", "cuda:0 stream 7"]
+        cols = pages.operator_columns("name", "cuda", True, True, False, "self")
+        assert next(c for c in cols if c["field"] == "self_cuda")["sort"] == "desc"
+        assert next(c for c in cols if c["field"] == "self_cpu")["hide"]

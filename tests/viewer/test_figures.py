@@ -1,0 +1,105 @@
+"""Figure builders are pure functions from plain data to plotly figures."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viewer import figures
+from viewer.timeline import Lane, Window
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def test_esc():
+    assert figures.esc(XSS) == "&lt;img src=x onerror=alert(1)&gt;"
+    assert figures.esc('a & "b"') == "a &amp; &quot;b&quot;"
+
+
+def test_phase_split_figure():
+    fig = figures.phase_split_figure({"CPU": {"forward": 3_000_000, "backward": 1_000_000, "optimizer": 0,
+                                               "other": 0}})
+    assert isinstance(fig, go.Figure)
+    assert [t.name for t in fig.data] == ["forward", "backward", "optimizer", "other"]
+    assert fig.data[0].x == (3.0,) and fig.layout.barmode == "stack"
+    assert fig.data[0].text == ("forward 75%",)
+
+
+def _row(name, self_cpu, count=1):
+    return {"name": name, "self_cpu": self_cpu, "self_cpu_pct": 10.0, "self_cuda": 0.0, "self_cuda_pct": 0.0,
+            "count": count}
+
+
+def test_top_ops_figure_escapes_names():
+    fig = figures.top_ops_figure([_row(XSS, 2000.0), _row("mul", 1000.0)])
+    bar = fig.data[0]
+    assert bar.y == ("mul", figures.esc(XSS))  # largest at the top of a horizontal bar chart
+    assert bar.x == (1.0, 2.0)
+    assert all("<img" not in h for h in bar.hovertemplate)
+
+
+def test_fwdbwd_figure_top_n():
+    rows = [{"name": f"op{k}", "call_site": "", "fwd_cpu": 1000.0 * k, "bwd_cpu": 500.0, "total_cpu": 1000.0 * k + 500}
+            for k in range(30)]
+    fig = figures.fwdbwd_figure(rows, top_n=5)
+    assert [t.name for t in fig.data] == ["forward", "backward it caused"]
+    assert fig.data[0].x == ("op29", "op28", "op27", "op26", "op25")
+    assert fig.data[1].y == (0.5,) * 5
+
+
+def _window(n=3, merged=2):
+    return Window(
+        x0=0, x1=1000, start=np.arange(n) * 100, end=np.arange(n) * 100 + 50, row=np.arange(n) % 2,
+        kind=np.array([0, 1, 2][:n], dtype=np.int8), event=np.arange(n),
+        merged_start=np.arange(merged) * 10 + 600, merged_end=np.arange(merged) * 10 + 605,
+        merged_row=np.zeros(merged, np.int64), merged_count=np.full(merged, 7),
+        merged_kind=np.zeros(merged, np.int8), n_in_window=n + 7 * merged)
+
+
+def test_timeline_figure_one_webgl_trace_per_kind():
+    w = _window()
+    lanes = [Lane("thread 1", 0, 2)]
+    fig = figures.timeline_figure(w, lanes, ["a", "b", "c"], ["ha", "hb", "hc"])
+    kinds = [(t.type, t.name) for t in fig.data]
+    assert kinds == [("scattergl", "forward op"), ("scattergl", "backward node"), ("scattergl", "user scope"),
+                     ("scattergl", "forward op (merged, zoom in)")]
+    fwd = fig.data[0]
+    # [start, end, NaN] in ms.
+    assert np.allclose(np.asarray(fwd.x, dtype=float)[:2], [0, 50e-6]) and np.isnan(np.asarray(fwd.x, dtype=float)[2])
+    assert list(fwd.customdata) == [0, 0, 0] and list(fwd.hovertext) == ["ha"] * 3
+    assert fig.layout.yaxis.fixedrange is True and fig.layout.yaxis.ticktext == ("thread 1",)
+
+
+def test_timeline_figure_links_and_highlight():
+    w = _window()
+    fig = figures.timeline_figure(w, [Lane("thread 1", 0, 2)], ["a", "b", "c"], ["", "", ""],
+                                  links=[(25.0, 0, 125.0, 1)], highlight=[(0, 50, 0)])
+    names = [t.name for t in fig.data]
+    assert "selected" in names and "forward → backward" in names
+    link = fig.data[names.index("forward → backward")]
+    assert link.line.dash == "dash" and list(link.x)[:2] == [25e-6, 125e-6]
+
+
+def test_downsample_keeps_peaks():
+    t = np.arange(100_000, dtype=float)
+    y = np.sin(t / 1000) * 100
+    y[54_321] = 1e6
+    tt, yy = figures.downsample_steps(t, y, max_points=2000)
+    assert len(tt) <= 2000 and yy.max() == 1e6 and tt[np.argmax(yy)] == 54_321
+    small_t, small_y = figures.downsample_steps(t[:10], y[:10])
+    assert len(small_t) == 10
+
+
+def test_memory_figures():
+    fig = figures.memory_figure({"cpu": (np.array([0.0, 1.0]), np.array([0.0, 2.0 * (1 << 20)]))},
+                                {"cpu": (1.0, 2 << 20, XSS)})
+    assert [t.name for t in fig.data] == ["cpu", "peak cpu"]
+    assert fig.data[1].text == ("peak 2.00 MB",) and "<img" not in fig.data[1].hovertemplate
+    bars = figures.memory_by_op_figure([{"name": "mul", "allocated": 1 << 20, "freed": 0, "allocations": 1}])
+    assert bars.data[0].x == (1.0,)
+
+
+def test_diff_figure():
+    rows = [{"name": "a", "d": 2000.0}, {"name": "b", "d": -5000.0}, {"name": "c", "d": 0.0}]
+    fig = figures.diff_figure(rows, "d", "name", top_n=2)
+    assert fig.data[0].y == ("a", "b") and fig.data[0].x == (2.0, -5.0)
+    assert fig.data[0].marker.color == ("#dc2626", "#16a34a")

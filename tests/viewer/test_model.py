@@ -1,0 +1,219 @@
+"""The viewer's data layer as pure functions: rows, phases, timeline windows, graph, loading."""
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+
+import profiler
+from profiler import Scope, synthetic
+from viewer.graph import build_graph, colour_scale, node_details, steps_of
+from viewer.loading import UploadError, decode_upload
+from viewer.model import ProfileView, group_rows, phase_of_events
+from viewer.timeline import TimelineIndex, _merge_runs
+
+F, B, U = int(Scope.FUNCTION), int(Scope.BACKWARD_FUNCTION), int(Scope.USER_SCOPE)
+
+
+@pytest.fixture(scope="module")
+def mlp(profiles):
+    return ProfileView(profiler.load(profiles["mlp"]), "mlp")
+
+
+@pytest.fixture(scope="module")
+def small():
+    """step > forward > (linear > matmul), backward > MmBackward0, optimizer > sub."""
+    events = [
+        {"name": "ProfilerStep#0", "start": 0, "end": 100, "scope": U},
+        {"name": "forward", "start": 1, "end": 40, "scope": U},
+        {"name": "linear", "start": 2, "end": 30, "sequence_nr": -1},
+        {"name": "matmul", "start": 3, "end": 20, "sequence_nr": 0, "shapes": [[2, 3], [3, 4]]},
+        {"name": "backward", "start": 41, "end": 80, "scope": U},
+        {"name": "MmBackward0", "start": 42, "end": 70, "scope": B, "sequence_nr": 0, "fwd_thread_id": 1},
+        {"name": "AccumulateGrad", "start": 71, "end": 75, "scope": B},
+        {"name": "Optimizer.step#SGD.step", "start": 81, "end": 95, "scope": U},
+        {"name": "sub", "start": 82, "end": 90},
+    ]
+    memory = [{"time": 4, "bytes": 32}, {"time": 50, "bytes": 64}, {"time": 60, "bytes": -32}]
+    return ProfileView(synthetic.from_events(events, memory, {"profile_memory": True}), "small")
+
+
+def test_rows_agree_with_key_averages(mlp):
+    rows = {r["name"]: r for r in mlp.rows("name")}
+    ka = mlp.data.key_averages()
+    assert set(rows) == {r.key for r in ka}
+    for r in ka:
+        row = rows[r.key]
+        assert row["count"] == r.count
+        for mine, theirs in (("self_cpu", "self_cpu_time_total"), ("cpu_total", "cpu_time_total"),
+                             ("self_cuda", "self_cuda_time_total"), ("cpu_mem", "cpu_memory_usage"),
+                             ("self_cpu_mem", "self_cpu_memory_usage"), ("flops", "flops")):
+            assert row[mine] == pytest.approx(getattr(r, theirs)), (r.key, mine)
+    assert sum(r["self_cpu_pct"] for r in rows.values()) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("group_by", ["shape", "module", "call_site"])
+def test_groupings_split_name_rows(mlp, group_by):
+    by_name = {r["name"]: r["count"] for r in mlp.rows("name")}
+    rows = mlp.rows(group_by)
+    assert len(rows) >= len(by_name)
+    total = {}
+    for r in rows:
+        total[r["name"]] = total.get(r["name"], 0) + r["count"]
+        assert group_by in r
+    assert total == by_name
+    # Drill-down: each row's events are exactly its calls.
+    for r in rows:
+        assert len(mlp.events_of_row(group_by, r["id"])) == r["count"]
+
+
+def test_module_grouping_names_modules(mlp):
+    modules = {(r["name"], r["module"]) for r in mlp.rows("module")}
+    assert ("matmul", "Linear") in modules and ("matmul", "Head") in modules
+    # A backward node belongs to its forward op's module.
+    assert ("TanhBackward0", "Linear") in modules
+
+
+def test_phases(small):
+    phase = phase_of_events(small.data)
+    names = [small.data.name_of(i) for i in range(small.data.n_events)]
+    by_name = dict(zip(names, phase.tolist()))
+    assert by_name["ProfilerStep#0"] == -1
+    assert by_name["matmul"] == by_name["linear"] == by_name["forward"] == 0
+    assert by_name["MmBackward0"] == by_name["AccumulateGrad"] == 1
+    assert by_name["sub"] == 2
+    split = small.phase_split("cpu")
+    assert split.total == int(small.data.analysis.self_cpu_ns.sum())
+    assert split.forward == 39 and split.optimizer == 14
+
+
+def test_row_details_counterparts(small):
+    rows = {r["name"]: r for r in small.rows("name")}
+    d = small.row_details("name", rows["matmul"]["id"])
+    assert d["n_calls"] == 1 and d["shapes"][0]["text"] == "[[2, 3], [3, 4]]"
+    assert [c["name"] for c in d["counterparts"]] == ["MmBackward0"]
+    d = small.row_details("name", rows["MmBackward0"]["id"])
+    assert d["counterparts"][0]["relation"] == "forward op" and d["counterparts"][0]["name"] == "matmul"
+
+
+def test_fwdbwd_rows_and_sentence(small, mlp):
+    rows = {r["name"]: r for r in small.fwdbwd_rows("name")}
+    assert rows["matmul"]["bwd_cpu"] == pytest.approx(0.028)  # 28 ns, in us
+    assert rows["linear"]["total_cpu"] == pytest.approx((28 + 28) / 1e3)
+    assert "biggest cost" in mlp.biggest_cost_sentence()
+
+
+def test_memory_by_op(small):
+    rows = {r["name"]: r for r in small.memory_by_op()}
+    assert rows["matmul"]["allocated"] == 32
+    assert rows["MmBackward0"] == {"name": "MmBackward0", "allocated": 64, "freed": 32, "net": 32, "allocations": 1}
+
+
+def test_merge_runs():
+    start = np.array([0, 10, 100, 0, 5])
+    end = np.array([5, 20, 110, 4, 9])
+    row = np.array([0, 0, 0, 1, 1])
+    s, e, r, c = _merge_runs(start, end, row, gap=10)
+    assert s.tolist() == [0, 100, 0] and e.tolist() == [20, 110, 9]
+    assert r.tolist() == [0, 0, 1] and c.tolist() == [2, 1, 2]
+
+
+def test_timeline_window_is_bounded():
+    view = ProfileView(synthetic.training_profile(300_000), "big")
+    index = TimelineIndex(view)
+    assert len(index) == 300_000
+    full = index.query(budget=5_000)
+    assert full.n_in_window == 300_000
+    assert 0 < full.n_segments <= 5_000
+    assert full.merged_count.sum() + len(full.start) == 300_000
+    # Zoomed in far enough, every range is drawn one by one.
+    lo = int(index.start[len(index) // 2])
+    zoom = index.query(lo, lo + 20_000, budget=5_000)
+    assert len(zoom.merged_start) == 0 and 0 < len(zoom.start) == zoom.n_in_window
+    assert (zoom.start < lo + 20_000).all() and (zoom.end > lo).all()
+    # Lanes: one band per thread, rows = nesting depth.
+    assert [lane.label for lane in index.lanes] == ["thread 1", "thread 2", "thread 3", "thread 4"]
+
+
+def test_graph_edges_and_layout(mlp):
+    steps = steps_of(mlp)
+    assert len(steps) == 3 and steps[0].label.startswith("ProfilerStep#")
+    g = build_graph(mlp, steps[0])
+    nodes = [e for e in g.elements if "source" not in e["data"]]
+    edges = [e["data"] for e in g.elements if "source" in e["data"]]
+    a = mlp.data.analysis
+    by_id = {n["data"]["id"]: n for n in nodes}
+    created = [e for e in edges if e["kind"] == "created"]
+    # Every dashed edge is an exact (sequence_nr, thread) pair.
+    for e in created:
+        f, b = by_id[e["source"]]["data"]["event"], by_id[e["target"]]["data"]["event"]
+        assert a.forward_event[b] == f
+    linked_bwd = [n for n in nodes if n["data"]["kind"] == "backward" and n["data"]["label"] != "AccumulateGrad"]
+    assert len(created) == len(linked_bwd) > 5
+    # Layered: forward ops above backward nodes; a linked node sits under its op.
+    for e in created:
+        fp, bp = by_id[e["source"]]["position"], by_id[e["target"]]["position"]
+        assert fp["x"] == bp["x"] and fp["y"] < bp["y"]
+    assert len({(n["position"]["x"], n["position"]["y"]) for n in nodes}) == len(nodes)
+
+
+def test_graph_top_cost_subgraph_and_collapse(mlp):
+    step = steps_of(mlp)[0]
+    full = build_graph(mlp, step)
+    small = build_graph(mlp, step, max_nodes=8)
+    assert small.n_nodes <= 8 < full.n_nodes and "most expensive" in small.note
+    collapsed = build_graph(mlp, step, top_level_only=True)
+    assert collapsed.n_nodes < full.n_nodes
+    labels = [e["data"]["label"] for e in collapsed.elements if "source" not in e["data"]]
+    assert "mean" in labels and "sum" not in labels
+
+
+def test_graph_steps_without_profiler_step_ranges():
+    events = []
+    for k in range(3):
+        t = k * 100
+        events += [{"name": "mul", "start": t, "end": t + 10, "sequence_nr": k},
+                   {"name": "MulBackward0", "start": t + 20, "end": t + 30, "scope": B, "sequence_nr": k,
+                    "fwd_thread_id": 1},
+                   {"name": "sub", "start": t + 40, "end": t + 50}]
+    view = ProfileView(synthetic.from_events(events))
+    steps = steps_of(view)
+    assert len(steps) == 3
+    g = build_graph(view, steps[1])
+    # An iteration ends with its backward pass; ops after it open the next one.
+    assert {e["data"].get("label") for e in g.elements if "source" not in e["data"]} == {"sub", "mul", "MulBackward0"}
+
+
+def test_node_details(mlp):
+    cols = mlp.data.event_columns
+    b = int(np.flatnonzero((cols["scope"] == B) & (cols["sequence_nr"] >= 0))[0])
+    d = node_details(mlp, b)
+    assert d["forward_op"] and d["sequence_nr"] >= 0 and d["hooks"].startswith("not recorded")
+
+
+def test_colour_scale():
+    assert colour_scale([]) == []
+    c = colour_scale([0, 10, 1000, 100_000])
+    assert c == ["#fff7bc", "#fff7bc", "#fe9929", "#8c2d04"]  # log scale from the smallest positive
+
+
+def _data_url(raw: bytes) -> str:
+    return "data:application/octet-stream;base64," + base64.b64encode(raw).decode()
+
+
+def test_decode_upload(profiles, tmp_path):
+    raw = open(profiles["mlp"], "rb").read()
+    data = decode_upload(_data_url(raw), "C:\\Users\\me\\run.gtprof", max_bytes=10 << 20)
+    assert data.n_events > 0
+    with pytest.raises(UploadError, match=r"^bad\.gtprof: ") as err:
+        decode_upload(_data_url(open(profiles["bad"], "rb").read()), "/secret/dir/bad.gtprof", 10 << 20)
+    assert "/secret" not in str(err.value) and "/tmp" not in str(err.value)
+    with pytest.raises(UploadError, match="upload limit.*gradtrace view run.gtprof"):
+        decode_upload(_data_url(raw), "run.gtprof", max_bytes=100)
+    with pytest.raises(UploadError, match="not valid base64"):
+        decode_upload("data:x;base64,@@@@", "run.gtprof", 1 << 20)
+    with pytest.raises(UploadError, match="not a gradtrace profile"):
+        decode_upload(_data_url(b'{"traceEvents": []}'), "trace.json", 1 << 20)
+    with pytest.raises(UploadError, match="empty"):
+        decode_upload(None, "x", 1 << 20)
