@@ -240,35 +240,34 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
     # ---------------------------------------------------------------- timeline
 
     @app.callback(Output("tl-graph", "figure"), Output("tl-status", "children"), Output("tl-details", "children"),
+                  Output("tl-window", "data"),
                   Input("tl-graph", "relayoutData"), Input("tl-graph", "clickData"), Input("tl-link-op", "value"),
-                  Input("tl-reset", "n_clicks"), State("tl-graph", "figure"), State("profile-key", "data"),
+                  Input("tl-reset", "n_clicks"), State("tl-window", "data"), State("profile-key", "data"),
                   prevent_initial_call=True)
-    def timeline_update(relayout, click, link_op, reset, current, key):
+    def timeline_update(relayout, click, link_op, reset, window, key):
+        # The visible window lives in a small store: the browser never sends the figure back.
         from dash import ctx  # noqa: PLC0415
 
         index = registry.timeline(key)
         if index is None:
             raise PreventUpdate
-        trigger = ctx.triggered_id
-        x_range = _current_range(current)
-        if trigger == "tl-graph" and ctx.triggered and ctx.triggered[0]["prop_id"].endswith("relayoutData"):
+        prop = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
+        x_range = tuple(window) if isinstance(window, list) and len(window) == 2 else None
+        if prop == "tl-graph.relayoutData":
             new = _relayout_range(relayout)
             if new is None:
                 raise PreventUpdate
             x_range = None if new == "auto" else new
-        if trigger == "tl-reset":
+        elif prop == "tl-reset.n_clicks":
             x_range = None
-        selected = None
         details = no_update
-        if trigger == "tl-graph" and ctx.triggered[0]["prop_id"].endswith("clickData"):
-            selected = _clicked_event(click)
+        selected = _clicked_event(click)
+        if prop == "tl-graph.clickData":
             if selected is None:
                 raise PreventUpdate
             details = _timeline_details(registry.get(key), selected)
-        elif click:
-            selected = _clicked_event(click)
         fig, status = _timeline_figure(index, x_range, link_op, selected)
-        return fig, status, details
+        return fig, status, details, list(x_range) if x_range else None
 
     # ---------------------------------------------------------------- autograd graph
 
@@ -306,19 +305,11 @@ def _steps(view: ProfileView):
     return view.__dict__["_graph_steps"]
 
 
-def _current_range(figure) -> tuple[float, float] | None:
-    try:
-        r = figure["layout"]["xaxis"]["range"]
-        return float(r[0]) * 1e6, float(r[1]) * 1e6
-    except (KeyError, TypeError, IndexError, ValueError):
-        return None
-
-
 def _relayout_range(relayout):
     """(x0_ns, x1_ns), "auto" for a reset, or None when the x range did not change."""
     if not relayout:
         return None
-    if relayout.get("xaxis.autorange") or relayout.get("autosize"):
+    if relayout.get("xaxis.autorange"):  # double-click or the modebar's reset
         return "auto"
     if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
         lo, hi = relayout["xaxis.range[0]"], relayout["xaxis.range[1]"]

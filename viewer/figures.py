@@ -82,7 +82,7 @@ def fwdbwd_figure(rows: list[dict], top_n: int = 15, clock: str = "cpu") -> go.F
         fig.add_trace(go.Bar(
             x=labels, y=[r[key] / 1e3 for r in rows], name=name, marker_color=colour,
             hovertemplate=[f"{lab}<br>{name}: {format_time_us(r[key])}<extra></extra>" for lab, r in zip(labels, rows)]))
-    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=1.08, x=0))
+    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
     fig.update_yaxes(title_text=f"{clock.upper()} time (ms)")
     fig.update_xaxes(tickangle=-30, automargin=True)
     return _base_layout(fig, 420, title=dict(text=f"Forward + backward cost, top {len(rows)}", font_size=14))

@@ -330,6 +330,7 @@ def fwdbwd_page(view: ProfileView) -> html.Div:
 
 def timeline_page(view: ProfileView, figure, status: str, link_options: list[dict]) -> html.Div:
     return html.Div(id="page-timeline", children=[
+        dcc.Store(id="tl-window"),
         html.Div(className="gt-toolbar", children=[
             control("Forward → backward links for", dcc.Dropdown(
                 id="tl-link-op", options=link_options, placeholder="an op (or click a range)",
