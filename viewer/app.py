@@ -135,9 +135,9 @@ def _layout(app: Dash, view: ProfileView | None, error: str | None, max_upload_m
             html.Div(className="gt-brand", children=[html.Span("gradtrace", className="gt-logo"),
                                                      html.Span("profile viewer", className="gt-sub")]),
             html.Div(view.label if view else "no profile", id="profile-label", className="gt-profile-label"),
+            html.Span(f"up to {max_upload_mb:g} MB · bigger: gradtrace view FILE", className="gt-sub"),
             dcc.Upload(id="open-upload", max_size=int(max_upload_mb * 1e6), multiple=False,
-                       className="gt-open", children=html.Button("Open profile…", className="gt-button"),
-                       ),
+                       className="gt-open", children=html.Button("Open profile…", className="gt-button")),
         ]),
         html.Nav(nav, className="gt-nav", id="gt-nav"),
         html.Div(_error_box(error) if error else None, id="open-error", className="gt-error-slot"),
@@ -499,7 +499,7 @@ def serve(path, host: str = "127.0.0.1", port: int = 8050, *, compare=None,
     (the dashboard has no authentication: whoever reaches the port reads the profile).
 
     Raises:
-        profiler.ProfileFormatError-like :class:`viewer.loading.UploadError`: the file cannot be read.
+        viewer.UploadError: the file cannot be read (one line: file name and problem).
     """
     view = ProfileView(load_path(path), Path(path).name)
     app = create_app(view, compare=compare, max_upload_mb=max_upload_mb)

@@ -64,6 +64,11 @@ def row_data(rows: list[dict]) -> list[dict]:
     return [dict(r, id=str(r["id"])) for r in rows]
 
 
+def fit_height(n_rows: int, most: int) -> int:
+    """Grid height in px: the rows plus header and filter row, at most ``most``."""
+    return min(most, 36 + 34 + 30 * max(n_rows, 3) + 18)
+
+
 def grid(id_, rows, columns, height: int = 520, **kwargs) -> dag.AgGrid:
     options = {"animateRows": False, "tooltipShowDelay": 300, "enableCellTextSelection": True,
                "suppressDragLeaveHidesColumns": True, "rowHeight": 30, "headerHeight": 36,
@@ -230,7 +235,8 @@ def operators_page(view: ProfileView) -> html.Div:
         html.Div(f"{len(view.rows('name'))} ops · {view.data.n_events:,} events · click a row for its "
                  f"calls, shapes, stacks and forward/backward counterparts", className="gt-note",
                  id="ops-caption"),
-        grid("ops-grid", operator_rows(view, "name"), columns, height=480),
+        grid("ops-grid", operator_rows(view, "name"), columns,
+             height=fit_height(max(len(view.rows(g)) for g in ("name", "shape")), 480)),
         html.Div(id="ops-details", className="gt-details",
                  children=html.Div("Click a row to see its calls.", className="gt-note")),
     ])
@@ -273,7 +279,7 @@ def operator_details(view: ProfileView, group_by: str, row_id: int) -> list:
             ]),
         ]),
         html.H4("Calls"),
-        grid("ops-calls-grid", calls, calls_cols, height=260, options={"rowHeight": 28}),
+        grid("ops-calls-grid", calls, calls_cols, height=fit_height(len(calls), 300)),
     ]
 
 
@@ -321,7 +327,8 @@ def fwdbwd_page(view: ProfileView) -> html.Div:
                  "and thread; a composite op is also charged for its parts' nodes). Fwd+Bwd is what "
                  "the op really costs a training step.", className="gt-note"),
         dcc.Graph(id="fb-figure", figure=figures.fwdbwd_figure(rows, 15, "cpu"), config=GRAPH_CONFIG),
-        grid("fb-grid", rows, fwdbwd_columns("cpu", by == "call_site"), height=420),
+        grid("fb-grid", rows, fwdbwd_columns("cpu", by == "call_site"),
+             height=fit_height(len(view.fwdbwd_rows("call_site")), 420)),
     ])
 
 
