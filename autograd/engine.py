@@ -106,6 +106,18 @@ def _make_root_edges(tensors, grad_tensors, create_graph):
     return edges, grads
 
 
+def _start_task(roots, root_grads, retain_graph, create_graph, accumulate):
+    """The root edges, their gradients and a new GraphTask for backward() or grad()."""
+    roots = [roots] if isinstance(roots, Tensor) else list(roots)
+    if root_grads is not None:
+        root_grads = [root_grads] if isinstance(root_grads, Tensor) else list(root_grads)
+        if len(root_grads) != len(roots):
+            raise RuntimeError(f"got {len(root_grads)} gradients for {len(roots)} outputs")
+    keep = create_graph if retain_graph is None else bool(retain_graph)
+    edges, grads = _make_root_edges(roots, root_grads, create_graph)
+    return edges, grads, GraphTask(keep, create_graph, accumulate)
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Compute the gradients of ``tensors`` and accumulate them into the leaves' ``.grad``.
 
@@ -120,14 +132,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     from . import compiled_autograd as _ca  # noqa: PLC0415 - it imports this module
     if _ca.enabled_depth:
         return _ca.run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
-    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
-    if grad_tensors is not None:
-        grad_tensors = [grad_tensors] if isinstance(grad_tensors, Tensor) else list(grad_tensors)
-        if len(grad_tensors) != len(tensors):
-            raise RuntimeError(f"got {len(grad_tensors)} gradients for {len(tensors)} tensors")
-    keep = create_graph if retain_graph is None else bool(retain_graph)
-    edges, grads = _make_root_edges(tensors, grad_tensors, create_graph)
-    task = GraphTask(keep, create_graph, accumulate=True)
+    edges, grads, task = _start_task(tensors, grad_tensors, retain_graph, create_graph,
+                                     accumulate=True)
     if inputs is not None:
         inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
         if not inputs:
@@ -148,16 +154,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
     Only the nodes on a path from the outputs to the inputs run, and no ``.grad`` changes.
     """
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     single = isinstance(inputs, Tensor)
     inputs = [inputs] if single else list(inputs)
-    if grad_outputs is not None:
-        grad_outputs = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs)
-        if len(grad_outputs) != len(outputs):
-            raise RuntimeError(f"got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
-    keep = create_graph if retain_graph is None else bool(retain_graph)
-    edges, grads = _make_root_edges(outputs, grad_outputs, create_graph)
-    task = GraphTask(keep, create_graph, accumulate=False)
+    edges, grads, task = _start_task(outputs, grad_outputs, retain_graph, create_graph,
+                                     accumulate=False)
     _set_inputs(task, inputs, "grad")
     results = _execute(task, edges, grads)
     out = []

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import statistics
 import sys
@@ -33,6 +32,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import autograd  # noqa: E402
 from autograd import backend, compiled_autograd, nn  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _results import write_json  # noqa: E402
 
 
 def chain_workload(device):
@@ -188,11 +189,7 @@ def main(argv=None) -> dict:
                    "speedup_cuda_graph"), "gpt_cuda_graph_target": 3.0}
     print(f"chain on cpu: compiled {summary['chain_cpu_speedup']:.2f}x eager (target 2x)")
     out = {"repeats": args.repeats, "devices": devices, "results": results, "summary": summary}
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(out, f, indent=2, default=str)
-    print(f"wrote {args.json}")
-    return out
+    return write_json(args.json, out)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,15 @@ Usage: python benchmarks/engine_overhead.py [--iterations N] [--repeats R] [--js
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _results import write_json  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import autograd  # noqa: E402
@@ -94,11 +96,7 @@ def main(argv=None) -> dict:
         print(f"{name:<16}{t * 1e3:>10.2f}{us[name]:>12.3f}{vs_np:>9.2f}x{vs_t:>10}")
     result = {"iterations": n, "repeats": args.repeats, "seconds": rows, "us_per_op_step": us,
               "ratio_vs_torch": (rows["gradtrace"] / rows["pytorch"]) if rows["pytorch"] else None}
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {args.json}")
-    return result
+    return write_json(args.json, result)
 
 
 if __name__ == "__main__":

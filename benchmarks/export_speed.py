@@ -18,7 +18,6 @@ Usage: python benchmarks/export_speed.py [--events N] [--repeats R] [--json PATH
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -30,6 +29,8 @@ import tracemalloc
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from profiler import chrome_trace as ct  # noqa: E402
 from profiler.synthetic import training_profile  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _results import write_json  # noqa: E402
 
 TARGET_S = 5.0
 TARGET_MB = 300.0
@@ -142,10 +143,7 @@ def main() -> None:
                     "bytes_per_event": TARGET_BYTES_PER_EVENT},
         "rows": rows,
     }
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {args.json}")
+    write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import statistics
 import sys
@@ -22,6 +21,9 @@ import time
 import tracemalloc
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _results import write_json  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import autograd as ag  # noqa: E402
@@ -147,11 +149,7 @@ def main(argv=None):
     result = {"config": vars(args), "device": str(device),
               "rows": {m: {"peak_bytes": mem, "step_s": t, "mem_ratio": mem / base_mem,
                            "time_ratio": t / base_t} for m, (mem, t) in rows.items()}}
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {args.json}")
-    return result
+    return write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -19,13 +19,15 @@ The two implementations take turns in every round, so both see the same load.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _results import write_json  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import autograd  # noqa: E402
@@ -293,11 +295,7 @@ def main(argv=None) -> dict:
               "blas_threads_env": {k: os.environ.get(k) for k in
                                    ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
               "rows": rows}
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {args.json}")
-    return result
+    return write_json(args.json, result)
 
 
 if __name__ == "__main__":
