@@ -334,7 +334,9 @@ TensorF = _TensorF()
 
 # --------------------------------------------------------------------------- dispatch
 
-Tensor = None  # set by autograd.tensor (it imports this module)
+Tensor = None        # set by autograd.tensor (it imports this module)
+_init_tensor = None  # Tensor._init, likewise: the hot path builds results with one call
+_new = object.__new__
 
 
 def _describe(inputs) -> str:
@@ -425,7 +427,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
             if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
                 result = _finish_view(op, inputs, datas, attrs, dev, mask, seq, out)
             elif not mask:
-                result = Tensor._make(out, False, None, 0,
+                result = _init_tensor(_new(Tensor), out, False, None, 0,
                                       INFERENCE_VC if state.inference else [0], dev)
             else:
                 # Single output with history: build node and result inline.
@@ -439,7 +441,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
                 node._extra = None
                 if state.anomaly:
                     _record_anomaly_trace(node, state)
-                result = Tensor._make(out, True, node, 0, [0], dev)
+                result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
                 _save(op, node, inputs, datas, attrs, mask, (result,))
         if state.fw_level:
             _forward_grad(op, inputs, attrs, result, state)

@@ -544,3 +544,4 @@ def rand_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
 _new_tensor = object.__new__
 _init_tensor = Tensor._init
 dispatch.Tensor = Tensor
+dispatch._init_tensor = _init_tensor
