@@ -8,13 +8,7 @@ import time
 import urllib.error
 import urllib.request
 
-import pytest
-
 from tests.cli.conftest import ROOT, TIMEOUT, cli_env
-
-viewer = pytest.importorskip("viewer")
-if not hasattr(viewer, "serve"):  # pragma: no cover - before the viewer issue landed
-    pytest.skip("viewer.serve is not in this tree", allow_module_level=True)
 
 
 def free_port() -> int:

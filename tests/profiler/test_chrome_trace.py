@@ -271,9 +271,11 @@ def test_stable_ordering_and_streamed_chunks(tmp_path):
     check_flows(obj["traceEvents"])
 
 
-def test_reference_workloads_if_present(tmp_path):
-    models = pytest.importorskip("autograd.models")
-    for name in getattr(models, "WORKLOADS", {}):
+def test_reference_workloads(tmp_path):
+    from autograd import models
+
+    assert set(models.WORKLOADS) == {"mlp", "cnn", "gpt"}
+    for name in models.WORKLOADS:
         wl = models.make_workload(name, device="cpu", seed=0)
         wl.train_step()
         with profiler.profile(record_shapes=True) as prof:
