@@ -21,7 +21,7 @@ import numpy
 
 from . import record_function as _rf
 from .backend import array_module, current_stream
-from .dispatch import OPS, ArrayF, TensorF, apply_op
+from .dispatch import OPS, ArrayF, TensorF, _gradient_edge, apply_op
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
 from .node import AccumulateGrad, GraphRoot
 from .ops.shape import sum_to_shape
@@ -99,8 +99,6 @@ def _make_root_edges(tensors, grad_tensors, create_graph):
                 f"output[{i}] has a shape of {list(t.shape)}")
         if g._device is not t._device:
             raise RuntimeError(f"grad_output[{i}] is on {g._device} but output[{i}] is on {t._device}")
-        from .dispatch import _gradient_edge  # noqa: PLC0415
-
         edges.append(_gradient_edge(t))
         grads.append(g if create_graph else g.data)
     return edges, grads
@@ -182,8 +180,6 @@ def _as_tensor(g, like, create_graph):
 
 def _set_inputs(task, inputs, what):
     """Mark what grad()/backward(inputs=) needs: capture slots and the nodes on the way."""
-    from .dispatch import _gradient_edge  # noqa: PLC0415
-
     for i, t in enumerate(inputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"{what}: input {i} is a {type(t).__name__}, not a Tensor")

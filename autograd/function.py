@@ -122,9 +122,7 @@ class Function(metaclass=_FunctionMeta):
     def apply(cls, *args, **kwargs):
         tensors = [a for a in args if isinstance(a, Tensor)]
         is_exec = _THREAD.grad_enabled and any(t.requires_grad for t in tensors)
-        ctx = cls._backward_cls() if is_exec else cls._backward_cls.__new__(cls._backward_cls)
-        if not is_exec:
-            BackwardCFunction.__init__(ctx)
+        ctx = cls._backward_cls()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad and is_exec
                                      for a in args)
         rec = None

@@ -39,10 +39,12 @@ class Workload:
         manual_seed(seed)                          # parameters and dropout masks
 
     def batch(self):
-        raise NotImplementedError
+        """A random batch of rows of ``self.x``/``self.y`` (workloads over a dataset array)."""
+        idx = self.rng.integers(0, len(self.x), self.batch_size)
+        return _to(self.x[idx], self.device), _to(self.y[idx], self.device)
 
     def loss(self, batch):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must define loss(batch)")
 
     def train_step(self) -> float:
         """One step: forward, backward, optimizer update; returns the loss."""
@@ -91,10 +93,6 @@ class MLP(Workload):
         self.model = nn.Sequential(*layers).to(self.device)
         self.optimizer = optim.Adam(self.model.parameters(), lr=lr)
 
-    def batch(self):
-        idx = self.rng.integers(0, len(self.x), self.batch_size)
-        return _to(self.x[idx], self.device), _to(self.y[idx], self.device)
-
     def loss(self, batch):
         x, y = batch
         return F.mse_loss(self.model(x), y)
@@ -140,10 +138,6 @@ class CNN(Workload):
         self.batch_size = batch
         self.model = SmallCNN(channels, classes, size, dtype).to(self.device)
         self.optimizer = optim.Adam(self.model.parameters(), lr=lr)
-
-    def batch(self):
-        idx = self.rng.integers(0, len(self.x), self.batch_size)
-        return _to(self.x[idx], self.device), _to(self.y[idx], self.device)
 
     def loss(self, batch):
         x, y = batch

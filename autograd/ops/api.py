@@ -153,25 +153,25 @@ def amin(x, dim=None, keepdim: bool = False):
     return _call("amin", x, dim=dim, keepdim=keepdim)
 
 
+def _extreme(name, whole, elementwise, result, x, dim, keepdim):
+    """max/min: over all of ``x``, along ``dim`` as (values, indices), or against a tensor."""
+    if isinstance(dim, Tensor):
+        return elementwise(x, dim)
+    if dim is None:
+        return _call(whole, x)
+    return result(*_call(name, x, dim=_dim(dim, x.ndim, name), keepdim=keepdim))
+
+
 def max(x, dim=None, keepdim: bool = False):  # noqa: A001
     """The largest value; with ``dim`` an int, ``(values, indices)`` along it; with a tensor,
     the elementwise maximum."""
-    if isinstance(dim, Tensor):
-        return maximum(x, dim)
-    if dim is None:
-        return _call("amax", x)
-    values, indices = _call("max", x, dim=_dim(dim, x.ndim, "max"), keepdim=keepdim)
-    return MaxResult(values, indices.detach())
+    return _extreme("max", "amax", maximum, MaxResult, x, dim, keepdim)
 
 
 def min(x, dim=None, keepdim: bool = False):  # noqa: A001
-    """The smallest value; with ``dim`` an int, ``(values, indices)`` along it."""
-    if isinstance(dim, Tensor):
-        return minimum(x, dim)
-    if dim is None:
-        return _call("amin", x)
-    values, indices = _call("min", x, dim=_dim(dim, x.ndim, "min"), keepdim=keepdim)
-    return MinResult(values, indices.detach())
+    """The smallest value; with ``dim`` an int, ``(values, indices)`` along it; with a tensor,
+    the elementwise minimum."""
+    return _extreme("min", "amin", minimum, MinResult, x, dim, keepdim)
 
 
 def argmax(x, dim=None, keepdim: bool = False):
