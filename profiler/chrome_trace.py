@@ -21,15 +21,26 @@ Layout (names as Kineto writes them, so trace tools read it unchanged):
 * **Flows**: ``fwdbwd`` from each forward op to every backward node that ran its node (the
   profile's exact (sequence_nr, thread) correlation), ``ac2g`` from each CPU op to its device
   interval.
-* **Counters**: allocated bytes per device (``"ph":"C"``), on the device's process.
+* **Counters**: allocated bytes per device (``"ph":"C"``), on the device's process, coalesced
+  at the trace's microsecond resolution: of the memory records of one device that fall in the
+  same microsecond (the integer part of ``ts``), only the last becomes a counter sample — at its
+  own exact ``ts``, holding the value at the end of that microsecond — and a sample that repeats
+  the device's previous value is left out. The first record that reaches the device's peak
+  stays a sample too, so the track's maximum is the true peak. Every record is still an
+  instant with its own ``Total Allocated``; only the counter track is thinned.
 
-Times: ``ts``/``dur`` are microseconds with exactly three decimals (integer nanoseconds, no
-float rounding), ``ts`` relative to ``baseTimeNanoseconds`` (wall clock of the earliest event
-when the profile knows it). Rows nest perfectly: partially overlapping ranges are clamped
-into their enclosing range, and ends are then trimmed by 1 ns wherever a reader adding
-``ts + dur`` in floating point, or truncating each to integer ns as Perfetto does, would see a
-child end after its parent or a slice end after its next sibling starts. Both repairs are
-counted in ``otherData``.
+Times: ``ts``/``dur`` are microseconds written exactly from integer nanoseconds (no float
+rounding): at most three decimals, without trailing zeros (``12.5`` for 12,500 ns, ``3`` for
+3,000 ns; every JSON reader parses them to the same double as ``12.500``/``3.000``), ``ts``
+relative to ``baseTimeNanoseconds`` (wall clock of the earliest event when the profile knows
+it). Rows nest perfectly: partially overlapping ranges are clamped into their enclosing range,
+and ends are then trimmed by 1 ns wherever a reader adding ``ts + dur`` in floating point, or
+truncating each to integer ns as Perfetto does, would see a child end after its parent or a
+slice end after its next sibling starts. Both repairs are counted in ``otherData``.
+
+Size: one compact JSON object per line, no spaces, and no field a reader defaults the same
+way: ``[memory]`` instants carry no ``"s"`` (thread scope is the Trace Event Format's default
+in chrome://tracing and Perfetto alike).
 
 Speed: per-event text is assembled with f-strings from numpy columns formatted once per
 chunk; every string (names, shapes, stacks) goes through :func:`json_string` once per string
@@ -61,7 +72,8 @@ SCHEMA_VERSION = 1
 DEFAULT_STREAM_TID = 7          # Kineto's id for the default (legacy) CUDA stream
 CHUNK_EVENTS = 32_768           # events encoded per chunk (bounds the writer's memory)
 GZIP_LEVEL = 1                  # fastest zlib level: ~4x faster than the default 6, ~15% more bytes
-_FRAC = np.array([f".{i:03d}" for i in range(1000)], dtype=object)
+# Fraction of a microsecond per ns remainder, trailing zeros dropped: 0 -> "", 500 -> ".5".
+_FRAC = np.array([f".{i:03d}".rstrip("0").rstrip(".") for i in range(1000)], dtype=object)
 
 # Categories (Kineto's spelling).
 CAT_CPU_OP = "cpu_op"
@@ -120,7 +132,7 @@ def _compact_json(text: str) -> str:
 
 
 def _us_parts(ns: np.ndarray) -> tuple[list, list]:
-    """Integer ns -> (whole microseconds, ".ddd") lists; exact, no float involved."""
+    """Integer ns -> (whole microseconds, fraction text) lists; exact, no float involved."""
     q, r = np.divmod(ns, 1000)
     return q.tolist(), _FRAC[r].tolist()
 
@@ -339,6 +351,41 @@ def _flow_points(start, end, parent, who: np.ndarray) -> np.ndarray:
     return pts
 
 
+def _counter_samples(time_ns: np.ndarray, device: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Which memory records become allocated-bytes counter samples (indices, ascending).
+
+    Per device, in record order: the last record of each microsecond (``time_ns // 1000``,
+    the integer part of the trace's ``ts``), whose value is the device's total at the end of
+    that microsecond; then, among those, a sample equal to the device's previous sample is
+    dropped (the track already holds that value). The first record reaching the device's
+    maximum is kept in any case, so that the track's peak is the true one. At microsecond
+    resolution the counter track is thus unchanged: what is left out is only a value held
+    for less than a microsecond, never the peak.
+    """
+    n = len(time_ns)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(device, kind="stable")           # by device, then record order
+    dev = device[order]
+    us = time_ns[order] // 1000
+    tot = total[order]
+    new_dev = np.ones(n, dtype=bool)
+    new_dev[1:] = dev[1:] != dev[:-1]
+    keep = np.ones(n, dtype=bool)
+    keep[:-1] = new_dev[1:] | (us[1:] != us[:-1])       # last record of its (device, us)
+    group = np.cumsum(new_dev) - 1
+    peak = np.maximum.reduceat(tot, np.flatnonzero(new_dev))
+    at_peak = np.flatnonzero(tot == peak[group])
+    first_peak = at_peak[np.r_[True, group[at_peak][1:] != group[at_peak][:-1]]]
+    kept = np.flatnonzero(keep)
+    peaks = first_peak[~keep[first_peak]]
+    kept = np.union1d(kept, peaks)
+    # Drop repeats of the device's previous sample (never the first sample of a device).
+    same = np.zeros(len(kept), dtype=bool)
+    same[1:] = (dev[kept][1:] == dev[kept][:-1]) & (tot[kept][1:] == tot[kept][:-1])
+    return np.sort(order[kept[~same]])
+
+
 # --------------------------------------------------------------------------- the trace
 
 
@@ -349,7 +396,8 @@ class ChromeTrace:
     Attributes:
         header: every top-level key except ``traceEvents`` (schemaVersion, deviceProperties,
             distributedInfo, displayTimeUnit, baseTimeNanoseconds, traceName, otherData).
-        stats: counts — events per kind, ``clamped_overlaps``, ``rounding_fixes``.
+        stats: counts — events per kind (``counter_samples``: allocated-bytes samples left
+            after coalescing), ``clamped_overlaps``, ``rounding_fixes``.
     """
 
     header: dict
@@ -680,13 +728,15 @@ def chrome_trace(data: "ProfileData", distributed_info: dict | None = None,
         else:
             counter_tid[d] = cpu_threads[0]
     mem_rel = mem["time_ns"].astype(np.int64) - base_ns
+    samples = _counter_samples(mem_rel, mem_dev, mem["total_allocated"].astype(np.int64))
+    stats["counter_samples"] = int(len(samples))
 
     def memory_section(chunk_events):
         for lo in range(0, n_mem, chunk_events):
             hi = min(n_mem, lo + chunk_events)
             tq, tr = _us_parts(mem_rel[lo:hi])
             yield ",\n".join([
-                f'{{"ph":"i","s":"t","cat":"{CAT_CPU_INSTANT}","name":"{MEMORY_EVENT_NAME}","pid":{pid_s},'
+                f'{{"ph":"i","cat":"{CAT_CPU_INSTANT}","name":"{MEMORY_EVENT_NAME}","pid":{pid_s},'
                 f'"tid":{t},"ts":{a_}{b_},"args":{{"Device Type":{dt},"Device Id":{di},"Addr":{ad},'
                 f'"Bytes":{by},"Total Allocated":{tot}}}}}'
                 for t, a_, b_, dt, di, ad, by, tot in zip(
@@ -695,14 +745,14 @@ def chrome_trace(data: "ProfileData", distributed_info: dict | None = None,
                     mem["total_allocated"][lo:hi].tolist())])
 
     def counter_section(chunk_events):
-        for lo in range(0, n_mem, chunk_events):
-            hi = min(n_mem, lo + chunk_events)
-            tq, tr = _us_parts(mem_rel[lo:hi])
+        for lo in range(0, len(samples), chunk_events):
+            rec = samples[lo:lo + chunk_events]
+            tq, tr = _us_parts(mem_rel[rec])
             yield ",\n".join([
                 f'{{"ph":"C","name":"{MEMORY_COUNTER_NAME}","pid":{counter_pid[d]},"tid":{counter_tid[d]},'
                 f'"ts":{a_}{b_},"args":{{{counter_key[d]}:{tot}}}}}'
-                for d, a_, b_, tot in zip(mem_dev[lo:hi].tolist(), tq, tr,
-                                          mem["total_allocated"][lo:hi].tolist())])
+                for d, a_, b_, tot in zip(mem_dev[rec].tolist(), tq, tr,
+                                          mem["total_allocated"][rec].tolist())])
 
     trace._sections = [metadata_section, cpu_section, gpu_section, fwdbwd_section, ac2g_section,
                        memory_section, counter_section]

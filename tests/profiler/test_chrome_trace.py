@@ -55,7 +55,7 @@ TRACE_SCHEMA = {
              "properties": {**_EVENT_COMMON, "ph": {"enum": ["s", "f"]}, "id": _ID,
                             "cat": {"enum": ["fwdbwd", "ac2g"]}, "ts": _TIME, "bp": {"const": "e"}}},
             {"type": "object", "additionalProperties": False,
-             "required": ["ph", "s", "cat", "name", "pid", "tid", "ts", "args"],
+             "required": ["ph", "cat", "name", "pid", "tid", "ts", "args"],
              "properties": {**_EVENT_COMMON, "ph": {"const": "i"}, "s": {"const": "t"},
                             "cat": {"const": "cpu_instant_event"}, "name": {"const": "[memory]"}, "ts": _TIME,
                             "args": {"type": "object", "additionalProperties": False,
@@ -189,9 +189,9 @@ def test_engine_trace_matches_schema_and_guarantees(engine_prof, tmp_path):
     events = obj["traceEvents"]
     assert_perfect_nesting(events)
     assert all(e["pid"] != 0 and e["tid"] != 0 for e in events)
-    # ts/dur are microseconds written with exactly three decimals (ns precision).
+    # ts/dur are microseconds written exactly from ns: at most three decimals, no trailing zeros.
     for m in re.finditer(rb'"(ts|dur)":([0-9.eE+-]+)', raw):
-        assert re.fullmatch(rb"\d+\.\d{3}", m.group(2)), m.group(0)
+        assert re.fullmatch(rb"(0|[1-9]\d*)(\.\d{0,2}[1-9])?", m.group(2)), m.group(0)
     data = engine_prof.profile_data
     xs = [e for e in events if e["ph"] == "X"]
     assert len(xs) == data.n_events == trace.stats["cpu_events"]
@@ -446,8 +446,117 @@ def test_cpu_memory_instants_and_counters(engine_prof):
     assert len(inst) == data.n_memory_records > 0
     assert [e["args"]["Bytes"] for e in inst] == data.memory_columns["bytes"].tolist()
     assert all(e["args"]["Device Type"] == 0 and e["args"]["Device Id"] == -1 for e in inst)
-    counters = [e for e in events if e["ph"] == "C"]
-    assert [e["args"]["cpu"] for e in counters] == data.memory_columns["total_allocated"].tolist()
+    assert all("s" not in e for e in inst)              # thread scope: the format's default
+    mem = data.memory_columns
+    base_ns = min(int(data.event_columns["start_ns"].min()), int(mem["time_ns"].min()))
+    counters = [(ns(e["ts"]), e["args"]["cpu"]) for e in events if e["ph"] == "C"]
+    assert counters == expected_counter_samples(
+        [(t - base_ns, "cpu", v) for t, v in zip(mem["time_ns"].tolist(), mem["total_allocated"].tolist())])["cpu"]
+    assert max(v for _, v in counters) == int(mem["total_allocated"].max())
+
+
+def expected_counter_samples(records):
+    """Reference for the counter coalescing, written plainly: ``records`` are (time ns, device,
+    total) in record order; per device, the last record of each microsecond, without repeats
+    of the previous sample, plus the first record at the device's maximum."""
+    by_dev = defaultdict(list)
+    for t, d, v in records:
+        by_dev[d].append((t, v))
+    out = {}
+    for d, recs in by_dev.items():
+        peak = max(v for _, v in recs)
+        first_peak = next(i for i, (_, v) in enumerate(recs) if v == peak)
+        kept = []
+        for i, (t, v) in enumerate(recs):
+            last_of_us = i + 1 == len(recs) or recs[i + 1][0] // 1000 != t // 1000
+            if (last_of_us or i == first_peak) and not (kept and kept[-1][1] == v):
+                kept.append((t, v))
+        out[d] = kept
+    return out
+
+
+def counter_value_at(samples, t_ns):
+    """The value a counter track shows at ``t_ns``: the last sample at or before it."""
+    before = [v for ts, v in samples if ts <= t_ns]
+    return before[-1] if before else None
+
+
+def test_counter_samples_keep_each_microsecond_final_value_and_the_peak():
+    mem = [
+        {"time": 1_100, "bytes": 100, "device": "cuda:0"},   # us 1: 100 -> 300 -> 250
+        {"time": 1_200, "bytes": 200, "device": "cuda:0"},   # peak of cuda:0 (300), mid-us
+        {"time": 1_900, "bytes": -50, "device": "cuda:0"},
+        {"time": 1_950, "bytes": 8, "device": "cuda:1"},     # other device, same us: own sample
+        {"time": 2_000, "bytes": 40, "device": "cuda:0"},    # us 2: 290 -> 250, back to us 1's value
+        {"time": 2_999, "bytes": -40, "device": "cuda:0"},
+        {"time": 3_000, "bytes": 5, "device": "cuda:0"},     # us 3: 255 (alone in its us)
+        {"time": 7_500, "bytes": 0, "device": "cuda:0"},     # us 7: 255 again, a repeat
+        {"time": 7_600, "bytes": -8, "device": "cuda:1"},
+    ]
+    data = synthetic.from_events([{"name": "step", "start": 0, "end": 10_000}], mem,
+                                 {"activities": ["cpu", "cuda"]})
+    trace = ct.chrome_trace(data)
+    events = trace.events()
+    inst = [e for e in events if e["ph"] == "i"]
+    assert [e["args"]["Total Allocated"] for e in inst] == [100, 300, 250, 8, 290, 250, 255, 255, 0]
+    counters = defaultdict(list)
+    for e in events:
+        if e["ph"] == "C":
+            (device, value), = e["args"].items()
+            counters[device].append((ns(e["ts"]), value))
+    assert counters == {"cuda:0": [(1_200, 300), (1_900, 250), (3_000, 255)],
+                        "cuda:1": [(1_950, 8), (7_600, 0)]}
+    assert trace.stats["counter_samples"] == 5 and trace.stats["memory_events"] == 9
+    records = [(m["time"], m["device"], v) for m, v in
+               zip(mem, [e["args"]["Total Allocated"] for e in inst])]
+    assert counters == expected_counter_samples(records)
+
+
+def test_counter_coalescing_is_exact_at_microsecond_resolution():
+    """Random bursts on two devices: at the end of every microsecond the counter shows the
+    device's true total, its maximum is the true peak, and no sample repeats the previous."""
+    rng = np.random.default_rng(1)
+    times = np.sort(rng.integers(0, 40_000, size=3000))
+    devices = rng.choice(["cuda:0", "cpu"], size=3000)
+    sizes = rng.integers(-64, 128, size=3000)
+    mem = [{"time": int(t), "bytes": int(b), "device": str(d)} for t, b, d in zip(times, sizes, devices)]
+    data = synthetic.from_events([{"name": "step", "start": 0, "end": 40_000}], mem)
+    events = ct.chrome_trace(data).events()
+    counters = defaultdict(list)
+    for e in events:
+        if e["ph"] == "C":
+            (device, value), = e["args"].items()
+            counters[device].append((ns(e["ts"]), value))
+    truth = defaultdict(list)
+    for e in events:
+        if e["ph"] == "i":
+            truth["cpu" if e["args"]["Device Type"] == 0 else "cuda:0"].append(
+                (ns(e["ts"]), e["args"]["Total Allocated"]))
+    assert sum(map(len, counters.values())) < len(mem) // 2
+    for device, recs in truth.items():
+        samples = counters[device]
+        assert {t for t, _ in samples} <= {t for t, _ in recs}
+        assert max(v for _, v in samples) == max(v for _, v in recs)
+        assert all(a[1] != b[1] for a, b in zip(samples, samples[1:]))
+        for us in range(recs[0][0] // 1000, 41):
+            end = us * 1000 + 999
+            assert counter_value_at(samples, end) == counter_value_at(recs, end), (device, us)
+
+
+def test_times_are_written_exactly_without_trailing_zeros(tmp_path):
+    data = synthetic.from_events([{"name": "a", "start": 0, "end": 3_000},
+                                  {"name": "b", "start": 12_500, "end": 12_501},
+                                  {"name": "c", "start": 20_340, "end": 1_020_340}],
+                                 memory=[{"time": 7_010, "bytes": 8}])
+    data.export_chrome_trace(tmp_path / "t.json")
+    raw = (tmp_path / "t.json").read_bytes()
+    assert b'"ts":0,"dur":3,' in raw
+    assert b'"ts":12.5,"dur":0.001,' in raw
+    assert b'"ts":20.34,"dur":1000,' in raw
+    assert b'"ts":7.01,' in raw
+    events = json.loads(raw)["traceEvents"]
+    assert [(ns(e["ts"]), ns(e["dur"])) for e in events if e["ph"] == "X"] == [
+        (0, 3_000), (12_500, 1), (20_340, 1_000_000)]
 
 
 def test_times_are_relative_to_base_time_in_microseconds():
