@@ -1,11 +1,13 @@
 """The ``gradtrace`` command line: parse, load, call the library, render with rich.
 
-For scripts run with ``gradtrace run``:
+A script run with ``gradtrace run`` reaches the running profile the public way, through
+:func:`profiler.current` (``profiler.current().step()`` marks ``ProfilerStep#N`` and drives
+``--schedule``). Two thin aliases stay for scripts written against the CLI:
 
-* :func:`current_profile` returns the running :class:`profiler.profile` (None outside
-  ``gradtrace run``/``gradtrace demo``);
-* :func:`step` calls its ``step()`` (marks ``ProfilerStep#N`` and drives ``--schedule``) and does
-  nothing when no gradtrace profile is running, so a script can call it unconditionally.
+* :func:`current_profile` is :func:`profiler.current`: the running :class:`profiler.profile`,
+  None when none runs (outside ``gradtrace run``/``gradtrace demo`` and the script's own);
+* :func:`step` calls its ``step()`` and does nothing when no profile is running, so a script can
+  call it unconditionally.
 
 Importing ``cli`` imports neither rich nor the engine.
 """
@@ -15,14 +17,14 @@ __all__ = ["current_profile", "step"]
 
 
 def current_profile():
-    """The profile ``gradtrace run`` is recording, or None."""
-    from .session import current_profile as _current  # noqa: PLC0415
+    """The running profile (``profiler.current()``), or None."""
+    from profiler import current  # noqa: PLC0415 - profiler does not import the engine
 
-    return _current()
+    return current()
 
 
 def step() -> None:
-    """``current_profile().step()`` when a gradtrace profile is running; else nothing."""
+    """``profiler.current().step()`` when a profile is running; else nothing."""
     prof = current_profile()
     if prof is not None:
         prof.step()

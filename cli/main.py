@@ -83,14 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run SCRIPT as __main__ (sys.argv = [SCRIPT, ARGS...]) under the "
                                    "profiler, like python -m cProfile. The script's exit status is "
                                    "kept; if it raises or is interrupted, the partial profile is still "
-                                   "saved.\n\nIn the script, cli.current_profile() is the running profile "
-                                   "(None outside gradtrace run) and cli.step() marks a training step "
-                                   "(ProfilerStep#N, drives --schedule; a no-op outside gradtrace run).",
+                                   "saved.\n\nIn the script, profiler.current() is the running profile "
+                                   "(None outside gradtrace run) and profiler.current().step() marks a "
+                                   "training step (ProfilerStep#N, drives --schedule). cli.step() does "
+                                   "the same and is a no-op when no profile runs.",
                        epilog="example:\n  gradtrace run --schedule 1,1,3 --record-shapes train.py --lr 0.1")
     _add_profiling_flags(p)
     p.add_argument("--schedule", metavar="W,U,A[,R[,S]]",
                    help="record by step: wait, warmup, active[, repeat[, skip_first]] "
-                        "(like profiler.schedule; the script calls cli.step())")
+                        "(like profiler.schedule; the script calls profiler.current().step())")
     p.add_argument("--quiet", "-q", action="store_true", help="do not print the table at the end")
     p.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")

@@ -104,7 +104,7 @@ def _report(session, paths, args, status: int, interrupted: bool) -> None:
 
     err, _ = make_console(stderr=True)
     if not paths:
-        hint = (" (the --schedule never reached an active step: does the script call cli.step()?)"
+        hint = (" (the --schedule never reached an active step: does the script call profiler.current().step()?)"
                 if args.schedule else "")
         err.print(f"gradtrace: nothing was recorded{hint}; no profile written")
         return

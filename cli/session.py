@@ -4,9 +4,10 @@ The session owns one :class:`profiler.profile`. Every recorded cycle (one, or on
 ``schedule`` cycle) is kept and written when the session ends — also when the code under it
 raised or was interrupted, so a crash or a Ctrl-C still leaves a profile behind.
 
-User scripts reach the running profile through :func:`cli.current_profile` (and :func:`cli.step`,
-which is a no-op outside ``gradtrace run``), so a script that calls ``step()`` drives the
-profiler's schedule.
+User scripts reach the running profile the public way, :func:`profiler.current` (the session
+starts its profile, so that is the one returned); a script that calls
+``profiler.current().step()`` drives the profiler's schedule. :func:`cli.current_profile` and
+:func:`cli.step` are aliases of it.
 """
 from __future__ import annotations
 
@@ -14,14 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ProfileOptions", "Session", "current_profile", "default_out", "parse_schedule"]
-
-_current = None
-
-
-def current_profile():
-    """The profile ``gradtrace run``/``demo`` is recording, or None outside of them."""
-    return _current
+__all__ = ["ProfileOptions", "Session", "default_out", "parse_schedule"]
 
 
 @dataclass
@@ -88,7 +82,6 @@ class Session:
     partial_at_stop: bool = False
 
     def start(self):
-        global _current
         import profiler  # noqa: PLC0415
 
         o = self.options
@@ -96,8 +89,7 @@ class Session:
                                      profile_memory=o.memory, with_stack=o.with_stack,
                                      with_flops=o.with_flops, with_modules=o.with_modules,
                                      schedule=o.make_schedule(), on_trace_ready=self._keep)
-        self.prof.start()
-        _current = self.prof
+        self.prof.start()          # from here on, profiler.current() is self.prof
         return self.prof
 
     def _keep(self, prof) -> None:
@@ -109,8 +101,6 @@ class Session:
 
     def stop(self) -> list[Path]:
         """Stop profiling (if running) and write the cycles; returns the paths written."""
-        global _current
-        _current = None
         if self.prof is not None:
             self.stopping = True
             try:

@@ -90,10 +90,62 @@ def test_run_with_schedule_and_step(tmp_path):
     assert data.metadata["record_shapes"] is True
 
 
+def test_run_with_schedule_and_profiler_current_step(tmp_path):
+    """The public way: profiler.current() is the profile gradtrace run records, and its
+    step() drives --schedule; cli.current_profile() is the same object."""
+    s = script(tmp_path, """
+    import autograd as ag, cli, profiler
+    prof = profiler.current()
+    assert prof is not None and cli.current_profile() is prof
+    x = ag.randn(8, 4, requires_grad=True)
+    for i in range(7):
+        with profiler.record_function(f"iteration{i}"):
+            (x * 2).sum().backward()
+        profiler.current().step()
+    print("STEPS", prof.step_num)
+    """)
+    out = tmp_path / "p.gtprof"
+    res = run_cli("run", "-q", "--schedule", "1,1,2,1", "--out", out, s)
+    assert res.returncode == 0, res.stderr
+    assert "STEPS 7" in res.stdout
+    data = profiler.load(out)
+    assert data.metadata["steps"] == [2, 3]
+    assert [name for name, _, _ in data.step_ranges()] == ["ProfilerStep#2", "ProfilerStep#3"]
+    assert {"iteration2", "iteration3", "SumBackward0"} <= names(out)
+    assert not {"iteration0", "iteration1", "iteration4"} & names(out)
+
+
+def test_schedule_that_never_records_names_the_public_step(tmp_path):
+    s = script(tmp_path, TRAIN)          # never steps: the schedule stays in its wait phase
+    out = tmp_path / "p.gtprof"
+    res = run_cli("run", "-q", "--schedule", "1,1,2", "--out", out, s)
+    assert res.returncode == 0, res.stderr
+    assert "nothing was recorded" in res.stderr and "profiler.current().step()" in res.stderr
+    assert not out.exists()
+
+
+def test_session_profile_is_profiler_current(tmp_path):
+    import cli
+    from cli.session import ProfileOptions, Session
+
+    assert profiler.current() is None and cli.current_profile() is None
+    session = Session(ProfileOptions(), tmp_path / "p.gtprof")
+    prof = session.start()
+    try:
+        assert profiler.current() is prof and cli.current_profile() is prof
+        cli.step()
+        assert prof.step_num == 1
+    finally:
+        session.stop()
+    assert profiler.current() is None and cli.current_profile() is None
+    cli.step()                            # no profile running: nothing happens
+
+
 def test_step_outside_gradtrace_is_a_no_op():
-    res = subprocess.run([sys.executable, "-c", "import cli; cli.step(); print(cli.current_profile())"],
+    res = subprocess.run([sys.executable, "-c", "import cli, profiler; cli.step(); "
+                          "print(cli.current_profile(), profiler.current())"],
                          cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
-    assert res.returncode == 0 and res.stdout.strip() == "None"
+    assert res.returncode == 0 and res.stdout.strip() == "None None"
 
 
 def test_ctrl_c_saves_partial_profile_and_exits_130(tmp_path):
