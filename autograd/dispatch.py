@@ -106,38 +106,44 @@ class OpNode(Node):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def apply(self, grads, F):
-        op = self.op
         saved = self._saved
         if saved is None:
             from .node import ERR_FREED  # noqa: PLC0415
             raise RuntimeError(ERR_FREED)
-        differentiable = F is TensorF
-        vals = []
+        op = self.op
+        # ``saved`` is [out, *inputs]: saved tensors come back as arrays (tensors when the
+        # backward is differentiable), scalars and Meta as they are. Nodes of ops with a
+        # scalar operand often save no tensor at all, and then ``saved`` serves as it is.
+        vals = saved
         for s in saved:
             if s.__class__ is SavedVariable:
-                vals.append(s.unpack(self) if differentiable else s.unpack_data(self))
-            else:
-                vals.append(s)
-        out = vals[0]
+                vals = self._unpack_saved(F is TensorF)
+                break
         if op.nout == 1:
             g = grads[0]
         else:
             g = _fill_missing(self, grads, F)
+            out = vals[0]
             if out is not None and not isinstance(out, tuple):
-                out = tuple(out)
-        ins = vals[1:]
+                vals = [tuple(out), *vals[1:]]
         attrs = self._attrs
-        result = []
-        for i, edge in enumerate(self.next_edges):
-            if edge is None:
-                result.append(None)
-                continue
-            rule = op.vjp[i]
-            if attrs:
-                result.append(rule(F, g, out, *ins, **attrs))
-            else:
-                result.append(rule(F, g, out, *ins))
+        rules = op.vjp
+        edges = self.next_edges
+        result = [None] * len(edges)
+        # rule(F, g, out, *inputs, **attrs), for each input with somewhere to send a gradient.
+        for i, edge in enumerate(edges):
+            if edge is not None:
+                result[i] = rules[i](F, g, *vals, **attrs) if attrs else rules[i](F, g, *vals)
         return result
+
+    def _unpack_saved(self, differentiable: bool) -> list:
+        vals = []
+        for s in self._saved:
+            if s.__class__ is SavedVariable:
+                vals.append(s.unpack(self) if differentiable else s.unpack_data(self))
+            else:
+                vals.append(s)
+        return vals
 
     def release_variables(self) -> None:
         saved = self._saved
@@ -163,7 +169,7 @@ class OpDef:
 
     __slots__ = ("name", "fwd", "vjp", "nout", "differentiable", "view", "moves_device",
                  "node_cls", "_uses_out", "_uses_in", "_meta", "_plans", "check", "jvp", "doc",
-                 "input_names")
+                 "input_names", "simple")
 
     def __init__(self, name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device):
         self.name = name
@@ -173,6 +179,8 @@ class OpDef:
         self.differentiable = any(r is not None for r in self.vjp)
         self.view = view
         self.moves_device = moves_device
+        # One output, never a view, on its inputs' device: apply_op's fast path can run it.
+        self.simple = nout == 1 and not view and not moves_device
         self.check = check
         self.jvp = None
         self.doc = doc
@@ -376,8 +384,10 @@ def _gradient_edge(t):
 def apply_op(op: OpDef, inputs, attrs=None):
     """Run ``op`` on ``inputs`` (tensors or scalars) and record its node when grad is needed.
 
-    This is the hot path of the engine: one function, one ``_RF.on`` check for the profiler,
-    and a single-output fast path that builds the node without ``Node.__init__``.
+    This is the hot path of the engine. Ops with one output that is not a view, run while no
+    profiler, anomaly mode, forward-AD level or inference mode is on (checked with one flag
+    per thread and one process-wide one), take the fast path below, with the node built
+    inline; everything else goes through :func:`_apply_general`.
     """
     dev = None
     mask = 0
@@ -398,17 +408,47 @@ def apply_op(op: OpDef, inputs, attrs=None):
         bit <<= 1
     if dev is None:
         dev = CPU
-    state = _THREAD
-    if mask and not (state.grad_enabled and op.differentiable):
+    ops = _THREAD.ops   # this op's one thread-local read: the rest are plain slots
+    if ops.slow or _RF.on or not op.simple:
+        return _apply_general(op, inputs, datas, attrs, dev, mask, ops)
+    if op.check is not None:
+        op.check(*datas, **(attrs or {}))
+    try:
+        out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _op_error(op, inputs, exc) from None
+    if out.__class__ is not dev.ndarray:
+        out = dev.xp.asarray(out)
+    if not (mask and ops.grad_enabled and op.differentiable):
+        return _init_tensor(_new(Tensor), out, False, None, 0, [0], dev)
+    # The node, built without Node.__init__: what _new_node does, inlined (no anomaly trace
+    # to take here, since ``ops.slow`` is False).
+    cls = op.node_cls
+    node = cls.__new__(cls)
+    node.sequence_nr = ops.next_seq()
+    node.thread_id = ops.thread_id
+    _link(node, inputs, mask)
+    node.input_metadata = ((out.shape, out.dtype, dev,
+                            ops.cpu_stream if dev is CPU else backend.current_stream(dev)),)
+    node._extra = None
+    result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
+    _save(op, node, inputs, datas, attrs, mask, (result,))
+    return result
+
+
+def _apply_general(op, inputs, datas, attrs, dev, mask, ops):
+    """apply_op for everything the fast path leaves out: the profiler's records, several
+    outputs, views, ops that move devices, inference mode, forward AD and anomaly mode."""
+    if mask and not (ops.grad_enabled and op.differentiable):
         mask = 0
     rec = None
     seq = -1
     if _RF.on:
         # The sequence number is taken before the op runs so the record can carry it.
         if mask:
-            seq = state.next_seq()
+            seq = ops.next_seq()
         rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, str(dev),
-                        state.cpu_stream if dev is CPU else backend.current_stream(dev))
+                        ops.cpu_stream if dev is CPU else backend.current_stream(dev))
     try:
         if op.check is not None:
             op.check(*datas, **(attrs or {}))
@@ -428,23 +468,13 @@ def apply_op(op: OpDef, inputs, attrs=None):
                 result = _finish_view(op, inputs, datas, attrs, dev, mask, seq, out)
             elif not mask:
                 result = _init_tensor(_new(Tensor), out, False, None, 0,
-                                      INFERENCE_VC if state.inference else [0], dev)
+                                      INFERENCE_VC if ops.inference else [0], dev)
             else:
-                # Single output with history: build node and result inline.
-                cls = op.node_cls
-                node = cls.__new__(cls)
-                node.sequence_nr = state.next_seq() if seq < 0 else seq
-                node.thread_id = state.thread_id
-                _link(node, inputs, mask)
-                node.input_metadata = ((out.shape, out.dtype, dev, state.cpu_stream if dev is CPU
-                                        else backend.current_stream(dev)),)
-                node._extra = None
-                if state.anomaly:
-                    _record_anomaly_trace(node, state)
+                node = _new_node(op, inputs, mask, seq, dev, (out,))
                 result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
                 _save(op, node, inputs, datas, attrs, mask, (result,))
-        if state.fw_level:
-            _forward_grad(op, inputs, attrs, result, state)
+        if ops.fw_level:
+            _forward_grad(op, inputs, attrs, result, _THREAD)
         return result
     finally:
         if rec is not None:
@@ -477,15 +507,16 @@ def _link(node, inputs, mask) -> None:
 
 
 def _new_node(op, inputs, mask, seq, dev, outs):
+    ops = _THREAD.ops
     cls = op.node_cls
     node = cls.__new__(cls)
-    node.sequence_nr = _THREAD.next_seq() if seq < 0 else seq
-    node.thread_id = _THREAD.thread_id
+    node.sequence_nr = ops.next_seq() if seq < 0 else seq
+    node.thread_id = ops.thread_id
     _link(node, inputs, mask)
-    stream = _THREAD.cpu_stream if dev is CPU else backend.current_stream(dev)
+    stream = ops.cpu_stream if dev is CPU else backend.current_stream(dev)
     node.input_metadata = tuple((o.shape, o.dtype, dev, stream) for o in outs)
     node._extra = None
-    if _THREAD.anomaly:
+    if ops.anomaly:
         _record_anomaly_trace(node, _THREAD)
     return node
 
@@ -529,7 +560,7 @@ def _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out):
 
 
 def _save(op, node, inputs, datas, attrs, mask, results):
-    save_out, full, meta = op.save_plan(mask)
+    save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
     saved = [None] * (len(inputs) + 1)
     if save_out:
         if len(results) == 1:
@@ -560,7 +591,7 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor) and x.requires_grad:
             mask |= 1 << i
-    recording = bool(mask) and _THREAD.grad_enabled and op.differentiable
+    recording = bool(mask) and _THREAD.ops.grad_enabled and op.differentiable
     if recording and self.grad_fn is None and self.requires_grad:
         raise RuntimeError(
             f"{op.name}_: a leaf Variable that requires grad is being used in an in-place "
@@ -574,7 +605,7 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
             out = apply_op(op, inputs, attrs)
         _write_into(op, self, out.data)
         self._vc[0] += 1
-        if _THREAD.fw_level:
+        if _THREAD.ops.fw_level:
             _move_tangent(out, self)
         return self
     # When the rules need input 0's old values, which the write destroys, they get a copy.
@@ -594,7 +625,7 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
         sv = saved[0]
         sv.vc = self._vc
         sv.version = self._vc[0]
-    if _THREAD.fw_level:
+    if _THREAD.ops.fw_level:
         _move_tangent(out, self)
     return self
 
@@ -620,9 +651,10 @@ class _no_grad_scope:
     __slots__ = ("_prev",)
 
     def __enter__(self):
-        self._prev = _THREAD.grad_enabled
-        _THREAD.grad_enabled = False
+        ops = _THREAD.ops
+        self._prev = ops.grad_enabled
+        ops.grad_enabled = False
 
     def __exit__(self, *exc):
-        _THREAD.grad_enabled = self._prev
+        _THREAD.ops.grad_enabled = self._prev
         return False

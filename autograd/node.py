@@ -44,13 +44,14 @@ class Node:
 
     def __init__(self, next_edges=(), sequence_nr: int | None = None):
         state = grad_mode.STATE
-        self.sequence_nr = state.next_seq() if sequence_nr is None else sequence_nr
-        self.thread_id = state.thread_id
+        ops = state.ops
+        self.sequence_nr = ops.next_seq() if sequence_nr is None else sequence_nr
+        self.thread_id = ops.thread_id
         self.input_metadata = ()
         self._extra = None
         self._has_parent = False
         self._set_next_edges(next_edges)
-        if state.anomaly:
+        if ops.anomaly:
             from .anomaly_mode import record_trace  # noqa: PLC0415 - only under anomaly mode
 
             record_trace(self, state)
