@@ -193,27 +193,31 @@ def _set_inputs(task, inputs, what):
 def _compute_dependencies(task, root_edges) -> None:
     """Count incoming edges per reachable node; with inputs, keep only nodes that lead to one."""
     deps = task.dependencies
-    seen = set()
     stack = []
     for edge in root_edges:
         node = edge[0]
-        if node not in seen:
-            seen.add(node)
+        if node not in stack:
             stack.append(node)
-    order = []   # DFS discovery order, for the "needed" pass below
+    # Every node reached through an edge gets a count, so the counts double as the "seen"
+    # set: a child is new exactly when it has none yet (a root, already on the stack, is
+    # not walked again when an edge reaches it).
+    roots = set(stack)
     while stack:
         node = stack.pop()
-        order.append(node)
         for edge in node.next_edges:
             if edge is None:
                 continue
             child = edge[0]
-            deps[child] = deps.get(child, 0) + 1
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
+            n = deps.get(child)
+            if n is None:
+                deps[child] = 1
+                if child not in roots:
+                    stack.append(child)
+            else:
+                deps[child] = n + 1
     if task.needed is None:
         return
+    order = list(roots) + list(deps)   # every reachable node once
     targets = {edge[0] for edge in task.captures}
     needed = task.needed
     # A node is needed when it is a target or any child is needed: children first, so walk
@@ -286,41 +290,71 @@ def _run(task, root, results):
     needed = task.needed
     captures = task.captures
     keep = task.keep_graph
+    create_graph = task.create_graph
+    ops = _THREAD.ops   # this thread's flags: read per node (a hook may change them), cheaply
+    # Input buffers of the nodes still waiting for gradients. A node enters the ready queue
+    # with its finished buffer, so the buffer leaves this dict when its count reaches zero.
     buffers: dict = {}
     tiebreak = itertools.count().__next__
-    ready = [(-root.sequence_nr, tiebreak(), root)]
+    ready = [(-root.sequence_nr, tiebreak(), root, ())]
     pop, push = heapq.heappop, heapq.heappush
     waits: dict = {}     # node -> [(event, grad)]: what its stream must wait for first
+    F_dev = F = None     # the array namespace of the last node's device (usually the same)
     while ready:
-        node = pop(ready)[2]
-        grads = buffers.pop(node) if node is not root else ()
-        pending = waits.pop(node, None) if waits else None
-        if pending is not None:
-            _wait_for_producers(task, node, pending)
-        if node._extra is not None or (node.__class__ is AccumulateGrad and node.variable._extra):
+        _, _, node, grads = pop(ready)
+        cls = node.__class__
+        if waits:
+            pending = waits.pop(node, None)
+            if pending is not None:
+                _wait_for_producers(task, node, pending)
+        if node._extra is not None or (cls is AccumulateGrad and node.variable._extra):
             grads = _tensor_pre_hooks(task, node, grads)
         if captures and not _capture(task, node, grads, results):
             continue   # a grad() target: its gradient is the result, the node does not run
-        outputs = _call(task, node, grads)
-        if not keep:
-            node.release_variables()
-        n_out = len(outputs)
-        # Gradients are produced on the stream the node's forward op ran on (the root's
-        # count as produced on each consumer's stream).
         meta = node.input_metadata
         node_stream = meta[0][3] if meta else None
-        for i, edge in enumerate(node.next_edges):
+        # Fast path: a plain node (no hooks) on this thread's CPU stream, with no profiler and
+        # no anomaly mode, is called directly; its outputs are checked in the loop below.
+        # Everything else goes through _call, which validates its outputs itself.
+        if (node_stream is ops.cpu_stream and node._extra is None and cls is not AccumulateGrad
+                and cls is not GraphRoot and not ops.anomaly and not _RF.on):
+            dev = meta[0][2]
+            if dev is not F_dev:
+                F_dev = dev
+                F = TensorF if create_graph else (
+                    _F_BY_XP.get(dev.xp) or _F_BY_XP.setdefault(dev.xp, ArrayF(dev.xp)))
+            outputs = node.apply(grads, F)
+            check = True
+        else:
+            outputs = _call(task, node, grads)
+            check = False
+        n_out = len(outputs)
+        edges = node.next_edges
+        if check and n_out and n_out != len(edges):
+            raise _wrong_count(node, outputs)
+        # Gradients are produced on the stream the node's forward op ran on (the root's
+        # count as produced on each consumer's stream).
+        for i, edge in enumerate(edges):
             if edge is None:
                 continue
             nxt = edge[0]
+            g = outputs[i] if i < n_out else None
+            slot = edge[1]
+            if g is not None and check:
+                # _validate_outputs, inlined: shapes and dtypes agree almost always.
+                m = nxt.input_metadata[slot]
+                if g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1]):
+                    g = _conform(task, node, i, g, m[0], m[1])
             if needed is not None and nxt not in needed:
                 continue
-            g = outputs[i] if i < n_out else None
-            buf = buffers.get(nxt)
+            left = deps[nxt] - 1
+            deps[nxt] = left
+            buf = buffers.pop(nxt, None) if left == 0 else buffers.get(nxt)
             if buf is None:
-                buf = buffers[nxt] = [None] * len(nxt.input_metadata)
+                buf = [None] * len(nxt.input_metadata)
+                if left:
+                    buffers[nxt] = buf
             if g is not None:
-                slot = edge[1]
                 cs = nxt.input_metadata[slot][3]
                 ps = node_stream if node_stream is not None else cs
                 prev = buf[slot]
@@ -328,13 +362,13 @@ def _run(task, root, results):
                     buf[slot] = g if prev is None else prev + g
                 else:
                     _add_across_streams(waits, nxt, buf, slot, g, ps, cs)
-            left = deps[nxt] - 1
-            deps[nxt] = left
             if left == 0:
-                push(ready, (-nxt.sequence_nr, tiebreak(), nxt))
+                push(ready, (-nxt.sequence_nr, tiebreak(), nxt, buf))
+        if not keep:
+            node.release_variables()
         # Drop this frame's references to the gradients just handed on, so AccumulateGrad
         # can tell by reference count whether it may take a gradient's buffer over.
-        outputs = g = prev = None
+        outputs = grads = g = prev = buf = None
 
 
 def accumulation_stream(producer, consumer):
@@ -458,7 +492,8 @@ def _call(task, node, grads):
         meta = node.input_metadata
         rec = _rf.begin(_BACKWARD, node.name(), node.sequence_nr, node.thread_id, None,
                         str(meta[0][2]) if meta else "cpu", meta[0][3] if meta else None)
-    anomaly = _THREAD.anomaly
+    ops = _THREAD.ops
+    anomaly = ops.anomaly
     if anomaly:
         parent, _THREAD.current_node = _THREAD.current_node, node
     try:
@@ -476,7 +511,7 @@ def _call(task, node, grads):
                 F = _F_BY_XP.get(xp) or _F_BY_XP.setdefault(xp, ArrayF(xp))
             # A node runs on the stream its forward op used (usually the current one already).
             stream = meta[0][3]
-            if stream is _THREAD.cpu_stream or (
+            if stream is ops.cpu_stream or (
                     stream.device.type == "cuda" and stream == current_stream(stream.device)):
                 outputs = node.apply(grads, F)
             else:
@@ -536,27 +571,38 @@ def _validate_outputs(task, node, outputs):
     """Check each gradient against the input it flows to; sum broadcast gradients down."""
     edges = node.next_edges
     if len(outputs) != len(edges):
-        raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
-                           f"(expected {len(edges)}, got {len(outputs)})")
+        raise _wrong_count(node, outputs)
     out = list(outputs)
     for i, g in enumerate(out):
         edge = edges[i]
         if g is None or edge is None:
             continue
         shape, dtype = edge[0].input_metadata[edge[1]][:2]
-        gshape = g.shape
-        if gshape != shape:
-            if not _expandable(shape, gshape):
-                raise RuntimeError(
-                    f"function {node.name()} returned an invalid gradient at index {i} - got "
-                    f"{list(gshape)} but expected shape compatible with {list(shape)}")
-            g = (apply_op(OPS["sum_to_size"], (g,), {"shape": shape}) if task.create_graph
-                 else sum_to_shape(_xp_of(g), g, shape))
-        if g.dtype != dtype:
-            g = (apply_op(OPS["to_dtype"], (g,), {"dtype": dtype}) if task.create_graph
-                 else g.astype(dtype))
-        out[i] = g
+        if g.shape != shape or g.dtype != dtype:
+            out[i] = _conform(task, node, i, g, shape, dtype)
     return out
+
+
+def _wrong_count(node, outputs) -> RuntimeError:
+    return RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                        f"(expected {len(node.next_edges)}, got {len(outputs)})")
+
+
+def _conform(task, node, i, g, shape, dtype):
+    """Output ``i`` of ``node`` as its input needs it: a broadcast gradient summed down to
+    ``shape``, then cast to ``dtype``; a shape that cannot broadcast raises."""
+    gshape = g.shape
+    if gshape != shape:
+        if not _expandable(shape, gshape):
+            raise RuntimeError(
+                f"function {node.name()} returned an invalid gradient at index {i} - got "
+                f"{list(gshape)} but expected shape compatible with {list(shape)}")
+        g = (apply_op(OPS["sum_to_size"], (g,), {"shape": shape}) if task.create_graph
+             else sum_to_shape(_xp_of(g), g, shape))
+    if g.dtype != dtype:
+        g = (apply_op(OPS["to_dtype"], (g,), {"dtype": dtype}) if task.create_graph
+             else g.astype(dtype))
+    return g
 
 
 def _xp_of(g):
