@@ -15,7 +15,7 @@ import numpy
 __all__ = [
     "Device", "device", "cuda_is_available", "device_count", "Stream", "Event",
     "current_stream", "set_current_stream", "elapsed_ns", "synchronize", "CPU_STREAM",
-    "array_module", "DeviceError",
+    "array_module", "DeviceError", "get_rng_state", "set_rng_state",
 ]
 
 
@@ -355,6 +355,35 @@ def scatter_add(xp, target, index, values) -> None:
         import cupyx  # noqa: PLC0415 - part of the one CuPy module
 
         cupyx.scatter_add(target, index, values)
+
+
+def get_rng_state(generator):
+    """A copy of a random generator's state, for :func:`set_rng_state` to restore.
+
+    NumPy's ``Generator`` keeps its state as a dict on the host. CuPy's keeps the cuRAND
+    states of all its threads in a device buffer (``bit_generator._state``; its
+    ``bit_generator.state()`` is a method returning that buffer's address, not a settable
+    state), so the copy is a device-to-device copy of that buffer (a few MB on a large GPU).
+    """
+    bitgen = generator.bit_generator
+    if isinstance(generator, numpy.random.Generator):
+        return bitgen.state
+    buf = getattr(bitgen, "_state", None)
+    if _cupy is None or not isinstance(buf, _cupy.ndarray):
+        raise RuntimeError(
+            f"cannot save the state of random generator {type(generator).__name__}: this CuPy "
+            "keeps no device state buffer in bit_generator._state; use "
+            "checkpoint(..., preserve_rng_state=False)")
+    return buf.copy()
+
+
+def set_rng_state(generator, state) -> None:
+    """Put back a state taken by :func:`get_rng_state` (in place: CuPy's kernels hold the
+    state buffer's address)."""
+    if isinstance(generator, numpy.random.Generator):
+        generator.bit_generator.state = state
+    else:
+        generator.bit_generator._state[...] = state
 
 
 def pinned_copy(array):

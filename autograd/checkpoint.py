@@ -12,7 +12,7 @@ custom Function's backward recomputes it with grad enabled and calls ``backward`
 """
 from __future__ import annotations
 
-from .backend import CPU
+from .backend import CPU, get_rng_state, set_rng_state
 from .engine import backward as _backward
 from .function import Function
 from .grad_mode import enable_grad, no_grad
@@ -27,13 +27,12 @@ def _rng_state(args=()):
     whose generator is in use (made now if needed, so the state exists to restore)."""
     devices = {CPU} | {a.device for a in args if isinstance(a, Tensor)}
     devices |= set(_generators._by_device or {})
-    return {dev: _generators.get(dev).bit_generator.state for dev in devices}
+    return {dev: get_rng_state(_generators.get(dev)) for dev in devices}
 
 
 def _set_rng_state(states) -> None:
-    gens = _generators
     for dev, state in states.items():
-        gens.get(dev).bit_generator.state = state
+        set_rng_state(_generators.get(dev), state)
 
 
 class _Frame:

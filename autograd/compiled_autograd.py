@@ -38,7 +38,7 @@ import threading
 from . import engine as _engine
 from . import record_function as _rf
 from .backend import Stream, current_stream
-from .dispatch import ArrayF, OpNode, _fill_missing
+from .dispatch import ArrayF, Meta, OpNode, _fill_missing
 from .grad_mode import STATE as _THREAD
 from .node import ERR_FREED, AccumulateGrad, GraphRoot, SavedVariable
 from .ops.shape import sum_to_shape
@@ -1104,7 +1104,10 @@ def _gather(program, nodes):
             if what == "sv":
                 inputs.append(node._saved[p].unpack_data(node))
             elif what == "value":
-                consts.append(node._saved[p])
+                value = node._saved[p]
+                # A Meta (shape and dtype of an input the rule does not read) has no value
+                # equality; compare what it stands for.
+                consts.append((value.shape, value.dtype) if type(value) is Meta else value)
         if entry["attrs"]:
             consts.append(node._attrs)
     return inputs, consts

@@ -10,7 +10,7 @@ import math
 
 import numpy
 
-from .. import ops
+from .. import backend, ops
 from ..dispatch import TensorF, defcomposite
 from ..grad_mode import no_grad
 from ..ops import _call
@@ -274,6 +274,8 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
     keep = gen.random(input.shape, dtype=numpy.float32 if input.dtype.itemsize <= 4
                       else numpy.float64) >= p
     scale = (keep * (1.0 / (1.0 - p))).astype(input.dtype)
+    # A host generator (numpy's) for a GPU input draws on the host: move the mask over.
+    scale = backend.to_device(scale, input.device)
     out = input * Tensor._make(scale, False, None, 0, [0], input.device)
     if inplace:
         return input.copy_(out)

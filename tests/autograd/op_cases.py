@@ -155,10 +155,10 @@ def _bools(*shape):
     return lambda rng: rng.uniform(size=shape) > 0.5
 
 
-def _zero_mask():
+def _zero_mask(device="cpu"):
     m = np.ones((3, 4))
     m[1, 2] = 0.0
-    return ag.tensor(m, dtype="float64")
+    return ag.tensor(m, dtype="float64", device=device)
 
 
 def _lse(a, axes):
@@ -278,8 +278,8 @@ def _bn_ref(x, w, b):
 
 
 def _bn_eval_case(x):
-    rm = ag.full((3,), 0.5, dtype="float64")
-    rv = ag.full((3,), 2.0, dtype="float64")
+    rm = ag.full((3,), 0.5, dtype="float64", device=x.device)
+    rv = ag.full((3,), 2.0, dtype="float64", device=x.device)
     return AF.batch_norm(x, rm, rv, training=False)
 
 
@@ -408,7 +408,7 @@ CASES += [
     OpCase("logsumexp", lambda a: (a * 300).logsumexp(dim=(0, 1), keepdim=True),
            lambda a: _lse(300 * a, (0, 1)), ins(rnd(3, 4)), name="logsumexp_large"),
     OpCase("prod", lambda a: a.prod(dim=1), lambda a: a.prod(axis=1), ins(rnd(3, 4)), covers=("prod_others",)),
-    OpCase("prod", lambda a: (a * _zero_mask()).prod(), lambda a: (a * _zero_mask().numpy()).prod(),
+    OpCase("prod", lambda a: (a * _zero_mask(a.device)).prod(), lambda a: (a * _zero_mask().numpy()).prod(),
            ins(rnd(3, 4)), name="prod_with_zero"),
     OpCase("prod", lambda a: a.prod(dim=(0, 2), keepdim=True), lambda a: a.prod(axis=(0, 2), keepdims=True),
            ins(rnd(2, 3, 2)), name="prod_dims"),

@@ -75,7 +75,8 @@ def test_scope_values_match_the_engine():
 
 def test_mlp_invariants_and_links():
     params = make_mlp()
-    with profiler.profile(record_shapes=True) as prof:
+    # CPU only, also on a machine with a GPU (the default would add "cuda" there).
+    with profiler.profile(activities=["cpu"], record_shapes=True) as prof:
         for _ in range(3):
             mlp_step(*params)
     data = prof.profile_data
@@ -113,7 +114,7 @@ class Sleepy(ag.Function):
 
 def test_self_and_total_cpu_match_known_sleeps():
     x = ag.randn(4, requires_grad=True)
-    with profiler.profile() as prof:
+    with profiler.profile(activities=["cpu"]) as prof:
         with profiler.record_function("outer"):
             time.sleep(0.020)
             y = Sleepy.apply(x)
@@ -312,7 +313,8 @@ def test_on_trace_ready_without_schedule(tmp_path):
 
 def test_save_and_load_a_real_profile(tmp_path):
     params = make_mlp()
-    with profiler.profile(record_shapes=True, with_stack=True, profile_memory=True) as prof:
+    with profiler.profile(activities=["cpu"], record_shapes=True, with_stack=True,
+                          profile_memory=True) as prof:
         mlp_step(*params)
     path = tmp_path / "mlp.gtprof"
     prof.save(path)
