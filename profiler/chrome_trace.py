@@ -362,28 +362,24 @@ def _counter_samples(time_ns: np.ndarray, device: np.ndarray, total: np.ndarray)
     resolution the counter track is thus unchanged: what is left out is only a value held
     for less than a microsecond, never the peak.
     """
-    n = len(time_ns)
-    if n == 0:
+    devices = np.unique(device)
+    picked = []
+    for d in devices.tolist():
+        idx = np.flatnonzero(device == d) if len(devices) > 1 else None
+        t = time_ns if idx is None else time_ns[idx]
+        v = total if idx is None else total[idx]
+        us = t // 1000
+        keep = np.ones(len(t), dtype=bool)
+        np.not_equal(us[1:], us[:-1], out=keep[:-1])     # last record of its microsecond
+        del us
+        keep[int(np.argmax(v))] = True                     # argmax: the first at the peak
+        kept = np.flatnonzero(keep)
+        values = v[kept]
+        kept = kept[np.r_[True, values[1:] != values[:-1]]]   # not a repeat of the previous
+        picked.append(kept if idx is None else idx[kept])
+    if not picked:
         return np.zeros(0, dtype=np.int64)
-    order = np.argsort(device, kind="stable")           # by device, then record order
-    dev = device[order]
-    us = time_ns[order] // 1000
-    tot = total[order]
-    new_dev = np.ones(n, dtype=bool)
-    new_dev[1:] = dev[1:] != dev[:-1]
-    keep = np.ones(n, dtype=bool)
-    keep[:-1] = new_dev[1:] | (us[1:] != us[:-1])       # last record of its (device, us)
-    group = np.cumsum(new_dev) - 1
-    peak = np.maximum.reduceat(tot, np.flatnonzero(new_dev))
-    at_peak = np.flatnonzero(tot == peak[group])
-    first_peak = at_peak[np.r_[True, group[at_peak][1:] != group[at_peak][:-1]]]
-    kept = np.flatnonzero(keep)
-    peaks = first_peak[~keep[first_peak]]
-    kept = np.union1d(kept, peaks)
-    # Drop repeats of the device's previous sample (never the first sample of a device).
-    same = np.zeros(len(kept), dtype=bool)
-    same[1:] = (dev[kept][1:] == dev[kept][:-1]) & (tot[kept][1:] == tot[kept][:-1])
-    return np.sort(order[kept[~same]])
+    return np.sort(np.concatenate(picked))
 
 
 # --------------------------------------------------------------------------- the trace
