@@ -73,7 +73,10 @@ class Optimizer:
     def step(self, closure=None):
         """One update of every parameter with a gradient; ``closure`` re-evaluates the loss."""
         if _RF.on:
-            with _rf.record_function(f"Optimizer.step#{type(self).__name__}.step"):
+            # Timed on the parameters' GPU too: the update runs as array code, not ops, so
+            # its kernels have no op record of their own to carry their CUDA time.
+            device = next((p.device for g in self.param_groups for p in g["params"]), None)
+            with _rf.record_function(f"Optimizer.step#{type(self).__name__}.step", device):
                 return self._step(closure)
         return self._step(closure)
 

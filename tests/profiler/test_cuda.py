@@ -58,3 +58,28 @@ def test_cuda_backward_and_memory():
     mem = data.memory_columns
     cuda = np.array([data.strings[d].startswith("cuda") for d in mem["device_id"]])
     assert (mem["bytes"][cuda] > 0).any()
+
+
+@pytest.mark.cuda
+def test_optimizer_step_gets_the_cuda_time_of_its_update():
+    from autograd import nn, optim
+
+    model = nn.Linear(256, 256, device="cuda")
+    opt = optim.Adam(model.parameters(), lr=1e-3)
+    model(ag.randn(64, 256, device="cuda")).sum().backward()
+    with profiler.profile(activities=["cpu", "cuda"]) as prof:
+        opt.step()
+    rows = {r.key: r for r in prof.key_averages()}
+    step = rows["Optimizer.step#Adam.step"]
+    # The update is array code, not ops: without the range's own events it had no CUDA time.
+    assert step.self_cuda_time_total > 0
+    a = prof.profile_data.analysis
+    assert a.self_cuda_ns.sum() == a.cuda_total_ns[a.parent < 0].sum()
+
+
+def test_record_function_with_a_cpu_device_is_a_plain_range():
+    with profiler.profile(activities=["cpu"]) as prof:
+        with profiler.record_function("load", device="cpu"):
+            ag.ones(3) + 1.0
+    rows = {r.key: r for r in prof.key_averages()}
+    assert rows["load"].count == 1 and rows["load"].self_cuda_time_total == 0
