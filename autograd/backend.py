@@ -325,6 +325,9 @@ def synchronize(dev: "Device | str | None" = None) -> None:
 # --------------------------------------------------------------------------- GPU memory hook
 
 
+_hook_ids = itertools.count(1)
+
+
 def install_cuda_memory_hook(on_malloc, on_free):
     """Install a CuPy memory-pool hook calling ``on_malloc(device_index, ptr, nbytes)`` and
     ``on_free(device_index, ptr, nbytes)``; returns a callable that removes it. No-op on CPU."""
@@ -334,7 +337,9 @@ def install_cuda_memory_hook(on_malloc, on_free):
     from cupy.cuda import memory_hook  # noqa: PLC0415 - part of the one CuPy module
 
     class _Hook(memory_hook.MemoryHook):
-        name = "gradtrace"
+        # CuPy keys a thread's hooks by name and refuses a second one of the same name, so
+        # each hook gets its own (a profiler and a benchmark's peak counter can overlap).
+        name = f"gradtrace-{next(_hook_ids)}"
 
         def malloc_postprocess(self, device_id, size, mem_size, mem_ptr, pmem_id):
             on_malloc(device_id, mem_ptr, mem_size)

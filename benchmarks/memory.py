@@ -79,7 +79,9 @@ def step(params, x, mode):
 
 
 class Peak:
-    """Peak bytes above the level at start: tracemalloc on the CPU, the CuPy pool on a GPU."""
+    """Peak bytes above the level at start: tracemalloc on the CPU; on a GPU, the bytes the
+    memory pool hands out (its malloc and free hooks, through the backend module), which is
+    what the step's tensors hold, not what the pool keeps cached."""
 
     def __init__(self, device):
         self.device = device
@@ -87,19 +89,21 @@ class Peak:
     def __enter__(self):
         gc.collect()
         if self.device.type == "cuda":
-            pool = self.device.xp.get_default_memory_pool()
             backend.synchronize(self.device)
-            self.base = pool.used_bytes()
-            self.peak = self.base
-            self._remove = backend.install_cuda_memory_hook(self._on_malloc, lambda *a: None)
+            self.base = self.now = self.peak = 0
+            self._remove = backend.install_cuda_memory_hook(self._on_malloc, self._on_free)
         else:
             tracemalloc.start()
             tracemalloc.reset_peak()
             self.base = tracemalloc.get_traced_memory()[0]
         return self
 
-    def _on_malloc(self, *args):
-        self.peak = max(self.peak, self.device.xp.get_default_memory_pool().used_bytes())
+    def _on_malloc(self, device_index, ptr, nbytes):
+        self.now += nbytes
+        self.peak = max(self.peak, self.now)
+
+    def _on_free(self, device_index, ptr, nbytes):
+        self.now -= nbytes
 
     def __exit__(self, *exc):
         if self.device.type == "cuda":

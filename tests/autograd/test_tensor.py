@@ -130,3 +130,20 @@ def test_tensor_copies_arrays_and_tensors_but_as_tensor_shares():
     s = ag.as_tensor(a)
     s.data[2] = 9.0
     assert a[2] == 9.0
+
+
+@pytest.mark.cuda
+def test_two_cuda_memory_hooks_can_overlap():
+    from autograd import backend
+
+    seen = {"a": 0, "b": 0}
+    remove_a = backend.install_cuda_memory_hook(lambda d, p, n: seen.__setitem__("a", seen["a"] + 1),
+                                                lambda d, p, n: None)
+    remove_b = backend.install_cuda_memory_hook(lambda d, p, n: seen.__setitem__("b", seen["b"] + 1),
+                                                lambda d, p, n: None)
+    try:
+        ag.zeros(1024, device="cuda")
+    finally:
+        remove_b()
+        remove_a()
+    assert seen["a"] >= 1 and seen["b"] >= 1
