@@ -75,35 +75,15 @@ class OpNode(Node):
 
     Saved values are reachable by the names the rules give them, as in PyTorch:
     ``node._saved_a`` (the value) and ``node._raw_saved_a`` (the SavedVariable, whose
-    ``register_hooks(pack, unpack)`` adds per-tensor hooks); ``out`` names the output.
+    ``register_hooks(pack, unpack)`` adds per-tensor hooks); ``out`` (or ``result``) names
+    the output. They are properties that each op's node class gets (:func:`_saved_accessors`)
+    rather than a ``__getattr__``: a class with ``__getattr__`` makes every attribute read
+    of its instances, ``node.next_edges`` in the engine's loop included, about five times
+    slower (CPython cannot specialize those reads).
     """
 
     __slots__ = ("_saved", "_attrs")
     op: "OpDef"
-
-    def __getattr__(self, name):
-        raw = name.startswith("_raw_saved_")
-        if raw or name.startswith("_saved_"):
-            key = name[len("_raw_saved_"):] if raw else name[len("_saved_"):]
-            names = self.op.input_names
-            saved = Node.__getattribute__(self, "_saved")
-            if key == "out" or key == "result":
-                idx = 0
-            elif key in names:
-                idx = names.index(key) + 1
-            else:
-                raise AttributeError(f"{self.name()} has no saved value named '{key}' "
-                                     f"(names: out, {', '.join(names)})")
-            if saved is None:
-                from .node import ERR_FREED  # noqa: PLC0415
-                raise RuntimeError(ERR_FREED)
-            value = saved[idx]
-            if value is None:
-                raise AttributeError(f"{self.name()} did not save '{key}' in this call")
-            if raw or value.__class__ is not SavedVariable:
-                return value
-            return value.unpack(self)
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def apply(self, grads, F):
         saved = self._saved
@@ -152,6 +132,31 @@ class OpNode(Node):
                 if s.__class__ is SavedVariable:
                     s.release()
             self._saved = None
+
+
+def _saved_accessors(input_names) -> dict:
+    """The ``_saved_<name>`` and ``_raw_saved_<name>`` properties of an op's node class."""
+    props = {}
+    for idx, key in [(0, "out"), (0, "result")] + [(i + 1, n) for i, n in enumerate(input_names)]:
+        props[f"_saved_{key}"] = property(_saved_getter(idx, key, raw=False))
+        props[f"_raw_saved_{key}"] = property(_saved_getter(idx, key, raw=True))
+    return props
+
+
+def _saved_getter(idx: int, key: str, raw: bool):
+    def get(node):
+        saved = node._saved
+        if saved is None:
+            from .node import ERR_FREED  # noqa: PLC0415
+            raise RuntimeError(ERR_FREED)
+        value = saved[idx]
+        if value is None:
+            raise AttributeError(f"{node.name()} did not save '{key}' in this call")
+        if raw or value.__class__ is not SavedVariable:
+            return value
+        return value.unpack(node)
+
+    return get
 
 
 def _fill_missing(node, grads, F):
@@ -205,7 +210,8 @@ class OpDef:
             self._uses_in.append(tuple(i for i, p in enumerate(inputs) if p in used))
         cls_name = node_name or f"{_camel(name)}Backward0"
         self.node_cls = type(cls_name, (OpNode,), {"__slots__": (), "op": self,
-                                                   "__module__": "autograd.ops"})
+                                                   "__module__": "autograd.ops",
+                                                   **_saved_accessors(self.input_names)})
 
     def save_plan(self, mask: int) -> tuple:
         """(save output?, input indices to save, input indices to keep as Meta) for the set of
@@ -421,18 +427,50 @@ def apply_op(op: OpDef, inputs, attrs=None):
         out = dev.xp.asarray(out)
     if not (mask and ops.grad_enabled and op.differentiable):
         return _init_tensor(_new(Tensor), out, False, None, 0, [0], dev)
-    # The node, built without Node.__init__: what _new_node does, inlined (no anomaly trace
-    # to take here, since ``ops.slow`` is False).
+    # The node, built without Node.__init__: what _new_node, _link and _save do, inlined
+    # for one output (no anomaly trace to take here, since ``ops.slow`` is False).
     cls = op.node_cls
     node = cls.__new__(cls)
     node.sequence_nr = ops.next_seq()
     node.thread_id = ops.thread_id
-    _link(node, inputs, mask)
+    edges = []
+    topo = 0
+    bit = 1
+    for x in inputs:
+        if mask & bit:
+            fn = x.grad_fn
+            if fn is not None:
+                edge = (fn, x._output_nr)
+            else:
+                edge = _gradient_edge(x)
+                fn = edge[0]
+            fn._has_parent = True
+            if fn.topological_nr >= topo:
+                topo = fn.topological_nr + 1
+            edges.append(edge)
+        else:
+            edges.append(None)
+        bit <<= 1
+    node.next_edges = tuple(edges)
+    node.topological_nr = topo
+    node._has_parent = False
     node.input_metadata = ((out.shape, out.dtype, dev,
                             ops.cpu_stream if dev is CPU else backend.current_stream(dev)),)
     node._extra = None
     result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
-    _save(op, node, inputs, datas, attrs, mask, (result,))
+    save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
+    saved = [None] * (len(inputs) + 1)
+    if save_out:
+        saved[0] = SavedVariable(result, is_output=True)
+    for i in full:
+        x = inputs[i]
+        saved[i + 1] = SavedVariable(x) if isinstance(x, Tensor) else x
+    if meta:
+        for i in meta:
+            d = datas[i]
+            saved[i + 1] = Meta(d) if hasattr(d, "shape") else d
+    node._saved = saved
+    node._attrs = attrs
     return result
 
 
