@@ -367,6 +367,17 @@ def _launch(fn, args, kwargs, device_args):
     return result
 
 
+def _synced(read, what):
+    """A method that reads the buffer on the host: a device sync, refused inside a capture."""
+
+    def method(self, *args):
+        _host_sync(what)
+        return read(self._a, *args)
+
+    method.__name__ = what
+    return method
+
+
 class ndarray(_np.lib.mixins.NDArrayOperatorsMixin):
     """A device array: a NumPy buffer that only device code may read."""
 
@@ -412,29 +423,12 @@ class ndarray(_np.lib.mixins.NDArrayOperatorsMixin):
             return out
         return _np.array(self._a, order=order, copy=True)
 
-    def item(self, *args):
-        _host_sync("ndarray.item")
-        return self._a.item(*args)
-
-    def tolist(self):
-        _host_sync("ndarray.tolist")
-        return self._a.tolist()
-
-    def __float__(self):
-        _host_sync("float(ndarray)")
-        return float(self._a)
-
-    def __int__(self):
-        _host_sync("int(ndarray)")
-        return int(self._a)
-
-    def __bool__(self):
-        _host_sync("bool(ndarray)")
-        return bool(self._a)
-
-    def __complex__(self):
-        _host_sync("complex(ndarray)")
-        return complex(self._a)
+    item = _synced(lambda a, *args: a.item(*args), "ndarray.item")
+    tolist = _synced(lambda a: a.tolist(), "ndarray.tolist")
+    __float__ = _synced(float, "float(ndarray)")
+    __int__ = _synced(int, "int(ndarray)")
+    __bool__ = _synced(bool, "bool(ndarray)")
+    __complex__ = _synced(complex, "complex(ndarray)")
 
     # ---- metadata
     shape = property(lambda self: self._a.shape)
