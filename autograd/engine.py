@@ -296,12 +296,22 @@ def _run(task, root, results):
     # with its finished buffer, so the buffer leaves this dict when its count reaches zero.
     buffers: dict = {}
     tiebreak = itertools.count().__next__
-    ready = [(-root.sequence_nr, tiebreak(), root, ())]
+    # The ready queue is a heap of (-sequence_nr, tiebreak, node, buffer). When a node makes
+    # exactly one node ready while the heap is empty (a chain), that node is certainly the
+    # next to run: it is held in ``solo`` and skips the heap.
+    ready: list = []
+    solo = (root, ())
     pop, push = heapq.heappop, heapq.heappush
     waits: dict = {}     # node -> [(event, grad)]: what its stream must wait for first
     F_dev = F = None     # the array namespace of the last node's device (usually the same)
-    while ready:
-        _, _, node, grads = pop(ready)
+    while True:
+        if solo is not None:
+            node, grads = solo
+            solo = None
+        elif ready:
+            _, _, node, grads = pop(ready)
+        else:
+            break
         cls = node.__class__
         if waits:
             pending = waits.pop(node, None)
@@ -340,10 +350,10 @@ def _run(task, root, results):
             nxt = edge[0]
             g = outputs[i] if i < n_out else None
             slot = edge[1]
-            if g is not None and check:
+            if g is not None:
+                m = nxt.input_metadata[slot]   # (shape, dtype, device, stream) it must have
                 # _validate_outputs, inlined: shapes and dtypes agree almost always.
-                m = nxt.input_metadata[slot]
-                if g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1]):
+                if check and (g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1])):
                     g = _conform(task, node, i, g, m[0], m[1])
             if needed is not None and nxt not in needed:
                 continue
@@ -355,7 +365,7 @@ def _run(task, root, results):
                 if left:
                     buffers[nxt] = buf
             if g is not None:
-                cs = nxt.input_metadata[slot][3]
+                cs = m[3]
                 ps = node_stream if node_stream is not None else cs
                 prev = buf[slot]
                 if ps is cs:
@@ -363,7 +373,13 @@ def _run(task, root, results):
                 else:
                     _add_across_streams(waits, nxt, buf, slot, g, ps, cs)
             if left == 0:
-                push(ready, (-nxt.sequence_nr, tiebreak(), nxt, buf))
+                if solo is None and not ready:
+                    solo = (nxt, buf)
+                else:
+                    if solo is not None:   # a second one: both go through the heap
+                        push(ready, (-solo[0].sequence_nr, tiebreak(), solo[0], solo[1]))
+                        solo = None
+                    push(ready, (-nxt.sequence_nr, tiebreak(), nxt, buf))
         if not keep:
             node.release_variables()
         # Drop this frame's references to the gradients just handed on, so AccumulateGrad
