@@ -82,7 +82,10 @@ class OpNode(Node):
     slower (CPython cannot specialize those reads).
     """
 
-    __slots__ = ("_saved", "_attrs")
+    # _saved: [out, *inputs] as saved (None: not saved); _attrs: the op's attributes;
+    # _saves_tensors: whether _saved holds a SavedVariable, to unpack at apply and release
+    # after (nodes of ops with a scalar operand often hold none, and skip both loops).
+    __slots__ = ("_saved", "_attrs", "_saves_tensors")
     op: "OpDef"
 
     def apply(self, grads, F):
@@ -92,13 +95,8 @@ class OpNode(Node):
             raise RuntimeError(ERR_FREED)
         op = self.op
         # ``saved`` is [out, *inputs]: saved tensors come back as arrays (tensors when the
-        # backward is differentiable), scalars and Meta as they are. Nodes of ops with a
-        # scalar operand often save no tensor at all, and then ``saved`` serves as it is.
-        vals = saved
-        for s in saved:
-            if s.__class__ is SavedVariable:
-                vals = self._unpack_saved(F is TensorF)
-                break
+        # backward is differentiable), scalars and Meta as they are.
+        vals = self._unpack_saved(F is TensorF) if self._saves_tensors else saved
         if op.nout == 1:
             g = grads[0]
         else:
@@ -128,9 +126,10 @@ class OpNode(Node):
     def release_variables(self) -> None:
         saved = self._saved
         if saved is not None:
-            for s in saved:
-                if s.__class__ is SavedVariable:
-                    s.release()
+            if self._saves_tensors:
+                for s in saved:
+                    if s.__class__ is SavedVariable:
+                        s.release()
             self._saved = None
 
 
@@ -460,17 +459,23 @@ def apply_op(op: OpDef, inputs, attrs=None):
     result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
     save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
     saved = [None] * (len(inputs) + 1)
+    tensors = save_out
     if save_out:
         saved[0] = SavedVariable(result, is_output=True)
     for i in full:
         x = inputs[i]
-        saved[i + 1] = SavedVariable(x) if isinstance(x, Tensor) else x
+        if isinstance(x, Tensor):
+            saved[i + 1] = SavedVariable(x)
+            tensors = True
+        else:
+            saved[i + 1] = x
     if meta:
         for i in meta:
             d = datas[i]
             saved[i + 1] = Meta(d) if hasattr(d, "shape") else d
     node._saved = saved
     node._attrs = attrs
+    node._saves_tensors = tensors
     return result
 
 
@@ -613,6 +618,7 @@ def _save(op, node, inputs, datas, attrs, mask, results):
         saved[i + 1] = Meta(d) if hasattr(d, "shape") else d
     node._saved = saved
     node._attrs = attrs
+    node._saves_tensors = any(s.__class__ is SavedVariable for s in saved)
 
 
 # --------------------------------------------------------------------------- in-place ops

@@ -317,7 +317,8 @@ def _run(task, root, results):
             pending = waits.pop(node, None)
             if pending is not None:
                 _wait_for_producers(task, node, pending)
-        if node._extra is not None or (cls is AccumulateGrad and node.variable._extra):
+        extra = node._extra
+        if extra is not None or (cls is AccumulateGrad and node.variable._extra):
             grads = _tensor_pre_hooks(task, node, grads)
         if captures and not _capture(task, node, grads, results):
             continue   # a grad() target: its gradient is the result, the node does not run
@@ -325,9 +326,10 @@ def _run(task, root, results):
         node_stream = meta[0][3] if meta else None
         # Fast path: a plain node (no hooks) on this thread's CPU stream, with no profiler and
         # no anomaly mode, is called directly; its outputs are checked in the loop below.
-        # Everything else goes through _call, which validates its outputs itself.
-        if (node_stream is ops.cpu_stream and node._extra is None and cls is not AccumulateGrad
-                and cls is not GraphRoot and not ops.anomaly and not _RF.on):
+        # Everything else goes through _call, which validates its outputs itself. (GraphRoot
+        # has no input metadata, so no stream: it always goes through _call.)
+        if (node_stream is ops.cpu_stream and extra is None and cls is not AccumulateGrad
+                and not ops.anomaly and not _RF.on):
             dev = meta[0][2]
             if dev is not F_dev:
                 F_dev = dev
