@@ -28,7 +28,11 @@ def test_demo_end_to_end(tmp_path):
     res = run_cli("demo", "mlp", "--steps", "2", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "device: cpu" in out.splitlines()[0]
+    # The demo takes the GPU when one is usable (as on a GPU machine, or the CuPy stand-in).
+    from autograd import backend
+
+    expected = "device: cuda" if backend.cuda_is_available() else "device: cpu"
+    assert expected in out.splitlines()[0]
     assert "step 2/2  loss" in out                      # progress, one line per step in a log
     assert "Operators (key_averages)" in out and "Self CPU time total" in out
     assert "Forward + backward cost per forward op" in out and "AddmmBackward0" in out
