@@ -190,34 +190,30 @@ def _set_inputs(task, inputs, what):
     task.needed = set()
 
 
-def _compute_dependencies(task, root_edges) -> None:
-    """Count incoming edges per reachable node; with inputs, keep only nodes that lead to one."""
+def _compute_dependencies(task, root) -> None:
+    """Count incoming edges per reachable node; with inputs, keep only nodes that lead to one.
+
+    ``root`` is the task's own GraphRoot, which no edge points at.
+    """
     deps = task.dependencies
-    stack = []
-    for edge in root_edges:
-        node = edge[0]
-        if node not in stack:
-            stack.append(node)
     # Every node reached through an edge gets a count, so the counts double as the "seen"
-    # set: a child is new exactly when it has none yet (a root, already on the stack, is
-    # not walked again when an edge reaches it).
-    roots = set(stack)
-    while stack:
-        node = stack.pop()
+    # set: a child is new exactly when it has none yet. New nodes are appended to the list
+    # being walked, so it ends holding every reachable node once.
+    nodes = [root]
+    append = nodes.append
+    for node in nodes:
         for edge in node.next_edges:
-            if edge is None:
-                continue
-            child = edge[0]
-            n = deps.get(child)
-            if n is None:
-                deps[child] = 1
-                if child not in roots:
-                    stack.append(child)
-            else:
-                deps[child] = n + 1
+            if edge is not None:
+                child = edge[0]
+                n = deps.get(child)
+                if n is None:
+                    deps[child] = 1
+                    append(child)
+                else:
+                    deps[child] = n + 1
     if task.needed is None:
         return
-    order = list(roots) + list(deps)   # every reachable node once
+    order = nodes
     targets = {edge[0] for edge in task.captures}
     needed = task.needed
     # A node is needed when it is a target or any child is needed: children first, so walk
@@ -263,7 +259,7 @@ def _execute(task, root_edges, root_grads):
             f"backward: maximum reentrant backward depth ({MAX_REENTRANT_DEPTH}) exceeded; "
             "a custom Function's backward calls backward recursively without end")
     root = GraphRoot(root_edges, root_grads)
-    _compute_dependencies(task, ((root, 0),))
+    _compute_dependencies(task, root)
     n_slots = sum(len(v) for v in task.captures.values())
     results = [None] * n_slots
     _THREAD.backward_depth = depth + 1
@@ -361,7 +357,9 @@ def _run(task, root, results):
                 continue
             left = deps[nxt] - 1
             deps[nxt] = left
-            buf = buffers.pop(nxt, None) if left == 0 else buffers.get(nxt)
+            buf = None
+            if buffers:   # empty in a chain: only nodes fed by several edges wait there
+                buf = buffers.pop(nxt, None) if left == 0 else buffers.get(nxt)
             if buf is None:
                 buf = [None] * len(nxt.input_metadata)
                 if left:
@@ -386,7 +384,7 @@ def _run(task, root, results):
             node.release_variables()
         # Drop this frame's references to the gradients just handed on, so AccumulateGrad
         # can tell by reference count whether it may take a gradient's buffer over.
-        outputs = grads = g = prev = buf = None
+        outputs = g = prev = None
 
 
 def accumulation_stream(producer, consumer):
