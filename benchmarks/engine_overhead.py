@@ -5,6 +5,10 @@ backward; µs per op-step = total time / (4 x iterations) (two forward ops and t
 nodes per iteration). Compared, in the same process, with NumPy doing the same arithmetic by
 hand and with PyTorch when it happens to be installed (never a dependency).
 
+The table shows medians. Below it, gradtrace's run is split into µs per forward op and per
+backward node (medians), and the fastest and slowest of the repeats are shown: on a busy
+machine the spread says how far to trust one number.
+
 Usage: python benchmarks/engine_overhead.py [--iterations N] [--repeats R] [--json PATH]
 """
 from __future__ import annotations
@@ -36,14 +40,21 @@ def numpy_by_hand(n: int) -> float:
     return time.perf_counter() - t0
 
 
+# Forward and backward seconds of each gradtrace_chain call, for the split shown under the table.
+_gradtrace_parts: list = []
+
+
 def gradtrace_chain(n: int) -> float:
     x = autograd.full((16,), 0.5, requires_grad=True)
     t0 = time.perf_counter()
     y = x
     for _ in range(n):
         y = y * 1.0001 + 0.0001
+    t1 = time.perf_counter()
     y.sum().backward()
-    return time.perf_counter() - t0
+    t2 = time.perf_counter()
+    _gradtrace_parts.append((t1 - t0, t2 - t1))
+    return t2 - t0
 
 
 def torch_chain(n: int) -> float | None:
@@ -61,15 +72,11 @@ def torch_chain(n: int) -> float | None:
     return time.perf_counter() - t0
 
 
-def median_time(fn, n: int, repeats: int) -> float | None:
-    fn(n)  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = fn(n)
-        if t is None:
-            return None
-        times.append(t)
-    return statistics.median(times)
+def run_times(fn, n: int, repeats: int) -> list | None:
+    """Seconds of each of ``repeats`` calls after a warm-up; None when ``fn`` is unavailable."""
+    if fn(n) is None:  # warm-up
+        return None
+    return [fn(n) for _ in range(repeats)]
 
 
 def main(argv=None) -> dict:
@@ -80,9 +87,10 @@ def main(argv=None) -> dict:
                                                    "engine_overhead.json"))
     args = ap.parse_args(argv)
     n, steps = args.iterations, 4 * args.iterations
-    rows = {"numpy by hand": median_time(numpy_by_hand, n, args.repeats),
-            "gradtrace": median_time(gradtrace_chain, n, args.repeats),
-            "pytorch": median_time(torch_chain, n, args.repeats)}
+    times = {"numpy by hand": run_times(numpy_by_hand, n, args.repeats),
+             "gradtrace": run_times(gradtrace_chain, n, args.repeats),
+             "pytorch": run_times(torch_chain, n, args.repeats)}
+    rows = {k: (statistics.median(v) if v is not None else None) for k, v in times.items()}
     us = {k: (v / steps * 1e6 if v is not None else None) for k, v in rows.items()}
     print(f"engine overhead: {n} iterations of y = y * 1.0001 + 0.0001 (16 x float32), "
           f"median of {args.repeats}")
@@ -94,8 +102,19 @@ def main(argv=None) -> dict:
         vs_np = t / rows["numpy by hand"]
         vs_t = f"{t / rows['pytorch']:.2f}x" if rows["pytorch"] else "-"
         print(f"{name:<16}{t * 1e3:>10.2f}{us[name]:>12.3f}{vs_np:>9.2f}x{vs_t:>10}")
+    # The timed calls only (the warm-up's parts come first): 2n forward ops, then the backward
+    # of their 2n nodes (with y.sum() and its node, and AccumulateGrad, riding along).
+    parts = _gradtrace_parts[-args.repeats:]
+    fwd_us = statistics.median(f for f, _ in parts) / (2 * n) * 1e6
+    bwd_us = statistics.median(b for _, b in parts) / (2 * n) * 1e6
+    spread = [t / steps * 1e6 for t in times["gradtrace"]]
+    print(f"gradtrace split: {fwd_us:.3f} us per forward op, {bwd_us:.3f} us per backward node; "
+          f"us/op-step over the {args.repeats} repeats: {min(spread):.3f} fastest, "
+          f"{max(spread):.3f} slowest")
     result = {"iterations": n, "repeats": args.repeats, "seconds": rows, "us_per_op_step": us,
-              "ratio_vs_torch": (rows["gradtrace"] / rows["pytorch"]) if rows["pytorch"] else None}
+              "ratio_vs_torch": (rows["gradtrace"] / rows["pytorch"]) if rows["pytorch"] else None,
+              "gradtrace_us_per_forward_op": fwd_us, "gradtrace_us_per_backward_node": bwd_us,
+              "gradtrace_us_per_op_step_range": [min(spread), max(spread)]}
     return write_json(args.json, result)
 
 
