@@ -30,6 +30,10 @@ class OpState:
     :class:`_ThreadState` that change those modes recompute it, so ``STATE.anomaly = True``
     (and every other writer) keeps it right. RecordFunction's ``on`` is process-wide, not per
     thread, and is checked beside it.
+
+    So write a mode through ``STATE.<name>``, never ``STATE.ops.<name>`` (which would leave
+    ``slow`` stale); only ``grad_enabled``, which ``slow`` does not depend on, is written
+    directly, by the grad-mode context managers.
     """
 
     __slots__ = ("grad_enabled", "inference", "fw_level", "anomaly", "slow", "next_seq",
