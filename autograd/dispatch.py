@@ -390,9 +390,10 @@ def apply_op(op: OpDef, inputs, attrs=None):
     """Run ``op`` on ``inputs`` (tensors or scalars) and record its node when grad is needed.
 
     This is the hot path of the engine. Ops with one output that is not a view, run while no
-    profiler, anomaly mode, forward-AD level or inference mode is on (checked with one flag
-    per thread and one process-wide one), take the fast path below, with the node built
-    inline; everything else goes through :func:`_apply_general`.
+    anomaly mode, forward-AD level or inference mode is on (checked with one flag per
+    thread), take the fast path below, with the node built inline, profiled or not (one
+    process-wide flag decides whether it runs inside a record); everything else goes through
+    :func:`_apply_general`.
     """
     dev = None
     mask = 0
@@ -414,74 +415,88 @@ def apply_op(op: OpDef, inputs, attrs=None):
     if dev is None:
         dev = CPU
     ops = _THREAD.ops   # this op's one thread-local read: the rest are plain slots
-    if ops.slow or _RF.on or not op.simple:
+    if ops.slow or not op.simple:
         return _apply_general(op, inputs, datas, attrs, dev, mask, ops)
-    if op.check is not None:
-        op.check(*datas, **(attrs or {}))
+    # Under the profiler the same path runs inside a FUNCTION record; the sequence number is
+    # then taken before the op runs so the record can carry the one its node will get.
+    # (try/finally costs nothing on Python 3.11+ when no exception is raised.)
+    seq = -1
+    rec = None
+    if _RF.on:
+        if mask and ops.grad_enabled and op.differentiable:
+            seq = ops.next_seq()
+        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, dev._name,
+                        ops.cpu_stream if dev is CPU else backend.current_stream(dev))
     try:
-        out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
-    except (ValueError, TypeError, IndexError) as exc:
-        raise _op_error(op, inputs, exc) from None
-    if out.__class__ is not dev.ndarray:
-        out = dev.xp.asarray(out)
-    if not (mask and ops.grad_enabled and op.differentiable):
-        return _init_tensor(_new(Tensor), out, False, None, 0, [0], dev)
-    # The node, built without Node.__init__: what _new_node, _link and _save do, inlined
-    # for one output (no anomaly trace to take here, since ``ops.slow`` is False).
-    cls = op.node_cls
-    node = cls.__new__(cls)
-    node.sequence_nr = ops.next_seq()
-    node.thread_id = ops.thread_id
-    edges = []
-    topo = 0
-    bit = 1
-    for x in inputs:
-        if mask & bit:
-            fn = x.grad_fn
-            if fn is not None:
-                edge = (fn, x._output_nr)
+        if op.check is not None:
+            op.check(*datas, **(attrs or {}))
+        try:
+            out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _op_error(op, inputs, exc) from None
+        if out.__class__ is not dev.ndarray:
+            out = dev.xp.asarray(out)
+        if not (mask and ops.grad_enabled and op.differentiable):
+            return _init_tensor(_new(Tensor), out, False, None, 0, [0], dev)
+        # The node, built without Node.__init__: what _new_node, _link and _save do, inlined
+        # for one output (no anomaly trace to take here, since ``ops.slow`` is False).
+        cls = op.node_cls
+        node = cls.__new__(cls)
+        node.sequence_nr = ops.next_seq() if seq < 0 else seq
+        node.thread_id = ops.thread_id
+        edges = []
+        topo = 0
+        bit = 1
+        for x in inputs:
+            if mask & bit:
+                fn = x.grad_fn
+                if fn is not None:
+                    edge = (fn, x._output_nr)
+                else:
+                    edge = _gradient_edge(x)
+                    fn = edge[0]
+                fn._has_parent = True
+                if fn.topological_nr >= topo:
+                    topo = fn.topological_nr + 1
+                edges.append(edge)
             else:
-                edge = _gradient_edge(x)
-                fn = edge[0]
-            fn._has_parent = True
-            if fn.topological_nr >= topo:
-                topo = fn.topological_nr + 1
-            edges.append(edge)
-        else:
-            edges.append(None)
-        bit <<= 1
-    node.next_edges = tuple(edges)
-    node.topological_nr = topo
-    node._has_parent = False
-    node.input_metadata = ((out.shape, out.dtype, dev,
-                            ops.cpu_stream if dev is CPU else backend.current_stream(dev)),)
-    node._extra = None
-    result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
-    save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
-    saved = [None] * (len(inputs) + 1)
-    tensors = save_out
-    if save_out:
-        saved[0] = SavedVariable(result, is_output=True)
-    for i in full:
-        x = inputs[i]
-        if isinstance(x, Tensor):
-            saved[i + 1] = SavedVariable(x)
-            tensors = True
-        else:
-            saved[i + 1] = x
-    if meta:
-        for i in meta:
-            d = datas[i]
-            saved[i + 1] = Meta(d) if hasattr(d, "shape") else d
-    node._saved = saved
-    node._attrs = attrs
-    node._saves_tensors = tensors
-    return result
+                edges.append(None)
+            bit <<= 1
+        node.next_edges = tuple(edges)
+        node.topological_nr = topo
+        node._has_parent = False
+        node.input_metadata = ((out.shape, out.dtype, dev,
+                                ops.cpu_stream if dev is CPU else backend.current_stream(dev)),)
+        node._extra = None
+        result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
+        save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
+        saved = [None] * (len(inputs) + 1)
+        tensors = save_out
+        if save_out:
+            saved[0] = SavedVariable(result, is_output=True)
+        for i in full:
+            x = inputs[i]
+            if isinstance(x, Tensor):
+                saved[i + 1] = SavedVariable(x)
+                tensors = True
+            else:
+                saved[i + 1] = x
+        if meta:
+            for i in meta:
+                d = datas[i]
+                saved[i + 1] = Meta(d) if hasattr(d, "shape") else d
+        node._saved = saved
+        node._attrs = attrs
+        node._saves_tensors = tensors
+        return result
+    finally:
+        if rec is not None:
+            _rf.end(rec)
 
 
 def _apply_general(op, inputs, datas, attrs, dev, mask, ops):
-    """apply_op for everything the fast path leaves out: the profiler's records, several
-    outputs, views, ops that move devices, inference mode, forward AD and anomaly mode."""
+    """apply_op for everything the fast path leaves out: several outputs, views, ops that
+    move devices, inference mode, forward AD and anomaly mode."""
     if mask and not (ops.grad_enabled and op.differentiable):
         mask = 0
     rec = None
@@ -490,7 +505,7 @@ def _apply_general(op, inputs, datas, attrs, dev, mask, ops):
         # The sequence number is taken before the op runs so the record can carry it.
         if mask:
             seq = ops.next_seq()
-        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, str(dev),
+        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, dev._name,
                         ops.cpu_stream if dev is CPU else backend.current_stream(dev))
     try:
         if op.check is not None:

@@ -320,18 +320,29 @@ def _run(task, root, results):
             continue   # a grad() target: its gradient is the result, the node does not run
         meta = node.input_metadata
         node_stream = meta[0][3] if meta else None
-        # Fast path: a plain node (no hooks) on this thread's CPU stream, with no profiler and
-        # no anomaly mode, is called directly; its outputs are checked in the loop below.
-        # Everything else goes through _call, which validates its outputs itself. (GraphRoot
-        # has no input metadata, so no stream: it always goes through _call.)
+        # Fast path: a plain node (no hooks) on this thread's CPU stream, with no anomaly
+        # mode, is called directly, inside its BACKWARD_FUNCTION record when profiled (the
+        # flag is read per node: a hook may turn the profiler on mid-backward); its outputs
+        # are checked in the loop below. Everything else goes through _call, which validates
+        # its outputs itself. (GraphRoot has no input metadata, so no stream: it always goes
+        # through _call.)
         if (node_stream is ops.cpu_stream and extra is None and cls is not AccumulateGrad
-                and not ops.anomaly and not _RF.on):
+                and not ops.anomaly):
             dev = meta[0][2]
             if dev is not F_dev:
                 F_dev = dev
                 F = TensorF if create_graph else (
                     _F_BY_XP.get(dev.xp) or _F_BY_XP.setdefault(dev.xp, ArrayF(dev.xp)))
-            outputs = node.apply(grads, F)
+            if _RF.on:
+                rec = _rf.begin(_BACKWARD, node.name(), node.sequence_nr, node.thread_id, None,
+                                dev._name, node_stream)
+                try:
+                    outputs = node.apply(grads, F)
+                finally:
+                    if rec is not None:
+                        _rf.end(rec)
+            else:
+                outputs = node.apply(grads, F)
             check = True
         else:
             outputs = _call(task, node, grads)
@@ -507,7 +518,7 @@ def _call(task, node, grads):
     if _RF.on and node.__class__ is not GraphRoot:
         meta = node.input_metadata
         rec = _rf.begin(_BACKWARD, node.name(), node.sequence_nr, node.thread_id, None,
-                        str(meta[0][2]) if meta else "cpu", meta[0][3] if meta else None)
+                        meta[0][2]._name if meta else "cpu", meta[0][3] if meta else None)
     ops = _THREAD.ops
     anomaly = ops.anomaly
     if anomaly:

@@ -56,7 +56,7 @@ class RecordFunction:
     """One range: what the callbacks see. Built only when a callback wants this scope."""
 
     __slots__ = ("name", "scope", "sequence_nr", "fwd_thread_id", "thread_id", "inputs",
-                 "device", "stream", "_active")
+                 "device", "stream", "_active", "_ctx")
 
     def __repr__(self):
         return (f"RecordFunction(name={self.name!r}, scope={RecordScope(self.scope).name}, "
@@ -87,6 +87,12 @@ _global: dict[int, _Callback] = {}
 _global_by_scope: list[tuple] = [()] * _N_SCOPES   # rebuilt on every (un)registration
 _thread_local_count = 0                             # registrations alive in any thread
 _memory: dict[int, object] = {}
+# The common case precomputed per scope, rebuilt with the flags: when no thread-local callback
+# exists anywhere and every global callback for the scope reports every range (sampling_prob
+# 1.0), ``_fast[scope]`` is ``(callbacks, needs_inputs)`` and begin() needs no list, no random
+# draw and no thread-local read. Otherwise it is None and begin() takes the general path.
+# The list is replaced, never mutated, so a reader in another thread sees one whole version.
+_fast: list = [None] * _N_SCOPES
 
 
 class _ThreadCallbacks(threading.local):
@@ -99,6 +105,15 @@ _local = _ThreadCallbacks()
 
 
 def _refresh_flags() -> None:
+    """Recompute the flags and the fast table (callers hold ``_lock``)."""
+    global _fast
+    fast = [None] * _N_SCOPES
+    if not _thread_local_count:
+        for s in range(_N_SCOPES):
+            cbs = _global_by_scope[s]
+            if cbs and all(cb.sampling_prob >= 1.0 for cb in cbs):
+                fast[s] = (cbs, any(cb.needs_inputs for cb in cbs))
+    _fast = fast
     STATE.on = bool(_global) or _thread_local_count > 0
     STATE.memory = bool(_memory)
 
@@ -192,6 +207,33 @@ def _describe_inputs(inputs) -> list:
 def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,
           inputs=None, device="cpu", stream=None):
     """Open a range; returns the record to pass to :func:`end`, or None if nobody listens."""
+    fast = _fast[scope]
+    if fast is None:
+        return _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream)
+    cbs, needs_inputs = fast
+    rec = RecordFunction()
+    rec.name = name
+    rec.scope = scope
+    rec.sequence_nr = sequence_nr
+    rec.fwd_thread_id = fwd_thread_id
+    rec.thread_id = _THREAD.thread_id
+    rec.inputs = _describe_inputs(inputs) if needs_inputs and inputs is not None else None
+    rec.device = device
+    rec.stream = stream
+    if len(cbs) == 1:
+        # One callback (a profiler): its context is kept as it is, no pairs list.
+        cb = cbs[0]
+        rec._active = cb
+        start = cb.start
+        rec._ctx = start(rec) if start is not None else None
+    else:
+        rec._active = [(cb, cb.start(rec) if cb.start is not None else None) for cb in cbs]
+    return rec
+
+
+def _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream):
+    """begin() with thread-local callbacks or sampling: which callbacks hear this range is
+    decided per range."""
     cbs = _global_by_scope[scope]
     if _thread_local_count:
         cbs = cbs + _local.by_scope[scope]
@@ -214,10 +256,7 @@ def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,
     rec.inputs = _describe_inputs(inputs) if needs_inputs and inputs is not None else None
     rec.device = device
     rec.stream = stream
-    pairs = []
-    for cb in active:
-        pairs.append((cb, cb.start(rec) if cb.start is not None else None))
-    rec._active = pairs
+    rec._active = [(cb, cb.start(rec) if cb.start is not None else None) for cb in active]
     return rec
 
 
@@ -225,7 +264,12 @@ def end(rec) -> None:
     """Close a range opened by :func:`begin` (callbacks run in reverse order of start)."""
     if rec is None:
         return
-    for cb, ctx in reversed(rec._active):
+    active = rec._active
+    if active.__class__ is _Callback:
+        if active.end is not None:
+            active.end(rec, rec._ctx)
+        return
+    for cb, ctx in reversed(active):
         if cb.end is not None:
             cb.end(rec, ctx)
 
