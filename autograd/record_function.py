@@ -188,14 +188,21 @@ def _describe_inputs(inputs) -> list:
     """
     out = []
     for x in inputs:
+        cls = x.__class__
+        if cls is float or cls is int:   # the scalar operand of ``y * 2.0``: no lookups
+            out.append(_SCALAR)
+            continue
         data = getattr(x, "data", x)
         dt = getattr(data, "dtype", None)
-        if dt is not None and hasattr(data, "shape"):
-            name = _dtype_names.get(dt)
-            if name is None:
-                name = _dtype_names[dt] = str(dt)
-            out.append((data.shape, name))
-        elif isinstance(x, (bool, int, float, complex)):
+        if dt is not None:
+            shape = getattr(data, "shape", None)
+            if shape is not None:
+                name = _dtype_names.get(dt)
+                if name is None:
+                    name = _dtype_names[dt] = str(dt)
+                out.append((shape, name))
+                continue
+        if isinstance(x, (bool, int, float, complex)):
             out.append(_SCALAR)
         elif isinstance(x, (list, tuple)) and x and all(hasattr(getattr(t, "data", t), "shape") for t in x):
             out.extend((getattr(t, "data", t).shape, str(getattr(t, "data", t).dtype)) for t in x)
