@@ -218,6 +218,20 @@ def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,
     if fast is None:
         return _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream)
     cbs, needs_inputs = fast
+    rec = _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs)
+    if len(cbs) == 1:
+        # One callback (a profiler): its context is kept as it is, no pairs list.
+        cb = cbs[0]
+        rec._active = cb
+        start = cb.start
+        rec._ctx = start(rec) if start is not None else None
+    else:
+        rec._active = [(cb, cb.start(rec) if cb.start is not None else None) for cb in cbs]
+    return rec
+
+
+def _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs):
+    """A new record's fields; the callbacks' contexts are filled in by the caller."""
     rec = RecordFunction()
     rec.name = name
     rec.scope = scope
@@ -227,14 +241,6 @@ def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,
     rec.inputs = _describe_inputs(inputs) if needs_inputs and inputs is not None else None
     rec.device = device
     rec.stream = stream
-    if len(cbs) == 1:
-        # One callback (a profiler): its context is kept as it is, no pairs list.
-        cb = cbs[0]
-        rec._active = cb
-        start = cb.start
-        rec._ctx = start(rec) if start is not None else None
-    else:
-        rec._active = [(cb, cb.start(rec) if cb.start is not None else None) for cb in cbs]
     return rec
 
 
@@ -254,15 +260,7 @@ def _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stre
             needs_inputs = needs_inputs or cb.needs_inputs
     if not active:
         return None
-    rec = RecordFunction()
-    rec.name = name
-    rec.scope = scope
-    rec.sequence_nr = sequence_nr
-    rec.fwd_thread_id = fwd_thread_id
-    rec.thread_id = _THREAD.thread_id
-    rec.inputs = _describe_inputs(inputs) if needs_inputs and inputs is not None else None
-    rec.device = device
-    rec.stream = stream
+    rec = _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs)
     rec._active = [(cb, cb.start(rec) if cb.start is not None else None) for cb in active]
     return rec
 

@@ -156,60 +156,9 @@ class Collector:
         # costs about three times as much.
         pack_row = _ROW.pack
 
-        if not gpu and not with_stack:
-            # The common CPU case: the context is just the start time, and there is no GPU
-            # pair and no stack to store.
-            def start(rec):
-                return perf()
-
-            def end(rec, ctx):
-                t_end = perf()
-                buf = buffers.get(rec.thread_id) or new_buffers(rec.thread_id)
-                name_id = string_ids.get(rec.name)
-                if name_id is None:
-                    name_id = intern_string(rec.name)
-                device_id = devices.get(rec.device)
-                if device_id is None:
-                    device_id = intern_device(rec.device)
-                seq = rec.sequence_nr
-                if seq > _INT64_MAX:           # AccumulateGrad's 2**64-1: no forward op
-                    seq -= _UINT64
-                inputs_id = -1
-                if record_shapes and rec.inputs is not None:
-                    key = tuple(rec.inputs)
-                    inputs_id = inputs_table.get(key)
-                    if inputs_id is None:
-                        inputs_id = intern_in(inputs_table, key)
-                stream = rec.stream
-                buf.events.frombytes(pack_row(
-                    name_id, rec.scope, ctx, t_end, seq, rec.fwd_thread_id, device_id,
-                    stream.ptr if stream is not None else 0, -1, inputs_id, -1))
-
-            return start, end
-
-        # The context is (start ns, start CUDA event or None, stack id). The stack is taken
-        # at the start, where the caller's frame still points at the calling line.
-        def start(rec):
-            stack_id = capture_stack() if with_stack and rec.scope in stack_scopes else -1
-            stream = rec.stream
-            if gpu and stream is not None and stream.native is not None:
-                t0, ev = gpu_start(stream)
-                return (t0, ev, stack_id)
-            return (perf(), None, stack_id)
-
-        def end(rec, ctx):
-            t_end = perf()
+        def write_row(rec, t_start, t_end, pair, stack_id):
+            """Append one range to its thread's rows, interning its strings on first sight."""
             buf = buffers.get(rec.thread_id) or new_buffers(rec.thread_id)
-            stream = rec.stream
-            pair = -1
-            stack_id = -1
-            if ctx.__class__ is tuple:
-                ctx, ev_start, stack_id = ctx
-                if ev_start is not None:
-                    ev_end = Event(stream.device)
-                    ev_end.record(stream)
-                    buf.gpu_events.append((ev_start, ev_end))
-                    pair = len(buf.gpu_events) - 1
             name_id = string_ids.get(rec.name)
             if name_id is None:
                 name_id = intern_string(rec.name)
@@ -225,9 +174,46 @@ class Collector:
                 inputs_id = inputs_table.get(key)
                 if inputs_id is None:
                     inputs_id = intern_in(inputs_table, key)
+            stream = rec.stream
             buf.events.frombytes(pack_row(
-                name_id, rec.scope, ctx, t_end, seq, rec.fwd_thread_id, device_id,
+                name_id, rec.scope, t_start, t_end, seq, rec.fwd_thread_id, device_id,
                 stream.ptr if stream is not None else 0, pair, inputs_id, stack_id))
+
+        if not gpu and not with_stack:
+            # The common CPU case: the context is just the start time, and there is no GPU
+            # pair and no stack to store.
+            def start(rec):
+                return perf()
+
+            def end(rec, ctx):
+                write_row(rec, ctx, perf(), -1, -1)
+
+            return start, end
+
+        # The context is (start ns, start CUDA event or None, stack id). The stack is taken
+        # at the start, where the caller's frame still points at the calling line.
+        def start(rec):
+            stack_id = capture_stack() if with_stack and rec.scope in stack_scopes else -1
+            stream = rec.stream
+            if gpu and stream is not None and stream.native is not None:
+                t0, ev = gpu_start(stream)
+                return (t0, ev, stack_id)
+            return (perf(), None, stack_id)
+
+        def end(rec, ctx):
+            t_end = perf()
+            pair = -1
+            stack_id = -1
+            if ctx.__class__ is tuple:
+                ctx, ev_start, stack_id = ctx
+                if ev_start is not None:
+                    stream = rec.stream
+                    ev_end = Event(stream.device)
+                    ev_end.record(stream)
+                    buf = buffers.get(rec.thread_id) or new_buffers(rec.thread_id)
+                    buf.gpu_events.append((ev_start, ev_end))
+                    pair = len(buf.gpu_events) - 1
+            write_row(rec, ctx, t_end, pair, stack_id)
 
         return start, end
 
