@@ -17,6 +17,7 @@ import functools
 import random
 import threading
 
+from . import backend
 from .grad_mode import STATE as _THREAD, current_thread_id
 from .hooks import RemovableHandle
 
@@ -335,8 +336,6 @@ class record_function:
             if dev is None:
                 self._rec = begin(USER_SCOPE, self.name)
             else:
-                from . import backend  # noqa: PLC0415 - backend imports this module's users
-
                 dev = backend.device(dev)
                 self._rec = begin(USER_SCOPE, self.name, -1, 0, None, str(dev),
                                   backend.current_stream(dev) if dev.type == "cuda" else None)
