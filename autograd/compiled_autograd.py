@@ -13,7 +13,7 @@ new graph's nodes at replay, never constants.
 The cache key is a flat list built by one walk over the new graph (node classes, edges, input
 shapes/dtypes/devices/streams, which hooks exist, which saved tensors have unpack hooks);
 comparing it with a cached key is one C-level list comparison. A miss logs why on
-``logging.getLogger("autograd.compiled_autograd")`` at DEBUG.
+``logging.getLogger("gradtrace.autograd.compiled_autograd")`` at DEBUG.
 
 On a CUDA device the replayed program is captured once into a CUDA graph (stream capture) with
 static input and output buffers and replayed with one launch; programs that hold something
@@ -47,7 +47,7 @@ from .tensor import Tensor
 __all__ = ["enable", "disable", "is_enabled", "run_backward", "reset", "stats", "Step",
            "Program", "PASSES", "capture", "log"]
 
-log = logging.getLogger("autograd.compiled_autograd")
+log = logging.getLogger("gradtrace.autograd.compiled_autograd")
 
 _RF = _rf.STATE
 _BACKWARD = int(_rf.RecordScope.BACKWARD_FUNCTION)

@@ -209,7 +209,7 @@ class OpDef:
             self._uses_in.append(tuple(i for i, p in enumerate(inputs) if p in used))
         cls_name = node_name or f"{_camel(name)}Backward0"
         self.node_cls = type(cls_name, (OpNode,), {"__slots__": (), "op": self,
-                                                   "__module__": "autograd.ops",
+                                                   "__module__": "gradtrace.autograd.ops",
                                                    **_saved_accessors(self.input_names)})
 
     def save_plan(self, mask: int) -> tuple:

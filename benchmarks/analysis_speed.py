@@ -23,9 +23,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import profiler  # noqa: E402
-from profiler import ProfileData  # noqa: E402
-from profiler.synthetic import training_profile  # noqa: E402
+from gradtrace import profiler  # noqa: E402
+from gradtrace.profiler import ProfileData  # noqa: E402
+from gradtrace.profiler.synthetic import training_profile  # noqa: E402
 
 
 def peak_rss_mb() -> float:

@@ -30,8 +30,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import autograd  # noqa: E402
-from autograd import backend, compiled_autograd, nn  # noqa: E402
+from gradtrace import autograd  # noqa: E402
+from gradtrace.autograd import backend, compiled_autograd, nn  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _results import write_json  # noqa: E402
 
@@ -102,7 +102,7 @@ def gpt_workload(device):
 
 def _models():
     try:
-        from autograd import models  # noqa: PLC0415 - another engineer's package, optional
+        from gradtrace.autograd import models  # noqa: PLC0415 - another engineer's package, optional
     except ImportError:
         return None
     return models

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _results import write_json  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import autograd  # noqa: E402
+from gradtrace import autograd  # noqa: E402
 
 
 def numpy_by_hand(n: int) -> float:

@@ -33,10 +33,10 @@ import time
 import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from profiler import chrome_trace as ct  # noqa: E402
-from profiler.data import ProfileData  # noqa: E402
-from profiler.records import MEMORY_COLUMNS, empty_columns  # noqa: E402
-from profiler.synthetic import training_profile  # noqa: E402
+from gradtrace.profiler import chrome_trace as ct  # noqa: E402
+from gradtrace.profiler.data import ProfileData  # noqa: E402
+from gradtrace.profiler.records import MEMORY_COLUMNS, empty_columns  # noqa: E402
+from gradtrace.profiler.synthetic import training_profile  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _results import write_json  # noqa: E402
 

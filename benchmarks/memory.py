@@ -26,9 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _results import write_json  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import autograd as ag  # noqa: E402
-import autograd.nn.functional as F  # noqa: E402
-from autograd import backend  # noqa: E402
+import gradtrace.autograd as ag  # noqa: E402
+import gradtrace.autograd.functional as F  # noqa: E402
+from gradtrace.autograd import backend  # noqa: E402
 
 
 def make_model(layers, width, device, seed=0):

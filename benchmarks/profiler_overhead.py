@@ -21,9 +21,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import autograd  # noqa: E402
-import profiler  # noqa: E402
-from autograd import record_function as rf  # noqa: E402
+from gradtrace import autograd  # noqa: E402
+from gradtrace import profiler  # noqa: E402
+from gradtrace.autograd import record_function as rf  # noqa: E402
 
 
 def chain(n: int) -> None:

@@ -30,9 +30,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _results import write_json  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import autograd  # noqa: E402
-from autograd import backend, nn, optim  # noqa: E402
-from autograd.nn import functional as F  # noqa: E402
+from gradtrace import autograd  # noqa: E402
+from gradtrace.autograd import backend, nn, optim  # noqa: E402
+from gradtrace.autograd.nn import functional as F  # noqa: E402
 
 LR = 1e-3
 

@@ -72,7 +72,7 @@ return api ? [api.getDisplayedRowCount(), rendered] : [0, rendered];
 
 def one_run(driver, path: Path, expected_rows: int, screenshot: Path | None) -> dict:
     port = free_port()
-    code = f"import viewer; viewer.serve({str(path)!r}, port={port})"
+    code = f"from gradtrace import viewer; viewer.serve({str(path)!r}, port={port})"
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -106,8 +106,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from profiler import synthetic
-    from viewer.model import ProfileView
+    from gradtrace.profiler import synthetic
+    from gradtrace.viewer.model import ProfileView
 
     results = {}
     tmp = Path(tempfile.mkdtemp(prefix="gradtrace-viewer-bench-"))

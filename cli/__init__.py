@@ -18,7 +18,7 @@ __all__ = ["current_profile", "step"]
 
 def current_profile():
     """The running profile (``profiler.current()``), or None."""
-    from profiler import current  # noqa: PLC0415 - profiler does not import the engine
+    from gradtrace.profiler import current  # noqa: PLC0415 - profiler does not import the engine
 
     return current()
 

@@ -1,6 +1,6 @@
-"""``python -m cli``: the same as the ``gradtrace`` console script."""
+"""``python -m gradtrace.cli``: the same as the ``gradtrace`` console script."""
 import sys
 
-from cli.main import main
+from gradtrace.cli.main import main
 
 sys.exit(main())

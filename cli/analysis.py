@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiler import ProfileData
-from profiler.aggregate import SORT_KEYS, EventList
+from gradtrace.profiler import ProfileData
+from gradtrace.profiler.aggregate import SORT_KEYS, EventList
 
 __all__ = ["merge_step_rows", "sorted_rows", "device_rows", "module_rows", "MODULE_PREFIX"]
 
@@ -27,7 +27,7 @@ def merge_step_rows(rows):
     A profile of 20 steps has 20 ``ProfilerStep#N`` rows of one call each; in a table they push
     the ops out of view. The merged row sums them (count = number of steps).
     """
-    from profiler import FunctionEventAvg  # noqa: PLC0415
+    from gradtrace.profiler import FunctionEventAvg  # noqa: PLC0415
 
     rows = list(rows)
     steps = [r for r in rows if r.key.startswith(STEP_PREFIX)]

@@ -15,7 +15,7 @@ GROUPS = ("name", "shape", "stack", "module", "forward-op")
 
 
 def _check_sort(sort_by: str | None) -> None:
-    from profiler.aggregate import SORT_KEYS  # noqa: PLC0415
+    from gradtrace.profiler.aggregate import SORT_KEYS  # noqa: PLC0415
 
     if sort_by is not None and sort_by not in SORT_KEYS:
         raise CLIError(f"unknown sort key {sort_by!r}; use one of: {', '.join(sorted(SORT_KEYS))}")
@@ -39,7 +39,7 @@ def _check_group(data, group_by: str, stack_n: int) -> None:
 
 
 def _footer(data, key_avgs) -> list[str]:
-    from profiler.table import format_time_ns  # noqa: PLC0415
+    from gradtrace.profiler.table import format_time_ns  # noqa: PLC0415
 
     lines = [f"Self CPU time total: {format_time_ns(key_avgs.self_cpu_time_total * 1e3)}"]
     if data.has_device_time:
@@ -163,15 +163,15 @@ def cmd_table(args) -> int:
 
 def _exporter(name: str):
     """The profile-file method or profiler function for an export, or a CLIError if missing."""
-    import profiler  # noqa: PLC0415
+    from gradtrace import profiler  # noqa: PLC0415
 
     fn = None
     try:
         import importlib  # noqa: PLC0415
 
-        module = {"export_chrome_trace": "profiler.chrome_trace",
-                  "export_stacks": "profiler.stacks",
-                  "export_speedscope": "profiler.stacks"}[name]
+        module = {"export_chrome_trace": "gradtrace.profiler.chrome_trace",
+                  "export_stacks": "gradtrace.profiler.stacks",
+                  "export_speedscope": "gradtrace.profiler.stacks"}[name]
         mod = importlib.import_module(module)
         fn = getattr(mod, name, None)
     except ImportError:
@@ -229,7 +229,7 @@ def cmd_export(args) -> int:
 
 def cmd_view(args) -> int:
     try:
-        import viewer  # noqa: PLC0415
+        from gradtrace import viewer  # noqa: PLC0415
     except ImportError as exc:
         raise CLIError(f"the dashboard cannot start: {exc}; install gradtrace with its dependencies "
                        "(pip install -e .)") from None
@@ -264,7 +264,7 @@ def cmd_view(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    import profiler  # noqa: PLC0415
+    from gradtrace import profiler  # noqa: PLC0415
 
     from .render import diff_table, emit, make_console  # noqa: PLC0415
 

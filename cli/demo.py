@@ -23,7 +23,7 @@ def resolve_device(requested: str | None) -> tuple[str, str]:
     Raises:
         CLIError: an unknown device, or cuda without a usable GPU.
     """
-    import autograd  # noqa: PLC0415
+    from gradtrace import autograd  # noqa: PLC0415
 
     gpu = autograd.cuda_is_available()
     if requested is None:
@@ -72,7 +72,7 @@ def cmd_demo(args) -> int:
     device, why = resolve_device(args.device)
     console.print(why)
     try:
-        from autograd.models import make_workload  # noqa: PLC0415
+        from gradtrace.autograd.models import make_workload  # noqa: PLC0415
     except ImportError as exc:
         raise CLIError(f"the reference workloads are not available ({exc}); "
                        "upgrade gradtrace (autograd.models)") from None

@@ -15,7 +15,7 @@ class CLIError(Exception):
 
 def load_profile(path: str):
     """``profiler.load`` with every failure turned into a :class:`CLIError`."""
-    from profiler import ProfileFormatError, load  # noqa: PLC0415 - no engine import
+    from gradtrace.profiler import ProfileFormatError, load  # noqa: PLC0415 - no engine import
 
     p = Path(path)
     if not p.exists():

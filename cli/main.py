@@ -1,4 +1,4 @@
-"""``gradtrace``: the command line (``gradtrace`` console script, or ``python -m cli``).
+"""``gradtrace``: the command line (``gradtrace`` console script, or ``python -m gradtrace.cli``).
 
 Parsing only; each subcommand's work is in :mod:`cli.commands` (tables, export, view, diff),
 :mod:`cli.demo`, :mod:`cli.runscript` and :mod:`cli.bench`. Those modules are imported when
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the workload's, a few)")
     p.add_argument("--limit", type=int, default=15, help="rows of the operator table (default 15)")
     _add_profiling_flags(p)
-    p.set_defaults(handler="cli.demo:cmd_demo")
+    p.set_defaults(handler="gradtrace.cli.demo:cmd_demo")
 
     p = sub.add_parser("run", formatter_class=_Help, help="run a Python script under the profiler",
                        description="Run SCRIPT as __main__ (sys.argv = [SCRIPT, ARGS...]) under the "
@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="do not print the table at the end")
     p.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
-    p.set_defaults(handler="cli.runscript:cmd_run")
+    p.set_defaults(handler="gradtrace.cli.runscript:cmd_run")
 
     p = sub.add_parser("table", formatter_class=_Help, help="print the operator table of a profile",
                        description="Print key_averages() of a saved profile as a table.",
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack-n", type=int, default=3, help="frames kept for --group-by stack (default 3)")
     p.add_argument("--device-rows", action="store_true", help="one row per op and device (cpu, cuda:0)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON (times in microseconds)")
-    p.set_defaults(handler="cli.commands:cmd_table")
+    p.set_defaults(handler="gradtrace.cli.commands:cmd_table")
 
     p = sub.add_parser("export", formatter_class=_Help, help="write a Chrome trace, folded stacks or speedscope",
                        description="Export a saved profile for other tools.",
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--stacks", metavar="OUT", help="folded stacks for flame graphs")
     what.add_argument("--speedscope", metavar="OUT", help="speedscope JSON")
     p.add_argument("--metric", default=None, help="with --stacks: the metric, e.g. self_cpu_time_total")
-    p.set_defaults(handler="cli.commands:cmd_export")
+    p.set_defaults(handler="gradtrace.cli.commands:cmd_export")
 
     p = sub.add_parser("view", formatter_class=_Help, help="open the dashboard for a profile",
                        description="Serve the Dash dashboard for a saved profile.",
@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     p.add_argument("--compare", metavar="B", help="a second profile for the Compare page")
-    p.set_defaults(handler="cli.commands:cmd_view")
+    p.set_defaults(handler="gradtrace.cli.commands:cmd_view")
 
     p = sub.add_parser("diff", formatter_class=_Help, help="compare two profiles",
                        description="Per op, the time in A and in B: regressions in red, improvements in green.",
@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "cpu_time_total, self_cuda_time_total, cuda_time_total, count; with "
                         "--by forward-op: total_cpu_time (default), backward_cpu_time_total, ...")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
-    p.set_defaults(handler="cli.commands:cmd_diff")
+    p.set_defaults(handler="gradtrace.cli.commands:cmd_diff")
 
     p = sub.add_parser("bench", formatter_class=_Help, help="run the benchmark scripts",
                        description="Run the scripts in benchmarks/ and print their tables.",
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small sizes and repeats; results go to a temp dir")
     p.add_argument("--only", action="append", metavar="NAME", help="run only this benchmark (repeatable)")
     p.add_argument("--dir", default=None, help="benchmarks directory (default: the checkout's benchmarks/)")
-    p.set_defaults(handler="cli.bench:cmd_bench")
+    p.set_defaults(handler="gradtrace.cli.bench:cmd_bench")
     return parser
 
 

@@ -25,7 +25,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from profiler.table import format_memory
+from gradtrace.profiler.table import format_memory
 
 __all__ = ["PLAIN_BOX", "WIDTH", "make_console", "emit", "short_site", "is_plain", "pick_time_unit", "format_time",
            "key_averages_table", "forward_backward_table", "module_table", "diff_table",
@@ -147,7 +147,7 @@ def _percent(part: float, whole: float) -> str:
 
 def sort_metric(sort_by: str | None) -> str:
     """The row attribute a sort key measures (``self_cpu_time_total`` when none is given)."""
-    from profiler.aggregate import SORT_KEYS  # noqa: PLC0415 - keep module import cheap
+    from gradtrace.profiler.aggregate import SORT_KEYS  # noqa: PLC0415 - keep module import cheap
 
     return SORT_KEYS.get(sort_by or "self_cpu_time_total", "self_cpu_time_total")
 

@@ -33,7 +33,7 @@ class ProfileOptions:
     def make_schedule(self):
         if self.schedule is None:
             return None
-        import profiler  # noqa: PLC0415
+        from gradtrace import profiler  # noqa: PLC0415
 
         return profiler.schedule(*self.schedule)
 
@@ -53,7 +53,7 @@ def parse_schedule(text: str) -> tuple[int, ...]:
 
 def default_out(stem: str, directory: str | Path = "gradtrace-runs") -> Path:
     """``./gradtrace-runs/{stem}-{YYYYmmdd-HHMMSS}.gtprof`` (a counter is added on a clash)."""
-    from profiler import FILE_SUFFIX  # noqa: PLC0415
+    from gradtrace.profiler import FILE_SUFFIX  # noqa: PLC0415
 
     base = Path(directory) / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     path = base.with_suffix(FILE_SUFFIX)
@@ -82,7 +82,7 @@ class Session:
     partial_at_stop: bool = False
 
     def start(self):
-        import profiler  # noqa: PLC0415
+        from gradtrace import profiler  # noqa: PLC0415
 
         o = self.options
         self.prof = profiler.profile(activities=o.activities, record_shapes=o.record_shapes,

@@ -4,8 +4,8 @@ Run: python examples/quickstart.py
 """
 import numpy as np
 
-import autograd as ag
-from autograd import record_function as rf
+import gradtrace.autograd as ag
+from gradtrace.autograd import record_function as rf
 
 ag.manual_seed(0)
 rng = np.random.default_rng(0)

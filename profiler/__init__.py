@@ -31,4 +31,4 @@ def __getattr__(name: str):
         from .collector import record_function  # noqa: PLC0415
 
         return record_function
-    raise AttributeError(f"module 'profiler' has no attribute {name!r}")
+    raise AttributeError(f"module 'gradtrace.profiler' has no attribute {name!r}")

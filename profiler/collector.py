@@ -21,8 +21,8 @@ from array import array
 
 import numpy as np
 
-from autograd import backend
-from autograd import record_function as rf
+from gradtrace.autograd import backend
+from gradtrace.autograd import record_function as rf
 
 from .data import ProfileData
 from .fileformat import gradtrace_version

@@ -20,7 +20,7 @@ import numpy as np
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from profiler import ProfileData
+from gradtrace.profiler import ProfileData
 
 from . import figures, pages
 from .compare import diff_table, metric_options

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-import profiler
-from profiler import ProfileData
+from gradtrace import profiler
+from gradtrace.profiler import ProfileData
 
 __all__ = ["VIEWS", "diff_table", "metric_options"]
 
@@ -22,7 +22,7 @@ def metric_options(by: str, has_cuda: bool) -> dict[str, str]:
 
 
 def _metrics(by: str) -> dict[str, str]:
-    from profiler.diff import FORWARD_BACKWARD_METRICS, NAME_METRICS  # noqa: PLC0415
+    from gradtrace.profiler.diff import FORWARD_BACKWARD_METRICS, NAME_METRICS  # noqa: PLC0415
 
     return NAME_METRICS if by == "name" else FORWARD_BACKWARD_METRICS
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler import Scope
+from gradtrace.profiler import Scope
 
 from .model import ProfileView
 

@@ -16,8 +16,8 @@ import os
 import tempfile
 from pathlib import Path
 
-import profiler
-from profiler import ProfileData, ProfileFormatError
+from gradtrace import profiler
+from gradtrace.profiler import ProfileData, ProfileFormatError
 
 __all__ = ["DEFAULT_MAX_UPLOAD_MB", "UploadError", "decode_upload", "load_path", "too_big_message"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler import ProfileData, Scope
+from gradtrace.profiler import ProfileData, Scope
 
 __all__ = ["ProfileView", "GROUPINGS", "PHASES", "phase_of_events", "group_ids", "group_rows",
            "module_of_events", "call_site_of_events"]

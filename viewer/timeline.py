@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from profiler import Scope
+from gradtrace.profiler import Scope
 
 from .model import ProfileView
 

@@ -146,7 +146,7 @@ class CNN(Workload):
 
 def load_text(name: str = "harbour_town.txt") -> str:
     """A text bundled in ``autograd/data``."""
-    return resources.files("autograd").joinpath("data", name).read_text(encoding="utf-8")
+    return resources.files("gradtrace.autograd").joinpath("data", name).read_text(encoding="utf-8")
 
 
 class TinyGPT(nn.Module):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import autograd
+from gradtrace import autograd
 
 
 def _as_list(out):

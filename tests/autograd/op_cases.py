@@ -21,9 +21,9 @@ import numpy as np
 
 import math
 
-import autograd
-import autograd as ag
-from autograd.nn import functional as AF
+from gradtrace import autograd
+import gradtrace.autograd as ag
+from gradtrace.autograd.nn import functional as AF
 
 
 @dataclass

@@ -5,11 +5,11 @@ import logging
 import numpy as np
 import pytest
 
-import autograd as ag
-from autograd import compiled_autograd as ca
-from autograd import nn
-from autograd import record_function as rf
-from autograd.compiled_autograd import Step
+import gradtrace.autograd as ag
+from gradtrace.autograd import compiled_autograd as ca
+from gradtrace.autograd import nn
+from gradtrace.autograd import record_function as rf
+from gradtrace.autograd.compiled_autograd import Step
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +96,7 @@ def test_transformer_block_is_bit_identical():
 def test_reference_workloads_train_identically_compiled(name):
     """Two training steps of each reference workload, eager and compiled from the same seed:
     the same losses and bit-identical parameters afterwards (CPU, same accumulation order)."""
-    from autograd.models import make_workload
+    from gradtrace.autograd.models import make_workload
 
     eager, compiled = make_workload(name, seed=3), make_workload(name, seed=3)
     losses_eager = [eager.train_step() for _ in range(2)]
@@ -276,7 +276,7 @@ def test_changed_shape_misses_logs_why_and_is_correct(caplog):
         (w * ag.ones((n, 4), dtype="float64")).sum().backward()
         return w.grad.numpy().copy()
 
-    with caplog.at_level(logging.DEBUG, logger="autograd.compiled_autograd"), ca.enable():
+    with caplog.at_level(logging.DEBUG, logger="gradtrace.autograd.compiled_autograd"), ca.enable():
         run(2)
         run(2)
         got = run(5)
@@ -509,7 +509,7 @@ def test_cuda_graph_replay_matches_eager():
 @pytest.mark.cuda
 def test_cuda_graph_falls_back_with_a_hook(caplog):
     x = ag.randn(8, device="cuda", requires_grad=True)
-    with caplog.at_level(logging.DEBUG, logger="autograd.compiled_autograd"), ca.enable():
+    with caplog.at_level(logging.DEBUG, logger="gradtrace.autograd.compiled_autograd"), ca.enable():
         for _ in range(3):
             y = x * 2
             y.register_hook(lambda g: g)

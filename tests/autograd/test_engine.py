@@ -6,8 +6,8 @@ import weakref
 import numpy as np
 import pytest
 
-import autograd as ag
-from autograd.node import MAX_SEQUENCE_NR, AccumulateGrad
+import gradtrace.autograd as ag
+from gradtrace.autograd.node import MAX_SEQUENCE_NR, AccumulateGrad
 
 
 def leaf(*values):

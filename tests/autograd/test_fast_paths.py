@@ -12,13 +12,13 @@ import threading
 import numpy as np
 import pytest
 
-import autograd as ag
-import autograd.forward_ad as fwAD
-from autograd import backend
-from autograd import record_function as rf
-from autograd.grad_mode import STATE
-from autograd.graph import saved_tensors_hooks
-from autograd.record_function import RecordScope
+import gradtrace.autograd as ag
+import gradtrace.autograd.forward_ad as fwAD
+from gradtrace.autograd import backend
+from gradtrace.autograd import record_function as rf
+from gradtrace.autograd.grad_mode import STATE
+from gradtrace.autograd.graph import saved_tensors_hooks
+from gradtrace.autograd.record_function import RecordScope
 
 
 def leaf(*values):

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-import autograd as ag
-import autograd.forward_ad as fwAD
-from autograd.dispatch import COMPOSITES, OPS, defop
+import gradtrace.autograd as ag
+import gradtrace.autograd.forward_ad as fwAD
+from gradtrace.autograd.dispatch import COMPOSITES, OPS, defop
 
 from .op_cases import CASES, make_inputs
 

@@ -3,9 +3,9 @@ traceback."""
 import numpy as np
 import pytest
 
-import autograd as ag
-from autograd import nn
-from autograd.nn import functional as F
+import gradtrace.autograd as ag
+from gradtrace.autograd import nn
+from gradtrace.autograd.nn import functional as F
 
 
 def test_conv2d_channel_mismatch():

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-import autograd as ag
+import gradtrace.autograd as ag
 
 
 def leaf(*v):

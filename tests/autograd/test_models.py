@@ -1,7 +1,7 @@
 """Each reference workload learns: 30 steps at small size lower the loss by at least 30%."""
 import pytest
 
-from autograd.models import WORKLOADS, make_workload
+from gradtrace.autograd.models import WORKLOADS, make_workload
 
 SMALL = {
     "mlp": dict(hidden=64, depth=2, batch=32),

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-import autograd as ag
-from autograd import nn
-from autograd import record_function as rf
-from autograd.nn import functional as F
+import gradtrace.autograd as ag
+from gradtrace.autograd import nn
+from gradtrace.autograd import record_function as rf
+from gradtrace.autograd.nn import functional as F
 
 
 def _mlp():

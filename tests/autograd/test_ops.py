@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-import autograd
-from autograd.dispatch import COMPOSITES, OPS
+from gradtrace import autograd
+from gradtrace.autograd.dispatch import COMPOSITES, OPS
 
 from .gradcheck import check_grad
 from .op_cases import CASES, make_inputs

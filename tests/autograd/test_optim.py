@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-import autograd as ag
-from autograd import optim
-from autograd import record_function as rf
+import gradtrace.autograd as ag
+from gradtrace.autograd import optim
+from gradtrace.autograd import record_function as rf
 
 STEPS = 4
 

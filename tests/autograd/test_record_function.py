@@ -5,9 +5,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import autograd as ag
-from autograd import record_function as rf
-from autograd.record_function import RecordScope
+import gradtrace.autograd as ag
+from gradtrace.autograd import record_function as rf
+from gradtrace.autograd.record_function import RecordScope
 
 
 class Recorder:

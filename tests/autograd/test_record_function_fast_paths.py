@@ -10,9 +10,9 @@ import threading
 
 import numpy as np
 
-import autograd as ag
-from autograd import record_function as rf
-from autograd.record_function import RecordScope
+import gradtrace.autograd as ag
+from gradtrace.autograd import record_function as rf
+from gradtrace.autograd.record_function import RecordScope
 
 F = int(RecordScope.FUNCTION)
 B = int(RecordScope.BACKWARD_FUNCTION)

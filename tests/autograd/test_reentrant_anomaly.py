@@ -4,7 +4,7 @@ import threading
 import numpy as np
 import pytest
 
-import autograd as ag
+import gradtrace.autograd as ag
 
 
 def test_backward_inside_custom_function_backward():

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-import autograd as ag
-from autograd.graph import save_on_cpu, saved_tensors_hooks
+import gradtrace.autograd as ag
+from gradtrace.autograd.graph import save_on_cpu, saved_tensors_hooks
 
 
 def leaf(*shape, seed=0):

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-import autograd as ag
-from autograd import backend, engine
+import gradtrace.autograd as ag
+from gradtrace.autograd import backend, engine
 
 
 class Counts:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-import autograd as ag
+import gradtrace.autograd as ag
 
 
 def test_factories_and_default_dtypes():
@@ -134,7 +134,7 @@ def test_tensor_copies_arrays_and_tensors_but_as_tensor_shares():
 
 @pytest.mark.cuda
 def test_two_cuda_memory_hooks_can_overlap():
-    from autograd import backend
+    from gradtrace.autograd import backend
 
     seen = {"a": 0, "b": 0}
     remove_a = backend.install_cuda_memory_hook(lambda d, p, n: seen.__setitem__("a", seen["a"] + 1),

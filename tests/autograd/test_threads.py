@@ -3,7 +3,7 @@ import threading
 
 import numpy as np
 
-import autograd as ag
+import gradtrace.autograd as ag
 
 
 def test_two_threads_forward_backward_concurrently_get_correct_grads():

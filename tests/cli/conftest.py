@@ -1,4 +1,4 @@
-"""Fixtures for the CLI tests: run ``python -m cli`` in a subprocess, small saved profiles."""
+"""Fixtures for the CLI tests: run ``python -m gradtrace.cli`` in a subprocess, small saved profiles."""
 from __future__ import annotations
 
 import os
@@ -22,8 +22,8 @@ def cli_env(**extra) -> dict:
 
 
 def run_cli(*args, cwd=None, env=None, timeout=TIMEOUT) -> subprocess.CompletedProcess:
-    """``python -m cli ARGS`` (stdout is a pipe, so output is plain text)."""
-    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)], cwd=cwd or ROOT,
+    """``python -m gradtrace.cli ARGS`` (stdout is a pipe, so output is plain text)."""
+    return subprocess.run([sys.executable, "-m", "gradtrace.cli", *map(str, args)], cwd=cwd or ROOT,
                           env=env or cli_env(), capture_output=True, text=True, timeout=timeout)
 
 

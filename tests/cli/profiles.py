@@ -1,6 +1,6 @@
 """Profiles with fixed times for exact-text table tests."""
-from profiler import Scope
-from profiler.synthetic import from_events
+from gradtrace.profiler import Scope
+from gradtrace.profiler.synthetic import from_events
 
 
 def hand_made(scale: int = 1):

@@ -29,7 +29,7 @@ def test_demo_end_to_end(tmp_path):
     assert res.returncode == 0, res.stderr
     out = res.stdout
     # The demo takes the GPU when one is usable (as on a GPU machine, or the CuPy stand-in).
-    from autograd import backend
+    from gradtrace.autograd import backend
 
     expected = "device: cuda" if backend.cuda_is_available() else "device: cpu"
     assert expected in out.splitlines()[0]
@@ -160,7 +160,7 @@ def test_bad_input_one_line_exit_2(small_profile, tmp_path, name, argv, message)
 
 
 def test_device_cuda_without_gpu(tmp_path):
-    from autograd import cuda_is_available
+    from gradtrace.autograd import cuda_is_available
 
     if cuda_is_available():
         pytest.skip("a GPU is usable here")
@@ -173,5 +173,5 @@ def test_device_cuda_without_gpu(tmp_path):
 
 def test_console_script_entry_point_is_cli_main():
     text = (ROOT / "pyproject.toml").read_text()
-    assert 'gradtrace = "cli.main:main"' in text
+    assert 'gradtrace = "gradtrace.cli.main:main"' in text
     assert os.path.exists(ROOT / "cli" / "__main__.py")

@@ -8,10 +8,10 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from cli.analysis import merge_step_rows
-from cli.commands import profile_tables, table_json
-from cli.errors import CLIError
-from cli.render import diff_table, emit, forward_backward_table, key_averages_table, pick_time_unit, short_site
+from gradtrace.cli.analysis import merge_step_rows
+from gradtrace.cli.commands import profile_tables, table_json
+from gradtrace.cli.errors import CLIError
+from gradtrace.cli.render import diff_table, emit, forward_backward_table, key_averages_table, pick_time_unit, short_site
 from tests.cli.conftest import ROOT
 from tests.cli.profiles import hand_made
 
@@ -82,7 +82,7 @@ def test_limit_and_units_per_column():
 
 
 def test_plain_output_has_no_box_drawing_and_fits_100_columns(demo_profile):
-    import profiler
+    from gradtrace import profiler
 
     data = profiler.load(demo_profile)
     for group in ("name", "shape", "stack", "module", "forward-op"):
@@ -145,8 +145,8 @@ def test_bad_table_options(kwargs, message):
 
 
 def _slower_relu():
-    from profiler import Scope
-    from profiler.synthetic import from_events
+    from gradtrace.profiler import Scope
+    from gradtrace.profiler.synthetic import from_events
 
     events = [dict(name="matmul", start=0, end=1_000_000), dict(name="relu", start=2_000_000, end=4_000_000),
               dict(name="softmax", start=5_000_000, end=5_500_000)]
@@ -170,7 +170,7 @@ Self CPU time total: A 3.500ms, B 3.350ms (-4.29%)
 
 
 def test_diff_table_text_and_colours():
-    import profiler
+    from gradtrace import profiler
 
     a, b = _slower_relu()
     result = profiler.diff(a, b)
@@ -194,25 +194,19 @@ def test_key_averages_table_without_rows():
 
 
 def test_rendering_a_loaded_profile_does_not_import_the_engine(small_profile):
-    code = ("import sys, io, profiler, cli.render, cli.commands\n"
+    code = ("import sys, io\nfrom gradtrace import profiler\nimport gradtrace.cli.render, gradtrace.cli.commands\n"
             "from rich.console import Console\n"
             f"data = profiler.load({str(small_profile)!r})\n"
             "c = Console(file=io.StringIO(), width=100, color_system=None)\n"
-            "c.print(cli.commands.profile_tables(data, plain=True, group_by='forward-op'))\n"
-            "c.print(cli.commands.profile_tables(data, plain=True))\n"
-            "sys.exit(1 if 'autograd' in sys.modules else 0)\n")
+            "c.print(gradtrace.cli.commands.profile_tables(data, plain=True, group_by='forward-op'))\n"
+            "c.print(gradtrace.cli.commands.profile_tables(data, plain=True))\n"
+            "sys.exit(1 if 'gradtrace.autograd' in sys.modules else 0)\n")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_render_module_imports_only_profiler_and_rich():
-    import ast
+    from tests.test_architecture import imported_names
 
-    tree = ast.parse((ROOT / "cli" / "render.py").read_text())
-    ours = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            ours.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            ours.add(node.module.split(".")[0])
+    ours = imported_names(ROOT / "cli" / "render.py")
     assert ours - {"__future__", "os", "sys", "typing"} == {"profiler", "rich"}

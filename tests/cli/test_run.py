@@ -6,11 +6,11 @@ import subprocess
 import sys
 import textwrap
 
-import profiler
+from gradtrace import profiler
 from tests.cli.conftest import ROOT, TIMEOUT, cli_env, run_cli
 
 TRAIN = """\
-import autograd as ag
+import gradtrace.autograd as ag
 x = ag.randn(16, 8, requires_grad=True)
 ((x * 2).tanh().sum()).backward()
 """
@@ -74,7 +74,8 @@ def test_run_preserves_exit_status(tmp_path):
 
 def test_run_with_schedule_and_step(tmp_path):
     s = script(tmp_path, """
-    import autograd as ag, cli
+    import gradtrace.autograd as ag
+    from gradtrace import cli
     x = ag.randn(8, 4, requires_grad=True)
     assert cli.current_profile() is not None
     for i in range(7):
@@ -94,7 +95,8 @@ def test_run_with_schedule_and_profiler_current_step(tmp_path):
     """The public way: profiler.current() is the profile gradtrace run records, and its
     step() drives --schedule; cli.current_profile() is the same object."""
     s = script(tmp_path, """
-    import autograd as ag, cli, profiler
+    import gradtrace.autograd as ag
+    from gradtrace import cli, profiler
     prof = profiler.current()
     assert prof is not None and cli.current_profile() is prof
     x = ag.randn(8, 4, requires_grad=True)
@@ -125,8 +127,8 @@ def test_schedule_that_never_records_names_the_public_step(tmp_path):
 
 
 def test_session_profile_is_profiler_current(tmp_path):
-    import cli
-    from cli.session import ProfileOptions, Session
+    from gradtrace import cli
+    from gradtrace.cli.session import ProfileOptions, Session
 
     assert profiler.current() is None and cli.current_profile() is None
     session = Session(ProfileOptions(), tmp_path / "p.gtprof")
@@ -142,7 +144,7 @@ def test_session_profile_is_profiler_current(tmp_path):
 
 
 def test_step_outside_gradtrace_is_a_no_op():
-    res = subprocess.run([sys.executable, "-c", "import cli, profiler; cli.step(); "
+    res = subprocess.run([sys.executable, "-c", "from gradtrace import cli, profiler; cli.step(); "
                           "print(cli.current_profile(), profiler.current())"],
                          cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
     assert res.returncode == 0 and res.stdout.strip() == "None None"
@@ -150,7 +152,7 @@ def test_step_outside_gradtrace_is_a_no_op():
 
 def test_ctrl_c_saves_partial_profile_and_exits_130(tmp_path):
     s = script(tmp_path, """
-    import autograd as ag
+    import gradtrace.autograd as ag
     x = ag.randn(8, 4, requires_grad=True)
     i = 0
     while True:
@@ -163,7 +165,7 @@ def test_ctrl_c_saves_partial_profile_and_exits_130(tmp_path):
     # The child gets Ctrl-C's default disposition, as under a terminal: a test run started in
     # the background (`cmd &` in a script) inherits SIGINT *ignored*, and Python then installs
     # no KeyboardInterrupt handler, so the signal would never arrive.
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "run", "-q", "--out", str(out), str(s)],
+    proc = subprocess.Popen([sys.executable, "-m", "gradtrace.cli", "run", "-q", "--out", str(out), str(s)],
                             cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:

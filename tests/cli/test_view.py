@@ -19,7 +19,7 @@ def free_port() -> int:
 
 def test_view_serves_the_dashboard(small_profile):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "view", str(small_profile), "--no-browser",
+    proc = subprocess.Popen([sys.executable, "-m", "gradtrace.cli", "view", str(small_profile), "--no-browser",
                              "--port", str(port)], cwd=ROOT, env=cli_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     body = None
@@ -47,7 +47,7 @@ def test_view_serves_the_dashboard(small_profile):
 
 
 def test_view_bad_port_is_one_line(small_profile):
-    res = subprocess.run([sys.executable, "-m", "cli", "view", str(small_profile), "--no-browser",
+    res = subprocess.run([sys.executable, "-m", "gradtrace.cli", "view", str(small_profile), "--no-browser",
                           "--port", "70000"], cwd=ROOT, env=cli_env(), capture_output=True, text=True,
                          timeout=TIMEOUT)
     assert res.returncode == 2 and "--port 70000" in res.stderr and "Traceback" not in res.stderr

@@ -3,9 +3,9 @@ forward↔backward links, inheritance of shapes and stacks, memory attribution, 
 import numpy as np
 import pytest
 
-from profiler import Scope
-from profiler.flops import estimate_flops
-from profiler.synthetic import from_events, from_intervals, training_profile
+from gradtrace.profiler import Scope
+from gradtrace.profiler.flops import estimate_flops
+from gradtrace.profiler.synthetic import from_events, from_intervals, training_profile
 
 F, B, U = Scope.FUNCTION, Scope.BACKWARD_FUNCTION, Scope.USER_SCOPE
 

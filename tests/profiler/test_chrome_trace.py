@@ -11,10 +11,10 @@ import jsonschema
 import numpy as np
 import pytest
 
-import autograd as ag
-import profiler
-from profiler import Scope, synthetic
-from profiler import chrome_trace as ct
+import gradtrace.autograd as ag
+from gradtrace import profiler
+from gradtrace.profiler import Scope, synthetic
+from gradtrace.profiler import chrome_trace as ct
 
 # --------------------------------------------------------------------------- schema
 
@@ -272,7 +272,7 @@ def test_stable_ordering_and_streamed_chunks(tmp_path):
 
 
 def test_reference_workloads(tmp_path):
-    from autograd import models
+    from gradtrace.autograd import models
 
     assert set(models.WORKLOADS) == {"mlp", "cnn", "gpt"}
     for name in models.WORKLOADS:

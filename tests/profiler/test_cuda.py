@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-import autograd as ag
-import profiler
-from autograd import backend
+import gradtrace.autograd as ag
+from gradtrace import profiler
+from gradtrace.autograd import backend
 
 
 @pytest.mark.cuda
@@ -62,7 +62,7 @@ def test_cuda_backward_and_memory():
 
 @pytest.mark.cuda
 def test_optimizer_step_gets_the_cuda_time_of_its_update():
-    from autograd import nn, optim
+    from gradtrace.autograd import nn, optim
 
     model = nn.Linear(256, 256, device="cuda")
     opt = optim.Adam(model.parameters(), lr=1e-3)

@@ -1,9 +1,9 @@
 """profiler.diff: per op name and per forward op (with its backward cost)."""
 import pytest
 
-import profiler
-from profiler import Scope, synthetic
-from profiler.diff import ProfileDiff
+from gradtrace import profiler
+from gradtrace.profiler import Scope, synthetic
+from gradtrace.profiler.diff import ProfileDiff
 
 from .test_chrome_trace import make_mlp, mlp_step
 

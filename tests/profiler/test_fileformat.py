@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import profiler
-from profiler import ProfileFormatError
-from profiler.fileformat import MAGIC, SCHEMA_VERSION
-from profiler.synthetic import from_events, training_profile
+from gradtrace import profiler
+from gradtrace.profiler import ProfileFormatError
+from gradtrace.profiler.fileformat import MAGIC, SCHEMA_VERSION
+from gradtrace.profiler.synthetic import from_events, training_profile
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -172,11 +172,11 @@ def test_load_does_not_import_the_engine(tmp_path):
     path = tmp_path / "p.gtprof"
     training_profile(1_000).save(path)
     code = (
-        "import sys, profiler\n"
+        "import sys\nfrom gradtrace import profiler\n"
         f"d = profiler.load({str(path)!r})\n"
         "d.table(); d.key_averages(group_by_input_shape=True); d.forward_backward_summary().table()\n"
         "d.events()[0].cpu_children; d.total_average(); d.rows()\n"
-        "assert 'autograd' not in sys.modules, 'autograd was imported'\n"
+        "assert 'gradtrace.autograd' not in sys.modules, 'autograd was imported'\n"
         "print('ok')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
@@ -196,6 +196,6 @@ def test_only_the_collector_imports_the_engine():
     for path in (REPO / "profiler").glob("*.py"):
         for line in path.read_text().splitlines():
             stripped = line.strip()
-            if stripped.startswith(("import autograd", "from autograd")) and path.name != "collector.py":
+            if stripped.startswith(("import gradtrace.autograd", "from gradtrace.autograd", "from gradtrace import autograd")) and path.name != "collector.py":
                 offenders.append(f"{path.name}: {stripped}")
     assert offenders == []

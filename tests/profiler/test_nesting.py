@@ -3,7 +3,7 @@ stack fallback, and a brute-force definition checks random laminar families."""
 import numpy as np
 import pytest
 
-from profiler.nesting import Nesting, _stack_nest, innermost_containing, nest_intervals
+from gradtrace.profiler.nesting import Nesting, _stack_nest, innermost_containing, nest_intervals
 
 # (intervals, threads or None for all 1, expected parents, expected depths)
 CASES = [

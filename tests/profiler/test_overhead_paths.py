@@ -3,10 +3,10 @@ every forward op and backward node of a chain is a row with the right name, sequ
 thread, device and input shapes, and each backward row names exactly its forward op."""
 import numpy as np
 
-import autograd as ag
-import profiler
-from autograd import record_function as rf
-from profiler import Scope
+import gradtrace.autograd as ag
+from gradtrace import profiler
+from gradtrace.autograd import record_function as rf
+from gradtrace.profiler import Scope
 
 F = int(Scope.FUNCTION)
 B = int(Scope.BACKWARD_FUNCTION)

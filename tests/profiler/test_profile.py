@@ -6,12 +6,12 @@ import time
 import numpy as np
 import pytest
 
-import autograd as ag
-import profiler
-from autograd import memory as ag_memory
-from autograd.dispatch import OPS
-from autograd.record_function import RecordScope
-from profiler import ProfileData, Scope
+import gradtrace.autograd as ag
+from gradtrace import profiler
+from gradtrace.autograd import memory as ag_memory
+from gradtrace.autograd.dispatch import OPS
+from gradtrace.autograd.record_function import RecordScope
+from gradtrace.profiler import ProfileData, Scope
 
 B = int(Scope.BACKWARD_FUNCTION)
 
@@ -371,8 +371,8 @@ class _FakeStream:
 def test_gpu_collection_path_with_a_fake_device(monkeypatch):
     """The CUDA-event path runs on any machine with a stand-in backend: one event pair per
     range, one synchronize at stop, device times placed on the CPU axis."""
-    from autograd import backend
-    from profiler.collector import Collector
+    from gradtrace.autograd import backend
+    from gradtrace.profiler.collector import Collector
 
     device_clock = [0]
     syncs = []
@@ -434,7 +434,7 @@ def test_gpu_collection_path_with_a_fake_device(monkeypatch):
 
 
 def test_current_is_the_running_profiler_or_none():
-    import profiler
+    from gradtrace import profiler
 
     assert profiler.current() is None
     with profiler.profile() as prof:
@@ -443,8 +443,8 @@ def test_current_is_the_running_profiler_or_none():
 
 
 def test_call_sites_inside_reference_workloads_count_as_user_code():
-    import profiler
-    from autograd.models import make_workload
+    from gradtrace import profiler
+    from gradtrace.autograd.models import make_workload
 
     work = make_workload("mlp", seed=0)
     with profiler.profile(with_stack=True) as prof:

@@ -2,9 +2,9 @@
 ProfilerStep#N ranges, on_trace_ready per cycle, and the file-per-cycle handler."""
 import pytest
 
-import autograd as ag
-import profiler
-from profiler import ProfilerAction as A
+import gradtrace.autograd as ag
+from gradtrace import profiler
+from gradtrace.profiler import ProfilerAction as A
 
 N, W, R, S = A.NONE, A.WARMUP, A.RECORD, A.RECORD_AND_SAVE
 

@@ -6,9 +6,9 @@ from collections import Counter
 import jsonschema
 import pytest
 
-import profiler
-from profiler import Scope, synthetic
-from profiler.stacks import folded_stacks, sanitize_frame, speedscope
+from gradtrace import profiler
+from gradtrace.profiler import Scope, synthetic
+from gradtrace.profiler.stacks import folded_stacks, sanitize_frame, speedscope
 
 from .test_chrome_trace import gpu_profile, make_mlp, mlp_step
 

@@ -3,9 +3,9 @@ import re
 
 import pytest
 
-from profiler import Scope
-from profiler.synthetic import from_events, training_profile
-from profiler.table import format_memory, format_time_ns
+from gradtrace.profiler import Scope
+from gradtrace.profiler.synthetic import from_events, training_profile
+from gradtrace.profiler.table import format_memory, format_time_ns
 
 U = Scope.USER_SCOPE
 

@@ -8,9 +8,9 @@ import warnings
 import dash
 import pytest
 
-import profiler
-import viewer
-from viewer import app as app_module
+from gradtrace import profiler
+from gradtrace import viewer
+from gradtrace.viewer import app as app_module
 
 
 def test_create_app_from_path_data_or_nothing(profiles):
@@ -78,8 +78,8 @@ def test_serve_refuses_a_bad_file(profiles):
 
 
 def test_viewer_does_not_import_the_engine():
-    code = ("import sys, viewer; viewer.create_app(None); "
-            "assert 'autograd' not in sys.modules, [m for m in sys.modules if m.startswith('autograd')]")
+    code = ("import sys; from gradtrace import viewer; viewer.create_app(None); "
+            "assert 'gradtrace.autograd' not in sys.modules, [m for m in sys.modules if m.startswith('gradtrace.autograd')]")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -92,7 +92,7 @@ def test_assets_are_local():
 
 
 def _cuda_profile():
-    from profiler import Scope, synthetic
+    from gradtrace.profiler import Scope, synthetic
 
     events = []
     for step in range(2):
@@ -114,10 +114,10 @@ def _cuda_profile():
 @pytest.mark.parametrize("kind", ["device_time", "empty", "big"])
 def test_every_page_builds(kind):
     """Page builders and callbacks' helpers on a CUDA profile, an empty one and a large one."""
-    from profiler import synthetic
-    from viewer import pages
-    from viewer.app import MAIN, _compare_body, _memory_page, _Registry, _timeline_page
-    from viewer.model import ProfileView
+    from gradtrace.profiler import synthetic
+    from gradtrace.viewer import pages
+    from gradtrace.viewer.app import MAIN, _compare_body, _memory_page, _Registry, _timeline_page
+    from gradtrace.viewer.model import ProfileView
 
     data = {"device_time": _cuda_profile, "empty": lambda: synthetic.from_events([]),
             "big": lambda: synthetic.training_profile(100_000)}[kind]()

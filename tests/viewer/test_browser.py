@@ -12,9 +12,9 @@ import pytest
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 
-import profiler
-import viewer
-from viewer.model import ProfileView
+from gradtrace import profiler
+from gradtrace import viewer
+from gradtrace.viewer.model import ProfileView
 
 from .workloads import XSS
 

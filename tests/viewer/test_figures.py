@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from viewer import figures
-from viewer.timeline import Lane, Window
+from gradtrace.viewer import figures
+from gradtrace.viewer.timeline import Lane, Window
 
 XSS = "<img src=x onerror=alert(1)>"
 

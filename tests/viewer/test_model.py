@@ -6,12 +6,12 @@ import base64
 import numpy as np
 import pytest
 
-import profiler
-from profiler import Scope, synthetic
-from viewer.graph import build_graph, colour_scale, node_details, steps_of
-from viewer.loading import UploadError, decode_upload
-from viewer.model import ProfileView, group_rows, phase_of_events
-from viewer.timeline import TimelineIndex, _merge_runs
+from gradtrace import profiler
+from gradtrace.profiler import Scope, synthetic
+from gradtrace.viewer.graph import build_graph, colour_scale, node_details, steps_of
+from gradtrace.viewer.loading import UploadError, decode_upload
+from gradtrace.viewer.model import ProfileView, group_rows, phase_of_events
+from gradtrace.viewer.timeline import TimelineIndex, _merge_runs
 
 F, B, U = int(Scope.FUNCTION), int(Scope.BACKWARD_FUNCTION), int(Scope.USER_SCOPE)
 

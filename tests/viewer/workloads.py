@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-import autograd as ag
-import profiler
-from profiler import synthetic
+import gradtrace.autograd as ag
+from gradtrace import profiler
+from gradtrace.profiler import synthetic
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -26,7 +26,7 @@ def _profile_steps(path, train_step, steps: int = 3):
 def workload_profile(path, name: str = "mlp", steps: int = 3):
     """A reference workload (autograd.models) when available, else a hand-built MLP."""
     try:
-        from autograd.models import make_workload
+        from gradtrace.autograd.models import make_workload
     except ImportError:
         return mlp_profile(path, steps)
     wl = make_workload(name, device="cpu", seed=0)
@@ -66,7 +66,7 @@ def xss_profile(path):
     """Markup in every name a page shows: a forward op, its backward node, a user scope, a
     module, a call site, a device. Made with profiler.synthetic (the engine's op names are
     fixed, and a custom Function's class name reaches the profile the same way)."""
-    from profiler import Scope
+    from gradtrace.profiler import Scope
 
     stack = [f"{XSS}.py(1): {XSS}"]
     events, memory, t = [], [], 0
