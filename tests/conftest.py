@@ -14,16 +14,25 @@ import pytest
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-if importlib.util.find_spec("gradtrace") is None:
+def _installed_from_here() -> bool:
+    spec = importlib.util.find_spec("gradtrace.autograd")
+    return spec is not None and os.path.dirname(spec.origin) == os.path.join(_ROOT, "autograd")
+
+
+if not _installed_from_here():
     # An uninstalled checkout (`PYTHONPATH=. pytest`, as on a GPU machine where the project is
-    # not pip-installed): a folder `gradtrace` whose entries link to the checkout's packages
-    # gives them their installed names, here and in the scripts the tests run.
+    # not pip-installed), or a second checkout beside the installed one: a folder `gradtrace`
+    # whose entries link to this checkout's packages gives them their installed names, ahead of
+    # any installed copy, here and in the scripts the tests run.
     _LINKS = tempfile.mkdtemp(prefix="gradtrace-checkout-")
     os.mkdir(os.path.join(_LINKS, "gradtrace"))
     for _pkg in ("autograd", "profiler", "viewer", "cli"):
         os.symlink(os.path.join(_ROOT, _pkg), os.path.join(_LINKS, "gradtrace", _pkg))
     sys.path.insert(0, _LINKS)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_LINKS, os.environ.get("PYTHONPATH")) if p)
+    for _name in [m for m in sys.modules if m == "gradtrace" or m.startswith("gradtrace.")]:
+        del sys.modules[_name]          # the namespace found above, before the links
+    assert _installed_from_here(), "tests/conftest.py could not put this checkout first"
 
 if os.environ.get("GRADTRACE_FAKE_CUPY") == "1":
     _FAKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakecupy")
