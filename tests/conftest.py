@@ -16,7 +16,8 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _installed_from_here() -> bool:
     spec = importlib.util.find_spec("gradtrace.autograd")
-    return spec is not None and os.path.dirname(spec.origin) == os.path.join(_ROOT, "autograd")
+    return spec is not None and os.path.realpath(os.path.dirname(spec.origin)) == os.path.realpath(
+        os.path.join(_ROOT, "autograd"))
 
 
 if not _installed_from_here():
@@ -32,6 +33,7 @@ if not _installed_from_here():
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_LINKS, os.environ.get("PYTHONPATH")) if p)
     for _name in [m for m in sys.modules if m == "gradtrace" or m.startswith("gradtrace.")]:
         del sys.modules[_name]          # the namespace found above, before the links
+    importlib.invalidate_caches()
     assert _installed_from_here(), "tests/conftest.py could not put this checkout first"
 
 if os.environ.get("GRADTRACE_FAKE_CUPY") == "1":
