@@ -16,7 +16,6 @@ from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlp
                      zeros_like)
 from . import ops  # noqa: E402 - registers the op table and the Tensor methods
 from .ops import *  # noqa: F401,F403,E402
-from .ops import jvp as _jvp_rules  # noqa: E402,F401 - registers forward-mode rules
 from .engine import (backward, grad, is_multithreading_enabled,  # noqa: E402
                      set_multithreading_enabled)
 from .anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly  # noqa: E402

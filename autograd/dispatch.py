@@ -15,6 +15,7 @@ that need a gradient in this call. Inputs listed in ``meta`` are kept as shape a
 from __future__ import annotations
 
 import dis
+import inspect
 import weakref
 
 from . import backend
@@ -23,8 +24,9 @@ from .backend import CPU, CPU_STREAM
 from .grad_mode import STATE as _THREAD
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
 
-__all__ = ["OpDef", "defop", "defjvp", "defcomposite", "OPS", "COMPOSITES", "apply_op", "apply_inplace",
-           "ArrayF", "TensorF", "Meta"]
+__all__ = ["OpDef", "defop", "defcomposite", "expose", "SELF_ADJOINT", "linear_in", "OPS",
+           "COMPOSITES", "FUNCTIONS", "METHODS", "apply_op", "apply_inplace", "ArrayF", "TensorF",
+           "Meta"]
 
 OPS: dict[str, "OpDef"] = {}
 COMPOSITES: dict[str, object] = {}
@@ -232,46 +234,63 @@ class OpDef:
         return f"<op {self.name}>"
 
 
-def defop(name: str, fwd, vjp=(), *, nout: int = 1, view=False, meta=(),
+def defop(name: str, fwd, vjp=(), *, jvp=None, nout: int = 1, view=False, meta=(),
           node_name: str | None = None, check=None, doc: str = "",
-          moves_device: bool = False) -> OpDef:
-    """Register a primitive op.
+          moves_device: bool = False, public=(), methods=(), reflected=(),
+          inplace=()) -> OpDef:
+    """Register a primitive op: its forward, its reverse and forward-mode rules, and the
+    public function and Tensor methods that call it.
 
     Args:
         name: op name as the profiler shows it (``"mul"``).
         fwd: ``fwd(xp, *inputs, **attrs)`` returning an array (a tuple when ``nout > 1``).
+            Its parameter names and defaults are the signature of the generated function.
         vjp: one rule per input, ``rule(F, g, out, *inputs, **attrs)``, None where an input
             gets no gradient; empty for a non-differentiable op.
+        jvp: the forward-mode rules: one per input, ``rule(F, t, out, *inputs, **attrs)``
+            giving that input's contribution to the output's tangent (``t``: the input's
+            tangent), None where ``vjp`` has None; or :data:`SELF_ADJOINT`; or
+            :class:`linear_in`. A differentiable op needs one (a test checks).
         nout: number of outputs.
         view: the output is a view of input 0 and shares its version counter (in-place on one
             is seen by both); a callable ``view(**attrs)`` decides per call.
         meta: input indices the rules need only the shape/dtype of.
         node_name: backward node class name (default ``<Name>Backward0``).
         check: ``check(*datas, **attrs)`` raising a clear error before the forward runs.
+        doc: docstring of the generated function.
         moves_device: the output lives on ``attrs["device"]`` rather than the inputs' device.
+        public: name(s) of the generated function in ``gradtrace.autograd`` (``"exp"``).
+        methods: Tensor method name(s) bound to the same function (``("add", "__add__")``).
+        reflected: Tensor method name(s) with the operands swapped (``"__radd__"``).
+        inplace: Tensor method name(s) that write the result into ``self`` (``"add_"``).
+
+    Returns:
+        The :class:`OpDef`, also in ``OPS[name]``.
     """
     if name in OPS:
         raise ValueError(f"op '{name}' is already registered")
     op = OpDef(name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device)
+    op.jvp = _forward_rules(op, jvp)
     OPS[name] = op
     ArrayF._add(op)
     TensorF._add(op)
+    _expose_op(op, public, methods, reflected, inplace)
     return op
 
 
-def defjvp(name: str, *rules) -> None:
-    """Forward-mode rules of a registered primitive: one per input,
-    ``rule(F, t, out, *inputs, **attrs)`` giving that input's contribution to the output's
-    tangent (``t`` is the input's tangent); None where an input has no forward derivative."""
-    op = OPS[name]
-    if len(rules) != len(op.vjp):
-        raise ValueError(f"defjvp('{name}'): {len(rules)} rules for {len(op.vjp)} inputs")
-    op.jvp = tuple(rules)
+def defcomposite(name: str, *, public=(), methods=()):
+    """Register a composite built from primitives: it needs no backward code and no forward-mode
+    rule. Under the profiler it shows as one FUNCTION range (``"mean"``) around its
+    primitives' ranges.
 
+    Args:
+        name: the name the profiler shows.
+        public: name(s) of the function in ``gradtrace.autograd``.
+        methods: Tensor method name(s) bound to it.
 
-def defcomposite(name: str):
-    """Register a composite built from primitives: it needs no backward code. Under the
-    profiler it shows as one FUNCTION range (``"mean"``) around its primitives' ranges."""
+    Returns:
+        A decorator that registers the function and returns the composite.
+    """
 
     def wrap(fn):
         def composite(*args, **kwargs):
@@ -287,7 +306,24 @@ def defcomposite(name: str):
         composite.__doc__ = fn.__doc__
         composite.__wrapped__ = fn
         COMPOSITES[name] = composite
+        _expose(composite, public, methods)
         return composite
+
+    return wrap
+
+
+def expose(*, public=(), methods=()):
+    """Decorator for a hand-written public function (one that checks or normalises its
+    arguments before calling a primitive, such as ``reshape``'s -1): the names it has in
+    ``gradtrace.autograd`` and on Tensor.
+
+    Returns:
+        A decorator that registers the function and returns it unchanged.
+    """
+
+    def wrap(fn):
+        _expose(fn, public, methods)
+        return fn
 
     return wrap
 
@@ -297,6 +333,136 @@ def _first_device(args):
         if isinstance(a, Tensor):
             return a._device
     return CPU
+
+
+# --------------------------------------------------------------------------- forward-mode rules
+
+
+class _SelfAdjoint:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "SELF_ADJOINT"
+
+
+#: ``jvp=SELF_ADJOINT``: the op's Jacobian is symmetric (diagonal for an elementwise op, with
+#: broadcasting; symmetric for softmax), so J·t equals Jᵀ·t and each reverse rule applied to
+#: the tangent is the forward rule.
+SELF_ADJOINT = _SelfAdjoint()
+
+
+class linear_in:
+    """``jvp=linear_in(0, 2)``: the op is linear in those inputs taken together (the others are
+    constants: indices, masks). Input i's contribution is the op itself with its tangent in
+    place of input i and zeros in place of the other linear inputs."""
+
+    __slots__ = ("inputs",)
+
+    def __init__(self, *inputs: int):
+        self.inputs = inputs
+
+
+def _forward_rules(op, jvp):
+    """The per-input forward rules that ``jvp`` declares (None: none declared)."""
+    if jvp is None:
+        return None
+    if jvp is SELF_ADJOINT:
+        return op.vjp
+    if isinstance(jvp, linear_in):
+        rules = tuple(_linear_rule(op.name, i, jvp.inputs) if i in jvp.inputs else None
+                      for i in range(len(op.vjp)))
+    else:
+        rules = tuple(jvp)
+    if len(rules) != len(op.vjp):
+        raise ValueError(f"defop('{op.name}'): {len(rules)} forward rules for {len(op.vjp)} inputs")
+    missing = [i for i, (f, r) in enumerate(zip(rules, op.vjp)) if r is not None and f is None]
+    if missing:
+        raise ValueError(f"defop('{op.name}'): inputs {missing} have a reverse rule but no "
+                         "forward rule")
+    return rules
+
+
+def _linear_rule(name, i, linear):
+    def rule(F, t, out, *inputs, **attrs):
+        args = [t if j == i else (F.zeros_like(x) if j in linear else x)
+                for j, x in enumerate(inputs)]
+        return getattr(F, name)(*args, **attrs)
+
+    return rule
+
+
+# --------------------------------------------------------------------------- public names
+
+#: What the ops package attaches, once: the public functions (``autograd.exp``) and the Tensor
+#: methods (``Tensor.exp``) that defop, defcomposite and expose declared, by name.
+FUNCTIONS: dict[str, object] = {}
+METHODS: dict[str, object] = {}
+
+
+def _names(names) -> tuple:
+    return (names,) if isinstance(names, str) else tuple(names)
+
+
+def _register(table, kind, names, fn) -> None:
+    for n in _names(names):
+        if n in table:
+            raise ValueError(f"{kind} '{n}' is already registered (by {table[n].__name__})")
+        table[n] = fn
+
+
+def _expose(fn, public, methods) -> None:
+    _register(FUNCTIONS, "public function", public, fn)
+    _register(METHODS, "Tensor method", methods, fn)
+
+
+def _expose_op(op, public, methods, reflected, inplace) -> None:
+    public, methods = _names(public), _names(methods)
+    if public or methods:
+        _expose(_caller(op, (public or methods)[0], "function"), public, methods)
+    for n in _names(reflected):
+        _register(METHODS, "Tensor method", n, _caller(op, n, "reflected"))
+    for n in _names(inplace):
+        _register(METHODS, "Tensor method", n, _caller(op, n, "inplace"))
+
+
+def _caller(op, name: str, form: str):
+    """A function that calls ``op`` straight through apply_op (``form="function"``), with the
+    operands swapped (``"reflected"``), or through apply_inplace (``"inplace"``).
+
+    Its parameters are the forward's: the inputs, then the attributes with the forward's
+    defaults (``tril(x, diagonal=0)``). It is compiled from source, as dataclasses and
+    namedtuple do, so that it has real parameters (``help()`` and ``inspect`` show them) and
+    costs exactly one Python call before apply_op, like a hand-written wrapper; a generic
+    ``*args, **kwargs`` closure would pay for binding them on every op.
+    """
+    code = op.fwd.__code__
+    if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) or code.co_kwonlyargcount:
+        raise ValueError(f"defop('{op.name}'): a forward with *args, **kwargs or keyword-only "
+                         "parameters has no signature to generate; write the function with "
+                         "@expose")
+    params = list(code.co_varnames[1:code.co_argcount])           # after xp
+    n_inputs = len(op.vjp) if op.vjp else len(params) - len(op.fwd.__defaults__ or ())
+    inputs, attrs = params[:n_inputs], params[n_inputs:]
+    attr_dict = "{" + ", ".join(f"{a!r}: {a}" for a in attrs) + "}" if attrs else "None"
+    if form == "reflected":
+        if n_inputs != 2 or attrs:
+            raise ValueError(f"defop('{op.name}'): only a binary op without attributes has a "
+                             "reflected method")
+        sig, call = "self, other", "_apply_op(_OP, (other, self))"
+    elif form == "inplace":
+        sig = ", ".join(["self", *inputs[1:], *attrs])
+        call = f"_apply_inplace(_OP, self, ({''.join(i + ', ' for i in inputs[1:])}), {attr_dict})"
+    else:
+        sig = ", ".join(inputs + attrs)
+        call = f"_apply_op(_OP, ({''.join(i + ', ' for i in inputs)}), {attr_dict})"
+    namespace = {"_OP": op, "_apply_op": apply_op, "_apply_inplace": apply_inplace}
+    exec(f"def {name}({sig}):\n    return {call}\n", namespace)  # noqa: S102 - source built above
+    fn = namespace[name]
+    if form != "reflected":
+        fn.__defaults__ = op.fwd.__defaults__
+    fn.__doc__ = op.doc or f"The ``{op.name}`` primitive (see gradtrace.autograd.ops)."
+    fn.__module__ = "gradtrace.autograd"
+    return fn
 
 
 # --------------------------------------------------------------------------- F namespaces

@@ -5,9 +5,10 @@
         y = f(x)
         value, jvp = forward_ad.unpack_dual(y)
 
-Each primitive's forward rules (``defjvp``: one per input, ``rule(F, t, out, *inputs)``)
-give the output tangent as the sum of the inputs' contributions; an op without a rule for an
-input that carries a tangent raises, naming the op. Tangents are computed with autograd ops,
+Each primitive's forward rules (``defop(..., jvp=...)``: one per input,
+``rule(F, t, out, *inputs)``, or a declared property such as ``SELF_ADJOINT``) give the output
+tangent as the sum of the inputs' contributions; an op without a rule for an input that carries
+a tangent raises, naming the op. Tangents are computed with autograd ops,
 so reverse mode can differentiate through them.
 """
 from __future__ import annotations
@@ -129,7 +130,7 @@ def propagate(op, inputs, attrs, result, state) -> None:
             if rule is None:
                 raise NotImplementedError(
                     f"forward-mode AD is not implemented for '{op.name}' (input {i}): "
-                    "add a rule with defjvp")
+                    "declare jvp= on its defop")
             contrib = rule(TensorF, t, result, *inputs, **(attrs or {}))
             # A multi-output op's rule gives one tangent per output (None: no tangent).
             for k, c in enumerate(contrib if op.nout != 1 else (contrib,)):

@@ -15,8 +15,8 @@ from ..dispatch import TensorF, defcomposite
 from ..grad_mode import no_grad
 from ..ops import _call
 from ..ops.nn import conv2d_input_grad, conv_out_size
-from ..ops.api import (cat, erf, gelu, leaky_relu, log_softmax, masked_fill, pad, sigmoid,  # noqa: F401
-                       silu, softmax, softplus, where)
+from ..ops import (cat, erf, gelu, leaky_relu, log_softmax, masked_fill, pad, sigmoid,  # noqa: F401
+                   silu, softmax, softplus, where)
 from ..tensor import Tensor, default_generator
 
 __all__ = [

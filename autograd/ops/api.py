@@ -1,40 +1,24 @@
-"""The public functions over the op table (``autograd.exp``, ``autograd.cat``...): argument
-checks with clear messages, then one primitive call or a composite of primitives."""
+"""The public functions that are more than a call of one op: argument checks with clear
+messages and normalisation (``reshape``'s -1, ``permute``'s dims), composites of primitives,
+and the Tensor methods that are not ops (casts, ``t``, ``x[key] = value``).
+
+Each declares its public and Tensor method names with ``@expose`` or ``@defcomposite``; an op
+that needs none of this gets its function and methods from its ``defop`` entry.
+"""
 from __future__ import annotations
 
 import builtins
 from collections import namedtuple
 
-from ..dispatch import OPS, apply_inplace, apply_op, defcomposite
+from ..dispatch import OPS, apply_inplace, apply_op, defcomposite, expose
 from ..tensor import Tensor
 from .reduction import norm_dims
 from .shape import MAX_CAT_INPUTS
-
-__all__ = [
-    "log1p", "expm1", "sin", "cos", "sigmoid", "rsqrt", "reciprocal", "abs", "sign", "erf",
-    "leaky_relu", "gelu", "silu", "softplus", "clamp", "clip", "where", "maximum", "minimum",
-    "masked_fill", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan",
-    "amax", "amin", "max", "min", "argmax", "argmin", "logsumexp", "prod",
-    "flatten", "squeeze", "unsqueeze", "repeat", "cat", "concat", "stack", "split", "chunk",
-    "narrow", "pad", "flip", "roll", "tril", "triu",
-    "gather", "scatter_add", "index_select", "bmm", "outer", "einsum", "softmax", "log_softmax",
-]
 
 
 def _call(name, *inputs, **attrs):
     """Apply the primitive ``name`` to ``inputs`` with attributes ``attrs``."""
     return apply_op(OPS[name], inputs, attrs or None)
-
-
-def _unary(name):
-    op = OPS[name]
-
-    def fn(x):
-        return apply_op(op, (x,))
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise ``{name}`` (primitive)."
-    return fn
 
 
 def _ndim(x) -> int:
@@ -52,28 +36,7 @@ def _dim(dim, ndim, op) -> int:
 
 # --------------------------------------------------------------------------- elementwise
 
-log1p, expm1, sin, cos, sigmoid, rsqrt, reciprocal, abs, sign, erf, isnan, logical_not = (  # noqa: A001
-    _unary(n) for n in ("log1p", "expm1", "sin", "cos", "sigmoid", "rsqrt", "reciprocal",
-                        "abs", "sign", "erf", "isnan", "logical_not"))
-
-
-def logical_and(a, b):
-    return _call("logical_and", a, b)
-
-
-def logical_or(a, b):
-    return _call("logical_or", a, b)
-
-
-def logical_xor(a, b):
-    return _call("logical_xor", a, b)
-
-
-def leaky_relu(x, negative_slope: float = 0.01):
-    return _call("leaky_relu", x, negative_slope=float(negative_slope))
-
-
-@defcomposite("gelu")
+@defcomposite("gelu", public="gelu")
 def gelu(x, approximate: str = "none"):
     """GELU: ``x * Phi(x)`` with the exact erf (``approximate="none"``) or the tanh form."""
     if approximate == "tanh":
@@ -81,25 +44,26 @@ def gelu(x, approximate: str = "none"):
         return x * 0.5 * (_call("tanh", inner) + 1.0)
     if approximate != "none":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return x * 0.5 * (erf(x * 0.7071067811865476) + 1.0)
+    return x * 0.5 * (_call("erf", x * 0.7071067811865476) + 1.0)
 
 
-@defcomposite("silu")
+@defcomposite("silu", public="silu")
 def silu(x):
     """SiLU (swish): ``x * sigmoid(x)``."""
-    return x * sigmoid(x)
+    return x * _call("sigmoid", x)
 
 
-@defcomposite("softplus")
+@defcomposite("softplus", public="softplus")
 def softplus(x, beta: float = 1.0, threshold: float = 20.0):
     """``log(1 + exp(beta x)) / beta``, computed stably; linear above ``threshold``."""
     z = x * beta if beta != 1.0 else x
-    soft = _call("relu", z) + log1p(_call("exp", -abs(z)))
+    soft = _call("relu", z) + _call("log1p", _call("exp", -_call("abs", z)))
     if beta != 1.0:
         soft = soft * (1.0 / beta)
     return where(z > threshold, x, soft)
 
 
+@expose(public=("clamp", "clip"), methods=("clamp", "clip"))
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     """Limit values to ``[min, max]`` (either may be None; tensors are allowed)."""
     if min is None and max is None:
@@ -107,34 +71,47 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         out = x
         if min is not None:
-            out = maximum(out, min)
+            out = _call("maximum", out, min)
         if max is not None:
-            out = minimum(out, max)
+            out = _call("minimum", out, max)
         return out
     return _call("clamp", x, min=min, max=max)
 
 
-clip = clamp
+@expose(methods=("clamp_", "clip_"))
+def clamp_(x, min=None, max=None):  # noqa: A002
+    """In-place :func:`clamp` with number bounds."""
+    if min is None and max is None:
+        raise ValueError("clamp_: at least one of 'min' and 'max' must not be None")
+    return apply_inplace(OPS["clamp"], x, (), {"min": min, "max": max})
 
 
+@expose(public="where")
 def where(condition, input, other):  # noqa: A002
     """``input`` where ``condition`` holds, ``other`` elsewhere (broadcast)."""
     return _call("where", condition, input, other)
 
 
-def maximum(a, b):
-    return _call("maximum", a, b)
+@expose(methods="where")
+def _where_method(self, condition, other):
+    """``Tensor.where(condition, other)``: ``self`` where ``condition`` holds."""
+    return _call("where", condition, self, other)
 
 
-def minimum(a, b):
-    return _call("minimum", a, b)
-
-
+@expose(public="masked_fill", methods="masked_fill")
 def masked_fill(x, mask, value):
     """``x`` with ``value`` where ``mask`` is True."""
     if isinstance(value, Tensor):
         value = value.item()
     return _call("masked_fill", x, mask, value=value)
+
+
+@expose(methods="masked_fill_")
+def masked_fill_(x, mask, value):
+    """In-place :func:`masked_fill`."""
+    if isinstance(value, Tensor):
+        value = value.item()
+    return apply_inplace(OPS["masked_fill"], x, (mask,), {"value": value})
 
 
 # --------------------------------------------------------------------------- reductions
@@ -143,11 +120,13 @@ MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
 
 
+@expose(public="amax", methods="amax")
 def amax(x, dim=None, keepdim: bool = False):
     norm_dims(dim, x.ndim)
     return _call("amax", x, dim=dim, keepdim=keepdim)
 
 
+@expose(public="amin", methods="amin")
 def amin(x, dim=None, keepdim: bool = False):
     norm_dims(dim, x.ndim)
     return _call("amin", x, dim=dim, keepdim=keepdim)
@@ -156,39 +135,45 @@ def amin(x, dim=None, keepdim: bool = False):
 def _extreme(name, whole, elementwise, result, x, dim, keepdim):
     """max/min: over all of ``x``, along ``dim`` as (values, indices), or against a tensor."""
     if isinstance(dim, Tensor):
-        return elementwise(x, dim)
+        return _call(elementwise, x, dim)
     if dim is None:
         return _call(whole, x)
     return result(*_call(name, x, dim=_dim(dim, x.ndim, name), keepdim=keepdim))
 
 
+@expose(public="max", methods="max")
 def max(x, dim=None, keepdim: bool = False):  # noqa: A001
     """The largest value; with ``dim`` an int, ``(values, indices)`` along it; with a tensor,
     the elementwise maximum."""
-    return _extreme("max", "amax", maximum, MaxResult, x, dim, keepdim)
+    return _extreme("max", "amax", "maximum", MaxResult, x, dim, keepdim)
 
 
+@expose(public="min", methods="min")
 def min(x, dim=None, keepdim: bool = False):  # noqa: A001
     """The smallest value; with ``dim`` an int, ``(values, indices)`` along it; with a tensor,
     the elementwise minimum."""
-    return _extreme("min", "amin", minimum, MinResult, x, dim, keepdim)
+    return _extreme("min", "amin", "minimum", MinResult, x, dim, keepdim)
 
 
+@expose(public="argmax", methods="argmax")
 def argmax(x, dim=None, keepdim: bool = False):
     return _call("argmax", x, dim=None if dim is None else _dim(dim, x.ndim, "argmax"),
                  keepdim=keepdim)
 
 
+@expose(public="argmin", methods="argmin")
 def argmin(x, dim=None, keepdim: bool = False):
     return _call("argmin", x, dim=None if dim is None else _dim(dim, x.ndim, "argmin"),
                  keepdim=keepdim)
 
 
+@expose(public="logsumexp", methods="logsumexp")
 def logsumexp(x, dim=None, keepdim: bool = False):
     norm_dims(dim, x.ndim)
     return _call("logsumexp", x, dim=dim, keepdim=keepdim)
 
 
+@expose(public="prod", methods="prod")
 def prod(x, dim=None, keepdim: bool = False):
     norm_dims(dim, x.ndim)
     return _call("prod", x, dim=dim, keepdim=keepdim)
@@ -201,7 +186,63 @@ def _reshape(x, shape):
     return _call("reshape", x, shape=tuple(shape))
 
 
-@defcomposite("flatten")
+def _sizes(sizes) -> tuple:
+    """``f(x, 2, 3)`` and ``f(x, (2, 3))`` alike: the sizes as one tuple."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        return tuple(sizes[0])
+    return tuple(sizes)
+
+
+@expose(public="reshape", methods=("reshape", "view"))
+def reshape(x, *shape):
+    """``x`` with a new shape of the same number of elements; one size may be -1 (inferred)."""
+    return apply_op(OPS["reshape"], (x,), {"shape": _resolve_shape(x, _sizes(shape))})
+
+
+def _resolve_shape(x, shape):
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise RuntimeError(f"reshape: only one dimension can be inferred, got {list(shape)}")
+    if -1 in shape:
+        known = 1
+        for s in shape:
+            if s != -1:
+                known *= s
+        total = x.data.size
+        if known == 0 or total % known:
+            raise RuntimeError(f"reshape: shape {list(shape)} is invalid for input of size {total}")
+        shape = tuple(total // known if s == -1 else s for s in shape)
+    return shape
+
+
+@expose(public="permute", methods="permute")
+def permute(x, *dims):
+    """A view with the dims in the order ``dims`` (a permutation of ``range(x.ndim)``)."""
+    dims = _sizes(dims)
+    if sorted(d % builtins.max(x.ndim, 1) for d in dims) != list(range(x.ndim)):
+        raise RuntimeError(f"permute: dims {list(dims)} are not a permutation of the "
+                           f"{x.ndim} dims of a tensor of shape {list(x.shape)}")
+    return apply_op(OPS["permute"], (x,), {"dims": dims})
+
+
+@expose(public="expand", methods="expand")
+def expand(x, *shape):
+    """A broadcast view of ``x`` with ``shape`` (-1 keeps a size)."""
+    return apply_op(OPS["expand"], (x,), {"shape": _sizes(shape)})
+
+
+@expose(methods="expand_as")
+def expand_as(x, other):
+    return expand(x, other.shape)
+
+
+@expose(methods="t")
+def t(x):
+    """The transpose of a 2-D tensor (a tensor of fewer dims as it is)."""
+    return apply_op(OPS["transpose"], (x,), {"dim0": 0, "dim1": 1}) if x.ndim == 2 else x
+
+
+@defcomposite("flatten", public="flatten", methods="flatten")
 def flatten(x, start_dim: int = 0, end_dim: int = -1):
     """Merge dims ``start_dim..end_dim`` into one."""
     if x.ndim == 0:
@@ -215,7 +256,7 @@ def flatten(x, start_dim: int = 0, end_dim: int = -1):
     return _reshape(x, x.shape[:s] + (n,) + x.shape[e + 1:])
 
 
-@defcomposite("squeeze")
+@defcomposite("squeeze", public="squeeze", methods="squeeze")
 def squeeze(x, dim=None):
     """Remove size-1 dims (all of them, or those in ``dim`` that have size 1)."""
     if dim is None:
@@ -225,14 +266,14 @@ def squeeze(x, dim=None):
     return _reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in dims))
 
 
-@defcomposite("unsqueeze")
+@defcomposite("unsqueeze", public="unsqueeze", methods="unsqueeze")
 def unsqueeze(x, dim: int):
     """Insert a size-1 dim at ``dim`` (negative counts from the end of the result)."""
     d = _dim(dim, x.ndim + 1, "unsqueeze")
     return _reshape(x, x.shape[:d] + (1,) + x.shape[d:])
 
 
-@defcomposite("repeat")
+@defcomposite("repeat", public="repeat", methods="repeat")
 def repeat(x, *sizes):
     """Tile ``x``: ``sizes[i]`` copies along dim i (leading new dims allowed)."""
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
@@ -249,6 +290,7 @@ def repeat(x, *sizes):
     return _reshape(_call("expand", _reshape(x, inter), shape=tuple(expanded)), final)
 
 
+@expose(public=("cat", "concat"))
 def cat(tensors, dim: int = 0):
     """Join tensors along an existing dim; shapes must agree elsewhere."""
     tensors = list(tensors)
@@ -268,10 +310,7 @@ def cat(tensors, dim: int = 0):
     return _call("cat", *tensors, dim=d, sizes=tuple(t.shape[d] for t in tensors))
 
 
-concat = cat
-
-
-@defcomposite("stack")
+@defcomposite("stack", public="stack")
 def stack(tensors, dim: int = 0):
     """Join same-shaped tensors along a new dim."""
     tensors = list(tensors)
@@ -286,7 +325,7 @@ def stack(tensors, dim: int = 0):
     return cat([unsqueeze(t, d) for t in tensors], d)
 
 
-@defcomposite("narrow")
+@defcomposite("narrow", public="narrow", methods="narrow")
 def narrow(x, dim: int, start: int, length: int):
     """The slice ``start:start+length`` of dim ``dim`` (a view)."""
     d = _dim(dim, x.ndim, "narrow")
@@ -298,7 +337,7 @@ def narrow(x, dim: int, start: int, length: int):
     return _call("index", x, key=(slice(None),) * d + (slice(start, start + length),))
 
 
-@defcomposite("split")
+@defcomposite("split", public="split", methods="split")
 def split(x, split_size_or_sections, dim: int = 0):
     """Views of consecutive pieces along ``dim``: equal pieces of a size, or given sizes."""
     d = _dim(dim, x.ndim, "split")
@@ -320,7 +359,7 @@ def split(x, split_size_or_sections, dim: int = 0):
     return tuple(out)
 
 
-@defcomposite("chunk")
+@defcomposite("chunk", public="chunk", methods="chunk")
 def chunk(x, chunks: int, dim: int = 0):
     """Split into ``chunks`` pieces of (at most) equal size along ``dim``."""
     if chunks <= 0:
@@ -329,6 +368,7 @@ def chunk(x, chunks: int, dim: int = 0):
     return split(x, builtins.max(1, -(-n // chunks)), dim)
 
 
+@expose(public="pad")
 def pad(x, pad, mode: str = "constant", value: float = 0.0):  # noqa: A002
     """Constant padding; ``pad`` lists (left, right) pairs from the last dim backwards."""
     if mode != "constant":
@@ -342,25 +382,26 @@ def pad(x, pad, mode: str = "constant", value: float = 0.0):  # noqa: A002
     return _call("pad", x, pad=pad, value=value)
 
 
+@expose(public="flip")
 def flip(x, dims):
+    """Reverse the order of entries along ``dims``."""
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     return _call("flip", x, dims=norm_dims(dims, x.ndim))
 
 
+@expose(methods="flip")
+def _flip_method(self, *dims):
+    """``Tensor.flip(0, 1)`` or ``Tensor.flip((0, 1))``."""
+    return flip(self, dims[0] if len(dims) == 1 else dims)
+
+
+@expose(public="roll", methods="roll")
 def roll(x, shifts, dims=None):
     if isinstance(shifts, (list, tuple)):
         shifts = tuple(int(s) for s in shifts)
     if isinstance(dims, list):
         dims = tuple(dims)
     return _call("roll", x, shifts=shifts, dims=dims)
-
-
-def tril(x, diagonal: int = 0):
-    return _call("tril", x, diagonal=diagonal)
-
-
-def triu(x, diagonal: int = 0):
-    return _call("triu", x, diagonal=diagonal)
 
 
 # --------------------------------------------------------------------------- indexing
@@ -388,6 +429,7 @@ def _check_index(op, x, dim, index, src=None):
                              f"{x.shape[dim]}")
 
 
+@expose(public="gather", methods="gather")
 def gather(x, dim: int, index):
     """``out[i][j] = x[index[i][j]][j]`` along ``dim`` (like ``take_along_axis``)."""
     d = _dim(dim, x.ndim, "gather")
@@ -395,6 +437,7 @@ def gather(x, dim: int, index):
     return _call("gather", x, index, dim=d)
 
 
+@expose(public="scatter_add", methods="scatter_add")
 def scatter_add(x, dim: int, index, src):
     """A copy of ``x`` with ``src`` added at ``index`` along ``dim`` (repeats summed)."""
     d = _dim(dim, x.ndim, "scatter_add")
@@ -402,7 +445,7 @@ def scatter_add(x, dim: int, index, src):
     return _call("scatter_add", x, index, src, dim=d)
 
 
-@defcomposite("index_select")
+@defcomposite("index_select", public="index_select", methods="index_select")
 def index_select(x, dim: int, index):
     """Entries ``index`` (1-D integer tensor) of dim ``dim``."""
     d = _dim(dim, x.ndim, "index_select")
@@ -415,7 +458,7 @@ def index_select(x, dim: int, index):
 # --------------------------------------------------------------------------- linear algebra
 
 
-@defcomposite("bmm")
+@defcomposite("bmm", public="bmm", methods="bmm")
 def bmm(a, b):
     """Batched matrix product of (B, n, m) and (B, m, p) tensors."""
     if a.ndim != 3 or b.ndim != 3:
@@ -427,7 +470,7 @@ def bmm(a, b):
     return _call("matmul", a, b)
 
 
-@defcomposite("outer")
+@defcomposite("outer", public="outer")
 def outer(a, b):
     """Outer product of two 1-D tensors."""
     if a.ndim != 1 or b.ndim != 1:
@@ -436,6 +479,7 @@ def outer(a, b):
     return _reshape(a, (a.shape[0], 1)) * _reshape(b, (1, b.shape[0]))
 
 
+@expose(public="einsum")
 def einsum(equation: str, *operands):
     """Einstein summation over one or two operands (more are contracted pairwise, left to
     right). Subscripts are letters and ``...``; a letter repeated within one operand
@@ -463,10 +507,12 @@ def einsum(equation: str, *operands):
     return einsum(",".join([keep] + subs[2:]) + "->" + out, first, *operands[2:])
 
 
+@expose(public="softmax", methods="softmax")
 def softmax(x, dim: int):
     return _call("softmax", x, dim=_dim(dim, x.ndim, "softmax"))
 
 
+@expose(public="log_softmax", methods="log_softmax")
 def log_softmax(x, dim: int):
     return _call("log_softmax", x, dim=_dim(dim, x.ndim, "log_softmax"))
 
@@ -474,3 +520,47 @@ def log_softmax(x, dim: int):
 def index_put_(x, key, value):
     """``x[key] = value`` in place (bumps the version; recorded as IndexPutBackward0)."""
     return apply_inplace(OPS["index_put"], x, (value,), {"key": key})
+
+
+def _index_key(key):
+    """Tensors inside an index become arrays (they index, they are not differentiated)."""
+    if isinstance(key, Tensor):
+        return key.data
+    if isinstance(key, tuple):
+        return tuple(k.data if isinstance(k, Tensor) else k for k in key)
+    if isinstance(key, list):
+        return key if not any(isinstance(k, Tensor) for k in key) else [
+            k.item() if isinstance(k, Tensor) else k for k in key]
+    return key
+
+
+@expose(methods="__getitem__")
+def _getitem(self, key):
+    return apply_op(OPS["index"], (self,), {"key": _index_key(key)})
+
+
+@expose(methods="__setitem__")
+def _setitem(self, key, value):
+    index_put_(self, _index_key(key), value)
+
+
+# --------------------------------------------------------------------------- casts
+
+
+def _cast(name, dtype):
+    def method(self):
+        return self.to(dtype=dtype)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``self.to(dtype={dtype!r})``."
+    return method
+
+
+for _name, _dtype in (("float", "float32"), ("double", "float64"), ("half", "float16"),
+                      ("long", "int64"), ("int", "int32"), ("bool", "bool")):
+    expose(methods=_name)(_cast(_name, _dtype))
+
+
+@expose(methods="type_as")
+def type_as(x, other):
+    return x.to(dtype=other.dtype)

@@ -1,43 +1,65 @@
-"""Elementwise primitives: arithmetic, unary math, comparisons."""
+"""Elementwise primitives: arithmetic, unary math, comparisons.
+
+An elementwise op's Jacobian is diagonal, so its forward-mode rule is its reverse rule applied
+to the tangent: the entries declare ``jvp=SELF_ADJOINT``.
+"""
 from __future__ import annotations
 
 from .. import backend
-from ..dispatch import defop
+from ..dispatch import SELF_ADJOINT, defop
 
 # Arithmetic. ``a``/``b`` may be tensors or Python scalars; the engine sums each gradient
 # back to its input's shape, so rules ignore broadcasting.
-defop("add", lambda xp, a, b: a + b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: g))
-defop("sub", lambda xp, a, b: a - b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g))
+defop("add", lambda xp, a, b: a + b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: g),
+      jvp=SELF_ADJOINT, public="add", methods=("add", "__add__"), reflected="__radd__",
+      inplace="add_")
+defop("sub", lambda xp, a, b: a - b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g),
+      jvp=SELF_ADJOINT, public="sub", methods=("sub", "__sub__"), reflected="__rsub__",
+      inplace="sub_")
 defop("mul", lambda xp, a, b: a * b,
-      (lambda F, g, out, a, b: g * b, lambda F, g, out, a, b: g * a))
+      (lambda F, g, out, a, b: g * b, lambda F, g, out, a, b: g * a),
+      jvp=SELF_ADJOINT, public="mul", methods=("mul", "__mul__"), reflected="__rmul__",
+      inplace="mul_")
 defop("div", lambda xp, a, b: a / b,
-      (lambda F, g, out, a, b: g / b, lambda F, g, out, a, b: -g * out / b))
-defop("neg", lambda xp, x: -x, (lambda F, g, out, x: -g,))
+      (lambda F, g, out, a, b: g / b, lambda F, g, out, a, b: -g * out / b),
+      jvp=SELF_ADJOINT, public="div", methods=("div", "__truediv__"),
+      reflected="__rtruediv__", inplace="div_")
+defop("neg", lambda xp, x: -x, (lambda F, g, out, x: -g,), jvp=SELF_ADJOINT,
+      public="neg", methods=("neg", "__neg__"))
 defop("pow", lambda xp, a, b: a ** b,
       (lambda F, g, out, a, b: g * b * a ** (b - 1),
-       lambda F, g, out, a, b: g * out * F.log(a)))
+       lambda F, g, out, a, b: g * out * F.log(a)),
+      jvp=SELF_ADJOINT, public="pow", methods=("pow", "__pow__"), reflected="__rpow__")
 
 # Unary math.
-defop("exp", lambda xp, x: xp.exp(x), (lambda F, g, out, x: g * out,))
-defop("log", lambda xp, x: xp.log(x), (lambda F, g, out, x: g / x,))
-defop("sqrt", lambda xp, x: xp.sqrt(x), (lambda F, g, out, x: g / (out * 2),))
-defop("tanh", lambda xp, x: xp.tanh(x), (lambda F, g, out, x: g * (1 - out * out),))
-defop("relu", lambda xp, x: xp.maximum(x, 0), (lambda F, g, out, x: g * (out > 0),))
+defop("exp", lambda xp, x: xp.exp(x), (lambda F, g, out, x: g * out,), jvp=SELF_ADJOINT,
+      public="exp", methods="exp", inplace="exp_")
+defop("log", lambda xp, x: xp.log(x), (lambda F, g, out, x: g / x,), jvp=SELF_ADJOINT,
+      public="log", methods="log")
+defop("sqrt", lambda xp, x: xp.sqrt(x), (lambda F, g, out, x: g / (out * 2),), jvp=SELF_ADJOINT,
+      public="sqrt", methods="sqrt")
+defop("tanh", lambda xp, x: xp.tanh(x), (lambda F, g, out, x: g * (1 - out * out),),
+      jvp=SELF_ADJOINT, public="tanh", methods="tanh", inplace="tanh_")
+defop("relu", lambda xp, x: xp.maximum(x, 0), (lambda F, g, out, x: g * (out > 0),),
+      jvp=SELF_ADJOINT, public="relu", methods="relu", inplace="relu_")
 
 # Comparisons: no gradient, boolean results.
-defop("eq", lambda xp, a, b: a == b)
-defop("ne", lambda xp, a, b: a != b)
-defop("lt", lambda xp, a, b: a < b)
-defop("le", lambda xp, a, b: a <= b)
-defop("gt", lambda xp, a, b: a > b)
-defop("ge", lambda xp, a, b: a >= b)
+defop("eq", lambda xp, a, b: a == b, public="eq", methods="__eq__")
+defop("ne", lambda xp, a, b: a != b, public="ne", methods="__ne__")
+defop("lt", lambda xp, a, b: a < b, public="lt", methods="__lt__")
+defop("le", lambda xp, a, b: a <= b, public="le", methods="__le__")
+defop("gt", lambda xp, a, b: a > b, public="gt", methods="__gt__")
+defop("ge", lambda xp, a, b: a >= b, public="ge", methods="__ge__")
 
 # Copies and casts.
-defop("clone", lambda xp, x: x.copy(), (lambda F, g, out, x: g,))
+defop("clone", lambda xp, x: x.copy(), (lambda F, g, out, x: g,), jvp=SELF_ADJOINT,
+      public="clone")
 defop("to_dtype", lambda xp, x, dtype: x.astype(dtype),
-      (lambda F, g, out, x, dtype: F.to_dtype(g, dtype=x.dtype),), meta=(0,),
+      (lambda F, g, out, x, dtype: F.to_dtype(g, dtype=x.dtype),),
+      jvp=(lambda F, t, out, x, dtype: F.to_dtype(t, dtype=dtype),), meta=(0,),
       node_name="ToCopyBackward0")
-defop("zero", lambda xp, x: xp.zeros_like(x), (lambda F, g, out, x: F.zeros_like(g),))
+defop("zero", lambda xp, x: xp.zeros_like(x), (lambda F, g, out, x: F.zeros_like(g),),
+      jvp=SELF_ADJOINT, inplace="zero_")
 defop("zeros_like", lambda xp, x: xp.zeros_like(x))
 
 
@@ -47,6 +69,7 @@ def _to_device_fwd(xp, x, device, src):
 
 defop("to_device", _to_device_fwd,
       (lambda F, g, out, x, device, src: F.to_device(g, device=src, src=device),),
+      jvp=(lambda F, t, out, x, device, src: F.to_device(t, device=device, src=src),),
       moves_device=True, node_name="ToCopyBackward0")
 
 
@@ -55,20 +78,37 @@ defop("to_device", _to_device_fwd,
 _SQRT_PI = 1.7724538509055159
 
 
-defop("log1p", lambda xp, x: xp.log1p(x), (lambda F, g, out, x: g / (x + 1),))
-defop("expm1", lambda xp, x: xp.expm1(x), (lambda F, g, out, x: g * (out + 1),))
-defop("sin", lambda xp, x: xp.sin(x), (lambda F, g, out, x: g * F.cos(x),))
-defop("cos", lambda xp, x: xp.cos(x), (lambda F, g, out, x: -g * F.sin(x),))
-defop("rsqrt", lambda xp, x: 1 / xp.sqrt(x), (lambda F, g, out, x: g * out * out * out * -0.5,))
-defop("reciprocal", lambda xp, x: 1 / x, (lambda F, g, out, x: -g * out * out,))
-defop("abs", lambda xp, x: xp.abs(x), (lambda F, g, out, x: g * F.sign(x),))
-defop("sign", lambda xp, x: xp.sign(x))
+defop("log1p", lambda xp, x: xp.log1p(x), (lambda F, g, out, x: g / (x + 1),),
+      jvp=SELF_ADJOINT, public="log1p", methods="log1p")
+defop("expm1", lambda xp, x: xp.expm1(x), (lambda F, g, out, x: g * (out + 1),),
+      jvp=SELF_ADJOINT, public="expm1", methods="expm1")
+defop("sin", lambda xp, x: xp.sin(x), (lambda F, g, out, x: g * F.cos(x),), jvp=SELF_ADJOINT,
+      public="sin", methods="sin")
+defop("cos", lambda xp, x: xp.cos(x), (lambda F, g, out, x: -g * F.sin(x),), jvp=SELF_ADJOINT,
+      public="cos", methods="cos")
+defop("rsqrt", lambda xp, x: 1 / xp.sqrt(x), (lambda F, g, out, x: g * out * out * out * -0.5,),
+      jvp=SELF_ADJOINT, public="rsqrt", methods="rsqrt")
+defop("reciprocal", lambda xp, x: 1 / x, (lambda F, g, out, x: -g * out * out,),
+      jvp=SELF_ADJOINT, public="reciprocal", methods="reciprocal")
+defop("abs", lambda xp, x: xp.abs(x), (lambda F, g, out, x: g * F.sign(x),), jvp=SELF_ADJOINT,
+      public="abs", methods=("abs", "__abs__"))
+defop("sign", lambda xp, x: xp.sign(x), public="sign", methods="sign")
 # NOTE: a primitive rather than 1 / (1 + exp(-x)): the tanh form never overflows, and one node
 # instead of four keeps the backward (g * out * (1 - out)) cheap.
 defop("sigmoid", lambda xp, x: xp.tanh(x * 0.5) * 0.5 + 0.5,
-      (lambda F, g, out, x: g * out * (1 - out),))
+      (lambda F, g, out, x: g * out * (1 - out),), jvp=SELF_ADJOINT,
+      public="sigmoid", methods="sigmoid", inplace="sigmoid_")
 defop("leaky_relu", lambda xp, x, negative_slope=0.01: xp.where(x > 0, x, x * negative_slope),
-      (lambda F, g, out, x, negative_slope=0.01: F.where(x > 0, g, g * negative_slope),))
+      (lambda F, g, out, x, negative_slope=0.01: F.where(x > 0, g, g * negative_slope),),
+      jvp=SELF_ADJOINT, public="leaky_relu")
+# atan2(input, other) is the angle of the point (other, input): d/dinput = other / r²,
+# d/dother = -input / r², with r² = input² + other².
+defop("atan2", lambda xp, input, other: xp.arctan2(input, other),  # noqa: A006 - PyTorch's names
+      (lambda F, g, out, input, other: g * other / (input * input + other * other),
+       lambda F, g, out, input, other: -g * input / (input * input + other * other)),
+      jvp=SELF_ADJOINT, public=("atan2", "arctan2"), methods=("atan2", "arctan2"),
+      inplace=("atan2_", "arctan2_"), doc="Elementwise arctangent of ``input / other`` in the "
+      "quadrant of the point ``(other, input)`` (torch.atan2).")
 
 
 def erf_array(xp, x):
@@ -99,20 +139,23 @@ def erf_array(xp, x):
 
 
 defop("erf", erf_array,
-      (lambda F, g, out, x: g * F.exp(-(x * x)) * (2 / _SQRT_PI),))
+      (lambda F, g, out, x: g * F.exp(-(x * x)) * (2 / _SQRT_PI),), jvp=SELF_ADJOINT,
+      public="erf", methods="erf")
 
 # Selections: the gradient goes to the input that was picked (ties go to the first operand).
 defop("where", lambda xp, cond, a, b: xp.where(cond, a, b),
       (None, lambda F, g, out, cond, a, b: F.where(cond, g, 0.0),
-       lambda F, g, out, cond, a, b: F.where(cond, 0.0, g)))
+       lambda F, g, out, cond, a, b: F.where(cond, 0.0, g)), jvp=SELF_ADJOINT)
 defop("maximum", lambda xp, a, b: xp.maximum(a, b),
       (lambda F, g, out, a, b: F.where(a >= b, g, 0.0),
-       lambda F, g, out, a, b: F.where(a >= b, 0.0, g)))
+       lambda F, g, out, a, b: F.where(a >= b, 0.0, g)), jvp=SELF_ADJOINT,
+      public="maximum", methods="maximum")
 defop("minimum", lambda xp, a, b: xp.minimum(a, b),
       (lambda F, g, out, a, b: F.where(a <= b, g, 0.0),
-       lambda F, g, out, a, b: F.where(a <= b, 0.0, g)))
+       lambda F, g, out, a, b: F.where(a <= b, 0.0, g)), jvp=SELF_ADJOINT,
+      public="minimum", methods="minimum")
 defop("masked_fill", lambda xp, x, mask, value: xp.where(mask, xp.asarray(value, x.dtype), x),
-      (lambda F, g, out, x, mask, value: F.where(mask, 0.0, g), None, None))
+      (lambda F, g, out, x, mask, value: F.where(mask, 0.0, g), None, None), jvp=SELF_ADJOINT)
 
 
 def _clamp_fwd(xp, x, min=None, max=None):  # noqa: A002 - PyTorch's names
@@ -131,18 +174,22 @@ def _clamp_vjp(F, g, out, x, min=None, max=None):  # noqa: A002
     return g
 
 
-defop("clamp", _clamp_fwd, (_clamp_vjp,))
+defop("clamp", _clamp_fwd, (_clamp_vjp,), jvp=SELF_ADJOINT)
 
 # Logical ops: boolean results, no gradient.
-defop("logical_and", lambda xp, a, b: xp.logical_and(a, b))
-defop("logical_or", lambda xp, a, b: xp.logical_or(a, b))
-defop("logical_xor", lambda xp, a, b: xp.logical_xor(a, b))
-defop("logical_not", lambda xp, x: xp.logical_not(x))
-defop("isnan", lambda xp, x: xp.isnan(x))
+defop("logical_and", lambda xp, a, b: xp.logical_and(a, b), public="logical_and",
+      methods=("logical_and", "__and__"))
+defop("logical_or", lambda xp, a, b: xp.logical_or(a, b), public="logical_or",
+      methods=("logical_or", "__or__"))
+defop("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), public="logical_xor",
+      methods=("logical_xor", "__xor__"))
+defop("logical_not", lambda xp, x: xp.logical_not(x), public="logical_not",
+      methods=("logical_not", "__invert__"))
+defop("isnan", lambda xp, x: xp.isnan(x), public="isnan", methods="isnan")
 
 # Fills and copies (the in-place fill_/copy_ write these into a tensor).
 defop("fill", lambda xp, x, value: xp.full(x.shape, value, x.dtype),
-      (lambda F, g, out, x, value: F.zeros_like(g),))
+      (lambda F, g, out, x, value: F.zeros_like(g),), jvp=SELF_ADJOINT, inplace="fill_")
 
 
 def _copy_fwd(xp, x, src):
@@ -151,6 +198,7 @@ def _copy_fwd(xp, x, src):
 
 
 defop("copy", _copy_fwd, (lambda F, g, out, x, src: F.zeros_like(g),
-                          lambda F, g, out, x, src: g), node_name="CopyBackwards")
+                          lambda F, g, out, x, src: g), jvp=SELF_ADJOINT,
+      node_name="CopyBackwards", inplace="copy_")
 defop("zeros", lambda xp, shape, dtype, device: device.xp.zeros(shape, dtype),
       moves_device=True, doc="Zeros of a shape on a device (fills missing gradients).")

@@ -1,8 +1,12 @@
-"""Indexing by slices, integers, integer arrays and boolean masks."""
+"""Indexing by slices, integers, integer arrays and boolean masks; gather/scatter; embedding.
+
+Each op is linear in its value inputs (the indices are constants), so its forward-mode rule
+is the op itself applied to the tangents (``jvp=linear_in(...)``).
+"""
 from __future__ import annotations
 
 from .. import backend
-from ..dispatch import defop
+from ..dispatch import defop, linear_in
 
 
 def is_basic_index(key) -> bool:
@@ -22,10 +26,10 @@ def _index_backward(xp, g, shape, key):
 
 
 defop("index", lambda xp, x, key: x[key],
-      (lambda F, g, out, x, key: F.index_backward(g, shape=x.shape, key=key),), meta=(0,),
-      view=lambda key: is_basic_index(key))
+      (lambda F, g, out, x, key: F.index_backward(g, shape=x.shape, key=key),),
+      jvp=linear_in(0), meta=(0,), view=lambda key: is_basic_index(key))
 defop("index_backward", _index_backward,
-      (lambda F, g, out, x, shape, key: F.index(g, key=key),))
+      (lambda F, g, out, x, shape, key: F.index(g, key=key),), jvp=linear_in(0))
 
 
 # --------------------------------------------------------------------------- gather / scatter
@@ -80,13 +84,14 @@ def _src_grad(F, g, index, src_shape, dim):
 
 defop("gather", _gather_fwd,
       (lambda F, g, out, x, index, dim: F.gather_backward(g, index, shape=x.shape, dim=dim), None),
-      meta=(0,))
+      jvp=linear_in(0), meta=(0,))
 defop("gather_backward", _gather_backward_fwd,
-      (lambda F, g, out, gout, index, shape, dim: F.gather(g, index, dim=dim), None))
+      (lambda F, g, out, gout, index, shape, dim: F.gather(g, index, dim=dim), None),
+      jvp=linear_in(0))
 defop("scatter_add", _scatter_add_fwd,
       (lambda F, g, out, x, index, src, dim: g, None,
        lambda F, g, out, x, index, src, dim: _src_grad(F, g, index, src.shape, dim)),
-      meta=(2,))
+      jvp=linear_in(0, 2), meta=(2,))
 
 
 # --------------------------------------------------------------------------- writes
@@ -102,7 +107,8 @@ def _index_put_fwd(xp, x, value, key):
 # gradient of the positions it was written to (summed where it was broadcast).
 defop("index_put", _index_put_fwd,
       (lambda F, g, out, x, value, key: F.index_put(g, 0.0, key=key),
-       lambda F, g, out, x, value, key: F.index(g, key=key)), node_name="IndexPutBackward0")
+       lambda F, g, out, x, value, key: F.index(g, key=key)), jvp=linear_in(0, 1),
+      node_name="IndexPutBackward0")
 
 
 # --------------------------------------------------------------------------- embedding
@@ -125,6 +131,7 @@ def _embedding_backward_vjp(F, g, out, gout, idx, num_weights, padding_idx=None)
 
 defop("embedding", lambda xp, weight, idx, padding_idx=None: weight[idx],
       (lambda F, g, out, weight, idx, padding_idx=None: F.embedding_backward(
-          g, idx, num_weights=weight.shape[0], padding_idx=padding_idx), None), meta=(0,))
+          g, idx, num_weights=weight.shape[0], padding_idx=padding_idx), None),
+      jvp=linear_in(0), meta=(0,))
 defop("embedding_backward", _embedding_backward_fwd, (_embedding_backward_vjp, None),
-      node_name="EmbeddingDenseBackward0")
+      jvp=linear_in(0), node_name="EmbeddingDenseBackward0")

@@ -37,8 +37,11 @@ def _grad_b(F, g, out, a, b):
     return F.matmul(F.transpose(a, dim0=-1, dim1=-2), g)
 
 
-defop("matmul", lambda xp, a, b: xp.matmul(a, b), (_grad_a, _grad_b), check=_check_matmul,
-      node_name="MmBackward0")
+# Bilinear: each input's tangent takes its place, the other input stays.
+defop("matmul", lambda xp, a, b: xp.matmul(a, b), (_grad_a, _grad_b),
+      jvp=(lambda F, t, out, a, b: F.matmul(t, b), lambda F, t, out, a, b: F.matmul(a, t)),
+      check=_check_matmul, node_name="MmBackward0", public="matmul",
+      methods=("matmul", "mm", "__matmul__"), reflected="__rmatmul__")
 
 
 # --------------------------------------------------------------------------- einsum
@@ -114,4 +117,6 @@ def _einsum_grad(F, g, equation, target, other, target_shape):
 
 defop("einsum", _einsum_fwd,
       (lambda F, g, out, a, b, equation: _einsum_grad(F, g, equation, 0, b, a.shape),
-       lambda F, g, out, a, b, equation: _einsum_grad(F, g, equation, 1, a, b.shape)))
+       lambda F, g, out, a, b, equation: _einsum_grad(F, g, equation, 1, a, b.shape)),
+      jvp=(lambda F, t, out, a, b, equation: F.einsum(t, b, equation=equation),
+           lambda F, t, out, a, b, equation: F.einsum(a, t, equation=equation)))

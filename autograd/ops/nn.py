@@ -5,7 +5,7 @@ primitives for speed or numerics, each with a ``NOTE`` saying which.
 """
 from __future__ import annotations
 
-from ..dispatch import defop
+from ..dispatch import SELF_ADJOINT, defop, linear_in
 from .shape import _pad_fwd
 
 
@@ -43,6 +43,9 @@ defop("linear", _linear_fwd,
       (lambda F, g, out, x, weight, bias: F.matmul(g, weight),
        _linear_grad_weight,
        lambda F, g, out, x, weight, bias: g),
+      jvp=(lambda F, t, out, x, weight, bias: F.linear(t, weight, None),
+           lambda F, t, out, x, weight, bias: F.linear(x, t, None),
+           lambda F, t, out, x, weight, bias: t),
       check=_check_linear, node_name="AddmmBackward0")
 
 
@@ -82,10 +85,11 @@ def _col2im_fwd(xp, cols, shape, kernel, stride, dilation):
 
 defop("im2col", _im2col_fwd,
       (lambda F, g, out, x, kernel, stride, dilation: F.col2im(
-          g, shape=x.shape, kernel=kernel, stride=stride, dilation=dilation),), meta=(0,))
+          g, shape=x.shape, kernel=kernel, stride=stride, dilation=dilation),),
+      jvp=linear_in(0), meta=(0,))
 defop("col2im", _col2im_fwd,
       (lambda F, g, out, cols, shape, kernel, stride, dilation: F.im2col(
-          g, kernel=kernel, stride=stride, dilation=dilation),))
+          g, kernel=kernel, stride=stride, dilation=dilation),), jvp=linear_in(0))
 
 
 # --------------------------------------------------------------------------- conv2d
@@ -171,10 +175,27 @@ def _conv2d_grad_weight(F, g, out, x, weight, bias, stride=(1, 1), padding=(0, 0
     return F.reshape(gw, shape=tuple(weight.shape))
 
 
+# Bilinear in (x, weight) plus the bias: each tangent goes through the convolution in its
+# input's place (without the bias), the bias's is broadcast over the batch and the image.
+def _conv2d_jvp_input(F, t, out, x, weight, bias, stride=(1, 1), padding=(0, 0),
+                      dilation=(1, 1), groups=1):
+    return F.conv2d(t, weight, None, stride=stride, padding=padding, dilation=dilation,
+                    groups=groups)
+
+
+def _conv2d_jvp_weight(F, t, out, x, weight, bias, stride=(1, 1), padding=(0, 0),
+                       dilation=(1, 1), groups=1):
+    return F.conv2d(x, t, None, stride=stride, padding=padding, dilation=dilation,
+                    groups=groups)
+
+
 defop("conv2d", _conv2d_fwd,
       (_conv2d_grad_input, _conv2d_grad_weight,
        lambda F, g, out, x, weight, bias, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
        groups=1: F.sum(g, dim=(0, 2, 3))),
+      jvp=(_conv2d_jvp_input, _conv2d_jvp_weight,
+           lambda F, t, out, x, weight, bias, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+           groups=1: F.reshape(t, shape=(1, t.shape[0], 1, 1))),
       check=_check_conv2d, node_name="ConvolutionBackward0")
 
 
@@ -195,7 +216,10 @@ def _log_softmax_fwd(xp, x, dim):
     return shifted
 
 
+# softmax's Jacobian, diag(out) - out outᵀ, is symmetric: the reverse rule is the forward one.
 defop("softmax", _softmax_fwd,
-      (lambda F, g, out, x, dim: out * (g - F.sum(g * out, dim=dim, keepdim=True)),))
+      (lambda F, g, out, x, dim: out * (g - F.sum(g * out, dim=dim, keepdim=True)),),
+      jvp=SELF_ADJOINT)
 defop("log_softmax", _log_softmax_fwd,
-      (lambda F, g, out, x, dim: g - F.exp(out) * F.sum(g, dim=dim, keepdim=True),))
+      (lambda F, g, out, x, dim: g - F.exp(out) * F.sum(g, dim=dim, keepdim=True),),
+      jvp=(lambda F, t, out, x, dim: t - F.sum(F.exp(out) * t, dim=dim, keepdim=True),))

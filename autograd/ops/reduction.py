@@ -1,7 +1,7 @@
 """Reductions over dims."""
 from __future__ import annotations
 
-from ..dispatch import defcomposite, defop
+from ..dispatch import defcomposite, defop, linear_in
 
 
 def norm_dims(dim, ndim: int):
@@ -35,10 +35,10 @@ def _sum_vjp(F, g, out, x, dim=None, keepdim=False):
     return F.expand(g, shape=x.shape)
 
 
-defop("sum", _sum_fwd, (_sum_vjp,), meta=(0,))
+defop("sum", _sum_fwd, (_sum_vjp,), jvp=linear_in(0), meta=(0,), public="sum", methods="sum")
 
 
-@defcomposite("mean")
+@defcomposite("mean", public="mean", methods="mean")
 def mean(x, dim=None, keepdim=False):
     """Mean over ``dim`` (all dims by default)."""
     dims = norm_dims(dim, x.ndim)
@@ -62,7 +62,13 @@ def _one_dim(dim, ndim: int) -> int:
     return norm_dims(dim, ndim)[0]
 
 
-# amax/amin: the gradient is shared evenly among tied maxima (PyTorch's amax rule).
+def _reduce_like(F, values, dim, keepdim):
+    """Sum ``values`` (the input's shape) over the reduced dims, as the reduction does."""
+    return F.sum(values, dim=dim, keepdim=keepdim)
+
+
+# amax/amin: the gradient is shared evenly among tied maxima (PyTorch's amax rule), and so is
+# the tangent.
 def _amax_fwd(xp, x, dim=None, keepdim=False):
     return xp.max(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim)
 
@@ -77,8 +83,14 @@ def _extreme_vjp(F, g, out, x, dim=None, keepdim=False):
     return _kept(F, g, x.shape, dim, keepdim) * hit / count
 
 
-defop("amax", _amax_fwd, (_extreme_vjp,), node_name="AmaxBackward0")
-defop("amin", _amin_fwd, (_extreme_vjp,), node_name="AminBackward0")
+def _extreme_jvp(F, t, out, x, dim=None, keepdim=False):
+    hit = F.to_dtype(x == _kept(F, out, x.shape, dim, keepdim), dtype=t.dtype)
+    count = F.sum(hit, dim=dim, keepdim=True)
+    return _reduce_like(F, t * hit / count, dim, keepdim)
+
+
+defop("amax", _amax_fwd, (_extreme_vjp,), jvp=(_extreme_jvp,), node_name="AmaxBackward0")
+defop("amin", _amin_fwd, (_extreme_vjp,), jvp=(_extreme_jvp,), node_name="AminBackward0")
 
 
 # max/min along one dim: values and indices (nout=2); the gradient goes to the index.
@@ -104,8 +116,15 @@ def _max_dim_vjp(F, g, out, x, dim, keepdim=False):
     return F.gather_backward(_kept(F, g[0], x.shape, dim, keepdim), idx, shape=x.shape, dim=dim)
 
 
-defop("max", _max_dim_fwd, (_max_dim_vjp,), nout=2, meta=(0,))
-defop("min", _min_dim_fwd, (_max_dim_vjp,), nout=2, meta=(0,))
+def _max_dim_jvp(F, t, out, x, dim, keepdim=False):
+    """Values: the tangent at the selected index; indices: none."""
+    idx = out[1] if keepdim else F.reshape(out[1], shape=kept_shape(x.shape, dim))
+    picked = F.gather(t, idx, dim=dim)
+    return (picked if keepdim else F.reshape(picked, shape=out[0].shape)), None
+
+
+defop("max", _max_dim_fwd, (_max_dim_vjp,), jvp=(_max_dim_jvp,), nout=2, meta=(0,))
+defop("min", _min_dim_fwd, (_max_dim_vjp,), jvp=(_max_dim_jvp,), nout=2, meta=(0,))
 defop("argmax", lambda xp, x, dim=None, keepdim=False: _arg(xp.argmax, x, dim, keepdim))
 defop("argmin", lambda xp, x, dim=None, keepdim=False: _arg(xp.argmin, x, dim, keepdim))
 
@@ -128,7 +147,9 @@ def _logsumexp_fwd(xp, x, dim=None, keepdim=False):
 
 defop("logsumexp", _logsumexp_fwd,
       (lambda F, g, out, x, dim=None, keepdim=False:
-       _kept(F, g, x.shape, dim, keepdim) * F.exp(x - _kept(F, out, x.shape, dim, keepdim)),))
+       _kept(F, g, x.shape, dim, keepdim) * F.exp(x - _kept(F, out, x.shape, dim, keepdim)),),
+      jvp=(lambda F, t, out, x, dim=None, keepdim=False: _reduce_like(
+          F, t * F.exp(x - _kept(F, out, x.shape, dim, keepdim)), dim, keepdim),))
 
 
 def _moved(xp, x, dims):
@@ -153,7 +174,9 @@ def _prod_others_fwd(xp, x, dim=None):
 defop("prod", lambda xp, x, dim=None, keepdim=False:
       xp.prod(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim),
       (lambda F, g, out, x, dim=None, keepdim=False:
-       _kept(F, g, x.shape, dim, keepdim) * F.prod_others(x, dim=dim),))
+       _kept(F, g, x.shape, dim, keepdim) * F.prod_others(x, dim=dim),),
+      jvp=(lambda F, t, out, x, dim=None, keepdim=False: _reduce_like(
+          F, t * F.prod_others(x, dim=dim), dim, keepdim),))
 # NOTE: prod_others has no rule of its own, so prod is differentiable once (not twice).
 defop("prod_others", _prod_others_fwd)
 
@@ -167,7 +190,7 @@ def _count(shape, dim) -> int:
     return n
 
 
-@defcomposite("var")
+@defcomposite("var", public="var", methods="var")
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance over ``dim``; ``correction`` (or ``unbiased``: 1 or 0) is subtracted from N."""
     if correction is None:
@@ -177,13 +200,13 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return (centered * centered).sum(dim=dim, keepdim=keepdim) * (1.0 / max(n - correction, 0))
 
 
-@defcomposite("std")
+@defcomposite("std", public="std", methods="std")
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Standard deviation: ``sqrt(var(...))``."""
     return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
 
 
-@defcomposite("norm")
+@defcomposite("norm", public="norm", methods="norm")
 def norm(x, p=2, dim=None, keepdim=False):
     """Vector p-norm over ``dim`` (all dims by default); p in {2, 1, inf, -inf, other > 0}."""
     from . import _call  # noqa: PLC0415

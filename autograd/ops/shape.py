@@ -1,7 +1,12 @@
-"""Shape primitives: reshape, transpose/permute, expand and its adjoint sum_to_size."""
+"""Shape primitives: reshape, transpose/permute, expand and its adjoint sum_to_size, joining,
+padding, flips and rolls.
+
+Each is linear in its tensor input, so its forward-mode rule is the op itself applied to the
+tangent (``jvp=linear_in(0)``).
+"""
 from __future__ import annotations
 
-from ..dispatch import defop
+from ..dispatch import defop, linear_in
 
 
 def _reshape_fwd(xp, x, shape):
@@ -9,9 +14,10 @@ def _reshape_fwd(xp, x, shape):
 
 
 defop("reshape", _reshape_fwd, (lambda F, g, out, x, shape: F.reshape(g, shape=x.shape),),
-      meta=(0,), view=True, node_name="ViewBackward0")
+      jvp=linear_in(0), meta=(0,), view=True, node_name="ViewBackward0")
 defop("transpose", lambda xp, x, dim0, dim1: xp.swapaxes(x, dim0, dim1),
-      (lambda F, g, out, x, dim0, dim1: F.transpose(g, dim0=dim0, dim1=dim1),), view=True)
+      (lambda F, g, out, x, dim0, dim1: F.transpose(g, dim0=dim0, dim1=dim1),),
+      jvp=linear_in(0), view=True, public="transpose", methods="transpose")
 
 
 def _inverse(dims):
@@ -22,7 +28,8 @@ def _inverse(dims):
 
 
 defop("permute", lambda xp, x, dims: xp.transpose(x, dims),
-      (lambda F, g, out, x, dims: F.permute(g, dims=_inverse(dims)),), view=True)
+      (lambda F, g, out, x, dims: F.permute(g, dims=_inverse(dims)),), jvp=linear_in(0),
+      view=True)
 
 
 def expand_shape(shape, target) -> tuple:
@@ -51,9 +58,9 @@ def sum_to_shape(xp, x, shape):
 
 
 defop("expand", _expand_fwd, (lambda F, g, out, x, shape: F.sum_to_size(g, shape=x.shape),),
-      meta=(0,), view=True)
+      jvp=linear_in(0), meta=(0,), view=True)
 defop("sum_to_size", sum_to_shape,
-      (lambda F, g, out, x, shape: F.expand(g, shape=x.shape),), meta=(0,),
+      (lambda F, g, out, x, shape: F.expand(g, shape=x.shape),), jvp=linear_in(0), meta=(0,),
       node_name="SumToSizeBackward0")
 
 
@@ -79,7 +86,8 @@ def _cat_rule(i):
 MAX_CAT_INPUTS = 64
 
 defop("cat", lambda xp, *xs, dim, sizes: xp.concatenate(xs, axis=dim),
-      tuple(_cat_rule(i) for i in range(MAX_CAT_INPUTS)))
+      tuple(_cat_rule(i) for i in range(MAX_CAT_INPUTS)),
+      jvp=linear_in(*range(MAX_CAT_INPUTS)))
 
 
 # --------------------------------------------------------------------------- padding, flips, rolls
@@ -105,14 +113,18 @@ def _unpad_key(shape, pad):
 
 defop("pad", _pad_fwd,
       (lambda F, g, out, x, pad, value=0.0: F.index(g, key=_unpad_key(x.shape, pad)),),
+      # The padding value is a constant: the tangent is padded with zeros.
+      jvp=(lambda F, t, out, x, pad, value=0.0: F.pad(t, pad=pad, value=0.0),),
       meta=(0,), node_name="ConstantPadNdBackward0")
 defop("flip", lambda xp, x, dims: xp.flip(x, axis=dims),
-      (lambda F, g, out, x, dims: F.flip(g, dims=dims),))
+      (lambda F, g, out, x, dims: F.flip(g, dims=dims),), jvp=linear_in(0))
 defop("roll", lambda xp, x, shifts, dims: xp.roll(x, shifts, axis=dims),
       (lambda F, g, out, x, shifts, dims: F.roll(
           g, shifts=tuple(-s for s in shifts) if isinstance(shifts, tuple) else -shifts,
-          dims=dims),))
+          dims=dims),), jvp=linear_in(0))
 defop("tril", lambda xp, x, diagonal=0: xp.tril(x, diagonal),
-      (lambda F, g, out, x, diagonal=0: F.tril(g, diagonal=diagonal),))
+      (lambda F, g, out, x, diagonal=0: F.tril(g, diagonal=diagonal),), jvp=linear_in(0),
+      public="tril", methods="tril")
 defop("triu", lambda xp, x, diagonal=0: xp.triu(x, diagonal),
-      (lambda F, g, out, x, diagonal=0: F.triu(g, diagonal=diagonal),))
+      (lambda F, g, out, x, diagonal=0: F.triu(g, diagonal=diagonal),), jvp=linear_in(0),
+      public="triu", methods="triu")

@@ -343,6 +343,11 @@ CASES += [
     OpCase("abs", lambda a: a.abs(), np.abs, ins(away0(3, 4))),
     OpCase("sign", lambda a: a.sign(), np.sign, ins(away0(5)), grad=False),
     OpCase("erf", lambda a: a.erf(), lambda a: _erf(a), ins(lambda rng: rng.uniform(-4, 4, (40,)))),
+    # torch.atan2(input, other) is np.arctan2; points kept away from the origin, where it is
+    # not differentiable. The method with broadcasting, then the in-place variant.
+    OpCase("atan2", lambda y, x: y.atan2(x), np.arctan2, ins(away0(3, 4), away0(4))),
+    OpCase("atan2", lambda y, x: (y * 1.0).atan2_(x) * y, lambda y, x: np.arctan2(y, x) * y,
+           ins(away0(3, 4), away0(3, 4)), name="atan2_inplace"),
     OpCase("leaky_relu", lambda a: ag.leaky_relu(a, 0.1), lambda a: np.where(a > 0, a, 0.1 * a),
            ins(away0(3, 4))),
     OpCase("gelu", lambda a: AF.gelu(a), lambda a: a * 0.5 * (1 + _erf(a / np.sqrt(2))), ins(rnd(3, 4))),
