@@ -1,12 +1,24 @@
 """The op table and the one hot path every op goes through.
 
-A primitive is one :func:`defop` entry: ``fwd(xp, *inputs, **attrs)`` computes the result with
-the array module of the inputs' device, and ``vjp`` holds one rule per input,
-``rule(F, g, out, *inputs, **attrs) -> gradient for that input`` (None: not differentiable).
+A primitive is one :func:`defop` entry, and everything about it is there:
+
+- ``fwd(xp, *inputs, **attrs)`` computes the result with the array module of the inputs'
+  device;
+- ``vjp`` holds one reverse rule per input,
+  ``rule(F, g, out, *inputs, **attrs) -> gradient for that input`` (None: not differentiable);
+- ``jvp`` the forward-mode rules, one per input, ``rule(F, t, out, *inputs, **attrs)``, or a
+  declared property: :data:`SELF_ADJOINT` (a symmetric Jacobian, so the reverse rules serve),
+  :class:`linear_in` (the op applied to the tangents);
+- ``public``, ``methods``, ``reflected``, ``inplace``: the names of the function in
+  ``gradtrace.autograd`` and of the Tensor methods that call it, generated with the forward's
+  signature (see :func:`_caller`).
+
 A rule computes with ``F``, the namespace of primitives: plain array functions in a normal
 backward, autograd ops under ``create_graph`` so the backward is itself differentiable. The
 same one-line rule serves both, and the engine (not the rule) sums a broadcast gradient back to
-its input's shape.
+its input's shape. Composites (:func:`defcomposite`) and hand-written wrappers that check their
+arguments (:func:`expose`) declare their public names the same way; the ops package attaches
+all of them (``FUNCTIONS``, ``METHODS``) in one loop.
 
 What to save for backward is read from the rules themselves: a rule that mentions ``out`` makes
 the op save its output, one that mentions an input saves that input, and only for the inputs
@@ -16,6 +28,7 @@ from __future__ import annotations
 
 import dis
 import inspect
+import os
 import weakref
 
 from . import backend
@@ -456,7 +469,10 @@ def _caller(op, name: str, form: str):
         sig = ", ".join(inputs + attrs)
         call = f"_apply_op(_OP, ({''.join(i + ', ' for i in inputs)}), {attr_dict})"
     namespace = {"_OP": op, "_apply_op": apply_op, "_apply_inplace": apply_inplace}
-    exec(f"def {name}({sig}):\n    return {call}\n", namespace)  # noqa: S102 - source built above
+    # Named as a file in this package, so that tracebacks say which op's function it is and
+    # the profiler's stacks skip its frame as the engine's, not the user's, call site.
+    where = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<defop {op.name}>")
+    exec(compile(f"def {name}({sig}):\n    return {call}\n", where, "exec"), namespace)  # noqa: S102
     fn = namespace[name]
     if form != "reflected":
         fn.__defaults__ = op.fwd.__defaults__

@@ -60,7 +60,8 @@ def _moved(inputs, diff, dirs, step, requires_grad=False):
     """``inputs`` with each differentiated tensor moved by ``step * direction`` (fresh leaves)."""
     moved = list(inputs)
     for i, d in zip(diff, dirs):
-        moved[i] = autograd.tensor(inputs[i].detach().numpy() + step * d, requires_grad=requires_grad)
+        moved[i] = autograd.tensor(inputs[i].detach().numpy() + step * d,
+                                   requires_grad=requires_grad)
     return moved
 
 
@@ -89,7 +90,8 @@ def check_jvp(fn, inputs, *, eps=1e-6, atol=1e-6, rtol=1e-4, seed=0):
     with autograd.no_grad():
         numeric = (fn(*_moved(primals, diff, dirs, eps)).numpy()
                    - fn(*_moved(primals, diff, dirs, -eps)).numpy()) / (2 * eps)
-    np.testing.assert_allclose(jvp, numeric, rtol=rtol, atol=atol, err_msg="jvp vs finite differences")
+    np.testing.assert_allclose(jvp, numeric, rtol=rtol, atol=atol,
+                               err_msg="jvp vs finite differences")
     out = fn(*inputs)
     u = rng.standard_normal(out.shape)
     grads = autograd.grad(out, [inputs[i] for i in diff], autograd.tensor(u), allow_unused=True)
@@ -110,8 +112,8 @@ def check_grad_grad(fn, inputs, *, eps=1e-6, atol=1e-6, rtol=1e-4, seed=0):
     """
     rng = np.random.default_rng(seed)
     diff = _diff_positions(inputs)
-    shapes = [o.shape for o in _as_list(fn(*inputs)) if isinstance(o, autograd.Tensor) and o.requires_grad]
-    cot = [rng.standard_normal(s) for s in shapes]
+    outs = [o for o in _as_list(fn(*inputs)) if isinstance(o, autograd.Tensor) and o.requires_grad]
+    cot = [rng.standard_normal(o.shape) for o in outs]
     weights = [rng.standard_normal(inputs[i].shape) for i in diff]
     dirs = [rng.standard_normal(inputs[i].shape) for i in diff]
 
