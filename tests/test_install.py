@@ -2,6 +2,7 @@
 collide). Builds the wheel, installs it into a fresh venv together with HIPS autograd from the
 package index, runs `gradtrace demo` there, and checks site-packages' top level."""
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -13,7 +14,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _run(args, **kw):
-    res = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+    # Without PYTHONPATH: tests/conftest.py may have pointed it at a checkout's links, which
+    # would shadow the installed wheel in the venv.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, **kw)
     assert res.returncode == 0, f"{args}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
     return res
 
