@@ -32,3 +32,6 @@ int32, int64, bool_ = "int32", "int64", "bool"
 
 from . import nn, optim  # noqa: E402,F401 - layers and optimizers (issue 3)
 from . import compiled_autograd  # noqa: E402,F401 - compiled backward (issue 9)
+from . import cuda, utils  # noqa: E402,F401 - torch.cuda's functions, data loading (issue 14)
+from .generator import Generator  # noqa: E402
+from .serialization import load, save  # noqa: E402

@@ -72,6 +72,9 @@ class Optimizer:
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; ``closure`` re-evaluates the loss."""
+        # Read by the learning-rate schedulers, which warn (as PyTorch's) when they are
+        # stepped before the optimizer ever was.
+        self._opt_called = True
         if _RF.on:
             # Timed on the parameters' GPU too: the update runs as array code, not ops, so
             # its kernels have no op record of their own to carry their CUDA time.

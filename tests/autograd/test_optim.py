@@ -134,3 +134,111 @@ def test_step_is_one_user_scope_range_when_profiling():
     finally:
         handle.remove()
     assert seen == [("Optimizer.step#AdamW.step", rf.RecordScope.USER_SCOPE)]
+
+
+def _rmsprop_ref(w, grads, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                 centered=False, maximize=False):
+    # PyTorch's documented RMSprop: v = a v + (1-a) g^2; centered subtracts (running mean g)^2;
+    # with momentum b = mu b + g / (sqrt(v~) + eps), p -= lr b; else p -= lr g / (sqrt(v~) + eps).
+    w = w.copy()
+    v = np.zeros_like(w)
+    gavg = np.zeros_like(w)
+    buf = np.zeros_like(w)
+    for g in grads:
+        g = -g if maximize else g
+        g = g + weight_decay * w
+        v = alpha * v + (1 - alpha) * g * g
+        vt = v
+        if centered:
+            gavg = alpha * gavg + (1 - alpha) * g
+            vt = v - gavg * gavg
+        denom = np.sqrt(vt) + eps
+        if momentum > 0:
+            buf = momentum * buf + g / denom
+            w = w - lr * buf
+        else:
+            w = w - lr * g / denom
+    return w
+
+
+def _adagrad_ref(w, grads, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
+                 initial_accumulator_value=0.0, eps=1e-10, maximize=False):
+    # PyTorch's documented Adagrad: clr = lr / (1 + (t-1) lr_decay), s += g^2,
+    # p -= clr g / (sqrt(s) + eps).
+    w = w.copy()
+    s = np.full_like(w, initial_accumulator_value)
+    for t, g in enumerate(grads, 1):
+        g = -g if maximize else g
+        g = g + weight_decay * w
+        clr = lr / (1 + (t - 1) * lr_decay)
+        s = s + g * g
+        w = w - clr * g / (np.sqrt(s) + eps)
+    return w
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(lr=0.05, alpha=0.9, eps=1e-6),
+                                dict(lr=0.01, weight_decay=0.1, momentum=0.9),
+                                dict(lr=0.01, centered=True),
+                                dict(lr=0.02, centered=True, momentum=0.5, weight_decay=0.05,
+                                     maximize=True)],
+                         ids=["defaults", "alpha_eps", "wd_momentum", "centered", "all"])
+def test_rmsprop_matches_reference(kw):
+    w0, grads = _problem(4)
+    np.testing.assert_allclose(_run(optim.RMSprop, w0, grads, **kw), _rmsprop_ref(w0, grads, **kw),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(lr=0.1, lr_decay=0.5),
+                                dict(lr=0.1, weight_decay=0.2, initial_accumulator_value=0.3),
+                                dict(lr=0.05, eps=1e-3, maximize=True, lr_decay=0.1)],
+                         ids=["defaults", "lr_decay", "wd_init_acc", "eps_maximize"])
+def test_adagrad_matches_reference(kw):
+    w0, grads = _problem(5)
+    np.testing.assert_allclose(_run(optim.Adagrad, w0, grads, **kw), _adagrad_ref(w0, grads, **kw),
+                               rtol=1e-12)
+
+
+def test_sgd_maximize_matches_reference():
+    w0, grads = _problem(6)
+    got = _run(optim.SGD, w0, grads, lr=0.1, momentum=0.9, nesterov=True, maximize=True)
+    np.testing.assert_allclose(got, _sgd_ref(w0, [-g for g in grads], lr=0.1, momentum=0.9,
+                                             nesterov=True), rtol=1e-12)
+
+
+def test_adagrad_state_exists_before_the_first_step():
+    # PyTorch's Adagrad fills its state at construction: step 0 and sum = initial value.
+    p = ag.nn.Parameter(ag.zeros(2, dtype="float64"))
+    sd = optim.Adagrad([p], initial_accumulator_value=0.5).state_dict()
+    assert sd["state"][0]["step"] == 0
+    np.testing.assert_array_equal(sd["state"][0]["sum"], [0.5, 0.5])
+
+
+@pytest.mark.parametrize("cls,kw,message", [
+    (optim.RMSprop, dict(alpha=-0.1), "Invalid alpha value: -0.1"),
+    (optim.RMSprop, dict(momentum=-1.0), "Invalid momentum value: -1.0"),
+    (optim.Adagrad, dict(lr_decay=-1.0), "Invalid lr_decay value: -1.0"),
+    (optim.Adagrad, dict(initial_accumulator_value=-1.0),
+     "Invalid initial_accumulator_value value: -1.0"),
+])
+def test_invalid_hyperparameters_raise_as_pytorch(cls, kw, message):
+    with pytest.raises(ValueError, match=message):
+        cls([ag.nn.Parameter(ag.zeros(1))], **kw)
+
+
+@pytest.mark.parametrize("cls,kw", [(optim.RMSprop, dict(momentum=0.9, centered=True)),
+                                    (optim.Adagrad, dict(lr_decay=0.1))], ids=["rmsprop", "adagrad"])
+def test_resumed_optimizer_continues_identically(cls, kw):
+    w0, grads = _problem(7)
+    p1 = ag.nn.Parameter(ag.tensor(w0, dtype="float64"))
+    o1 = cls([p1], **kw)
+    for g in grads[:2]:
+        p1.grad = ag.tensor(g)
+        o1.step()
+    p2 = ag.nn.Parameter(ag.tensor(p1.detach().numpy().copy()))
+    o2 = cls([p2], **kw)
+    o2.load_state_dict(o1.state_dict())
+    for g in grads[2:]:
+        for p, o in ((p1, o1), (p2, o2)):
+            p.grad = ag.tensor(g)
+            o.step()
+    np.testing.assert_array_equal(p1.detach().numpy(), p2.detach().numpy())

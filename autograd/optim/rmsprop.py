@@ -1,0 +1,75 @@
+"""RMSprop, with PyTorch's update: momentum, the centered variant, L2 weight decay."""
+from __future__ import annotations
+
+from .optimizer import Optimizer
+
+__all__ = ["RMSprop"]
+
+
+class RMSprop(Optimizer):
+    """``v = alpha v + (1-alpha) g^2``; centered: ``m = lerp(m, g, 1-alpha)`` and
+    ``v - m^2`` in place of ``v``; ``d = sqrt(v) + eps``; with momentum
+    ``buf = momentum buf + g / d`` and ``p -= lr buf``, else ``p -= lr g / d``.
+    ``g`` includes the weight decay ``weight_decay * p``.
+
+    Args:
+        params: the parameters (or parameter groups) to optimize.
+        lr: the learning rate.
+        alpha: the smoothing constant of the squared-gradient average.
+        eps: added to the denominator for numerical stability.
+        weight_decay: the L2 penalty.
+        momentum: the momentum factor (0 for none).
+        centered: normalize by an estimate of the gradient's variance.
+        maximize: maximize the objective instead of minimizing it.
+    """
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
+                 maximize: bool = False):
+        for name, value in (("learning rate", lr), ("epsilon value", eps),
+                            ("momentum value", momentum), ("weight_decay value", weight_decay),
+                            ("alpha value", alpha)):
+            if value < 0.0:
+                raise ValueError(f"Invalid {name}: {value}")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered, maximize=maximize))
+
+    def _step_group(self, group):
+        lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
+        wd, mom, centered = group["weight_decay"], group["momentum"], group["centered"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            d = p.data
+            xp = p.device.xp
+            g = p.grad.data
+            if group["maximize"]:
+                g = -g
+            if wd:
+                g = g + wd * d
+            st = self.state.get(p)
+            if st is None:
+                st = self.state[p] = {"step": 0, "square_avg": xp.zeros_like(d)}
+                if mom > 0:
+                    st["momentum_buffer"] = xp.zeros_like(d)
+                if centered:
+                    st["grad_avg"] = xp.zeros_like(d)
+            st["step"] += 1
+            v = st["square_avg"]
+            v *= alpha
+            v += (1 - alpha) * (g * g)
+            if centered:
+                m = st["grad_avg"]
+                m += (1 - alpha) * (g - m)
+                avg = xp.sqrt(v - m * m)
+            else:
+                avg = xp.sqrt(v)
+            avg += eps
+            if mom > 0:
+                buf = st["momentum_buffer"]
+                buf *= mom
+                buf += g / avg
+                d -= lr * buf
+            else:
+                d -= lr * (g / avg)
+            p._vc[0] += 1

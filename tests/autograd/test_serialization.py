@@ -1,0 +1,178 @@
+"""ag.save / ag.load: safetensors files, no pickle, round trips of tensors and state dicts."""
+import io
+import json
+import math
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import gradtrace.autograd as ag
+from gradtrace.autograd import optim
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "bool", "float16", "int32",
+                                   "uint8"])
+def test_tensor_round_trip_keeps_dtype_shape_and_values(tmp_path, dtype):
+    arr = (np.arange(24).reshape(2, 3, 4) % 3).astype(dtype)
+    path = tmp_path / "t.safetensors"
+    ag.save(ag.tensor(arr), path)
+    back = ag.load(path)
+    assert isinstance(back, ag.Tensor) and back.dtype == np.dtype(dtype)
+    assert back.shape == (2, 3, 4) and back.device == "cpu" and not back.requires_grad
+    np.testing.assert_array_equal(back.numpy(), arr)
+
+
+def test_file_is_plain_safetensors(tmp_path):
+    # The layout: u64 little-endian header length, JSON header, then the tensors' bytes.
+    sd = OrderedDict(weight=ag.tensor([[1.0, 2.0]], dtype="float32"), step=ag.tensor(7))
+    path = tmp_path / "m.safetensors"
+    ag.save(sd, str(path))
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    assert (8 + n) % 8 == 0, "data starts 8-byte aligned"
+    header = json.loads(raw[8:8 + n])
+    assert header["weight"] == {"dtype": "F32", "shape": [1, 2], "data_offsets": [8, 16]}
+    assert header["step"] == {"dtype": "I64", "shape": [], "data_offsets": [0, 8]}
+    assert all(isinstance(v, str) for v in header["__metadata__"].values())
+    data = raw[8 + n:]
+    np.testing.assert_array_equal(np.frombuffer(data[8:16], "<f4"), [1.0, 2.0])
+
+
+def test_module_state_dict_round_trip_and_load_state_dict(tmp_path):
+    ag.manual_seed(0)
+    model = ag.nn.Sequential(ag.nn.Linear(4, 3), ag.nn.ReLU(), ag.nn.Linear(3, 2))
+    ag.save(model.state_dict(), tmp_path / "model.safetensors")
+    loaded = ag.load(tmp_path / "model.safetensors")
+    assert isinstance(loaded, OrderedDict) and list(loaded) == list(model.state_dict())
+    other = ag.nn.Sequential(ag.nn.Linear(4, 3), ag.nn.ReLU(), ag.nn.Linear(3, 2))
+    result = other.load_state_dict(loaded)
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    x = ag.randn(5, 4)
+    np.testing.assert_array_equal(other(x).detach().numpy(), model(x).detach().numpy())
+    # strict=True names the missing key; strict=False reports it.
+    del loaded["2.bias"]
+    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: "2.bias"'):
+        other.load_state_dict(loaded)
+    assert other.load_state_dict(loaded, strict=False).missing_keys == ["2.bias"]
+
+
+def test_nested_structure_round_trip(tmp_path):
+    shared = ag.tensor([1.0, 2.0])
+    obj = {"a": [1, 2.5, "x", None, True, (3, 4)], 0: {"t": shared, "again": shared},
+           "inf": math.inf, "nan": math.nan, "arr": np.array([1, 2], dtype=np.int64),
+           "param": ag.nn.Parameter(ag.ones(2)), "grad": ag.ones(1, requires_grad=True)}
+    buf = io.BytesIO()
+    ag.save(obj, buf)
+    buf.seek(0)
+    back = ag.load(buf)
+    assert back["a"] == [1, 2.5, "x", None, True, (3, 4)] and isinstance(back["a"][5], tuple)
+    assert list(back) == ["a", 0, "inf", "nan", "arr", "param", "grad"]
+    assert back["inf"] == math.inf and math.isnan(back["nan"])
+    assert back[0]["t"] is back[0]["again"], "a tensor saved twice is loaded once, shared"
+    assert isinstance(back["arr"], np.ndarray) and back["arr"].dtype == np.int64
+    assert isinstance(back["param"], ag.nn.Parameter) and back["param"].requires_grad
+    assert back["grad"].requires_grad and back["grad"].is_leaf
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: optim.Adam(ps, lr=0.01, amsgrad=True),
+    lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+    lambda ps: optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True),
+    lambda ps: optim.Adagrad(ps, lr=0.1, lr_decay=0.01),
+], ids=["adam", "sgd", "rmsprop", "adagrad"])
+def test_optimizer_resumed_from_a_file_continues_identically(tmp_path, make):
+    ag.manual_seed(1)
+    model = ag.nn.Linear(3, 2).double()
+    opt = make(model.parameters())
+    data = [ag.randn(4, 3, dtype="float64") for _ in range(6)]
+
+    def step(m, o, x):
+        o.zero_grad()
+        (m(x) ** 2).sum().backward()
+        o.step()
+
+    for x in data[:3]:
+        step(model, opt, x)
+    ag.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 3},
+            tmp_path / "ckpt.safetensors")
+    ckpt = ag.load(tmp_path / "ckpt.safetensors")
+    assert ckpt["epoch"] == 3
+    model2 = ag.nn.Linear(3, 2).double()
+    opt2 = make(model2.parameters())
+    model2.load_state_dict(ckpt["model"])
+    opt2.load_state_dict(ckpt["optim"])
+    for x in data[3:]:
+        step(model, opt, x)
+        step(model2, opt2, x)
+    for p, q in zip(model.parameters(), model2.parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def test_unsupported_objects_are_refused_not_pickled(tmp_path):
+    with pytest.raises(TypeError, match="cannot store an object of type object \\(at x.0\\)"):
+        ag.save({"x": [object()]}, tmp_path / "bad")
+    with pytest.raises(TypeError, match="cannot store dtype complex128"):
+        ag.save(ag.tensor(np.ones(2, dtype=np.complex128)), tmp_path / "bad")
+
+
+def _file(header: bytes, data: bytes = b"") -> bytes:
+    return len(header).to_bytes(8, "little") + header + data
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"\x01\x02", "shorter than the 8-byte header length"),
+    ((10 ** 12).to_bytes(8, "little") + b"{}", "header length 1000000000000 is implausible"),
+    ((20).to_bytes(8, "little") + b"{}", "ends inside its 20-byte header"),
+    (_file(b"nope"), "header is not JSON"),
+    (_file(b"[]"), "header is not a JSON object"),
+    (_file(b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}', bytes(4)),
+     "entry 'w' does not fit the data"),
+    (_file(b'{"w":{"dtype":"Q32","shape":[1],"data_offsets":[0,4]}}', bytes(4)),
+     "unsupported dtype 'Q32'"),
+    (_file(b'{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', bytes(8)),
+     "data buffer has 8 bytes, the header accounts for 4"),
+    (_file(b'{"w":{"dtype":"F32","shape":[1]}}', bytes(4)), "lacks dtype, shape or data_offsets"),
+], ids=["short", "huge_header", "truncated_header", "not_json", "not_object", "overrun",
+        "bad_dtype", "trailing_bytes", "missing_offsets"])
+def test_bad_files_give_an_error_naming_the_file(tmp_path, content, message):
+    path = tmp_path / "broken.safetensors"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=message) as info:
+        ag.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_a_safetensors_file_from_elsewhere_loads_as_a_dict(tmp_path):
+    # As written by the safetensors library: no gradtrace structure in the metadata.
+    header = json.dumps({"b": {"dtype": "I64", "shape": [2], "data_offsets": [0, 16]},
+                         "__metadata__": {"format": "pt"}}).encode()
+    path = tmp_path / "foreign.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header
+                     + np.array([5, 6], "<i8").tobytes())
+    back = ag.load(path)
+    assert list(back) == ["b"] and back["b"].dtype == np.int64
+    np.testing.assert_array_equal(back["b"].numpy(), [5, 6])
+
+
+def test_map_location_and_unusable_saved_device(tmp_path):
+    path = tmp_path / "t.safetensors"
+    ag.save(ag.ones(2), path)
+    assert ag.load(path, map_location="cpu").device == "cpu"
+    if not ag.cuda_is_available():
+        # A file saved from a GPU names its device; without one, the error says what to do.
+        raw = path.read_bytes()
+        n = int.from_bytes(raw[:8], "little")
+        header = json.loads(raw[8:8 + n])
+        meta = header["__metadata__"]
+        meta["gradtrace.structure"] = meta["gradtrace.structure"].replace('"cpu"', '"cuda:0"')
+        path.write_bytes(_file(json.dumps(header).encode(), raw[8 + n:]))
+        with pytest.raises(ag.DeviceError, match="map_location='cpu'"):
+            ag.load(path)
+        assert ag.load(path, map_location="cpu").device == "cpu"
+
+
+def test_no_pickle_in_the_module():
+    import gradtrace.autograd.serialization as ser
+    source = open(ser.__file__).read()
+    assert "import pickle" not in source and "allow_pickle=True" not in source
