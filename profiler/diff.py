@@ -16,28 +16,26 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from .columns import COLUMNS
 from .data import ProfileData
-from .table import Column, format_time_ns, render, truncate
+from .format import format_time
+from .table import Column, render, truncate
 
 __all__ = ["diff", "ProfileDiff", "DiffRow", "NAME_METRICS", "FORWARD_BACKWARD_METRICS"]
 
-# metric attribute -> table header
-NAME_METRICS = {
-    "self_cpu_time_total": "Self CPU", "cpu_time_total": "CPU total",
-    "self_cuda_time_total": "Self CUDA", "cuda_time_total": "CUDA total",
-}
-FORWARD_BACKWARD_METRICS = {
-    "self_cpu_time_total": "Fwd Self CPU", "cpu_time_total": "Fwd CPU total",
-    "backward_cpu_time_total": "Bwd CPU total", "total_cpu_time": "Fwd+Bwd CPU",
-    "self_cuda_time_total": "Fwd Self CUDA", "cuda_time_total": "Fwd CUDA total",
-    "backward_cuda_time_total": "Bwd CUDA total", "total_cuda_time": "Fwd+Bwd CUDA",
-}
+# metric (a column id of profiler.columns, the row field) -> its header there
+NAME_METRICS = {m: COLUMNS[m].header for m in (
+    "self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total")}
+FORWARD_BACKWARD_METRICS = {m: COLUMNS[m].header for m in (
+    "self_cpu_time_total", "cpu_time_total", "backward_cpu_time_total", "forward_backward_cpu_time_total",
+    "self_cuda_time_total", "cuda_time_total", "backward_cuda_time_total", "forward_backward_cuda_time_total")}
 _TABLE_METRICS = {  # shown by default (all are in rows())
     "name": ["self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total"],
-    "forward_backward": ["total_cpu_time", "backward_cpu_time_total", "total_cuda_time"],
+    "forward_backward": ["forward_backward_cpu_time_total", "backward_cpu_time_total",
+                         "forward_backward_cuda_time_total"],
 }
 _VIEWS = {"name": NAME_METRICS, "forward_backward": FORWARD_BACKWARD_METRICS}
-_DEFAULT_SORT = {"name": "self_cpu_time_total", "forward_backward": "total_cpu_time"}
+_DEFAULT_SORT = {"name": "self_cpu_time_total", "forward_backward": "forward_backward_cpu_time_total"}
 STATUSES = ("both", "only_a", "only_b")
 
 
@@ -136,7 +134,7 @@ class ProfileDiff:
             raise ValueError(f"unknown metrics {unknown}: expected some of {list(self.metrics)}")
 
         def t(us: float) -> str:
-            return format_time_ns(us * 1e3, time_unit)
+            return format_time(us, time_unit)
 
         def signed(us: float) -> str:
             return ("+" if us > 0 else "-" if us < 0 else "") + t(abs(us))
@@ -154,9 +152,10 @@ class ProfileDiff:
         if any(r.call_site for r in rows):
             cols.append(Column("Call Site", [r.call_site or "" for r in rows]))
         marks = {"both": "", "only_a": "A only", "only_b": "B only"}
+        calls = COLUMNS["count"].header
         cols += [Column("Status", [marks[r.status] for r in rows], min_width=6),
-                 Column("Calls A", [str(r.count_a) for r in rows], min_width=7),
-                 Column("Calls B", [str(r.count_b) for r in rows], min_width=7)]
+                 Column(f"{calls} A", [str(r.count_a) for r in rows], min_width=7),
+                 Column(f"{calls} B", [str(r.count_b) for r in rows], min_width=7)]
         for m in metrics:
             title = self.metrics[m]
             cols += [Column(f"{title} A", [t(r.a[m]) for r in rows]),
@@ -214,7 +213,7 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None) -> 
         by: "name" (one row per op name) or "forward_backward" (one row per forward op and
             call site, with the cost of the backward nodes it caused).
         sort_by: metric whose absolute change orders the rows (default ``self_cpu_time_total``
-            by name, ``total_cpu_time`` for forward_backward).
+            by name, ``forward_backward_cpu_time_total`` for forward_backward).
     Returns:
         A :class:`ProfileDiff`.
     """

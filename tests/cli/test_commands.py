@@ -69,7 +69,7 @@ def test_table_json(demo_profile):
     assert len(rows) == 4 and rows[0]["count"] >= rows[-1]["count"]
     assert {"name", "self_cpu_time_total", "cpu_time_total", "count"} <= set(rows[0])
     rows = json.loads(run_cli("table", demo_profile, "--json", "--group-by", "forward-op").stdout)
-    assert rows[0]["name"] == "linear" and "total_cpu_time" in rows[0]
+    assert rows[0]["name"] == "linear" and "forward_backward_cpu_time_total" in rows[0]
 
 
 def test_plain_when_no_color_is_set(demo_profile):
