@@ -347,12 +347,15 @@ def _name_keys(data: "ProfileData", name_id: np.ndarray, merge_steps: bool) -> t
     names = list(data.strings)
     if not merge_steps:
         return name_id.astype(np.int64), names
-    # Every ProfilerStep#N name maps to one extra string id, "ProfilerStep#*".
+    # Every ProfilerStep#N name maps to one extra string id, "ProfilerStep#*" (a single
+    # step keeps its own name).
     steps = np.array([s.startswith(STEP_PREFIX) for s in names] or [False])
-    merged = len(names)
-    names.append(STEP_PREFIX + "*")
     key = name_id.astype(np.int64)
-    return np.where(steps[key], merged, key), names
+    is_step = steps[key]
+    if len(np.unique(key[is_step])) < 2:
+        return key, names
+    names.append(STEP_PREFIX + "*")
+    return np.where(is_step, len(names) - 1, key), names
 
 
 def key_averages(data: "ProfileData", group_by_input_shape: bool = False, group_by_stack_n: int = 0,
@@ -372,7 +375,8 @@ def key_averages(data: "ProfileData", group_by_input_shape: bool = False, group_
     a = data.analysis
     idx = np.arange(data.n_events) if indices is None else np.asarray(indices, dtype=np.int64)
     cols = data.event_columns
-    key, names = _name_keys(data, cols["name_id"][idx], merge_steps)
+    name_key, names = _name_keys(data, cols["name_id"][idx], merge_steps)
+    key = name_key
     if group_by_input_shape:
         key = _combine(key, a.shapes_id[idx])
     prefixes: list = []
@@ -406,13 +410,12 @@ def key_averages(data: "ProfileData", group_by_input_shape: bool = False, group_
         ("cpu_memory_usage", a.cpu_memory), ("self_cpu_memory_usage", a.self_cpu_memory),
         ("cuda_memory_usage", a.cuda_memory), ("self_cuda_memory_usage", a.self_cuda_memory),
         ("flops", a.flops))}
-    key_name, _ = _name_keys(data, cols["name_id"][idx[first]], merge_steps)
     rows = []
     for g in range(n_groups):
         ev = int(idx[first[g]])
         c = int(count[g])
         row = FunctionEventAvg(
-            names[int(key_name[g])], count=c,
+            names[int(name_key[first[g]])], count=c,
             cpu_time_total=sums["cpu_time_total"][g] / 1e3,
             self_cpu_time_total=sums["self_cpu_time_total"][g] / 1e3,
             cuda_time_total=sums["cuda_time_total"][g] / 1e3,

@@ -67,6 +67,15 @@ class DiffRow:
         base = self.a.get(metric, 0.0)
         return self.delta(metric) / base if base else None
 
+    def relative_text(self, metric: str) -> str:
+        """The relative change as text: ``+12.50%``, ``new`` / ``gone`` (one side only), ``n/a``."""
+        if self.status == "only_b":
+            return "new"
+        if self.status == "only_a":
+            return "gone"
+        r = self.relative(metric)
+        return "n/a" if r is None else f"{r * 100:+.2f}%"
+
     def to_dict(self) -> dict:
         d = {"name": self.name, "call_site": self.call_site, "status": self.status,
              "count_a": self.count_a, "count_b": self.count_b, "count_delta": self.count_b - self.count_a}
@@ -139,14 +148,6 @@ class ProfileDiff:
         def signed(us: float) -> str:
             return ("+" if us > 0 else "-" if us < 0 else "") + t(abs(us))
 
-        def rel(row: DiffRow, m: str) -> str:
-            if row.status == "only_b":
-                return "new"
-            if row.status == "only_a":
-                return "gone"
-            r = row.relative(m)
-            return "n/a" if r is None else f"{r * 100:+.2f}%"
-
         name_width = max(4, min(max_name_column_width, max((len(r.name) for r in rows), default=0)))
         cols = [Column("Name", [truncate(r.name, max_name_column_width) for r in rows], min_width=name_width)]
         if any(r.call_site for r in rows):
@@ -161,21 +162,24 @@ class ProfileDiff:
             cols += [Column(f"{title} A", [t(r.a[m]) for r in rows]),
                      Column(f"{title} B", [t(r.b[m]) for r in rows]),
                      Column(f"{title} Δ", [signed(r.delta(m)) for r in rows]),
-                     Column(f"{title} Δ%", [rel(r, m) for r in rows], min_width=9)]
-        footer = [f"Self CPU time total: A {t(self.self_cpu_a)}, B {t(self.self_cpu_b)} "
-                  f"({_change(self.self_cpu_a, self.self_cpu_b)})"]
-        if self.has_cuda:
-            footer.append(f"Self CUDA time total: A {t(self.self_cuda_a)}, B {t(self.self_cuda_b)} "
-                          f"({_change(self.self_cuda_a, self.self_cuda_b)})")
-        footer.append(f"Sorted by absolute change of {self.sort_by}")
+                     Column(f"{title} Δ%", [r.relative_text(m) for r in rows], min_width=9)]
+        footer = self.footer(time_unit)
         return render(cols, header=header, footer=footer)
+
+    def footer(self, time_unit: str | None = None) -> list[str]:
+        """The lines under a diff table: both totals with their change, then the sort."""
+        def total(what: str, a: float, b: float) -> str:
+            change = f"{(b - a) / a * 100:+.2f}%" if a else "n/a"
+            return f"Self {what} time total: A {format_time(a, time_unit)}, B {format_time(b, time_unit)} ({change})"
+
+        lines = [total("CPU", self.self_cpu_a, self.self_cpu_b)]
+        if self.has_cuda:
+            lines.append(total("CUDA", self.self_cuda_a, self.self_cuda_b))
+        lines.append(f"Sorted by absolute change of {self.sort_by}")
+        return lines
 
     def __repr__(self):
         return f"<ProfileDiff by={self.by} rows={len(self._rows)} sort_by={self.sort_by}>"
-
-
-def _change(a: float, b: float) -> str:
-    return f"{(b - a) / a * 100:+.2f}%" if a else "n/a"
 
 
 def _as_data(profile) -> ProfileData:
