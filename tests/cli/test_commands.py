@@ -108,7 +108,7 @@ def test_diff_end_to_end(demo_profile, tmp_path):
     assert "red: B slower, green: B faster" in res.stdout
     res = run_cli("diff", demo_profile, other, "--by", "forward-op", "--json", "--limit", "3")
     rows = json.loads(res.stdout)
-    assert len(rows) == 3 and "total_cpu_time_delta" in rows[0]
+    assert len(rows) == 3 and "forward_backward_cpu_time_total_delta" in rows[0]
 
 
 # --------------------------------------------------------------------------- bad input
