@@ -1,7 +1,8 @@
 """Rich renderables built from library results, as pure functions.
 
-Each ``*_table`` function takes what the library returns (``key_averages()`` rows, a
-``forward_backward_summary()``, a diff) and returns a :class:`rich.table.Table`; printing is the
+:func:`spec_table` renders rows the library returns (``key_averages()``,
+``forward_backward_summary()``, ``module_summary()``) with the columns of
+:mod:`profiler.columns`; :func:`diff_table` renders a ``profiler.diff``; printing is the
 caller's business. Nothing here imports the engine: only :mod:`profiler` (for formatting helpers
 and types) and :mod:`rich`, so a saved profile can be shown on a machine without CuPy.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from rich import box
 from rich.console import Console, Group
