@@ -33,17 +33,15 @@ def _check_group(data, group_by: str, stack_n: int) -> None:
                            "(profiler.profile(with_stack=True)) to group by stack")
         if stack_n < 1:
             raise CLIError(f"--stack-n must be at least 1, got {stack_n}")
-    if group_by == "module" and not any(s.startswith("nn.Module: ") for s in data.strings):
+    if group_by == "module" and not any(s.startswith("nn.Module:") for s in data.strings):
         raise CLIError("this profile has no nn.Module ranges; record it with --with-modules "
                        "(profiler.profile(with_modules=True)) to group by module")
 
 
 def _footer(data, key_avgs) -> list[str]:
-    from gradtrace.profiler.table import format_time_ns  # noqa: PLC0415
+    from gradtrace.profiler.table import table_footer  # noqa: PLC0415
 
-    lines = [f"Self CPU time total: {format_time_ns(key_avgs.self_cpu_time_total * 1e3)}"]
-    if data.has_device_time:
-        lines.append(f"Self CUDA time total: {format_time_ns(key_avgs.self_cuda_time_total * 1e3)}")
+    lines = table_footer(data, key_avgs.self_cpu_time_total, key_avgs.self_cuda_time_total)
     meta = data.metadata
     steps = meta.get("steps")
     lines.append(f"{data.n_events:,} events"
@@ -52,56 +50,64 @@ def _footer(data, key_avgs) -> list[str]:
     return lines
 
 
+def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, device_rows: bool):
+    """The library's rows for a table: (rows sorted and cut, their columns, totals, the
+    key_averages behind them or None, the field to highlight)."""
+    from gradtrace.profiler import columns  # noqa: PLC0415
+    from gradtrace.profiler.aggregate import sort_rows  # noqa: PLC0415
+
+    if group_by == "forward-op":
+        summary = data.forward_backward_summary()
+        return _sorted_fb_rows(summary, sort_by, limit), summary.columns(), {}, None, (
+            "forward_backward_cuda_time_total" if _wants_cuda(sort_by) else "forward_backward_cpu_time_total")
+    if group_by == "module":
+        rows = data.module_summary()
+        total = data.total_average().self_cpu_time_total
+        specs = columns.select(columns.MODULE_COLUMNS, columns.available(data, module=True))
+        return (rows[:limit] if limit and limit > 0 else rows), specs, {"self_cpu_time_total": total}, None, \
+            "self_cpu_time_total"
+    sort_key = sort_by or ("self_cuda_time_total" if data.has_device_time else "self_cpu_time_total")
+    key_avgs = data.key_averages(group_by_input_shape=group_by == "shape",
+                                 group_by_stack_n=stack_n if group_by == "stack" else 0,
+                                 group_by_device=device_rows, merge_steps=True)
+    from gradtrace.cli.render import sort_metric  # noqa: PLC0415
+
+    return (sort_rows(key_avgs, sort_key, limit), key_avgs.columns(), key_avgs.totals, key_avgs,
+            sort_metric(sort_key))
+
+
+def _wants_cuda(sort_by: str | None) -> bool:
+    return bool(sort_by) and ("cuda" in sort_by or "device" in sort_by)
+
+
 def profile_tables(data, *, sort_by: str | None = None, limit: int = 20, group_by: str = "name",
                    stack_n: int = 3, device_rows: bool = False, plain: bool = False, title: str | None = None):
     """The rich renderable for ``gradtrace table`` (pure: profile in, table out).
+
+    The rows, their grouping and their columns are the profiler's (``key_averages``,
+    ``module_summary``, ``forward_backward_summary`` and :mod:`profiler.columns`); this only
+    sorts, cuts and renders them.
 
     Raises:
         CLIError: unknown sort key or group, or a group the profile lacks data for.
     """
     from . import render  # noqa: PLC0415
-    from .analysis import device_rows as per_device  # noqa: PLC0415
-    from .analysis import merge_step_rows, module_rows, sorted_rows  # noqa: PLC0415
 
     _check_sort(sort_by)
     _check_group(data, group_by, stack_n)
-    has_cuda = data.has_device_time
-    if group_by == "forward-op":
-        rows = _sorted_fb_rows(data.forward_backward_summary(), sort_by, limit)
-        return render.forward_backward_table(rows, has_cuda=has_cuda, plain=plain,
-                                             title=title or "Forward + backward cost per forward op")
-    if group_by == "module":
-        rows = module_rows(data)
-        rows = rows[:limit] if limit and limit > 0 else rows
-        total = data.total_average().self_cpu_time_total
-        return render.module_table(rows, has_cuda=has_cuda, plain=plain, self_cpu_total_us=total,
-                                   title=title or "Time per nn.Module (forward + backward)")
-    shapes = group_by == "shape"
-    stack = stack_n if group_by == "stack" else 0
-    key_avgs = data.key_averages(group_by_input_shape=shapes, group_by_stack_n=stack)
-    sort_key = sort_by or ("self_cuda_time_total" if has_cuda else "self_cpu_time_total")
-    devices = None
-    if device_rows:
-        pairs = per_device(data, shapes, stack)
-        label = {id(r): d for d, r in pairs}
-        rows = sorted_rows([r for _, r in pairs], sort_key, None)
-        rows = rows[:limit] if limit and limit > 0 else rows
-        devices = [label[id(r)] for r in rows]
-    else:
-        rows = sorted_rows(merge_step_rows(key_avgs), sort_key, limit)
-    return render.key_averages_table(
-        rows, self_cpu_total_us=key_avgs.self_cpu_time_total,
-        self_cuda_total_us=key_avgs.self_cuda_time_total, has_cuda=has_cuda,
-        has_memory=bool(data.metadata.get("profile_memory")), sort_by=sort_key, plain=plain,
-        shapes=shapes, stacks=bool(stack), devices=devices, footer=_footer(data, key_avgs),
-        title=title)
+    rows, specs, totals, key_avgs, highlight = _rows(data, sort_by, limit, group_by, stack_n, device_rows)
+    default_title = {"forward-op": "Forward + backward cost per forward op",
+                     "module": "Time per nn.Module (forward + backward)"}.get(group_by)
+    footer = _footer(data, key_avgs) if key_avgs is not None else ()
+    return render.spec_table(rows, specs, totals, title=title or default_title, plain=plain,
+                             highlight=highlight, footer=footer)
 
 
 def _sorted_fb_rows(summary, sort_by: str | None, limit: int):
     rows = list(summary)
     if sort_by:
-        if "cuda" in sort_by or "device" in sort_by:
-            rows.sort(key=lambda r: r.total_cuda_time, reverse=True)
+        if _wants_cuda(sort_by):
+            rows.sort(key=lambda r: r.forward_backward_cuda_time_total, reverse=True)
         elif sort_by == "count":
             rows.sort(key=lambda r: r.count, reverse=True)
     return rows[:limit] if limit and limit > 0 else rows
@@ -109,27 +115,15 @@ def _sorted_fb_rows(summary, sort_by: str | None, limit: int):
 
 def table_json(data, *, sort_by: str | None = None, limit: int = 20, group_by: str = "name",
                stack_n: int = 3, device_rows: bool = False) -> list[dict]:
-    """The rows of ``gradtrace table --json``: plain dicts, times in microseconds."""
-    from .analysis import device_rows as per_device  # noqa: PLC0415
-    from .analysis import merge_step_rows, module_rows, sorted_rows  # noqa: PLC0415
+    """The rows of ``gradtrace table --json``: every field of the rows, keyed by column id
+    (PyTorch's field names, percentages as ``<field>_percent``), times in microseconds."""
+    from gradtrace.profiler import columns  # noqa: PLC0415
 
     _check_sort(sort_by)
     _check_group(data, group_by, stack_n)
-    if group_by == "forward-op":
-        return [r.to_dict() for r in _sorted_fb_rows(data.forward_backward_summary(), sort_by, limit)]
-    if group_by == "module":
-        rows = module_rows(data)
-        return rows[:limit] if limit and limit > 0 else rows
-    shapes = group_by == "shape"
-    stack = stack_n if group_by == "stack" else 0
-    sort_key = sort_by or ("self_cuda_time_total" if data.has_device_time else "self_cpu_time_total")
-    if device_rows:
-        pairs = per_device(data, shapes, stack)
-        label = {id(r): d for d, r in pairs}
-        rows = sorted_rows([r for _, r in pairs], sort_key, limit)
-        return [dict(r.to_dict(), device=label[id(r)]) for r in rows]
-    rows = sorted_rows(merge_step_rows(data.key_averages(shapes, stack)), sort_key, limit)
-    return [r.to_dict() for r in rows]
+    rows, specs, totals, _, _ = _rows(data, sort_by, limit, group_by, stack_n, device_rows)
+    shares = [s for s in specs if s.kind == "percent"]
+    return [dict(r.to_dict(), **columns.row_values(r, shares, totals)) for r in rows]
 
 
 def _json_default(o):

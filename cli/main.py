@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sort", metavar="METRIC", default=None,
                    help="order by the size of the change in: self_cpu_time_total (default), "
                         "cpu_time_total, self_cuda_time_total, cuda_time_total, count; with "
-                        "--by forward-op: total_cpu_time (default), backward_cpu_time_total, ...")
+                        "--by forward-op: forward_backward_cpu_time_total (default), backward_cpu_time_total, ...")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_diff")
 

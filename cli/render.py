@@ -1,7 +1,8 @@
 """Rich renderables built from library results, as pure functions.
 
-Each ``*_table`` function takes what the library returns (``key_averages()`` rows, a
-``forward_backward_summary()``, a diff) and returns a :class:`rich.table.Table`; printing is the
+:func:`spec_table` renders rows the library returns (``key_averages()``,
+``forward_backward_summary()``, ``module_summary()``) with the columns of
+:mod:`profiler.columns`; :func:`diff_table` renders a ``profiler.diff``; printing is the
 caller's business. Nothing here imports the engine: only :mod:`profiler` (for formatting helpers
 and types) and :mod:`rich`, so a saved profile can be shown on a machine without CuPy.
 
@@ -18,18 +19,17 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from gradtrace.profiler.table import format_memory
+from gradtrace.profiler.format import format_time, pick_time_unit
 
-__all__ = ["PLAIN_BOX", "WIDTH", "make_console", "emit", "short_site", "is_plain", "pick_time_unit", "format_time",
-           "key_averages_table", "forward_backward_table", "module_table", "diff_table",
-           "bench_table", "sort_metric"]
+__all__ = ["PLAIN_BOX", "WIDTH", "make_console", "emit", "short_site", "is_plain", "spec_table",
+           "fit_columns", "header_lines", "diff_table", "bench_table", "sort_metric"]
 
 WIDTH = 100
 
@@ -46,8 +46,6 @@ PLAIN_BOX = box.Box(
     ascii=True,
 )
 
-_UNIT_SCALE = {"s": 1e6, "ms": 1e3, "us": 1.0}     # microseconds per unit
-# Sort keys of key_averages rows -> the attribute that measures them (PyTorch's names).
 _HIGHLIGHT = ("bold red", "yellow", "yellow")
 
 
@@ -97,21 +95,6 @@ def short_site(frame: str) -> str:
     return head.replace("\\", "/").rsplit("/", 1)[-1] + sep + rest
 
 
-def pick_time_unit(values_us: Iterable[float]) -> str:
-    """The unit that keeps the column's largest value between 1 and 1000 (us at least)."""
-    top = max((abs(v) for v in values_us), default=0.0)
-    if top >= 1e6:
-        return "s"
-    if top >= 1e3:
-        return "ms"
-    return "us"
-
-
-def format_time(us: float, unit: str) -> str:
-    """Microseconds as a bare number in ``unit`` with three decimals."""
-    return f"{us / _UNIT_SCALE[unit]:.3f}"
-
-
 def _table(title: str | None, plain: bool, caption: str | None = None) -> Table:
     return Table(title=title, caption=caption, box=PLAIN_BOX if plain else box.SIMPLE_HEAD,
                  show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True, header_style="" if plain else "bold",
@@ -141,10 +124,6 @@ def _row_styles(values: Sequence[float], plain: bool) -> list[str]:
     return styles
 
 
-def _percent(part: float, whole: float) -> str:
-    return f"{100.0 * part / whole:.2f}%" if whole else "0.00%"
-
-
 def sort_metric(sort_by: str | None) -> str:
     """The row attribute a sort key measures (``self_cpu_time_total`` when none is given)."""
     from gradtrace.profiler.aggregate import SORT_KEYS  # noqa: PLC0415 - keep module import cheap
@@ -152,140 +131,125 @@ def sort_metric(sort_by: str | None) -> str:
     return SORT_KEYS.get(sort_by or "self_cpu_time_total", "self_cpu_time_total")
 
 
-def key_averages_table(rows: Sequence, *, self_cpu_total_us: float, self_cuda_total_us: float = 0.0,
-                       has_cuda: bool = False, has_memory: bool = False, sort_by: str | None = None,
-                       title: str | None = None, plain: bool = False, shapes: bool = False,
-                       stacks: bool = False, devices: Sequence[str] | None = None,
-                       footer: Sequence[str] = ()):
-    """The operator table for ``key_averages()`` rows, already sorted and cut.
+# Left out first when a table would be wider than WIDTH (the per-call averages, then the
+# inclusive memory and shares, ...); ``--json`` always has every column.
+_DROP_ORDER = ("cuda_time", "cpu_time", "cuda_memory_usage", "cpu_memory_usage", "cpu_time_total_percent",
+               "self_cuda_memory_usage", "self_cpu_memory_usage", "cuda_time_total",
+               "backward_self_cpu_time_total", "backward_self_cuda_time_total", "self_cuda_time_total",
+               "cuda_time_total", "self_cpu_time_total", "backward_count")
+_WIDE_TEXT = {"input_shapes": 16, "stack": 16, "backward_names": 14}
+_NAME_WIDTH = {"name": 36, "module": 24, "device": 7, "call_site": 26, "scope": 10}
+
+
+def header_lines(header: str, unit: str | None = None, width: int = 9) -> str:
+    """A column header broken at spaces into lines of about ``width`` characters; a time
+    column's unit goes in parentheses on the last line (``"CPU time\navg (ms)"``)."""
+    lines: list[str] = []
+    for word in header.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    if unit:
+        if len(lines[-1]) + len(unit) + 3 <= width:
+            lines[-1] += f" ({unit})"
+        else:
+            lines.append(f"({unit})")
+    return "\n".join(lines)
+
+
+def _column_cells(spec, rows, totals) -> tuple[str, list[str]]:
+    """Header (broken into lines, with the unit of a time column) and cell texts of a column."""
+    from gradtrace.profiler import columns as C  # noqa: PLC0415 - keep module import cheap
+
+    if spec.kind == "time":
+        values = [C.value(r, spec, totals) for r in rows]
+        unit = pick_time_unit(values)
+        return header_lines(spec.header, unit), [format_time(v, unit, suffix=False) for v in values]
+    header, texts = C.cells(spec, rows, totals)
+    if spec.id in ("stack", "call_site"):
+        texts = ["\n".join(short_site(f) for f in t.split("\n")) for t in texts]
+    return (header if spec.kind == "text" else header_lines(header)), texts
+
+
+def _max_width(spec, wide: bool) -> int | None:
+    if spec.id in _WIDE_TEXT:
+        return None
+    if spec.kind == "text":
+        return 24 if spec.id == "name" and wide else _NAME_WIDTH.get(spec.id, 16)
+    return None
+
+
+def _width(spec, header: str, texts: list[str], wide: bool) -> int:
+    """Characters the column takes, its padding included."""
+    if spec.id in _WIDE_TEXT:
+        return _WIDE_TEXT[spec.id] + 2
+    longest = max((len(line) for t in [header, *texts] for line in t.split("\n")), default=0)
+    cap = _max_width(spec, wide)
+    return (min(longest, cap) if cap else longest) + 2
+
+
+def fit_columns(columns: list, width: int = WIDTH) -> tuple[list, list]:
+    """Leave columns out, in :data:`_DROP_ORDER`, until the rest fit in ``width`` characters.
 
     Args:
-        rows: :class:`profiler.FunctionEventAvg` rows (times in microseconds).
-        self_cpu_total_us, self_cuda_total_us: the 100% of the percentage columns.
-        has_cuda: add the CUDA columns; has_memory: add the self memory columns.
-        sort_by: the sort key, used to pick the rows to highlight.
-        shapes / stacks: add an Input Shapes / Source Location column (the per-call average
-            and memory columns then make room for it, to stay within 100 columns).
-        devices: one device label per row (``--device-rows``), shown in a Device column.
-        footer: lines shown under the table (totals).
+        columns: (spec, header, cells, width) tuples.
+    Returns:
+        (kept, left out), both in their original order.
+    """
+    kept = list(columns)
+    for drop in _DROP_ORDER:
+        if sum(c[3] for c in kept) <= width:
+            break
+        kept = [c for c in kept if c[0].id != drop]
+    return kept, [c for c in columns if c not in kept]
+
+
+def spec_table(rows: Sequence, specs: list, totals: dict | None = None, *, title: str | None = None,
+               plain: bool = False, highlight: str | None = None, footer: Sequence[str] = (),
+               fit: bool = True):
+    """Rows as a rich table with one column per :class:`profiler.columns.ColumnSpec`.
+
+    Headers are the spec's (PyTorch's) headers, broken into lines; each time column picks its
+    own unit from its largest value and states it in the header, so cells are bare numbers.
+
+    Args:
+        rows: row objects with the specs' fields (times in microseconds).
+        specs: the columns, from :mod:`profiler.columns`.
+        totals: field -> the 100% of its percentage column (us).
+        highlight: the field whose largest values are highlighted.
+        footer: lines shown under the table.
+        fit: leave columns out (:func:`fit_columns`) so the table fits in :data:`WIDTH`; a
+            line under the table names them.
     Returns:
         A rich renderable: the table, then the footer lines.
     """
-    wide_extra = shapes or stacks
+    totals = totals or {}
+    wide = any(s.id in _WIDE_TEXT for s in specs)
+    columns = []
+    for spec in specs:
+        header, texts = _column_cells(spec, rows, totals)
+        columns.append((spec, header, texts, _width(spec, header, texts, wide)))
+    columns, left_out = fit_columns(columns) if fit else (columns, [])
     table = _table(title, plain)
-    _name_column(table, max_width=24 if wide_extra else 36)
-    if devices is not None:
-        table.add_column("Device", no_wrap=True)
-    cells: list[list[str]] = [[r.key] + ([devices[i]] if devices is not None else [])
-                              for i, r in enumerate(rows)]
-
-    def add_percent(header: str, attr: str, whole: float):
-        _num_column(table, header, "%")
-        for c, r in zip(cells, rows):
-            c.append(_percent(getattr(r, attr), whole))
-
-    def add_times(header: str, attr: str):
-        unit = pick_time_unit(getattr(r, attr) for r in rows)
-        _num_column(table, header, unit)
-        for c, r in zip(cells, rows):
-            c.append(format_time(getattr(r, attr), unit))
-
-    add_percent("Self CPU", "self_cpu_time_total", self_cpu_total_us)
-    add_times("Self CPU", "self_cpu_time_total")
-    add_times("CPU total", "cpu_time_total")
-    if has_cuda:
-        add_percent("Self CUDA", "self_cuda_time_total", self_cuda_total_us)
-        add_times("Self CUDA", "self_cuda_time_total")
-        add_times("CUDA total", "cuda_time_total")
-    elif not wide_extra:
-        add_times("CPU avg", "cpu_time")
-    if has_memory and not (wide_extra and has_cuda):
-        _num_column(table, "Self CPU", "Mem")
-        for c, r in zip(cells, rows):
-            c.append(format_memory(r.self_cpu_memory_usage))
-        if has_cuda and not wide_extra:
-            _num_column(table, "Self CUDA", "Mem")
-            for c, r in zip(cells, rows):
-                c.append(format_memory(r.self_cuda_memory_usage))
-    _num_column(table, "Calls")
-    for c, r in zip(cells, rows):
-        c.append(str(r.count))
-    if shapes:
-        table.add_column("Input Shapes", overflow="fold", min_width=16)
-        for c, r in zip(cells, rows):
-            c.append(str(r.input_shapes) if r.input_shapes is not None else "[]")
-    if stacks:
-        table.add_column("Source Location", overflow="fold", min_width=16)
-        for c, r in zip(cells, rows):
-            c.append("\n".join(short_site(f) for f in r.stack))
-    metric = sort_metric(sort_by)
-    styles = _row_styles([float(getattr(r, metric)) for r in rows], plain)
-    for c, style in zip(cells, styles):
-        table.add_row(*c, style=style or None)
-    if not footer:
+    for spec, header, _, _ in columns:
+        cap = _max_width(spec, wide)
+        if spec.id in _WIDE_TEXT:
+            table.add_column(header, overflow="fold", min_width=_WIDE_TEXT[spec.id])
+        elif spec.kind == "text":
+            table.add_column(header, justify="left", no_wrap=True, overflow="ellipsis", max_width=cap,
+                             min_width=min(cap, 7))
+        else:
+            table.add_column(header, justify="right", no_wrap=True)
+    values = [float(getattr(r, highlight)) for r in rows] if highlight else [0.0] * len(rows)
+    for k, style in enumerate(_row_styles(values, plain)):
+        table.add_row(*[c[2][k] for c in columns], style=style or None)
+    notes = list(footer)
+    if left_out and rows:
+        notes.append("left out to fit: " + ", ".join(c[0].header for c in left_out) + " (--json has every column)")
+    if not notes:
         return table
-    return Group(table, Text("\n".join(footer), style="" if plain else "dim"))
-
-
-def forward_backward_table(rows: Sequence, *, has_cuda: bool = False, title: str | None = None,
-                           plain: bool = False) -> Table:
-    """Forward + backward cost per forward op (rows of ``forward_backward_summary()``)."""
-    table = _table(title, plain)
-    _name_column(table, "Forward op", max_width=20)
-    with_sites = any(r.call_site for r in rows)
-    if with_sites:
-        table.add_column("Call site", overflow="ellipsis", no_wrap=True, max_width=26)
-    cells: list[list[str]] = [[r.name] + ([short_site(r.call_site or "")] if with_sites else []) for r in rows]
-    _num_column(table, "Calls")
-    for c, r in zip(cells, rows):
-        c.append(str(r.count))
-    device = "CUDA" if has_cuda else "CPU"
-    pairs = ([("Fwd CUDA", "cuda_time_total"), ("Bwd CUDA", "backward_cuda_time_total"),
-              ("Fwd+Bwd CUDA", "total_cuda_time")] if has_cuda else
-             [("Fwd CPU", "cpu_time_total"), ("Bwd CPU", "backward_cpu_time_total"),
-              ("Fwd+Bwd CPU", "total_cpu_time")])
-    if has_cuda:   # CPU side too, but only the sum, to stay within 100 columns
-        pairs.insert(0, ("Fwd+Bwd CPU", "total_cpu_time"))
-    for header, attr in pairs:
-        unit = pick_time_unit(getattr(r, attr) for r in rows)
-        _num_column(table, header, unit)
-        for c, r in zip(cells, rows):
-            c.append(format_time(getattr(r, attr), unit))
-    table.add_column("Backward nodes", overflow="fold", min_width=14)
-    for c, r in zip(cells, rows):
-        c.append(", ".join(r.backward_names))
-    metric = "total_cuda_time" if device == "CUDA" else "total_cpu_time"
-    styles = _row_styles([float(getattr(r, metric)) for r in rows], plain)
-    for c, style in zip(cells, styles):
-        table.add_row(*c, style=style or None)
-    return table
-
-
-def module_table(rows: Sequence[dict], *, has_cuda: bool = False, title: str | None = None,
-                 plain: bool = False, self_cpu_total_us: float = 0.0) -> Table:
-    """Time per ``nn.Module`` class (dicts from :func:`cli.analysis.module_rows`)."""
-    table = _table(title, plain)
-    _name_column(table, "Module")
-    cells: list[list[str]] = [[r["module"]] for r in rows]
-    _num_column(table, "Self CPU %")
-    for c, r in zip(cells, rows):
-        c.append(_percent(r["self_cpu_time_total"], self_cpu_total_us))
-    attrs = [("Self CPU", "self_cpu_time_total"), ("CPU total", "cpu_time_total"),
-             ("Fwd self CPU", "forward_self_cpu_time_total"), ("Bwd self CPU", "backward_self_cpu_time_total")]
-    if has_cuda:
-        attrs += [("Self CUDA", "self_cuda_time_total"), ("CUDA total", "cuda_time_total")]
-    for header, attr in attrs:
-        unit = pick_time_unit(r[attr] for r in rows)
-        _num_column(table, header, unit)
-        for c, r in zip(cells, rows):
-            c.append(format_time(r[attr], unit))
-    _num_column(table, "Calls")
-    for c, r in zip(cells, rows):
-        c.append(str(r["count"]))
-    styles = _row_styles([r["self_cpu_time_total"] for r in rows], plain)
-    for c, style in zip(cells, styles):
-        table.add_row(*c, style=style or None)
-    return table
+    return Group(table, Text("\n".join(notes), style="" if plain else "dim"))
 
 
 def diff_table(result, *, limit: int | None = None, plain: bool = False, title: str | None = None):
@@ -303,64 +267,43 @@ def diff_table(result, *, limit: int | None = None, plain: bool = False, title: 
         rows = rows[:limit]
     metric = result.sort_by if result.sort_by in result.metrics else next(iter(result.metrics))
     label = result.metrics[metric]
+    from gradtrace.profiler.columns import COLUMNS  # noqa: PLC0415 - keep module import cheap
+
+    calls = COLUMNS["count"].header
     table = _table(title, plain)
     _name_column(table, max_width=28)
     with_sites = any(r.call_site for r in rows)
     if with_sites:
-        table.add_column("Call site", no_wrap=True, overflow="ellipsis", max_width=24)
-    _num_column(table, "Calls", "A")
-    _num_column(table, "Calls", "B")
+        table.add_column(COLUMNS["call_site"].header, no_wrap=True, overflow="ellipsis", max_width=24)
     unit = pick_time_unit([r.a.get(metric, 0.0) for r in rows] + [r.b.get(metric, 0.0) for r in rows])
     delta_unit = pick_time_unit(r.delta(metric) for r in rows)
-    _num_column(table, f"{label} A", unit)
-    _num_column(table, f"{label} B", unit)
-    _num_column(table, "Change", delta_unit)
-    _num_column(table, "Change", "%")
+    headers = [header_lines(f"{calls} A"), header_lines(f"{calls} B"), header_lines(f"{label} A", unit),
+               header_lines(f"{label} B", unit), header_lines("Change", delta_unit), "Change\n%"]
     second = None
     if metric.startswith("self_") and metric[len("self_"):] in result.metrics:
         second = metric[len("self_"):]
-        _num_column(table, result.metrics[second], "change %")
+        headers.append(header_lines(result.metrics[second] + " change %"))
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
     for r in rows:
         delta = r.delta(metric)
         cells = [r.name] + ([short_site(r.call_site or "")] if with_sites else [])
         cells += [str(r.count_a) if r.status != "only_b" else "-",
                   str(r.count_b) if r.status != "only_a" else "-",
-                  format_time(r.a.get(metric, 0.0), unit), format_time(r.b.get(metric, 0.0), unit),
-                  ("+" if delta > 0 else "") + format_time(delta, delta_unit), _relative(r, metric)]
+                  format_time(r.a.get(metric, 0.0), unit, suffix=False),
+                  format_time(r.b.get(metric, 0.0), unit, suffix=False),
+                  ("+" if delta > 0 else "") + format_time(delta, delta_unit, suffix=False),
+                  r.relative_text(metric)]
         if second:
-            cells.append(_relative(r, second))
+            cells.append(r.relative_text(second))
         style = None
         if not plain and delta:
             style = "red" if delta > 0 else "green"
         table.add_row(*cells, style=style)
-    footer = [f"Self CPU time total: A {_us(result.self_cpu_a)}, B {_us(result.self_cpu_b)} "
-              f"({_signed_percent(result.self_cpu_b - result.self_cpu_a, result.self_cpu_a)})"]
-    if result.has_cuda:
-        footer.append(f"Self CUDA time total: A {_us(result.self_cuda_a)}, B {_us(result.self_cuda_b)} "
-                      f"({_signed_percent(result.self_cuda_b - result.self_cuda_a, result.self_cuda_a)})")
+    footer = result.footer()[:-1]
     footer.append(f"{len(result)} rows, sorted by the size of the change in {result.sort_by}; "
                   "red: B slower, green: B faster")
     return Group(table, Text("\n".join(footer), style="" if plain else "dim"))
-
-
-def _us(us: float) -> str:
-    unit = pick_time_unit([us])
-    return format_time(us, unit) + unit
-
-
-def _relative(row, metric: str) -> str:
-    if row.status == "only_b":
-        return "new"
-    if row.status == "only_a":
-        return "gone"
-    rel = row.relative(metric)
-    return "n/a" if rel is None else f"{rel * 100:+.2f}%"
-
-
-def _signed_percent(delta: float, base: float) -> str:
-    if not base:
-        return "n/a"
-    return f"{100.0 * delta / base:+.2f}%"
 
 
 def bench_table(results: Sequence[dict], *, plain: bool = False, title: str | None = None) -> Table:

@@ -12,15 +12,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import table as _table
+from .columns import FORWARD_BACKWARD_COLUMNS, available, operator_columns, select
 from .records import Scope
-from .table import (Column, format_flops_column, format_memory, format_percent, format_time_ns,
-                    render, truncate)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
 __all__ = ["FunctionEvent", "EventList", "FunctionEventAvg", "KeyAverages",
-           "ForwardBackwardRow", "ForwardBackwardSummary", "SORT_KEYS"]
+           "ForwardBackwardRow", "ForwardBackwardSummary", "SORT_KEYS", "STEP_PREFIX", "sort_rows"]
+
+STEP_PREFIX = "ProfilerStep#"
 
 # sort_by name -> row attribute (PyTorch's names plus the newer "device" spellings).
 SORT_KEYS = {
@@ -38,7 +40,7 @@ SORT_KEYS = {
 _ROW_FIELDS = ("key", "count", "cpu_time_total", "self_cpu_time_total", "cuda_time_total",
                "self_cuda_time_total", "cpu_time", "cuda_time", "cpu_memory_usage",
                "self_cpu_memory_usage", "cuda_memory_usage", "self_cuda_memory_usage", "flops",
-               "input_shapes", "stack")
+               "input_shapes", "stack", "module", "device")
 
 
 class FunctionEventAvg:
@@ -47,7 +49,8 @@ class FunctionEventAvg:
     Attributes (times in microseconds): key, count, cpu_time_total, self_cpu_time_total,
     cuda_time_total, self_cuda_time_total, cpu_time and cuda_time (averages per call),
     cpu_memory_usage, self_cpu_memory_usage, cuda_memory_usage, self_cuda_memory_usage
-    (bytes), flops, input_shapes (list of shapes or None), stack (list of frames), scope.
+    (bytes), flops, input_shapes (list of shapes or None), stack (list of frames), scope;
+    module and device (the nn.Module class and the device, when the rows are grouped by them).
     """
 
     __slots__ = _ROW_FIELDS + ("scope",)
@@ -60,6 +63,8 @@ class FunctionEventAvg:
         self.input_shapes = None
         self.stack = []
         self.scope = None
+        self.module = None
+        self.device = None
         for name, value in values.items():
             setattr(self, name, value)
 
@@ -204,35 +209,59 @@ class EventList(Sequence):
         idx = self._indices
         if top_level_events_only:
             idx = idx[self._data.analysis.parent[idx] < 0]
-        rows = [FunctionEvent(self._data, int(i)) for i in idx]
-        self_cpu_ns = int(self._data.analysis.self_cpu_ns[self._indices].sum())
-        self_cuda_ns = int(self._data.analysis.self_cuda_ns[self._indices].sum())
-        return build_table(self._data, rows, self_cpu_ns, self_cuda_ns, sort_by, row_limit,
-                           max_name_column_width, header, time_unit, shapes=False, stack_n=0)
+        rows = sort_rows([FunctionEvent(self._data, int(i)) for i in idx], sort_by, row_limit)
+        a = self._data.analysis
+        self_cpu_ns = int(a.self_cpu_ns[self._indices].sum())
+        self_cuda_ns = int(a.self_cuda_ns[self._indices].sum())
+        return _table.operator_table(self._data, rows, operator_columns(self._data), self_cpu_ns,
+                                     self_cuda_ns, max_name_column_width, header, time_unit)
 
     def to_dicts(self) -> list[dict]:
         return [FunctionEvent(self._data, int(i)).to_dict() for i in self._indices]
 
 
 class KeyAverages(list):
-    """``list`` of :class:`FunctionEventAvg` with ``table()`` and ``to_dicts()``.
+    """``list`` of :class:`FunctionEventAvg` with ``table()``, ``to_dicts()`` and the grouping.
 
     Attributes:
         self_cpu_time_total, self_cuda_time_total: Σ self time (us) over the events averaged,
             the 100% of the table's percentage columns.
+        group_by_input_shape, group_by_stack_n, group_by_module, group_by_device: how the
+            rows were keyed besides the name.
     """
 
-    def __init__(self, rows, data, indices, group_by_input_shape, group_by_stack_n,
-                 self_cpu_ns: int, self_cuda_ns: int):
+    def __init__(self, rows, data, indices, group, grouping: dict, self_cpu_ns: int, self_cuda_ns: int):
         super().__init__(rows)
         self._data = data
         self._indices = indices
-        self._group_by_input_shape = group_by_input_shape
-        self._group_by_stack_n = group_by_stack_n
+        self._group = group
+        self._grouping = grouping
+        for name, v in grouping.items():
+            setattr(self, name, v)
         self._self_cpu_ns = self_cpu_ns
         self._self_cuda_ns = self_cuda_ns
         self.self_cpu_time_total = self_cpu_ns / 1e3
         self.self_cuda_time_total = self_cuda_ns / 1e3
+
+    @property
+    def totals(self) -> dict[str, float]:
+        """Field -> the 100% of its percentage column (us), for :func:`profiler.columns.value`."""
+        return {"self_cpu_time_total": self.self_cpu_time_total, "cpu_time_total": self.self_cpu_time_total,
+                "self_cuda_time_total": self.self_cuda_time_total}
+
+    def columns(self, scope: bool = False) -> list:
+        """The operator columns for these rows (:func:`profiler.columns.operator_columns`).
+
+        Args:
+            scope: add the RecordFunction scope column (the dashboard shows it).
+        """
+        g = self._grouping
+        return operator_columns(self._data, shapes=g["group_by_input_shape"], stack=g["group_by_stack_n"] > 0,
+                                module=g["group_by_module"], device=g["group_by_device"], scope=scope)
+
+    def events_of(self, row: int) -> np.ndarray:
+        """Indices of the events averaged into ``self[row]``, in start order."""
+        return self._indices[self._group == int(row)]
 
     def table(self, sort_by: str | None = None, row_limit: int = 100, max_name_column_width: int = 55,
               header: str | None = None, top_level_events_only: bool = False,
@@ -249,18 +278,34 @@ class KeyAverages(list):
         Returns:
             The table text, ending with the "Self CPU time total" footer.
         """
-        rows = list(self)
+        rows = self
         if top_level_events_only:
             top = self._indices[self._data.analysis.parent[self._indices] < 0]
-            rows = list(key_averages(self._data, self._group_by_input_shape,
-                                     self._group_by_stack_n, top))
-        return build_table(self._data, rows, self._self_cpu_ns, self._self_cuda_ns, sort_by,
-                           row_limit, max_name_column_width, header, time_unit,
-                           shapes=self._group_by_input_shape, stack_n=self._group_by_stack_n)
+            rows = key_averages(self._data, indices=top, **self._grouping)
+        return _table.operator_table(self._data, sort_rows(rows, sort_by, row_limit), self.columns(),
+                                     self._self_cpu_ns, self._self_cuda_ns, max_name_column_width,
+                                     header, time_unit)
 
     def to_dicts(self) -> list[dict]:
         """Rows as plain dicts (times in microseconds) — a data-frame without pandas."""
         return [row.to_dict() for row in self]
+
+
+def sort_rows(rows, sort_by: str | None, limit: int | None = None) -> list:
+    """Rows sorted descending by a PyTorch sort key (None keeps their order), cut to ``limit``.
+
+    Raises:
+        ValueError: ``sort_by`` is not a key of :data:`SORT_KEYS`.
+    """
+    rows = list(rows)
+    if sort_by is not None:
+        if sort_by not in SORT_KEYS:
+            raise ValueError(f"sort_by={sort_by!r} is not one of: {', '.join(sorted(SORT_KEYS))}")
+        attr = SORT_KEYS[sort_by]
+        rows.sort(key=lambda r: getattr(r, attr), reverse=True)
+    if limit is not None and limit > 0:
+        rows = rows[:limit]
+    return rows
 
 
 # --------------------------------------------------------------------------- grouping
@@ -297,13 +342,41 @@ def _group_sums(group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndar
     return np.rint(np.bincount(group, weights=values, minlength=n_groups)).astype(np.int64)
 
 
+def _name_keys(data: "ProfileData", name_id: np.ndarray, merge_steps: bool) -> tuple[np.ndarray, list[str]]:
+    """A key per event for its name, and the name of each key id used (strings by id)."""
+    names = list(data.strings)
+    if not merge_steps:
+        return name_id.astype(np.int64), names
+    # Every ProfilerStep#N name maps to one extra string id, "ProfilerStep#*" (a single
+    # step keeps its own name).
+    steps = np.array([s.startswith(STEP_PREFIX) for s in names] or [False])
+    key = name_id.astype(np.int64)
+    is_step = steps[key]
+    if len(np.unique(key[is_step])) < 2:
+        return key, names
+    names.append(STEP_PREFIX + "*")
+    return np.where(is_step, len(names) - 1, key), names
+
+
 def key_averages(data: "ProfileData", group_by_input_shape: bool = False, group_by_stack_n: int = 0,
-                 indices: np.ndarray | None = None) -> KeyAverages:
-    """Group events by name (and input shapes, and top-N stack frames) and sum them."""
+                 indices: np.ndarray | None = None, group_by_module: bool = False,
+                 group_by_device: bool = False, merge_steps: bool = False) -> KeyAverages:
+    """Group events by name (and input shapes, top-N stack frames, nn.Module, device) and sum them.
+
+    Args:
+        group_by_input_shape, group_by_stack_n: as PyTorch's ``key_averages``.
+        indices: average only these events (default: all).
+        group_by_module: separate rows per nn.Module class (see :mod:`profiler.modules`).
+        group_by_device: separate rows per device ("cpu", "cuda:0").
+        merge_steps: one "ProfilerStep#*" row for all ``ProfilerStep#N`` ranges.
+    Returns:
+        Rows in order of first appearance.
+    """
     a = data.analysis
     idx = np.arange(data.n_events) if indices is None else np.asarray(indices, dtype=np.int64)
     cols = data.event_columns
-    key = cols["name_id"][idx].astype(np.int64)
+    name_key, names = _name_keys(data, cols["name_id"][idx], merge_steps)
+    key = name_key
     if group_by_input_shape:
         key = _combine(key, a.shapes_id[idx])
     prefixes: list = []
@@ -311,6 +384,15 @@ def key_averages(data: "ProfileData", group_by_input_shape: bool = False, group_
     if group_by_stack_n > 0:
         prefix_id, prefixes = _stack_prefix_ids(data, a.stack_id[idx], group_by_stack_n)
         key = _combine(key, prefix_id)
+    module_id, module_labels = None, []
+    if group_by_module:
+        from .modules import module_of_events  # noqa: PLC0415 - modules imports analysis only
+
+        module_all, module_labels = module_of_events(data)
+        module_id = module_all[idx]
+        key = _combine(key, module_id)
+    if group_by_device:
+        key = _combine(key, cols["device_id"][idx])
     _, first, group = np.unique(key, return_index=True, return_inverse=True)
     group = group.reshape(-1)
     n_groups = len(first)
@@ -333,7 +415,7 @@ def key_averages(data: "ProfileData", group_by_input_shape: bool = False, group_
         ev = int(idx[first[g]])
         c = int(count[g])
         row = FunctionEventAvg(
-            data.strings[int(cols["name_id"][ev])], count=c,
+            names[int(name_key[first[g]])], count=c,
             cpu_time_total=sums["cpu_time_total"][g] / 1e3,
             self_cpu_time_total=sums["self_cpu_time_total"][g] / 1e3,
             cuda_time_total=sums["cuda_time_total"][g] / 1e3,
@@ -348,9 +430,14 @@ def key_averages(data: "ProfileData", group_by_input_shape: bool = False, group_
             input_shapes=data.input_shapes_of(int(a.shapes_id[ev])),
             stack=prefixes[int(prefix_id[first[g]])] if prefix_id is not None else [],
             scope=int(cols["scope"][ev]),
+            module=module_labels[int(module_id[first[g]])] if module_id is not None else None,
+            device=data.strings[int(cols["device_id"][ev])] if group_by_device else None,
         )
         rows.append(row)
-    return KeyAverages(rows, data, idx, group_by_input_shape, group_by_stack_n,
+    grouping = {"group_by_input_shape": group_by_input_shape, "group_by_stack_n": group_by_stack_n,
+                "group_by_module": group_by_module, "group_by_device": group_by_device,
+                "merge_steps": merge_steps}
+    return KeyAverages(rows, data, idx, group, grouping,
                        int(a.self_cpu_ns[idx].sum()), int(a.self_cuda_ns[idx].sum()))
 
 
@@ -370,113 +457,42 @@ def total_average(data: "ProfileData", indices: np.ndarray | None = None) -> Fun
         self_cuda_memory_usage=int(a.self_cuda_memory[idx].sum()), flops=int(a.flops[idx].sum()))
 
 
-# --------------------------------------------------------------------------- table
-
-
-def _sorted_rows(rows, sort_by):
-    if sort_by is None:
-        return list(rows)
-    if sort_by not in SORT_KEYS:
-        raise ValueError(f"sort_by={sort_by!r} is not one of: {', '.join(sorted(SORT_KEYS))}")
-    attr = SORT_KEYS[sort_by]
-    return sorted(rows, key=lambda r: getattr(r, attr), reverse=True)
-
-
-def _footer(data: "ProfileData", self_cpu_ns: int, self_cuda_ns: int, has_cuda: bool, time_unit):
-    lines = [f"Self CPU time total: {format_time_ns(self_cpu_ns, time_unit)}"]
-    if has_cuda:
-        lines.append(f"Self CUDA time total: {format_time_ns(self_cuda_ns, time_unit)}")
-    a = data.analysis
-    if len(a.partial_overlaps):
-        lines.append(f"Partially overlapping ranges (not nested): {len(a.partial_overlaps)} "
-                     f"pair(s), see analysis.partial_overlaps")
-    if a.cpu_clock_skew or a.cuda_clock_skew:
-        lines.append(f"Negative self times clamped to 0 (clock skew): "
-                     f"CPU {a.cpu_clock_skew}, CUDA {a.cuda_clock_skew}")
-    return lines
-
-
-def build_table(data: "ProfileData", rows, self_cpu_ns: int, self_cuda_ns: int, sort_by, row_limit,
-                max_name_column_width, header, time_unit, shapes: bool, stack_n: int) -> str:
-    """PyTorch's column set and order for averaged rows or single events."""
-    rows = _sorted_rows(rows, sort_by)
-    if row_limit is not None and row_limit > 0:
-        rows = rows[:row_limit]
-    has_cuda = data.has_device_time
-    profile_memory = bool(data.metadata.get("profile_memory"))
-    has_cuda_mem = profile_memory and (has_cuda or data.has_cuda_memory)
-    to_ns = 1e3  # rows hold microseconds
-
-    def times(attr):
-        return [format_time_ns(getattr(r, attr) * to_ns, time_unit) for r in rows]
-
-    def percents(attr, whole_ns):
-        return [format_percent(getattr(r, attr) * to_ns, whole_ns) for r in rows]
-
-    name_width = max(4, min(max_name_column_width, max((len(r.key) for r in rows), default=0)))
-    cols = [Column("Name", [truncate(r.key, max_name_column_width) for r in rows], min_width=name_width),
-            Column("Self CPU %", percents("self_cpu_time_total", self_cpu_ns)),
-            Column("Self CPU", times("self_cpu_time_total")),
-            Column("CPU total %", percents("cpu_time_total", self_cpu_ns)),
-            Column("CPU total", times("cpu_time_total")),
-            Column("CPU time avg", times("cpu_time"))]
-    if has_cuda:
-        cols += [Column("Self CUDA", times("self_cuda_time_total")),
-                 Column("Self CUDA %", percents("self_cuda_time_total", self_cuda_ns)),
-                 Column("CUDA total", times("cuda_time_total")),
-                 Column("CUDA time avg", times("cuda_time"))]
-    if profile_memory:
-        cols += [Column("CPU Mem", [format_memory(r.cpu_memory_usage) for r in rows]),
-                 Column("Self CPU Mem", [format_memory(r.self_cpu_memory_usage) for r in rows])]
-        if has_cuda_mem:
-            cols += [Column("CUDA Mem", [format_memory(r.cuda_memory_usage) for r in rows]),
-                     Column("Self CUDA Mem", [format_memory(r.self_cuda_memory_usage) for r in rows])]
-    cols.append(Column("# of Calls", [str(r.count) for r in rows]))
-    if shapes:
-        cols.append(Column("Input Shapes", [truncate(str(r.input_shapes) if r.input_shapes is not None
-                                                     else "[]", 80) for r in rows]))
-    if stack_n > 0:
-        cols.append(Column("Source Location", ["\n".join(r.stack) for r in rows]))
-    if data.metadata.get("with_flops"):
-        flops_header, flops_cells = format_flops_column([r.flops for r in rows])
-        cols.append(Column(flops_header, flops_cells))
-    return render(cols, header=header, footer=_footer(data, self_cpu_ns, self_cuda_ns, has_cuda, time_unit))
-
-
 # --------------------------------------------------------------------------- forward + backward
 
 
 class ForwardBackwardRow:
     """Cost of one forward op (name, and call site when stacks were recorded) including the
-    backward nodes its calls created. Times in microseconds."""
+    backward nodes its calls created. Times in microseconds.
+
+    Attributes:
+        name, call_site, count: the forward op, its innermost frame (or None), its calls.
+        self_cpu_time_total, cpu_time_total, self_cuda_time_total, cuda_time_total: forward.
+        backward_*: the same sums over the backward nodes it caused; backward_count,
+            backward_names: how many, and their names.
+        forward_backward_cpu_time_total, forward_backward_cuda_time_total: forward total +
+            backward total, what the op costs a training step.
+    """
 
     __slots__ = ("name", "call_site", "count", "backward_count", "backward_names",
                  "self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total",
                  "backward_self_cpu_time_total", "backward_cpu_time_total",
-                 "backward_self_cuda_time_total", "backward_cuda_time_total")
+                 "backward_self_cuda_time_total", "backward_cuda_time_total",
+                 "forward_backward_cpu_time_total", "forward_backward_cuda_time_total")
 
     def __init__(self, **values):
         for name, value in values.items():
             setattr(self, name, value)
+        self.forward_backward_cpu_time_total = self.cpu_time_total + self.backward_cpu_time_total
+        self.forward_backward_cuda_time_total = self.cuda_time_total + self.backward_cuda_time_total
 
-    @property
-    def total_cpu_time(self) -> float:
-        """Forward CPU total + backward CPU total (us)."""
-        return self.cpu_time_total + self.backward_cpu_time_total
-
-    @property
-    def total_cuda_time(self) -> float:
-        return self.cuda_time_total + self.backward_cuda_time_total
+    key = property(lambda self: self.name)
 
     def to_dict(self) -> dict:
-        d = {name: getattr(self, name) for name in self.__slots__}
-        d["total_cpu_time"] = self.total_cpu_time
-        d["total_cuda_time"] = self.total_cuda_time
-        return d
+        return {name: getattr(self, name) for name in self.__slots__}
 
     def __repr__(self):
         return (f"<ForwardBackwardRow {self.name!r} calls={self.count} "
-                f"total_cpu_time={self.total_cpu_time:.3f}us>")
+                f"forward_backward_cpu_time_total={self.forward_backward_cpu_time_total:.3f}us>")
 
 
 class ForwardBackwardSummary(list):
@@ -486,34 +502,14 @@ class ForwardBackwardSummary(list):
         super().__init__(rows)
         self._data = data
 
+    def columns(self) -> list:
+        """The columns for these rows (:data:`profiler.columns.FORWARD_BACKWARD_COLUMNS`)."""
+        return select(FORWARD_BACKWARD_COLUMNS, available(self._data, stack=any(r.call_site for r in self)))
+
     def table(self, row_limit: int = 100, max_name_column_width: int = 55,
               time_unit: str | None = None, header: str | None = None) -> str:
         rows = list(self)[:row_limit] if row_limit and row_limit > 0 else list(self)
-        has_cuda = self._data.has_device_time
-        with_sites = any(r.call_site for r in rows)
-
-        def times(attr):
-            return [format_time_ns(getattr(r, attr) * 1e3, time_unit) for r in rows]
-
-        name_width = max(4, min(max_name_column_width, max((len(r.name) for r in rows), default=0)))
-        cols = [Column("Name", [truncate(r.name, max_name_column_width) for r in rows], min_width=name_width)]
-        if with_sites:
-            cols.append(Column("Call Site", [r.call_site or "" for r in rows]))
-        cols += [Column("# of Calls", [str(r.count) for r in rows]),
-                 Column("Fwd Self CPU", times("self_cpu_time_total")),
-                 Column("Fwd CPU total", times("cpu_time_total")),
-                 Column("Bwd Self CPU", times("backward_self_cpu_time_total")),
-                 Column("Bwd CPU total", times("backward_cpu_time_total")),
-                 Column("Fwd+Bwd CPU", times("total_cpu_time"))]
-        if has_cuda:
-            cols += [Column("Fwd Self CUDA", times("self_cuda_time_total")),
-                     Column("Fwd CUDA total", times("cuda_time_total")),
-                     Column("Bwd Self CUDA", times("backward_self_cuda_time_total")),
-                     Column("Bwd CUDA total", times("backward_cuda_time_total")),
-                     Column("Fwd+Bwd CUDA", times("total_cuda_time"))]
-        cols += [Column("# Bwd Calls", [str(r.backward_count) for r in rows]),
-                 Column("Backward Nodes", [", ".join(r.backward_names) for r in rows])]
-        return render(cols, header=header)
+        return _table.plain_table(rows, self.columns(), {}, max_name_column_width, header, time_unit)
 
     def to_dicts(self) -> list[dict]:
         return [row.to_dict() for row in self]
@@ -583,6 +579,6 @@ def forward_backward_summary(data: "ProfileData") -> ForwardBackwardSummary:
             backward_self_cpu_time_total=b_self_cpu[g] / 1e3, backward_cpu_time_total=b_cpu[g] / 1e3,
             backward_self_cuda_time_total=b_self_cuda[g] / 1e3, backward_cuda_time_total=b_cuda[g] / 1e3,
         ))
-    rows.sort(key=lambda r: r.total_cpu_time, reverse=True)
+    rows.sort(key=lambda r: r.forward_backward_cpu_time_total, reverse=True)
     return ForwardBackwardSummary(rows, data)
 

@@ -28,7 +28,7 @@ from .flops import estimate_flops
 from .nesting import innermost_containing, nest_intervals
 from .records import Scope
 
-__all__ = ["EventAnalysis", "analyze"]
+__all__ = ["EventAnalysis", "analyze", "depth_levels"]
 
 
 @dataclass(frozen=True)
@@ -78,17 +78,22 @@ class EventAnalysis:
         return self.parent < 0
 
 
-class _Levels:
-    """Event indices grouped by depth, for bottom-up and top-down passes over the forest."""
+def depth_levels(depth: np.ndarray) -> list[np.ndarray]:
+    """Event indices grouped by nesting depth, top level (depth 1) first.
 
-    def __init__(self, depth: np.ndarray):
-        self.by_depth = np.argsort(depth, kind="stable")
-        max_depth = int(depth.max()) if len(depth) else 0
-        self.bounds = np.searchsorted(depth[self.by_depth], np.arange(1, max_depth + 2))
-        self.max_depth = max_depth
+    The one helper for passes over the forest: top-down (a child reads its parent's value)
+    walks the list forwards, bottom-up (a parent sums its children) walks it backwards.
 
-    def level(self, d: int) -> np.ndarray:
-        return self.by_depth[self.bounds[d - 1]:self.bounds[d]]
+    Args:
+        depth: per-event depth, 1 for top-level events (see :mod:`profiler.nesting`).
+    Returns:
+        ``levels[d - 1]`` holds the events of depth ``d``, each level in event order.
+    """
+    if len(depth) == 0:
+        return []
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(1, int(depth.max()) + 2))
+    return [by_depth[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1)]
 
 
 def _children_sum(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
@@ -98,11 +103,10 @@ def _children_sum(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
     return np.rint(sums).astype(np.int64)
 
 
-def _subtree_sum(values: np.ndarray, parent: np.ndarray, levels: _Levels) -> np.ndarray:
+def _subtree_sum(values: np.ndarray, parent: np.ndarray, levels: list[np.ndarray]) -> np.ndarray:
     """values[i] + Σ over all descendants of i, accumulated from the deepest level up."""
     total = values.astype(np.int64).copy()
-    for d in range(levels.max_depth, 1, -1):
-        idx = levels.level(d)
+    for idx in reversed(levels[1:]):
         np.add.at(total, parent[idx], total[idx])
     return total
 
@@ -115,8 +119,8 @@ def _cuda_times(dev_start, dev_end, parent, levels):
         return zeros, zeros.copy(), 0
     total = own.copy()
     child_sum = np.zeros(len(own), dtype=np.int64)
-    for d in range(levels.max_depth, 0, -1):
-        idx = levels.level(d)
+    for d in range(len(levels), 0, -1):
+        idx = levels[d - 1]
         # Children (level d+1) are final; an event without its own interval takes theirs.
         total[idx] = np.where(has_dev[idx], own[idx], child_sum[idx])
         if d > 1:
@@ -155,8 +159,7 @@ def _backward_ancestor(scope, parent, levels) -> np.ndarray:
     anc = np.where(is_bwd, np.arange(len(scope)), -1)
     if not is_bwd.any():
         return anc
-    for d in range(2, levels.max_depth + 1):
-        idx = levels.level(d)
+    for idx in levels[1:]:
         anc[idx] = np.where(is_bwd[idx], idx, anc[parent[idx]])
     return anc
 
@@ -184,7 +187,7 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False) -
     n = len(start)
     nest = nest_intervals(start, end, cols["thread_id"])
     parent, depth = nest.parent, nest.depth
-    levels = _Levels(depth)
+    levels = depth_levels(depth)
 
     cpu_total = end - start
     self_cpu = cpu_total - _children_sum(cpu_total, parent)

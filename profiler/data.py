@@ -119,16 +119,24 @@ class ProfileData:
         """All events in start order (PyTorch's ``prof.events()``)."""
         return aggregate.EventList(self)
 
-    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> aggregate.KeyAverages:
-        """Events grouped by name (optionally also by input shapes / top-N stack frames).
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+                     group_by_module: bool = False, group_by_device: bool = False,
+                     merge_steps: bool = False) -> aggregate.KeyAverages:
+        """Events grouped by name (optionally also by input shapes, top-N stack frames, ...).
 
         Args:
             group_by_input_shape: separate rows per distinct input shapes (needs record_shapes).
             group_by_stack_n: separate rows per distinct top-N frames (needs with_stack).
+            group_by_module: separate rows per nn.Module class (needs with_modules; see
+                :mod:`profiler.modules` for how events are attributed).
+            group_by_device: separate rows per device ("cpu", "cuda:0").
+            merge_steps: one "ProfilerStep#*" row instead of one per step.
         Returns:
             A :class:`~profiler.aggregate.KeyAverages` (a list of FunctionEventAvg rows).
         """
-        return aggregate.key_averages(self, group_by_input_shape, group_by_stack_n)
+        return aggregate.key_averages(self, group_by_input_shape, group_by_stack_n,
+                                      group_by_module=group_by_module, group_by_device=group_by_device,
+                                      merge_steps=merge_steps)
 
     def table(self, sort_by: str | None = None, row_limit: int = 100, max_name_column_width: int = 55,
               header: str | None = None, top_level_events_only: bool = False,
@@ -138,6 +146,12 @@ class ProfileData:
         return self.key_averages(group_by_input_shape, group_by_stack_n).table(
             sort_by=sort_by, row_limit=row_limit, max_name_column_width=max_name_column_width,
             header=header, top_level_events_only=top_level_events_only, time_unit=time_unit)
+
+    def module_summary(self) -> list:
+        """Time per nn.Module class, forward and backward (see :func:`profiler.modules.module_summary`)."""
+        from .modules import module_summary  # noqa: PLC0415 - modules imports this module's analysis
+
+        return module_summary(self)
 
     def forward_backward_summary(self) -> aggregate.ForwardBackwardSummary:
         """Per forward op (and call site): forward cost, cost of the backward nodes it caused, sum."""

@@ -16,28 +16,26 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from .columns import COLUMNS
 from .data import ProfileData
-from .table import Column, format_time_ns, render, truncate
+from .format import format_time
+from .table import Column, render, truncate
 
 __all__ = ["diff", "ProfileDiff", "DiffRow", "NAME_METRICS", "FORWARD_BACKWARD_METRICS"]
 
-# metric attribute -> table header
-NAME_METRICS = {
-    "self_cpu_time_total": "Self CPU", "cpu_time_total": "CPU total",
-    "self_cuda_time_total": "Self CUDA", "cuda_time_total": "CUDA total",
-}
-FORWARD_BACKWARD_METRICS = {
-    "self_cpu_time_total": "Fwd Self CPU", "cpu_time_total": "Fwd CPU total",
-    "backward_cpu_time_total": "Bwd CPU total", "total_cpu_time": "Fwd+Bwd CPU",
-    "self_cuda_time_total": "Fwd Self CUDA", "cuda_time_total": "Fwd CUDA total",
-    "backward_cuda_time_total": "Bwd CUDA total", "total_cuda_time": "Fwd+Bwd CUDA",
-}
+# metric (a column id of profiler.columns, the row field) -> its header there
+NAME_METRICS = {m: COLUMNS[m].header for m in (
+    "self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total")}
+FORWARD_BACKWARD_METRICS = {m: COLUMNS[m].header for m in (
+    "self_cpu_time_total", "cpu_time_total", "backward_cpu_time_total", "forward_backward_cpu_time_total",
+    "self_cuda_time_total", "cuda_time_total", "backward_cuda_time_total", "forward_backward_cuda_time_total")}
 _TABLE_METRICS = {  # shown by default (all are in rows())
     "name": ["self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total"],
-    "forward_backward": ["total_cpu_time", "backward_cpu_time_total", "total_cuda_time"],
+    "forward_backward": ["forward_backward_cpu_time_total", "backward_cpu_time_total",
+                         "forward_backward_cuda_time_total"],
 }
 _VIEWS = {"name": NAME_METRICS, "forward_backward": FORWARD_BACKWARD_METRICS}
-_DEFAULT_SORT = {"name": "self_cpu_time_total", "forward_backward": "total_cpu_time"}
+_DEFAULT_SORT = {"name": "self_cpu_time_total", "forward_backward": "forward_backward_cpu_time_total"}
 STATUSES = ("both", "only_a", "only_b")
 
 
@@ -68,6 +66,15 @@ class DiffRow:
         """(B - A) / A; None when A is 0."""
         base = self.a.get(metric, 0.0)
         return self.delta(metric) / base if base else None
+
+    def relative_text(self, metric: str) -> str:
+        """The relative change as text: ``+12.50%``, ``new`` / ``gone`` (one side only), ``n/a``."""
+        if self.status == "only_b":
+            return "new"
+        if self.status == "only_a":
+            return "gone"
+        r = self.relative(metric)
+        return "n/a" if r is None else f"{r * 100:+.2f}%"
 
     def to_dict(self) -> dict:
         d = {"name": self.name, "call_site": self.call_site, "status": self.status,
@@ -136,47 +143,43 @@ class ProfileDiff:
             raise ValueError(f"unknown metrics {unknown}: expected some of {list(self.metrics)}")
 
         def t(us: float) -> str:
-            return format_time_ns(us * 1e3, time_unit)
+            return format_time(us, time_unit)
 
         def signed(us: float) -> str:
             return ("+" if us > 0 else "-" if us < 0 else "") + t(abs(us))
-
-        def rel(row: DiffRow, m: str) -> str:
-            if row.status == "only_b":
-                return "new"
-            if row.status == "only_a":
-                return "gone"
-            r = row.relative(m)
-            return "n/a" if r is None else f"{r * 100:+.2f}%"
 
         name_width = max(4, min(max_name_column_width, max((len(r.name) for r in rows), default=0)))
         cols = [Column("Name", [truncate(r.name, max_name_column_width) for r in rows], min_width=name_width)]
         if any(r.call_site for r in rows):
             cols.append(Column("Call Site", [r.call_site or "" for r in rows]))
         marks = {"both": "", "only_a": "A only", "only_b": "B only"}
+        calls = COLUMNS["count"].header
         cols += [Column("Status", [marks[r.status] for r in rows], min_width=6),
-                 Column("Calls A", [str(r.count_a) for r in rows], min_width=7),
-                 Column("Calls B", [str(r.count_b) for r in rows], min_width=7)]
+                 Column(f"{calls} A", [str(r.count_a) for r in rows], min_width=7),
+                 Column(f"{calls} B", [str(r.count_b) for r in rows], min_width=7)]
         for m in metrics:
             title = self.metrics[m]
             cols += [Column(f"{title} A", [t(r.a[m]) for r in rows]),
                      Column(f"{title} B", [t(r.b[m]) for r in rows]),
                      Column(f"{title} Δ", [signed(r.delta(m)) for r in rows]),
-                     Column(f"{title} Δ%", [rel(r, m) for r in rows], min_width=9)]
-        footer = [f"Self CPU time total: A {t(self.self_cpu_a)}, B {t(self.self_cpu_b)} "
-                  f"({_change(self.self_cpu_a, self.self_cpu_b)})"]
-        if self.has_cuda:
-            footer.append(f"Self CUDA time total: A {t(self.self_cuda_a)}, B {t(self.self_cuda_b)} "
-                          f"({_change(self.self_cuda_a, self.self_cuda_b)})")
-        footer.append(f"Sorted by absolute change of {self.sort_by}")
+                     Column(f"{title} Δ%", [r.relative_text(m) for r in rows], min_width=9)]
+        footer = self.footer(time_unit)
         return render(cols, header=header, footer=footer)
+
+    def footer(self, time_unit: str | None = None) -> list[str]:
+        """The lines under a diff table: both totals with their change, then the sort."""
+        def total(what: str, a: float, b: float) -> str:
+            change = f"{(b - a) / a * 100:+.2f}%" if a else "n/a"
+            return f"Self {what} time total: A {format_time(a, time_unit)}, B {format_time(b, time_unit)} ({change})"
+
+        lines = [total("CPU", self.self_cpu_a, self.self_cpu_b)]
+        if self.has_cuda:
+            lines.append(total("CUDA", self.self_cuda_a, self.self_cuda_b))
+        lines.append(f"Sorted by absolute change of {self.sort_by}")
+        return lines
 
     def __repr__(self):
         return f"<ProfileDiff by={self.by} rows={len(self._rows)} sort_by={self.sort_by}>"
-
-
-def _change(a: float, b: float) -> str:
-    return f"{(b - a) / a * 100:+.2f}%" if a else "n/a"
 
 
 def _as_data(profile) -> ProfileData:
@@ -214,7 +217,7 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None) -> 
         by: "name" (one row per op name) or "forward_backward" (one row per forward op and
             call site, with the cost of the backward nodes it caused).
         sort_by: metric whose absolute change orders the rows (default ``self_cpu_time_total``
-            by name, ``total_cpu_time`` for forward_backward).
+            by name, ``forward_backward_cpu_time_total`` for forward_backward).
     Returns:
         A :class:`ProfileDiff`.
     """

@@ -1,17 +1,23 @@
 """Plain-text tables in the layout PyTorch's profiler prints.
 
-Every column is as wide as its widest cell (header included), cells are right-aligned and
+The columns come from :mod:`profiler.columns` and the cells' text from :mod:`profiler.format`;
+this module lays them out. Every column is as wide as its widest cell (header included), cells are right-aligned and
 columns are separated by two spaces, so headers and values can never drift apart. Dashed lines
 frame the header and close the body; a footer follows.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-__all__ = ["Column", "render", "format_time_ns", "format_memory", "format_percent",
-           "format_flops_column", "TIME_UNITS", "truncate"]
+from . import columns as _columns
+from .format import format_time
 
-TIME_UNITS = ("s", "ms", "us")
+if TYPE_CHECKING:  # pragma: no cover
+    from .data import ProfileData
+
+__all__ = ["Column", "render", "truncate", "plain_table", "operator_table"]
+
 _SEP = "  "
 
 
@@ -26,46 +32,6 @@ class Column:
     header: str
     cells: list[str] = field(default_factory=list)
     min_width: int = 12
-
-
-def format_time_ns(ns: float, unit: str | None = None) -> str:
-    """Format nanoseconds as PyTorch does: three decimals in s, ms or us (auto when None)."""
-    us = ns / 1000.0
-    if unit is None:
-        unit = "s" if abs(us) >= 1e6 else "ms" if abs(us) >= 1e3 else "us"
-    if unit == "s":
-        return f"{us / 1e6:.3f}s"
-    if unit == "ms":
-        return f"{us / 1e3:.3f}ms"
-    if unit == "us":
-        return f"{us:.3f}us"
-    raise ValueError(f"time_unit must be one of {TIME_UNITS} or None, got {unit!r}")
-
-
-def format_memory(nbytes: int) -> str:
-    """Bytes as ``1.50 Mb`` / ``12.00 Kb`` / ``512 b`` (binary multiples, PyTorch's spelling)."""
-    kb = 1024
-    for limit, suffix in ((kb ** 3, "Gb"), (kb ** 2, "Mb"), (kb, "Kb")):
-        if abs(nbytes) >= limit:
-            return f"{nbytes / limit:.2f} {suffix}"
-    return f"{int(nbytes)} b"
-
-
-def format_percent(part: float, whole: float) -> str:
-    return f"{(100.0 * part / whole) if whole else 0.0:.2f}%"
-
-
-def format_flops_column(values: list[int]) -> tuple[str, list[str]]:
-    """Pick one scale for the whole column (like PyTorch): header ``Total MFLOPs`` etc."""
-    top = max((abs(v) for v in values), default=0)
-    prefixes = ["", "K", "M", "G", "T", "P"]
-    k = 0
-    while k + 1 < len(prefixes) and top >= 1000 ** (k + 1):
-        k += 1
-    if k == 0:
-        return "Total FLOPs", [str(int(v)) if v else "--" for v in values]
-    scale = 1000 ** k
-    return f"Total {prefixes[k]}FLOPs", [f"{v / scale:.3f}" if v else "--" for v in values]
 
 
 def truncate(text: str, width: int) -> str:
@@ -95,3 +61,57 @@ def render(columns: list[Column], header: str | None = None, footer: list[str] =
     lines.append(separator)
     lines += list(footer)
     return "\n".join(lines) + "\n"
+
+
+def plain_table(rows, specs: list, totals: dict[str, float], max_name_column_width: int = 55,
+                header: str | None = None, time_unit: str | None = None, footer: list[str] = ()) -> str:
+    """Rows as text, one column per :class:`~profiler.columns.ColumnSpec`.
+
+    Args:
+        rows: row objects with the specs' fields.
+        totals: field -> the 100% of its percentage column (us).
+        max_name_column_width: longer names are cut with ``...``.
+        time_unit: "s", "ms", "us" or None (per cell).
+    """
+    cols = []
+    for spec in specs:
+        title, cells = _columns.cells(spec, rows, totals, time_unit)
+        if spec.id == "name":
+            width = max(4, min(max_name_column_width, max((len(c) for c in cells), default=0)))
+            cols.append(Column(title, [truncate(c, max_name_column_width) for c in cells], min_width=width))
+        elif spec.id == "input_shapes":
+            cols.append(Column(title, [truncate(c, 80) for c in cells]))
+        else:
+            cols.append(Column(title, cells))
+    return render(cols, header=header, footer=footer)
+
+
+def operator_table(data: "ProfileData", rows, specs: list, self_cpu_ns: int, self_cuda_ns: int,
+                   max_name_column_width: int = 55, header: str | None = None,
+                   time_unit: str | None = None) -> str:
+    """PyTorch's ``key_averages().table()``: rows (sorted and cut already), then the footer.
+
+    Args:
+        self_cpu_ns, self_cuda_ns: Σ self time of the events averaged: the 100% of the
+            percentage columns, printed in the footer.
+    """
+    totals = {"self_cpu_time_total": self_cpu_ns / 1e3, "cpu_time_total": self_cpu_ns / 1e3,
+              "self_cuda_time_total": self_cuda_ns / 1e3}
+    return plain_table(rows, specs, totals, max_name_column_width, header, time_unit,
+                       footer=table_footer(data, self_cpu_ns / 1e3, self_cuda_ns / 1e3, time_unit))
+
+
+def table_footer(data: "ProfileData", self_cpu_us: float, self_cuda_us: float,
+                 time_unit: str | None = None) -> list[str]:
+    """The lines under an operator table: the totals, and what the analysis had to repair."""
+    lines = [f"Self CPU time total: {format_time(self_cpu_us, time_unit)}"]
+    if data.has_device_time:
+        lines.append(f"Self CUDA time total: {format_time(self_cuda_us, time_unit)}")
+    a = data.analysis
+    if len(a.partial_overlaps):
+        lines.append(f"Partially overlapping ranges (not nested): {len(a.partial_overlaps)} "
+                     f"pair(s), see analysis.partial_overlaps")
+    if a.cpu_clock_skew or a.cuda_clock_skew:
+        lines.append(f"Negative self times clamped to 0 (clock skew): "
+                     f"CPU {a.cpu_clock_skew}, CUDA {a.cuda_clock_skew}")
+    return lines

@@ -26,7 +26,9 @@ from . import figures, pages
 from .compare import diff_table, metric_options
 from .graph import build_graph, node_details, steps_of
 from .loading import DEFAULT_MAX_UPLOAD_MB, UploadError, decode_upload, load_path
-from .model import ProfileView, format_bytes, format_time_us
+from gradtrace.profiler.format import format_bytes, format_time
+
+from .model import ProfileView
 from .timeline import TimelineIndex
 
 __all__ = ["create_app", "serve"]
@@ -204,9 +206,7 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
         view = registry.get(key)
         if view is None:
             raise PreventUpdate
-        meta = view.data.metadata
-        cols = pages.operator_columns(group_by, device, view.data.has_device_time,
-                                      bool(meta.get("profile_memory")), bool(meta.get("with_flops")), metric)
+        cols = pages.operator_columns(view, group_by, device, metric)
         return pages.row_data(pages.operator_rows(view, group_by)), cols
 
     @app.callback(Output("ops-grid", "dashGridOptions"), Input("ops-search", "value"),
@@ -234,7 +234,7 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
         if view is None:
             raise PreventUpdate
         rows = view.fwdbwd_rows(by)
-        return (pages.row_data(rows), pages.fwdbwd_columns(clock, by == "call_site"),
+        return (pages.row_data(rows), pages.fwdbwd_columns(view, clock, by == "call_site"),
                 figures.fwdbwd_figure(rows, top_n or 15, clock))
 
     # ---------------------------------------------------------------- timeline
@@ -356,7 +356,7 @@ def _timeline_figure(index: TimelineIndex, x_range, link_op, selected):
     seq = cols["sequence_nr"][window.event] if len(window.event) else []
     for name, d, row, s, ev in zip(names, dur.tolist(), window.row.tolist(), seq, window.event.tolist()):
         extra = f"<br>sequence_nr {int(s)}" if s >= 0 else ""
-        hover.append(f"<b>{figures.esc(name)}</b><br>{format_time_us(d)}<br>{figures.esc(lanes[lane_of_row[row]].label)}"
+        hover.append(f"<b>{figures.esc(name)}</b><br>{format_time(d)}<br>{figures.esc(lanes[lane_of_row[row]].label)}"
                      f"{extra}<br>event #{ev}")
     links, highlight = [], []
     row_of = index.event_row
@@ -412,7 +412,7 @@ def _timeline_details(view: ProfileView, event: int):
             pages.text_table(["field", "value"], [
                 ["scope", d["scope"]], ["start", f"{start_ms:.4f} ms"], ["thread", d["thread"]],
                 ["sequence_nr", d["sequence_nr"]], ["input shapes", d["input_shapes"]],
-                ["self CPU", format_time_us(d["self_cpu_us"])], ["CPU total", format_time_us(d["cpu_total_us"])],
+                ["self CPU", format_time(d["self_cpu_us"])], ["CPU total", format_time(d["cpu_total_us"])],
                 ["forward op", d["forward_op"] or "—"],
                 ["backward nodes it created", ", ".join(d["backward_nodes"]) or "—"]], "gt-table gt-kv")]
 

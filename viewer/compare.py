@@ -9,6 +9,7 @@ import math
 
 from gradtrace import profiler
 from gradtrace.profiler import ProfileData
+from gradtrace.profiler.columns import COLUMNS
 
 __all__ = ["VIEWS", "diff_table", "metric_options"]
 
@@ -42,11 +43,12 @@ def diff_table(a: ProfileData, b: ProfileData, by: str = "name", sort_by: str | 
     cols = [{"field": "name", "headerName": "Name", "pinned": "left", "minWidth": 180, "flex": 2,
              "tooltipField": "name"}]
     if by == "forward_backward":
-        cols.append({"field": "call_site", "headerName": "Call site", "minWidth": 200, "flex": 2,
+        cols.append({"field": "call_site", "headerName": COLUMNS["call_site"].header, "minWidth": 200, "flex": 2,
                      "tooltipField": "call_site"})
+    calls = COLUMNS["count"].header
     cols += [{"field": "status", "headerName": "Status", "width": 100},
-             _num("count_a", "Calls A", "gtInt"), _num("count_b", "Calls B", "gtInt"),
-             _num("count_delta", "Calls Δ", "gtInt")]
+             _num("count_a", f"{calls} A", "gtInt"), _num("count_b", f"{calls} B", "gtInt"),
+             _num("count_delta", f"{calls} Δ", "gtInt")]
     for metric, label in metric_options(by, result.has_cuda).items():
         shown = metric == result.sort_by
         cols += [_num(f"{metric}_a", f"{label} A", "gtTime", hide=not shown),

@@ -11,7 +11,9 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from .model import PHASES, format_bytes, format_time_us
+from gradtrace.profiler.format import format_bytes, format_time
+
+from .model import PHASES
 from .timeline import KINDS, MERGED_COLOUR, Lane, Window
 
 __all__ = ["esc", "phase_split_figure", "top_ops_figure", "fwdbwd_figure", "timeline_figure",
@@ -57,14 +59,14 @@ def phase_split_figure(splits: dict[str, dict[str, int]]) -> go.Figure:
 
 def top_ops_figure(rows: list[dict], clock: str = "cpu") -> go.Figure:
     """Horizontal bars of the top ops by self time (rows from ``ProfileView.top_ops``)."""
-    key = "self_cpu" if clock == "cpu" else "self_cuda"
-    pct_key = key + "_pct"
+    key = f"self_{clock}_time_total"
+    pct_key = key + "_percent"
     rows = list(reversed(rows))
     fig = go.Figure(go.Bar(
         y=[f"{esc(r['name'])}" for r in rows], x=[r[key] / 1e3 for r in rows], orientation="h",
         marker_color="#2563eb" if clock == "cpu" else "#16a34a",
         text=[f"{r[pct_key]:.1f}%" for r in rows], textposition="outside", cliponaxis=False,
-        hovertemplate=[f"{esc(r['name'])}<br>self {clock.upper()}: {format_time_us(r[key])} "
+        hovertemplate=[f"{esc(r['name'])}<br>self {clock.upper()}: {format_time(r[key])} "
                        f"({r[pct_key]:.1f}%)<br>{r['count']} calls<extra></extra>" for r in rows]))
     fig.update_xaxes(title_text=f"self {clock.upper()} time (ms)")
     fig.update_yaxes(automargin=True)
@@ -74,14 +76,15 @@ def top_ops_figure(rows: list[dict], clock: str = "cpu") -> go.Figure:
 
 def fwdbwd_figure(rows: list[dict], top_n: int = 15, clock: str = "cpu") -> go.Figure:
     """Stacked bars (forward, backward) for the ``top_n`` forward ops by forward+backward time."""
-    f_key, b_key, t_key = ("fwd_cpu", "bwd_cpu", "total_cpu") if clock == "cpu" else ("fwd_cuda", "bwd_cuda", "total_cuda")
+    f_key, b_key, t_key = (f"{clock}_time_total", f"backward_{clock}_time_total",
+                           f"forward_backward_{clock}_time_total")
     rows = sorted(rows, key=lambda r: -r[t_key])[:top_n]
     labels = [esc(r["name"] + (f" @ {_short_site(r['call_site'])}" if r.get("call_site") else "")) for r in rows]
     fig = go.Figure()
     for key, name, colour in ((f_key, "forward", PHASE_COLOURS["forward"]), (b_key, "backward it caused", PHASE_COLOURS["backward"])):
         fig.add_trace(go.Bar(
             x=labels, y=[r[key] / 1e3 for r in rows], name=name, marker_color=colour,
-            hovertemplate=[f"{lab}<br>{name}: {format_time_us(r[key])}<extra></extra>" for lab, r in zip(labels, rows)]))
+            hovertemplate=[f"{lab}<br>{name}: {format_time(r[key])}<extra></extra>" for lab, r in zip(labels, rows)]))
     fig.update_layout(barmode="stack", legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
     fig.update_yaxes(title_text=f"{clock.upper()} time (ms)")
     fig.update_xaxes(tickangle=-30, automargin=True)

@@ -14,27 +14,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradtrace.profiler import ProfileData, Scope
+from gradtrace.profiler import ProfileData, Scope, columns
+from gradtrace.profiler.analysis import depth_levels
+from gradtrace.profiler.format import format_time
 
-__all__ = ["ProfileView", "GROUPINGS", "PHASES", "phase_of_events", "group_ids", "group_rows",
-           "module_of_events", "call_site_of_events"]
+__all__ = ["ProfileView", "GROUPINGS", "PHASES", "phase_of_events", "group_rows"]
 
 PHASES = ("forward", "backward", "optimizer", "other")
 SCOPE_LABELS = {int(Scope.FUNCTION): "op", int(Scope.BACKWARD_FUNCTION): "backward node",
                 int(Scope.USER_SCOPE): "user scope"}
-# Operators page: how rows are keyed, besides the op name.
+# Operators page: how rows are keyed, besides the op name, and the key_averages() arguments
+# that group them so (a call site is the innermost stack frame).
 GROUPINGS = {"name": "Name", "shape": "Input shape", "module": "Module", "call_site": "Call site"}
+_KEY_AVERAGES_ARGS = {"name": {}, "shape": {"group_by_input_shape": True},
+                      "module": {"group_by_module": True}, "call_site": {"group_by_stack_n": 1}}
 _NO_PHASE, _FORWARD, _BACKWARD, _OPTIMIZER = -1, 0, 1, 2
 
 
 # --------------------------------------------------------------------------- per-event labels
-
-
-def _levels(depth: np.ndarray):
-    """Event indices by nesting depth, shallowest first (for top-down passes)."""
-    order = np.argsort(depth, kind="stable")
-    bounds = np.searchsorted(depth[order], np.arange(1, int(depth.max(initial=0)) + 2))
-    return [order[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1)]
 
 
 def _user_scope_phase(strings: list[str]) -> np.ndarray:
@@ -67,7 +64,7 @@ def phase_of_events(data: ProfileData) -> np.ndarray:
     own[scope == Scope.BACKWARD_FUNCTION] = _BACKWARD
     phase = own.copy()
     is_fn = scope == Scope.FUNCTION
-    for idx in _levels(a.depth) if n else []:
+    for idx in depth_levels(a.depth):
         par = a.parent[idx]
         inherited = np.where(par >= 0, phase[np.maximum(par, 0)], _NO_PHASE)
         mine = own[idx]
@@ -77,123 +74,19 @@ def phase_of_events(data: ProfileData) -> np.ndarray:
     return phase
 
 
-def module_of_events(data: ProfileData) -> tuple[np.ndarray, list[str]]:
-    """Innermost enclosing ``nn.Module: ...`` range of each event (backward events: their
-    forward op's). Returns (module index per event, -1 for none; module names)."""
-    cols, a = data.event_columns, data.analysis
-    n = data.n_events
-    module_string = np.array([s.startswith("nn.Module:") for s in data.strings] or [False])
-    is_module = (cols["scope"] == Scope.USER_SCOPE) & module_string[cols["name_id"]] if n else np.zeros(0, bool)
-    owner = np.where(is_module, np.arange(n), -1)
-    for idx in _levels(a.depth)[1:] if n else []:
-        par = a.parent[idx]
-        owner[idx] = np.where(is_module[idx], idx, owner[par])
-    fwd = a.forward_event
-    linked = np.flatnonzero(fwd >= 0)
-    owner[linked] = owner[fwd[linked]]
-    # Ops inside a backward node belong to the node's forward op's module.
-    inside = np.flatnonzero((a.backward_ancestor >= 0) & (a.backward_ancestor != np.arange(n)))
-    owner[inside] = owner[a.backward_ancestor[inside]]
-    names_of = np.where(owner >= 0, cols["name_id"][np.maximum(owner, 0)], -1)
-    uniq, inv = np.unique(names_of, return_inverse=True)
-    labels = [data.strings[int(u)][len("nn.Module:"):].strip() if u >= 0 else "" for u in uniq]
-    return inv.reshape(-1).astype(np.int64), labels
-
-
-def call_site_of_events(data: ProfileData) -> tuple[np.ndarray, list[str]]:
-    """Innermost stack frame of each event (after inheritance from forward ops).
-    Returns (site index per event; site strings, "" for none)."""
-    sid = data.analysis.stack_id
-    uniq, inv = np.unique(sid, return_inverse=True)
-    labels = [(data.stack_of(int(u)) or [""])[0] for u in uniq]
-    # Different stacks can share their innermost frame: make the ids dense per frame.
-    frames, remap = np.unique(np.array(labels, dtype=object), return_inverse=True)
-    return remap.reshape(-1)[inv.reshape(-1)].astype(np.int64), [str(f) for f in frames]
-
-
-def group_ids(data: ProfileData, group_by: str) -> tuple[np.ndarray, list[dict]]:
-    """Group key per event for the Operators page.
-
-    Args:
-        group_by: "name", "shape" (name + input shapes), "module" (name + enclosing
-            nn.Module) or "call_site" (name + innermost frame).
-    Returns:
-        (group id per event, one dict per group with ``name`` and the extra key fields).
-    """
-    if group_by not in GROUPINGS:
-        raise ValueError(f"group_by={group_by!r}: expected one of {', '.join(GROUPINGS)}")
-    cols = data.event_columns
-    name_id = cols["name_id"].astype(np.int64)
-    if group_by == "name":
-        extra, labels = np.zeros(data.n_events, np.int64), [None]
-    elif group_by == "shape":
-        uniq, extra = np.unique(data.analysis.shapes_id, return_inverse=True)
-        labels = [data.strings[int(u)] if u >= 0 else "" for u in uniq]
-    elif group_by == "module":
-        extra, labels = module_of_events(data)
-    else:
-        extra, labels = call_site_of_events(data)
-    extra = extra.reshape(-1)
-    key = name_id * max(len(labels), 1) + extra
-    _, first, gid = np.unique(key, return_index=True, return_inverse=True)
-    # Groups in order of first appearance, like key_averages().
-    appearance = np.argsort(first, kind="stable")
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[appearance] = np.arange(len(first))
-    gid = rank[gid.reshape(-1)]
-    groups = []
-    for g in appearance:
-        ev = int(first[g])
-        info = {"name": data.strings[int(name_id[ev])], "first_event": ev}
-        if group_by != "name":
-            info[group_by] = labels[int(extra[ev])]
-        groups.append(info)
-    return gid, groups
-
-
-def _sum(gid, n, values) -> np.ndarray:
-    return np.rint(np.bincount(gid, weights=values, minlength=n)).astype(np.int64)
-
-
-def group_rows(data: ProfileData, group_by: str = "name") -> list[dict]:
-    """Rows with PyTorch's key_averages columns (times in us, memory in bytes) per group.
-
-    The sums use the same per-event values as ``key_averages()`` (a test checks they agree
-    for ``group_by="name"``); percentages are of Σ self time over all events.
-    """
-    a, cols = data.analysis, data.event_columns
-    gid, groups = group_ids(data, group_by)
-    n = len(groups)
-    count = np.bincount(gid, minlength=n)
-    sums = {k: _sum(gid, n, v) for k, v in (
-        ("cpu_total", a.cpu_total_ns), ("self_cpu", a.self_cpu_ns),
-        ("cuda_total", a.cuda_total_ns), ("self_cuda", a.self_cuda_ns),
-        ("cpu_mem", a.cpu_memory), ("self_cpu_mem", a.self_cpu_memory),
-        ("cuda_mem", a.cuda_memory), ("self_cuda_mem", a.self_cuda_memory), ("flops", a.flops))}
-    self_cpu_all = max(int(a.self_cpu_ns.sum()), 1)
-    self_cuda_all = max(int(a.self_cuda_ns.sum()), 1)
-    scope_names = SCOPE_LABELS
+def group_rows(key_averages) -> list[dict]:
+    """Grid rows for ``key_averages()`` rows: each field under its column id (PyTorch's field
+    names, percentages as ``<field>_percent``; times in us, memory in bytes), plus ``id`` (the
+    row's index, for drill-down) and the scope as a label."""
+    specs = key_averages.columns(scope=True)
+    totals = key_averages.totals
     rows = []
-    for g, info in enumerate(groups):
-        c = int(count[g])
-        ev = info["first_event"]
-        row = {
-            "id": g, "name": info["name"],
-            "scope": scope_names.get(int(cols["scope"][ev]), "?"),
-            "count": c,
-            "self_cpu": sums["self_cpu"][g] / 1e3, "self_cpu_pct": 100.0 * sums["self_cpu"][g] / self_cpu_all,
-            "cpu_total": sums["cpu_total"][g] / 1e3, "cpu_total_pct": 100.0 * sums["cpu_total"][g] / self_cpu_all,
-            "cpu_avg": sums["cpu_total"][g] / 1e3 / c,
-            "self_cuda": sums["self_cuda"][g] / 1e3, "self_cuda_pct": 100.0 * sums["self_cuda"][g] / self_cuda_all,
-            "cuda_total": sums["cuda_total"][g] / 1e3, "cuda_avg": sums["cuda_total"][g] / 1e3 / c,
-            "cpu_mem": int(sums["cpu_mem"][g]), "self_cpu_mem": int(sums["self_cpu_mem"][g]),
-            "cuda_mem": int(sums["cuda_mem"][g]), "self_cuda_mem": int(sums["self_cuda_mem"][g]),
-            "flops": int(sums["flops"][g]),
-        }
-        shapes = data.input_shapes_of(int(a.shapes_id[ev]))
-        row["input_shapes"] = json.dumps(shapes) if shapes is not None else ""
-        if group_by != "name":
-            row[group_by] = info[group_by]
+    for k, r in enumerate(key_averages):
+        row = columns.row_values(r, specs, totals)
+        row["id"] = k
+        row["scope"] = SCOPE_LABELS.get(r.scope, "?")
+        row["input_shapes"] = json.dumps(r.input_shapes) if r.input_shapes is not None else ""
+        row["stack"] = "\n".join(r.stack)
         rows.append(row)
     return rows
 
@@ -229,7 +122,7 @@ class ProfileView:
     def __init__(self, data: ProfileData, label: str = "profile"):
         self.data = data
         self.label = label
-        self._groups: dict[str, tuple[np.ndarray, list[dict]]] = {}
+        self._key_averages: dict[str, object] = {}
         self._rows: dict[str, list[dict]] = {}
 
     # ------------------------------------------------------------ basics
@@ -307,7 +200,7 @@ class ProfileView:
     def top_ops(self, n: int = 10, clock: str = "cpu") -> list[dict]:
         """The ``n`` op names with the most self time (user scopes excluded: their self time
         is the gaps between ops, not an op)."""
-        key = "self_cpu" if clock == "cpu" else "self_cuda"
+        key = f"self_{clock}_time_total"
         rows = [r for r in self.rows("name") if r["scope"] != SCOPE_LABELS[int(Scope.USER_SCOPE)]]
         return sorted(rows, key=lambda r: r[key], reverse=True)[:n]
 
@@ -321,33 +214,36 @@ class ProfileView:
             return "This profile has no timed ops."
         phase_name, phase_ns = max(split.as_dict().items(), key=lambda kv: kv[1])
         op = top[0]
-        op_ns = op["self_cpu" if clock == "cpu" else "self_cuda"] * 1e3
+        op_ns = op[f"self_{clock}_time_total"] * 1e3
         device = "GPU" if clock == "cuda" else "CPU"
         fb = self.fwdbwd_rows("name")
         fb_text = ""
         if fb:
             best = fb[0]
             fb_text = (f" Counting the backward it causes, {best['name']!r} costs the most: "
-                       f"{format_time_us(best['total_cpu'])} forward + backward CPU time.")
+                       f"{format_time(best['forward_backward_cpu_time_total'])} forward + backward CPU time.")
         return (f"The biggest cost is the {phase_name} phase ({100 * phase_ns / total:.0f}% of {device} "
                 f"time); the op with the most self {device} time is {op['name']!r} "
                 f"({100 * op_ns / total:.0f}%, {op['count']} calls).{fb_text}")
 
     # ------------------------------------------------------------ operators
 
-    def groups(self, group_by: str) -> tuple[np.ndarray, list[dict]]:
-        if group_by not in self._groups:
-            self._groups[group_by] = group_ids(self.data, group_by)
-        return self._groups[group_by]
+    def key_averages(self, group_by: str = "name"):
+        """The profiler's ``key_averages()`` for an Operators grouping (cached)."""
+        if group_by not in GROUPINGS:
+            raise ValueError(f"group_by={group_by!r}: expected one of {', '.join(GROUPINGS)}")
+        if group_by not in self._key_averages:
+            self._key_averages[group_by] = self.data.key_averages(**_KEY_AVERAGES_ARGS[group_by])
+        return self._key_averages[group_by]
 
     def rows(self, group_by: str = "name") -> list[dict]:
+        """Grid rows for a grouping (see :func:`group_rows`)."""
         if group_by not in self._rows:
-            self._rows[group_by] = group_rows(self.data, group_by)
+            self._rows[group_by] = group_rows(self.key_averages(group_by))
         return self._rows[group_by]
 
     def events_of_row(self, group_by: str, row_id: int) -> np.ndarray:
-        gid, _ = self.groups(group_by)
-        return np.flatnonzero(gid == int(row_id))
+        return self.key_averages(group_by).events_of(int(row_id))
 
     def row_details(self, group_by: str, row_id: int, call_limit: int = 200) -> dict:
         """Calls, shapes, stacks and forward/backward counterparts of one Operators row."""
@@ -360,8 +256,8 @@ class ProfileView:
         origin = self.time_origin_ns
         calls = [{
             "event": int(i), "start_ms": (int(cols["start_ns"][i]) - origin) / 1e6,
-            "cpu_total": a.cpu_total_ns[i] / 1e3, "self_cpu": a.self_cpu_ns[i] / 1e3,
-            "cuda_total": a.cuda_total_ns[i] / 1e3, "thread": int(cols["thread_id"][i]),
+            "cpu_time_total": a.cpu_total_ns[i] / 1e3, "self_cpu_time_total": a.self_cpu_ns[i] / 1e3,
+            "cuda_time_total": a.cuda_total_ns[i] / 1e3, "thread": int(cols["thread_id"][i]),
             "sequence_nr": int(cols["sequence_nr"][i]),
             "shapes": _json_or_blank(data.input_shapes_of(int(a.shapes_id[i]))),
         } for i in longest.tolist()]
@@ -391,46 +287,40 @@ class ProfileView:
         cpu = np.bincount(inv, weights=a.cpu_total_ns[other], minlength=len(names))
         cuda = np.bincount(inv, weights=a.cuda_total_ns[other], minlength=len(names))
         out = [{"relation": relation, "name": data.strings[int(nm)], "count": int(c),
-                "cpu_total": float(t) / 1e3, "cuda_total": float(u) / 1e3}
+                "cpu_time_total": float(t) / 1e3, "cuda_time_total": float(u) / 1e3}
                for nm, c, t, u in zip(names, cnt, cpu, cuda)]
-        return sorted(out, key=lambda r: -r["cpu_total"])
+        return sorted(out, key=lambda r: -r["cpu_time_total"])
 
     # ------------------------------------------------------------ forward + backward
 
     @functools.cached_property
+    def fwdbwd_summary(self):
+        """The profiler's ``forward_backward_summary()`` (computed once)."""
+        return self.data.forward_backward_summary()
+
+    @functools.cached_property
     def _fwdbwd_summary(self) -> list[dict]:
-        return self.data.forward_backward_summary().to_dicts()
+        return self.fwdbwd_summary.to_dicts()
 
     def fwdbwd_rows(self, by: str = "call_site") -> list[dict]:
         """One row per forward op (``by="name"``) or per op and call site (``"call_site"``):
-        forward cost, cost of the backward nodes it caused, and the sum (us)."""
+        forward cost, cost of the backward nodes it caused, and the sum (us), under the column
+        ids of ``profiler.columns.FORWARD_BACKWARD_COLUMNS``."""
+        summed = [c for c in columns.FORWARD_BACKWARD_COLUMNS if columns.COLUMNS[c].kind in ("time", "count")]
         merged: dict[tuple, dict] = {}
         for r in self._fwdbwd_summary:
             key = (r["name"], r["call_site"] if by == "call_site" else None)
-            m = merged.setdefault(key, {
-                "name": r["name"], "call_site": key[1] or "", "count": 0, "backward_count": 0,
-                "fwd_self_cpu": 0.0, "fwd_cpu": 0.0, "bwd_self_cpu": 0.0, "bwd_cpu": 0.0,
-                "fwd_self_cuda": 0.0, "fwd_cuda": 0.0, "bwd_self_cuda": 0.0, "bwd_cuda": 0.0,
-                "backward_names": set()})
-            m["count"] += r["count"]
-            m["backward_count"] += r["backward_count"]
-            m["fwd_self_cpu"] += r["self_cpu_time_total"]
-            m["fwd_cpu"] += r["cpu_time_total"]
-            m["bwd_self_cpu"] += r["backward_self_cpu_time_total"]
-            m["bwd_cpu"] += r["backward_cpu_time_total"]
-            m["fwd_self_cuda"] += r["self_cuda_time_total"]
-            m["fwd_cuda"] += r["cuda_time_total"]
-            m["bwd_self_cuda"] += r["backward_self_cuda_time_total"]
-            m["bwd_cuda"] += r["backward_cuda_time_total"]
+            m = merged.setdefault(key, dict({c: 0 for c in summed}, name=r["name"], call_site=key[1] or "",
+                                            backward_names=set()))
+            for c in summed:
+                m[c] += r[c]
             m["backward_names"].update(r["backward_names"])
         rows = []
         for i, m in enumerate(merged.values()):
             m["id"] = i
-            m["total_cpu"] = m["fwd_cpu"] + m["bwd_cpu"]
-            m["total_cuda"] = m["fwd_cuda"] + m["bwd_cuda"]
             m["backward_names"] = ", ".join(sorted(m["backward_names"]))
             rows.append(m)
-        rows.sort(key=lambda r: r["total_cpu"], reverse=True)
+        rows.sort(key=lambda r: r["forward_backward_cpu_time_total"], reverse=True)
         return rows
 
     # ------------------------------------------------------------ memory
@@ -468,21 +358,3 @@ def _count_strings(ids: np.ndarray, to_text, limit: int = 20) -> list[dict]:
     uniq, cnt = np.unique(ids, return_counts=True)
     order = np.argsort(-cnt, kind="stable")[:limit]
     return [{"text": to_text(int(uniq[k])), "count": int(cnt[k])} for k in order if uniq[k] >= 0]
-
-
-def format_time_us(us: float) -> str:
-    """12.3 us / 4.56 ms / 1.23 s (what the grids show, in Python)."""
-    if us >= 1e6:
-        return f"{us / 1e6:.3f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3f} ms"
-    return f"{us:.3f} us"
-
-
-def format_bytes(n: float) -> str:
-    sign = "-" if n < 0 else ""
-    n = abs(n)
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale:
-            return f"{sign}{n / scale:.2f} {unit}"
-    return f"{sign}{int(n)} B"

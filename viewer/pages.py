@@ -13,7 +13,10 @@ from dash import dcc, html
 
 from . import figures
 from .graph import EDGE_LEGEND, build_graph, steps_of
-from .model import GROUPINGS, ProfileView, format_bytes, format_time_us
+from gradtrace.profiler import columns as C
+from gradtrace.profiler.format import format_time
+
+from .model import GROUPINGS, ProfileView
 
 PAGES = [  # (path, tab label)
     ("/", "Overview"),
@@ -29,6 +32,11 @@ TIME_FMT = {"function": "gtTime(params.value)"}
 PCT_FMT = {"function": "gtPct(params.value)"}
 BYTES_FMT = {"function": "gtBytes(params.value)"}
 INT_FMT = {"function": "gtInt(params.value)"}
+# Column kind (profiler.columns) -> the grid's value formatter (viewer/assets, same units).
+KIND_FMT = {"time": TIME_FMT, "percent": PCT_FMT, "bytes": BYTES_FMT, "count": INT_FMT,
+            "flops": {"function": "gtFlops(params.value)"}}
+_TEXT_WIDTH = {"name": (200, 2), "module": (140, 1), "input_shapes": (160, 1), "stack": (220, 2),
+               "call_site": (220, 2), "backward_names": (180, 1), "device": (90, 0), "scope": (135, 0)}
 
 
 # --------------------------------------------------------------------------- small pieces
@@ -119,10 +127,10 @@ def overview_page(view: ProfileView) -> html.Div:
     cards = [
         card("Device", s["devices"], f"activities: {s['activities']}"),
         card("Steps", s["steps"], f"{s['threads']} thread(s)"),
-        card("Duration", format_time_us(s["duration_ns"] / 1e3), "first event start → last event end"),
+        card("Duration", format_time(s["duration_ns"] / 1e3), "first event start → last event end"),
         card("Events", f"{s['events']:,}", f"{s['memory_records']:,} memory records"),
-        card("Self CPU total", format_time_us(cpu_split.total / 1e3), "Σ self CPU over all ranges"),
-        card("Self CUDA total", format_time_us(cuda_split.total / 1e3) if has_cuda else "—",
+        card("Self CPU total", format_time(cpu_split.total / 1e3), "Σ self CPU over all ranges"),
+        card("Self CUDA total", format_time(cuda_split.total / 1e3) if has_cuda else "—",
              "device time of top-level ops" if has_cuda else "no CUDA activity recorded"),
         card("Options", html.Span(s["options"], className="gt-card-small"),
              f"gradtrace {s['version']}" + (" · synthetic" if s["synthetic"] else "")),
@@ -132,7 +140,7 @@ def overview_page(view: ProfileView) -> html.Div:
         if clock == "CUDA" and not has_cuda:
             continue
         total = max(split.total, 1)
-        split_rows += [[clock, phase, format_time_us(ns / 1e3), f"{100 * ns / total:.1f}%"]
+        split_rows += [[clock, phase, format_time(ns / 1e3), f"{100 * ns / total:.1f}%"]
                        for phase, ns in split.as_dict().items()]
     top_cpu = view.top_ops(10, "cpu")
     charts = [dcc.Graph(id="ov-top-cpu", figure=figures.top_ops_figure(top_cpu, "cpu"), config=GRAPH_CONFIG)]
@@ -159,58 +167,44 @@ def overview_page(view: ProfileView) -> html.Div:
 # --------------------------------------------------------------------------- operators
 
 
-def operator_columns(group_by: str, device: str, has_cuda: bool, profile_memory: bool,
-                     with_flops: bool, metric: str) -> list[dict]:
-    """PyTorch's key_averages columns for the grid; ``device`` hides the other clock's."""
-    show_cpu = device in ("cpu", "both")
-    show_cuda = has_cuda and device in ("cuda", "both")
-    sort_field = {("self", "cpu"): "self_cpu", ("total", "cpu"): "cpu_total",
-                  ("self", "cuda"): "self_cuda", ("total", "cuda"): "cuda_total"}[
-        (metric, "cuda" if (device == "cuda" and has_cuda) else "cpu")]
-    cols = [{"field": "name", "headerName": "Name", "pinned": "left", "minWidth": 200, "flex": 2,
-             "filter": "agTextColumnFilter", "tooltipField": "name"}]
-    if group_by == "shape":
-        cols.append({"field": "shape", "headerName": "Input Shapes", "minWidth": 160, "flex": 1,
-                     "tooltipField": "shape"})
-    elif group_by == "module":
-        cols.append({"field": "module", "headerName": "Module", "minWidth": 140, "flex": 1})
-    elif group_by == "call_site":
-        cols.append({"field": "call_site", "headerName": "Source Location", "minWidth": 220, "flex": 2,
-                     "tooltipField": "call_site"})
-    cols.append({"field": "scope", "headerName": "Scope", "width": 135})
-    cpu = [num_col("self_cpu_pct", "Self CPU %", PCT_FMT, 105), num_col("self_cpu", "Self CPU"),
-           num_col("cpu_total_pct", "CPU total %", PCT_FMT, 110), num_col("cpu_total", "CPU total"),
-           num_col("cpu_avg", "CPU time avg")]
-    cuda = [num_col("self_cuda", "Self CUDA"), num_col("self_cuda_pct", "Self CUDA %", PCT_FMT, 115),
-            num_col("cuda_total", "CUDA total"), num_col("cuda_avg", "CUDA time avg")]
-    for c in cpu:
-        c["hide"] = not show_cpu
-    for c in cuda:
-        c["hide"] = not show_cuda
-    mem = [num_col("cpu_mem", "CPU Mem", BYTES_FMT), num_col("self_cpu_mem", "Self CPU Mem", BYTES_FMT, 120),
-           num_col("cuda_mem", "CUDA Mem", BYTES_FMT), num_col("self_cuda_mem", "Self CUDA Mem", BYTES_FMT, 125)]
-    for c in mem:
-        c["hide"] = not profile_memory or (c["field"].find("cuda") >= 0 and not show_cuda) or \
-            (c["field"].find("cpu") >= 0 and not show_cpu)
-    cols += cpu + cuda + mem
-    cols.append(num_col("count", "# of Calls", INT_FMT, 100))
-    if group_by != "shape":
-        cols.append({"field": "input_shapes", "headerName": "Input Shapes (first call)", "minWidth": 150,
-                     "hide": group_by == "name", "tooltipField": "input_shapes"})
-    cols.append(num_col("flops", "Total FLOPs", {"function": "gtFlops(params.value)"}, 120, hide=not with_flops))
-    for c in cols:
+def grid_column(spec) -> dict:
+    """An AG Grid column for a :class:`profiler.columns.ColumnSpec`: field = its id, header =
+    its (PyTorch) header, the formatter of its kind."""
+    if spec.kind == "text":
+        min_width, flex = _TEXT_WIDTH.get(spec.id, (140, 1))
+        col = {"field": spec.id, "headerName": spec.header, "minWidth": min_width, "filter": "agTextColumnFilter",
+               "tooltipField": spec.id}
+        if flex:
+            col["flex"] = flex
+        else:
+            col["width"] = min_width
+        if spec.id == "name":
+            col["pinned"] = "left"
+        return col
+    return num_col(spec.id, spec.header, KIND_FMT[spec.kind])
+
+
+def operator_columns(view: ProfileView, group_by: str, device: str, metric: str) -> list[dict]:
+    """The grid's columns: the profiler's operator columns for this grouping
+    (``KeyAverages.columns``); ``device`` hides the other clock's, ``metric`` ("self" or
+    "total") picks the sorted column."""
+    has_cuda = view.data.has_device_time
+    shown = {"cpu": device in ("cpu", "both"), "cuda": has_cuda and device in ("cuda", "both")}
+    clock = "cuda" if (device == "cuda" and has_cuda) else "cpu"
+    sort_field = f"self_{clock}_time_total" if metric == "self" else f"{clock}_time_total"
+    cols = []
+    for spec in view.key_averages(group_by).columns(scope=True):
+        col = grid_column(spec)
+        col["hide"] = spec.clock is not None and not shown[spec.clock]
         # Every column states its sort, so switching views clears a sort the user clicked.
-        c["sort"] = "desc" if c.get("field") == sort_field else None
-        c["cellClass"] = "gt-sorted" if c.get("field") == sort_field else ""
+        col["sort"] = "desc" if spec.id == sort_field else None
+        col["cellClass"] = "gt-sorted" if spec.id == sort_field else ""
+        cols.append(col)
     return cols
 
 
 def operator_rows(view: ProfileView, group_by: str) -> list[dict]:
-    rows = view.rows(group_by)
-    if group_by == "shape":  # the grouped field is called "shape" on the page
-        for r in rows:
-            r.setdefault("shape", r["input_shapes"])
-    return rows
+    return view.rows(group_by)
 
 
 def operators_page(view: ProfileView) -> html.Div:
@@ -221,8 +215,7 @@ def operators_page(view: ProfileView) -> html.Div:
         disabled_groupings.append("shape")
     if not (view.data.analysis.stack_id >= 0).any():
         disabled_groupings.append("call_site")
-    columns = operator_columns("name", "cpu", has_cuda, bool(meta.get("profile_memory")),
-                               bool(meta.get("with_flops")), "self")
+    columns = operator_columns(view, "name", "cpu", "self")
     return html.Div(id="page-operators", children=[
         html.Div(className="gt-toolbar", children=[
             control("Group by", radio("ops-group", GROUPINGS, "name", disabled_groupings)),
@@ -250,8 +243,9 @@ def operator_details(view: ProfileView, group_by: str, row_id: int) -> list:
     counter_title = ("Backward nodes its calls created" if counter and counter[0]["relation"] == "backward node"
                      else "Forward ops these nodes belong to")
     calls_cols = [num_col("start_ms", "Start (ms)", {"function": "gtMs(params.value)"}, 110),
-                  num_col("cpu_total", "CPU total"), num_col("self_cpu", "Self CPU"),
-                  num_col("cuda_total", "CUDA total"),
+                  num_col("cpu_time_total", C.COLUMNS["cpu_time_total"].header),
+                  num_col("self_cpu_time_total", C.COLUMNS["self_cpu_time_total"].header),
+                  num_col("cuda_time_total", C.COLUMNS["cuda_time_total"].header),
                   num_col("thread", "Thread", INT_FMT, 90), num_col("sequence_nr", "sequence_nr", INT_FMT, 120),
                   {"field": "shapes", "headerName": "Input shapes", "flex": 1, "minWidth": 140}]
     calls = [dict(c, id=c["event"]) for c in d["calls"]]
@@ -262,7 +256,7 @@ def operator_details(view: ProfileView, group_by: str, row_id: int) -> list:
             html.Div(className="gt-col-half", children=[
                 html.H4(counter_title if counter else "Forward/backward counterparts"),
                 text_table(["name", "calls", "CPU total", "CUDA total"],
-                           [[c["name"], c["count"], format_time_us(c["cpu_total"]), format_time_us(c["cuda_total"])]
+                           [[c["name"], c["count"], format_time(c["cpu_time_total"]), format_time(c["cuda_time_total"])]
                             for c in counter]) if counter else
                 html.Div("None: this op created no backward node, or it ran outside autograd.",
                          className="gt-note"),
@@ -293,20 +287,19 @@ def _clip_stack(text: str, frames: int = 10) -> str:
 # --------------------------------------------------------------------------- forward + backward
 
 
-def fwdbwd_columns(clock: str, with_sites: bool) -> list[dict]:
-    c = "cpu" if clock == "cpu" else "cuda"
-    C = c.upper()
-    cols = [{"field": "name", "headerName": "Forward op", "pinned": "left", "minWidth": 160, "flex": 1}]
-    if with_sites:
-        cols.append({"field": "call_site", "headerName": "Call site", "minWidth": 220, "flex": 2,
-                     "tooltipField": "call_site"})
-    cols += [num_col("count", "# of Calls", INT_FMT, 100),
-             num_col(f"fwd_self_{c}", f"Fwd Self {C}"), num_col(f"fwd_{c}", f"Fwd {C} total"),
-             num_col(f"bwd_self_{c}", f"Bwd Self {C}"), num_col(f"bwd_{c}", f"Bwd {C} total"),
-             num_col(f"total_{c}", f"Fwd+Bwd {C}", sort="desc", cellClass="gt-sorted"),
-             num_col("backward_count", "# Bwd Calls", INT_FMT, 110),
-             {"field": "backward_names", "headerName": "Backward nodes", "minWidth": 180, "flex": 1,
-              "tooltipField": "backward_names"}]
+def fwdbwd_columns(view: ProfileView, clock: str, with_sites: bool) -> list[dict]:
+    """The forward+backward grid's columns (``ForwardBackwardSummary.columns``), the other
+    clock's hidden, sorted by forward+backward time."""
+    sort_field = f"forward_backward_{clock}_time_total"
+    cols = []
+    for spec in view.fwdbwd_summary.columns():
+        if spec.id == "call_site" and not with_sites:
+            continue
+        col = grid_column(spec)
+        col["hide"] = spec.clock is not None and spec.clock != clock
+        col["sort"] = "desc" if spec.id == sort_field else None
+        col["cellClass"] = "gt-sorted" if spec.id == sort_field else ""
+        cols.append(col)
     return cols
 
 
@@ -327,7 +320,7 @@ def fwdbwd_page(view: ProfileView) -> html.Div:
                  "and thread; a composite op is also charged for its parts' nodes). Fwd+Bwd is what "
                  "the op really costs a training step.", className="gt-note"),
         dcc.Graph(id="fb-figure", figure=figures.fwdbwd_figure(rows, 15, "cpu"), config=GRAPH_CONFIG),
-        grid("fb-grid", rows, fwdbwd_columns("cpu", by == "call_site"),
+        grid("fb-grid", rows, fwdbwd_columns(view, "cpu", by == "call_site"),
              height=fit_height(len(view.fwdbwd_rows("call_site")), 420)),
     ])
 
@@ -412,8 +405,8 @@ def node_details_panel(d: dict) -> list:
     rows = [["scope", d["scope"]], ["sequence_nr", d["sequence_nr"]], ["thread", d["thread"]],
             ["forward thread", d["fwd_thread"] or "—"], ["device", d["device"]],
             ["input shapes", d["input_shapes"]], ["dtypes", d["dtypes"]],
-            ["self CPU", format_time_us(d["self_cpu_us"])], ["CPU total", format_time_us(d["cpu_total_us"])],
-            ["self CUDA", format_time_us(d["self_cuda_us"])], ["CUDA total", format_time_us(d["cuda_total_us"])]]
+            ["self CPU", format_time(d["self_cpu_us"])], ["CPU total", format_time(d["cpu_total_us"])],
+            ["self CUDA", format_time(d["self_cuda_us"])], ["CUDA total", format_time(d["cuda_total_us"])]]
     if d["forward_op"]:
         rows.append(["created by forward op", d["forward_op"]])
     if d["backward_nodes"]:

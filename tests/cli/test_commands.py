@@ -69,7 +69,7 @@ def test_table_json(demo_profile):
     assert len(rows) == 4 and rows[0]["count"] >= rows[-1]["count"]
     assert {"name", "self_cpu_time_total", "cpu_time_total", "count"} <= set(rows[0])
     rows = json.loads(run_cli("table", demo_profile, "--json", "--group-by", "forward-op").stdout)
-    assert rows[0]["name"] == "linear" and "total_cpu_time" in rows[0]
+    assert rows[0]["name"] == "linear" and "forward_backward_cpu_time_total" in rows[0]
 
 
 def test_plain_when_no_color_is_set(demo_profile):
@@ -108,7 +108,7 @@ def test_diff_end_to_end(demo_profile, tmp_path):
     assert "red: B slower, green: B faster" in res.stdout
     res = run_cli("diff", demo_profile, other, "--by", "forward-op", "--json", "--limit", "3")
     rows = json.loads(res.stdout)
-    assert len(rows) == 3 and "total_cpu_time_delta" in rows[0]
+    assert len(rows) == 3 and "forward_backward_cpu_time_total_delta" in rows[0]
 
 
 # --------------------------------------------------------------------------- bad input

@@ -158,7 +158,7 @@ def test_forward_backward_summary():
     assert (mul.count, mul.backward_count, mul.backward_names) == (1, 1, ["MulBackward0"])
     assert mul.cpu_time_total == pytest.approx(0.010)
     assert mul.backward_cpu_time_total == pytest.approx(0.020)
-    assert mul.total_cpu_time == pytest.approx(0.030)
+    assert mul.forward_backward_cpu_time_total == pytest.approx(0.030)
     # The composite is charged for the nodes of the ops inside it.
     mean = rows[("mean", "train.py(11): forward")]
     assert mean.backward_names == ["DivBackward0", "SumBackward0"]

@@ -143,7 +143,7 @@ def test_self_and_total_cpu_match_known_sleeps():
     assert close(outer.cpu_time_total, outer_sleep + slept_fwd)
     assert close(outer.self_cpu_time_total, outer_sleep)
     summary = {r.name: r for r in prof.forward_backward_summary()}
-    assert close(summary["Sleepy"].total_cpu_time, slept_fwd + slept_bwd)
+    assert close(summary["Sleepy"].forward_backward_cpu_time_total, slept_fwd + slept_bwd)
     assert summary["Sleepy"].backward_names == ["SleepyBackward"]
     assert_invariants(prof.profile_data)
 

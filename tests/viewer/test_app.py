@@ -133,11 +133,11 @@ def test_every_page_builds(kind):
     _compare_body(view, view, "name", None)
     for group_by in ("name", "shape", "module", "call_site"):
         for device in ("cpu", "cuda", "both"):
-            pages.operator_columns(group_by, device, data.has_device_time, True, True, "total")
+            pages.operator_columns(view, group_by, device, "total")
     if kind == "device_time":
         assert view.phase_split("cuda").total == int(data.analysis.self_cuda_ns.sum()) > 0
         index = registry.timeline(MAIN)
         assert [lane.label for lane in index.lanes] == ["thread 1", "cuda:0 stream 7"]
-        cols = pages.operator_columns("name", "cuda", True, True, False, "self")
-        assert next(c for c in cols if c["field"] == "self_cuda")["sort"] == "desc"
-        assert next(c for c in cols if c["field"] == "self_cpu")["hide"]
+        cols = pages.operator_columns(view, "name", "cuda", "self")
+        assert next(c for c in cols if c["field"] == "self_cuda_time_total")["sort"] == "desc"
+        assert next(c for c in cols if c["field"] == "self_cpu_time_total")["hide"]

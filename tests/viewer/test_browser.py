@@ -128,7 +128,7 @@ def test_operators_sort_group_and_details(dash_duo, profiles, shot):
     wait_until(lambda: grid_count(dash_duo, "ops-grid") == len(view.rows("name")), what="one row per op")
     # Sorted by self CPU, descending, by default.
     first = grid_column(dash_duo, "ops-grid", "name")[0]
-    assert first == max(view.rows("name"), key=lambda r: r["self_cpu"])["name"]
+    assert first == max(view.rows("name"), key=lambda r: r["self_cpu_time_total"])["name"]
     # Click the "# of Calls" header: sorts by it (ascending, then descending on a second click).
     header = dash_duo.find_element("#ops-grid .ag-header-cell[col-id='count'] .ag-header-cell-label")
     header.click()
@@ -139,7 +139,8 @@ def test_operators_sort_group_and_details(dash_duo, profiles, shot):
                what="descending sort by calls", show=lambda: grid_column(dash_duo, "ops-grid", "count"))
     # Group by input shape: a shapes column and more rows.
     dash_duo.find_element("#ops-group input[value='shape']").click()
-    wait_until(lambda: dash_duo.find_elements("#ops-grid .ag-header-cell[col-id='shape']"), what="shape column")
+    wait_until(lambda: dash_duo.find_elements("#ops-grid .ag-header-cell[col-id='input_shapes']"),
+               what="shape column")
     wait_until(lambda: grid_count(dash_duo, "ops-grid") == len(view.rows("shape")), what="rows per shape")
     # Group by module: the nn.Module scopes of the MLP.
     dash_duo.find_element("#ops-group input[value='module']").click()

@@ -25,7 +25,8 @@ def test_phase_split_figure():
 
 
 def _row(name, self_cpu, count=1):
-    return {"name": name, "self_cpu": self_cpu, "self_cpu_pct": 10.0, "self_cuda": 0.0, "self_cuda_pct": 0.0,
+    return {"name": name, "self_cpu_time_total": self_cpu, "self_cpu_time_total_percent": 10.0,
+            "self_cuda_time_total": 0.0, "self_cuda_time_total_percent": 0.0,
             "count": count}
 
 
@@ -38,7 +39,8 @@ def test_top_ops_figure_escapes_names():
 
 
 def test_fwdbwd_figure_top_n():
-    rows = [{"name": f"op{k}", "call_site": "", "fwd_cpu": 1000.0 * k, "bwd_cpu": 500.0, "total_cpu": 1000.0 * k + 500}
+    rows = [{"name": f"op{k}", "call_site": "", "cpu_time_total": 1000.0 * k, "backward_cpu_time_total": 500.0,
+             "forward_backward_cpu_time_total": 1000.0 * k + 500}
             for k in range(30)]
     fig = figures.fwdbwd_figure(rows, top_n=5)
     assert [t.name for t in fig.data] == ["forward", "backward it caused"]
