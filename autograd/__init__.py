@@ -33,3 +33,4 @@ int32, int64, bool_ = "int32", "int64", "bool"
 
 from . import nn, optim  # noqa: E402,F401 - layers and optimizers (issue 3)
 from . import compiled_autograd  # noqa: E402,F401 - compiled backward (issue 9)
+from . import distributed  # noqa: E402,F401 - collectives across processes (issue 19)
