@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -79,6 +80,24 @@ def test_every_rank_writes_its_profile_with_its_collectives(tmp_path):
             assert e["completed_ns"] >= e["start_ns"]
             # the bucket's gradients come from backward nodes recorded in this profile
             assert e["backward_sequence_nrs"] and set(e["backward_sequence_nrs"]) <= backward_seqs
+
+
+def test_table_of_a_run_folder_summarizes_each_rank(tmp_path):
+    run_dir = tmp_path / "run"
+    res = run_cli("run", "--nproc", "2", "--schedule", "0,1,2", "--out", run_dir,
+                  _script(tmp_path, TRAIN), cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = run_cli("table", run_dir, "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+    for r in summary["ranks"]:
+        assert r["steps"] == 2 and r["communication_ns"] > 0
+        assert r["exposed_ns"] + r["hidden_ns"] >= r["communication_ns"] * 0.99
+        assert r["compute_ns"] + r["exposed_ns"] + r["idle_ns"] <= r["step_ns"] * 1.01
+    assert [s["step"] for s in summary["steps"]] == ["ProfilerStep#1", "ProfilerStep#2"]
+    text = run_cli("table", run_dir).stdout
+    assert "Ranks (mean per step, ms)" in text and "Slowest rank per step" in text
 
 
 def test_a_rank_that_raises_stops_the_job_with_a_line_naming_it(tmp_path):
