@@ -35,3 +35,4 @@ from . import compiled_autograd  # noqa: E402,F401 - compiled backward (issue 9)
 from . import cuda, utils  # noqa: E402,F401 - torch.cuda's functions, data loading (issue 14)
 from .generator import Generator  # noqa: E402
 from .serialization import load, save  # noqa: E402
+from . import distributed  # noqa: E402,F401 - collectives across processes (issue 19)

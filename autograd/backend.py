@@ -425,3 +425,21 @@ def device_properties(dev) -> dict:
         "sharedMemPerBlock": int(props.get("sharedMemPerBlock", 0)),
         "warpSize": int(props.get("warpSize", 32)),
     }
+
+
+def nccl_communicator(world_size: int, rank: int, host: str, port: int):
+    """An NCCL communicator for this process's GPU: ``cupyx.distributed.NCCLBackend``, which
+    meets the other ranks at ``host:port`` (rank 0 serves the rendezvous there).
+
+    Args:
+        world_size: number of ranks (one GPU each).
+        rank: this process's rank, ``0 <= rank < world_size``.
+        host, port: the rendezvous address (``MASTER_ADDR``/``MASTER_PORT``).
+    Returns:
+        The ``NCCLBackend`` (``all_reduce``, ``broadcast``, ``all_gather``, ``reduce_scatter``,
+        ``barrier``, each taking a ``stream=``).
+    """
+    _require_cupy("cuda")
+    from cupyx import distributed  # noqa: PLC0415 - part of the one CuPy module
+
+    return distributed.NCCLBackend(world_size, rank, host=host, port=port)

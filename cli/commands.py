@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from .errors import CLIError, check_output_path, load_profile
 
@@ -140,6 +141,10 @@ def cmd_table(args) -> int:
     if args.group_by not in GROUPS:
         raise CLIError(f"unknown group {args.group_by!r}; use one of: {', '.join(GROUPS)}")
     _check_sort(args.sort)
+    if Path(args.file).is_dir() and any(Path(args.file).glob("rank*.gtprof")):
+        from .ranks import cmd_rank_table  # noqa: PLC0415 - a run folder of ranks (--nproc)
+
+        return cmd_rank_table(args)
     data = load_profile(args.file)
     opts = dict(sort_by=args.sort, limit=args.limit, group_by=args.group_by,
                 stack_n=args.stack_n, device_rows=args.device_rows)

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, CLIError
+from .launch import add_launch_flags
 
 __all__ = ["main", "build_parser"]
 
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  gradtrace demo mlp                     train a small MLP under the profiler\n"
                "  gradtrace run train.py --epochs 1      profile your own script\n"
+               "  gradtrace run --nproc 2 train.py       two ranks through mpirun, one profile each\n"
                "  gradtrace table run.gtprof --sort cpu_time_total --limit 15\n"
                "  gradtrace export run.gtprof --chrome trace.json.gz\n"
                "  gradtrace view run.gtprof              dashboard on http://127.0.0.1:8050\n"
@@ -93,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="record by step: wait, warmup, active[, repeat[, skip_first]] "
                         "(like profiler.schedule; the script calls profiler.current().step())")
     p.add_argument("--quiet", "-q", action="store_true", help="do not print the table at the end")
+    add_launch_flags(p)       # --nproc, --hostfile, --mpirun-args (cli/launch.py)
     p.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     p.set_defaults(handler="gradtrace.cli.runscript:cmd_run")

@@ -57,12 +57,23 @@ def cmd_run(args) -> int:
         raise CLIError(f"{script}: no such file; give the path of a Python script")
     if path.is_dir():
         raise CLIError(f"{script}: is a directory; give the path of a Python script")
-    out = check_output_path(args.out) if args.out else default_out(path.stem)
-    session = Session(options_from_args(args, schedule), out)
-
     script_args = list(args.args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
+    rank_dir = getattr(args, "rank_dir", None)
+    if getattr(args, "nproc", None) is not None and rank_dir is None:
+        from .launch import run_ranks  # noqa: PLC0415
+
+        return run_ranks(args, script_args)
+    if rank_dir is not None:            # one rank of `gradtrace run --nproc N`
+        from .launch import ERROR_FILE_ENV, rank_of_this_process  # noqa: PLC0415
+
+        rank = rank_of_this_process()
+        out = Path(rank_dir) / f"rank{rank}.gtprof"
+        os.environ[ERROR_FILE_ENV] = str(Path(rank_dir) / f"rank{rank}.error")
+    else:
+        out = check_output_path(args.out) if args.out else default_out(path.stem)
+    session = Session(options_from_args(args, schedule), out)
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [script] + script_args
     script_dir = str(path.resolve().parent)
@@ -71,7 +82,7 @@ def cmd_run(args) -> int:
     else:
         sys.path.insert(0, script_dir)
 
-    status, interrupted = 0, False
+    status, interrupted, failure = 0, False, None
     try:
         session.start()
     except (ValueError, RuntimeError) as exc:
@@ -80,11 +91,14 @@ def cmd_run(args) -> int:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         status = _exit_code(exc)
+        failure = f"exited with status {status}"
     except KeyboardInterrupt:
         interrupted, status = True, EXIT_INTERRUPTED
+        failure = "interrupted"
     except BaseException as exc:  # noqa: BLE001 - the script's own error: show it, keep the profile
         _print_traceback(exc, script)
         status = 1
+        failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
     finally:
         sys.argv = saved_argv
         if saved_path0 is not None:
@@ -94,6 +108,12 @@ def cmd_run(args) -> int:
         except KeyboardInterrupt:   # a second Ctrl-C while saving: leave now
             return EXIT_INTERRUPTED
     sys.stdout.flush()
+    if rank_dir is not None:
+        if status:
+            from .launch import rank_failed  # noqa: PLC0415
+
+            rank_failed(rank_dir, rank, status, failure)
+        return status
     _report(session, paths, args, status, interrupted)
     return status
 

@@ -301,6 +301,11 @@ class Collector:
         gpus = sorted(d for d in metadata["devices"] if d.startswith("cuda"))
         if gpus:
             metadata["device_properties"] = [_device_properties(d) for d in gpus]
+        # A rank of a process group: its backend, rank and world size ("distributed_info",
+        # which the Chrome trace shows as distributedInfo) and its collectives' arguments.
+        dist = sys.modules.get("gradtrace.autograd.distributed")
+        if dist is not None:
+            metadata.update(dist.profile_metadata(self._start_ns, end_ns))
         metadata.update(extra_metadata or {})
         return ProfileData(events, memory, self._strings, metadata)
 
