@@ -736,7 +736,7 @@ def _generic(node, grads, F):
     outs = node.apply(grads, F)
     n = len(node.next_edges)
     if outs:
-        outs = _engine._validate_outputs(_TASK, node, outs)
+        outs = _engine.validate_outputs(_TASK, node, outs)
         return outs
     return [None] * n
 
@@ -1272,7 +1272,7 @@ def _eager(edges, grads, keep, why) -> None:
     _last["fallback_reason"] = why
     log.debug("running this backward eagerly: %s", why)
     task = _engine.GraphTask(keep, False, accumulate=True)
-    _engine._execute(task, edges, grads)
+    _engine.execute(task, edges, grads)
 
 
 # Keep GraphRoot importable from here for readers of the program listing.

@@ -389,10 +389,11 @@ def _gradient_edge(t):
 def apply_op(op: OpDef, inputs, attrs=None):
     """Run ``op`` on ``inputs`` (tensors or scalars) and record its node when grad is needed.
 
-    This is the hot path of the engine. Ops with one output that is not a view, run while no
-    anomaly mode, forward-AD level or inference mode is on (checked with one flag per
-    thread), take the fast path below; everything else goes through :func:`_apply_general`.
-    Both build their node with the same helpers (:func:`_new_node`, :func:`_save`).
+    This is the hot path of the engine: one input loop, one thread-local read, the record
+    when profiled, the check and the forward. Ops with one output that is not a view, run
+    while no anomaly mode, forward-AD level or inference mode is on (one flag per thread),
+    finish here; the rest finish in :func:`_finish_general`. Both build their node with the
+    same two helpers, :func:`_new_node` and :func:`_save`.
 
     Args:
         op: the primitive to run.
@@ -422,12 +423,10 @@ def apply_op(op: OpDef, inputs, attrs=None):
     if dev is None:
         dev = CPU
     ops = _THREAD.ops   # this op's one thread-local read: the rest are plain slots
-    if ops.slow or not op.simple:
-        return _apply_general(op, inputs, datas, attrs, dev, mask, ops)
-    if not (ops.grad_enabled and op.differentiable):
+    if mask and not (ops.grad_enabled and op.differentiable):
         mask = 0
-    # Under the profiler the same path runs inside a FUNCTION record; the sequence number is
-    # then taken before the op runs so the record can carry the one its node will get.
+    # Under the profiler the op runs inside a FUNCTION record; the sequence number is then
+    # taken before the op runs so the record can carry the one its node will get.
     # (try/finally costs nothing on Python 3.11+ when no exception is raised.)
     seq = -1
     rec = None
@@ -436,7 +435,14 @@ def apply_op(op: OpDef, inputs, attrs=None):
             seq = ops.next_seq()
         rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, dev._name, _stream_of(dev, ops))
     try:
-        out = _forward(op, inputs, datas, attrs, dev)
+        if op.check is not None:
+            op.check(*datas, **(attrs or {}))
+        try:
+            out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _op_error(op, inputs, exc) from None
+        if ops.slow or not op.simple:
+            return _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops)
         if out.__class__ is not dev.ndarray:
             out = dev.xp.asarray(out)
         if not mask:
@@ -450,43 +456,29 @@ def apply_op(op: OpDef, inputs, attrs=None):
             _rf.end(rec)
 
 
-def _apply_general(op, inputs, datas, attrs, dev, mask, ops):
-    """apply_op for everything the fast path leaves out: several outputs, views, ops that
-    move devices, inference mode, forward AD and anomaly mode."""
-    if mask and not (ops.grad_enabled and op.differentiable):
-        mask = 0
-    rec = None
-    seq = -1
-    if _RF.on:
-        # The sequence number is taken before the op runs so the record can carry it.
-        if mask:
-            seq = ops.next_seq()
-        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, dev._name, _stream_of(dev, ops))
-    try:
-        out = _forward(op, inputs, datas, attrs, dev)
-        if op.moves_device:
-            dev = attrs["device"]
-        if op.nout != 1:
-            result = _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops)
+def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):
+    """The result of everything the common case leaves out: several outputs, views, ops
+    that move devices, inference mode, forward AD and anomaly mode."""
+    if op.moves_device:
+        dev = attrs["device"]
+    if op.nout != 1:
+        result = _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops)
+    else:
+        if out.__class__ is not dev.ndarray:
+            out = dev.xp.asarray(out)
+        view = op.view
+        if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
+            result = _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops)
+        elif not mask:
+            result = _init_tensor(_new(Tensor), out, False, None, 0,
+                                  INFERENCE_VC if ops.inference else [0], dev)
         else:
-            if out.__class__ is not dev.ndarray:
-                out = dev.xp.asarray(out)
-            view = op.view
-            if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
-                result = _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops)
-            elif not mask:
-                result = _init_tensor(_new(Tensor), out, False, None, 0,
-                                      INFERENCE_VC if ops.inference else [0], dev)
-            else:
-                node = _new_node(op, inputs, mask, seq, dev, (out,), ops)
-                result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
-                _save(op, node, inputs, datas, attrs, mask, (result,))
-        if ops.fw_level:
-            _forward_grad(op, inputs, attrs, result, _THREAD)
-        return result
-    finally:
-        if rec is not None:
-            _rf.end(rec)
+            node = _new_node(op, inputs, mask, seq, dev, (out,), ops)
+            result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
+            _save(op, node, inputs, datas, attrs, mask, (result,))
+    if ops.fw_level:
+        _forward_grad(op, inputs, attrs, result, _THREAD)
+    return result
 
 
 def _stream_of(dev, ops):
@@ -494,18 +486,18 @@ def _stream_of(dev, ops):
     return ops.cpu_stream if dev is CPU else backend.current_stream(dev)
 
 
-def _forward(op, inputs, datas, attrs, dev):
-    """The op's input check, then its forward; a NumPy/CuPy error names the op and inputs."""
-    if op.check is not None:
-        op.check(*datas, **(attrs or {}))
-    try:
-        return op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
-    except (ValueError, TypeError, IndexError) as exc:
-        raise _op_error(op, inputs, exc) from None
+def _new_node(op, inputs, mask, seq, dev, outs, ops):
+    """The backward node of one op call, built without ``Node.__init__`` (this is the hot
+    path): numbered (with ``seq`` when the profiler took it already), linked to the inputs
+    that need a gradient (``mask``), with one metadata entry per output.
 
-
-def _link(node, inputs, mask) -> None:
-    """Set a new node's edges to the inputs that need a gradient, and its topological_nr."""
+    ``topological_nr`` is one more than the highest of its children's; a child that gains a
+    parent here may not gain children of its own afterwards (:meth:`Node.add_next_edge`).
+    """
+    cls = op.node_cls
+    node = cls.__new__(cls)
+    node.sequence_nr = ops.next_seq() if seq < 0 else seq
+    node.thread_id = ops.thread_id
     edges = []
     topo = 0
     bit = 1
@@ -527,19 +519,12 @@ def _link(node, inputs, mask) -> None:
     node.next_edges = tuple(edges)
     node.topological_nr = topo
     node._has_parent = False
-
-
-def _new_node(op, inputs, mask, seq, dev, outs, ops):
-    """The backward node of one op call, built without ``Node.__init__`` (this is the hot
-    path): numbered (``seq``, when the profiler took it already), linked to the inputs that
-    need a gradient, with one metadata entry per output."""
-    cls = op.node_cls
-    node = cls.__new__(cls)
-    node.sequence_nr = ops.next_seq() if seq < 0 else seq
-    node.thread_id = ops.thread_id
-    _link(node, inputs, mask)
-    stream = _stream_of(dev, ops)
-    node.input_metadata = tuple([(o.shape, o.dtype, dev, stream) for o in outs])
+    stream = ops.cpu_stream if dev is CPU else backend.current_stream(dev)
+    if len(outs) == 1:
+        out = outs[0]
+        node.input_metadata = ((out.shape, out.dtype, dev, stream),)
+    else:
+        node.input_metadata = tuple([(o.shape, o.dtype, dev, stream) for o in outs])
     node._extra = None
     if ops.anomaly:
         _record_anomaly_trace(node, _THREAD)
