@@ -87,7 +87,7 @@ class GraphTask:
         self.ops = _THREAD.ops                # the flags of the thread that runs the task
 
 
-def _make_root_edges(tensors, grad_tensors, create_graph):
+def make_root_edges(tensors, grad_tensors, create_graph):
     """Validate roots and their gradients; returns (edges, grads)."""
     edges, grads = [], []
     for i, t in enumerate(tensors):
@@ -126,7 +126,7 @@ def _start_task(roots, root_grads, retain_graph, create_graph, accumulate):
         if len(root_grads) != len(roots):
             raise RuntimeError(f"got {len(root_grads)} gradients for {len(roots)} outputs")
     keep = create_graph if retain_graph is None else bool(retain_graph)
-    edges, grads = _make_root_edges(roots, root_grads, create_graph)
+    edges, grads = make_root_edges(roots, root_grads, create_graph)
     return edges, grads, GraphTask(keep, create_graph, accumulate)
 
 
@@ -517,7 +517,7 @@ def _wrap(g, meta_dev):
     return Tensor._make(g, False, None, 0, [0], meta_dev)
 
 
-def _tensor_pre_hooks(task, node, grads):
+def call_tensor_pre_hooks(task, node, grads):
     """Hooks on the gradients flowing into a node: tensor hooks (``Tensor.register_hook``;
     a leaf's are kept on the tensor), then retain_grad, in PyTorch's order."""
     grads = list(grads)
@@ -568,7 +568,7 @@ def call_function(task, node, grads):
     """
     ex = node._extra
     if ex is not None and ex.pre_hooks:
-        grads = _node_pre_hooks(task, node, grads)
+        grads = call_pre_hooks(task, node, grads)
     ops = task.ops
     # The flags are read per node: a hook may turn the profiler or anomaly mode on.
     if _RF.on or ops.anomaly or (ex is not None and ex.post_hooks):
@@ -604,7 +604,7 @@ def _call_instrumented(task, node, grads, ops):
                 from .anomaly_mode import check_nan  # noqa: PLC0415
                 check_nan(node, outputs, _xp_of)
         if ex is not None and ex.post_hooks:
-            outputs = _post_hooks(task, node, outputs, grads)
+            outputs = call_post_hooks(task, node, outputs, grads)
     except BaseException as exc:
         if anomaly:
             from .anomaly_mode import annotate  # noqa: PLC0415
@@ -637,7 +637,7 @@ def apply_node(task, node, grads, ops):
         return node.apply(grads, F)
 
 
-def _node_pre_hooks(task, node, grads):
+def call_pre_hooks(task, node, grads):
     metas = node.input_metadata
     wrapped = tuple(_wrap(g, metas[i][2]) for i, g in enumerate(grads))
     for fn in tuple(node._extra.pre_hooks.values()):
@@ -645,7 +645,7 @@ def _node_pre_hooks(task, node, grads):
     return [w if task.create_graph or w is None else w.data for w in wrapped]
 
 
-def _post_hooks(task, node, outputs, grads):
+def call_post_hooks(task, node, outputs, grads):
     metas = [e[0].input_metadata[e[1]][2] if e is not None else None for e in node.next_edges]
     grad_inputs = tuple(_wrap(g, metas[i]) for i, g in enumerate(outputs))
     grad_outputs = tuple(_wrap(g, node.input_metadata[i][2]) for i, g in enumerate(grads))
@@ -777,4 +777,4 @@ def _accumulate_into_tensor(t, g, create_graph):
 
 #: How the engine calls nodes: ``(tensor_pre_hooks, call_function)``. Compiled autograd runs
 #: the same loop with a recorder's pair in their place (see :func:`execute`).
-EAGER = (_tensor_pre_hooks, call_function)
+EAGER = (call_tensor_pre_hooks, call_function)
