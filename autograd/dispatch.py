@@ -571,11 +571,19 @@ def _gradient_edge(t):
 def apply_op(op: OpDef, inputs, attrs=None):
     """Run ``op`` on ``inputs`` (tensors or scalars) and record its node when grad is needed.
 
-    This is the hot path of the engine. Ops with one output that is not a view, run while no
-    anomaly mode, forward-AD level or inference mode is on (checked with one flag per
-    thread), take the fast path below, with the node built inline, profiled or not (one
-    process-wide flag decides whether it runs inside a record); everything else goes through
-    :func:`_apply_general`.
+    This is the hot path of the engine: one input loop, one thread-local read, the record
+    when profiled, the check and the forward. Ops with one output that is not a view, run
+    while no anomaly mode, forward-AD level or inference mode is on (one flag per thread),
+    finish here; the rest finish in :func:`_finish_general`. Both build their node with the
+    same two helpers, :func:`_new_node` and :func:`_save`.
+
+    Args:
+        op: the primitive to run.
+        inputs: its inputs, tensors or Python scalars, in the order its ``fwd`` takes them.
+        attrs: keyword attributes of the op (``{"dim": 1}``), or None.
+
+    Returns:
+        The result tensor (a tuple of tensors for an op with several outputs).
     """
     dev = None
     mask = 0
@@ -597,98 +605,17 @@ def apply_op(op: OpDef, inputs, attrs=None):
     if dev is None:
         dev = CPU
     ops = _THREAD.ops   # this op's one thread-local read: the rest are plain slots
-    if ops.slow or not op.simple:
-        return _apply_general(op, inputs, datas, attrs, dev, mask, ops)
-    # Under the profiler the same path runs inside a FUNCTION record; the sequence number is
-    # then taken before the op runs so the record can carry the one its node will get.
+    if mask and not (ops.grad_enabled and op.differentiable):
+        mask = 0
+    # Under the profiler the op runs inside a FUNCTION record; the sequence number is then
+    # taken before the op runs so the record can carry the one its node will get.
     # (try/finally costs nothing on Python 3.11+ when no exception is raised.)
     seq = -1
     rec = None
     if _RF.on:
-        if mask and ops.grad_enabled and op.differentiable:
-            seq = ops.next_seq()
-        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, dev._name,
-                        ops.cpu_stream if dev is CPU else backend.current_stream(dev))
-    try:
-        if op.check is not None:
-            op.check(*datas, **(attrs or {}))
-        try:
-            out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
-        except (ValueError, TypeError, IndexError) as exc:
-            raise _op_error(op, inputs, exc) from None
-        if out.__class__ is not dev.ndarray:
-            out = dev.xp.asarray(out)
-        if not (mask and ops.grad_enabled and op.differentiable):
-            return _init_tensor(_new(Tensor), out, False, None, 0, [0], dev)
-        # The node, built without Node.__init__: what _new_node, _link and _save do, inlined
-        # for one output (no anomaly trace to take here, since ``ops.slow`` is False).
-        cls = op.node_cls
-        node = cls.__new__(cls)
-        node.sequence_nr = ops.next_seq() if seq < 0 else seq
-        node.thread_id = ops.thread_id
-        edges = []
-        topo = 0
-        bit = 1
-        for x in inputs:
-            if mask & bit:
-                fn = x.grad_fn
-                if fn is not None:
-                    edge = (fn, x._output_nr)
-                else:
-                    edge = _gradient_edge(x)
-                    fn = edge[0]
-                fn._has_parent = True
-                if fn.topological_nr >= topo:
-                    topo = fn.topological_nr + 1
-                edges.append(edge)
-            else:
-                edges.append(None)
-            bit <<= 1
-        node.next_edges = tuple(edges)
-        node.topological_nr = topo
-        node._has_parent = False
-        node.input_metadata = ((out.shape, out.dtype, dev,
-                                ops.cpu_stream if dev is CPU else backend.current_stream(dev)),)
-        node._extra = None
-        result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
-        save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
-        saved = [None] * (len(inputs) + 1)
-        tensors = save_out
-        if save_out:
-            saved[0] = SavedVariable(result, is_output=True)
-        for i in full:
-            x = inputs[i]
-            if isinstance(x, Tensor):
-                saved[i + 1] = SavedVariable(x)
-                tensors = True
-            else:
-                saved[i + 1] = x
-        if meta:
-            for i in meta:
-                d = datas[i]
-                saved[i + 1] = Meta(d) if hasattr(d, "shape") else d
-        node._saved = saved
-        node._attrs = attrs
-        node._saves_tensors = tensors
-        return result
-    finally:
-        if rec is not None:
-            _rf.end(rec)
-
-
-def _apply_general(op, inputs, datas, attrs, dev, mask, ops):
-    """apply_op for everything the fast path leaves out: several outputs, views, ops that
-    move devices, inference mode, forward AD and anomaly mode."""
-    if mask and not (ops.grad_enabled and op.differentiable):
-        mask = 0
-    rec = None
-    seq = -1
-    if _RF.on:
-        # The sequence number is taken before the op runs so the record can carry it.
         if mask:
             seq = ops.next_seq()
-        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, dev._name,
-                        ops.cpu_stream if dev is CPU else backend.current_stream(dev))
+        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, dev._name, _stream_of(dev, ops))
     try:
         if op.check is not None:
             op.check(*datas, **(attrs or {}))
@@ -696,33 +623,63 @@ def _apply_general(op, inputs, datas, attrs, dev, mask, ops):
             out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
         except (ValueError, TypeError, IndexError) as exc:
             raise _op_error(op, inputs, exc) from None
-        if op.moves_device:
-            dev = attrs["device"]
-        if op.nout != 1:
-            result = _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out)
-        else:
-            if out.__class__ is not dev.ndarray:
-                out = dev.xp.asarray(out)
-            view = op.view
-            if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
-                result = _finish_view(op, inputs, datas, attrs, dev, mask, seq, out)
-            elif not mask:
-                result = _init_tensor(_new(Tensor), out, False, None, 0,
-                                      INFERENCE_VC if ops.inference else [0], dev)
-            else:
-                node = _new_node(op, inputs, mask, seq, dev, (out,))
-                result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
-                _save(op, node, inputs, datas, attrs, mask, (result,))
-        if ops.fw_level:
-            _forward_grad(op, inputs, attrs, result, _THREAD)
+        if ops.slow or not op.simple:
+            return _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops)
+        if out.__class__ is not dev.ndarray:
+            out = dev.xp.asarray(out)
+        if not mask:
+            return _init_tensor(_new(Tensor), out, False, None, 0, [0], dev)
+        node = _new_node(op, inputs, mask, seq, dev, (out,), ops)
+        result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
+        _save(op, node, inputs, datas, attrs, mask, (result,))
         return result
     finally:
         if rec is not None:
             _rf.end(rec)
 
 
-def _link(node, inputs, mask) -> None:
-    """Set a new node's edges to the inputs that need a gradient, and its topological_nr."""
+def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):
+    """The result of everything the common case leaves out: several outputs, views, ops
+    that move devices, inference mode, forward AD and anomaly mode."""
+    if op.moves_device:
+        dev = attrs["device"]
+    if op.nout != 1:
+        result = _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops)
+    else:
+        if out.__class__ is not dev.ndarray:
+            out = dev.xp.asarray(out)
+        view = op.view
+        if view and (view is True or view(**attrs)) and isinstance(inputs[0], Tensor):
+            result = _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops)
+        elif not mask:
+            result = _init_tensor(_new(Tensor), out, False, None, 0,
+                                  INFERENCE_VC if ops.inference else [0], dev)
+        else:
+            node = _new_node(op, inputs, mask, seq, dev, (out,), ops)
+            result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
+            _save(op, node, inputs, datas, attrs, mask, (result,))
+    if ops.fw_level:
+        _forward_grad(op, inputs, attrs, result, _THREAD)
+    return result
+
+
+def _stream_of(dev, ops):
+    """The stream an op on ``dev`` runs on now (this thread's CPU stream on the CPU)."""
+    return ops.cpu_stream if dev is CPU else backend.current_stream(dev)
+
+
+def _new_node(op, inputs, mask, seq, dev, outs, ops):
+    """The backward node of one op call, built without ``Node.__init__`` (this is the hot
+    path): numbered (with ``seq`` when the profiler took it already), linked to the inputs
+    that need a gradient (``mask``), with one metadata entry per output.
+
+    ``topological_nr`` is one more than the highest of its children's; a child that gains a
+    parent here may not gain children of its own afterwards (:meth:`Node.add_next_edge`).
+    """
+    cls = op.node_cls
+    node = cls.__new__(cls)
+    node.sequence_nr = ops.next_seq() if seq < 0 else seq
+    node.thread_id = ops.thread_id
     edges = []
     topo = 0
     bit = 1
@@ -744,17 +701,12 @@ def _link(node, inputs, mask) -> None:
     node.next_edges = tuple(edges)
     node.topological_nr = topo
     node._has_parent = False
-
-
-def _new_node(op, inputs, mask, seq, dev, outs):
-    ops = _THREAD.ops
-    cls = op.node_cls
-    node = cls.__new__(cls)
-    node.sequence_nr = ops.next_seq() if seq < 0 else seq
-    node.thread_id = ops.thread_id
-    _link(node, inputs, mask)
     stream = ops.cpu_stream if dev is CPU else backend.current_stream(dev)
-    node.input_metadata = tuple((o.shape, o.dtype, dev, stream) for o in outs)
+    if len(outs) == 1:
+        out = outs[0]
+        node.input_metadata = ((out.shape, out.dtype, dev, stream),)
+    else:
+        node.input_metadata = tuple([(o.shape, o.dtype, dev, stream) for o in outs])
     node._extra = None
     if ops.anomaly:
         _record_anomaly_trace(node, _THREAD)
@@ -775,10 +727,10 @@ def _forward_grad(op, inputs, attrs, result, state) -> None:
     propagate(op, inputs, attrs, result, state)
 
 
-def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out):
+def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops):
     """A view shares its base's version counter, so in-place writes to either are detected."""
     base = inputs[0]
-    node = _new_node(op, inputs, mask, seq, dev, (out,)) if mask else None
+    node = _new_node(op, inputs, mask, seq, dev, (out,), ops) if mask else None
     result = Tensor._make(out, bool(mask), node, 0, base._vc, dev)
     result._base = base._base if base._base is not None else base
     if mask:
@@ -786,12 +738,12 @@ def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out):
     return result
 
 
-def _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out):
+def _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops):
     make = Tensor._make
     outs = tuple(o if o.__class__ is dev.ndarray else dev.xp.asarray(o) for o in out)
     if not mask:
         return tuple(make(o, False, None, 0, [0], dev) for o in outs)
-    node = _new_node(op, inputs, mask, seq, dev, outs)
+    node = _new_node(op, inputs, mask, seq, dev, outs, ops)
     # Integer and boolean outputs (indices) carry no gradient.
     results = tuple(make(o, o.dtype.kind in "fc", node if o.dtype.kind in "fc" else None, i, [0], dev)
                     for i, o in enumerate(outs))
@@ -800,22 +752,30 @@ def _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out):
 
 
 def _save(op, node, inputs, datas, attrs, mask, results):
+    """What the node's backward rules read (:meth:`OpDef.save_plan`): the output, the
+    inputs needing a gradient whose values a rule uses, and Meta for those it only sizes."""
     save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
     saved = [None] * (len(inputs) + 1)
+    tensors = False
     if save_out:
         if len(results) == 1:
             saved[0] = SavedVariable(results[0], is_output=True)
+            tensors = True
         else:
             saved[0] = tuple(r.data for r in results)
     for i in full:
         x = inputs[i]
-        saved[i + 1] = SavedVariable(x) if isinstance(x, Tensor) else x
+        if isinstance(x, Tensor):
+            saved[i + 1] = SavedVariable(x)
+            tensors = True
+        else:
+            saved[i + 1] = x
     for i in meta:
         d = datas[i]
         saved[i + 1] = Meta(d) if hasattr(d, "shape") else d
     node._saved = saved
     node._attrs = attrs
-    node._saves_tensors = any(s.__class__ is SavedVariable for s in saved)
+    node._saves_tensors = tensors
 
 
 # --------------------------------------------------------------------------- in-place ops

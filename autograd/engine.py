@@ -1,10 +1,17 @@
 """The backward engine: a graph task with dependency counts, input buffers and a ready queue.
 
 ``backward`` and ``grad`` build a :class:`GraphTask` from the roots, count for every reachable
-node how many edges point at it, and run nodes from a heap keyed by ``-sequence_nr``: among the
-nodes whose inputs are complete, the one created last runs first, and AccumulateGrad (the
-highest sequence_nr) before everything else. Everything is iterative, so a graph 100,000 nodes
-deep needs no recursion.
+node how many edges point at it (:func:`_compute_dependencies`; with inputs asked for, only
+nodes that lead to one, pruned by ``topological_nr``), and run nodes from a
+:class:`ReadyQueue` keyed by ``-sequence_nr``: among the nodes whose inputs are complete, the
+one created last runs first, and AccumulateGrad (the highest sequence_nr) before everything
+else. Everything is iterative, so a graph 100,000 nodes deep needs no recursion.
+
+The loop (:func:`_run`) reads like PyTorch's evaluate_function: tensor pre-hooks on the
+incoming gradients, then :func:`call_function` (node pre-hooks, the node, its outputs
+validated and conformed, post-hooks), then per next edge the dependency count, the input
+buffer and the ready queue. How a node is called is one parameter (:data:`EAGER`): compiled
+autograd runs this same loop with a recorder in its place.
 
 A normal backward flows raw arrays between nodes and computes with ``ArrayF``; with
 ``create_graph=True`` it flows tensors and computes with ``TensorF``, so the gradients have
@@ -60,20 +67,27 @@ class GraphTask:
     """One call of backward/grad: what to run, what to keep, and where results go."""
 
     __slots__ = ("keep_graph", "create_graph", "dependencies", "needed", "captures",
-                 "accumulate", "accumulate_into", "keep_alive")
+                 "min_topo_nr", "accumulate", "accumulate_into", "buffers", "waits",
+                 "keep_alive", "ops")
 
     def __init__(self, keep_graph: bool, create_graph: bool, accumulate: bool):
         self.keep_graph = keep_graph
         self.create_graph = create_graph
         self.accumulate = accumulate          # False for autograd.grad: never touch .grad
-        self.dependencies: dict = {}
+        self.dependencies: dict = {}          # node -> edges into it not yet passed on
         self.needed = None                    # set of nodes to run, when inputs are given
         self.captures: dict = {}              # (node, input_nr) -> slot index for grad()
+        self.min_topo_nr = 0                  # nodes below it cannot lead to an input
         self.accumulate_into = None           # backward(inputs=...): leaves allowed to change
+        # Input buffers of the nodes still waiting for gradients; a node takes its finished
+        # buffer into the ready queue, so it leaves this dict when its count reaches zero.
+        self.buffers: dict = {}
+        self.waits: dict = {}                 # node -> [(stream, event, grad, slot)] to wait for
         self.keep_alive: list = []            # (consuming stream, gradients) across streams
+        self.ops = _THREAD.ops                # the flags of the thread that runs the task
 
 
-def _make_root_edges(tensors, grad_tensors, create_graph):
+def make_root_edges(tensors, grad_tensors, create_graph):
     """Validate roots and their gradients; returns (edges, grads)."""
     edges, grads = [], []
     for i, t in enumerate(tensors):
@@ -112,7 +126,7 @@ def _start_task(roots, root_grads, retain_graph, create_graph, accumulate):
         if len(root_grads) != len(roots):
             raise RuntimeError(f"got {len(root_grads)} gradients for {len(roots)} outputs")
     keep = create_graph if retain_graph is None else bool(retain_graph)
-    edges, grads = _make_root_edges(roots, root_grads, create_graph)
+    edges, grads = make_root_edges(roots, root_grads, create_graph)
     return edges, grads, GraphTask(keep, create_graph, accumulate)
 
 
@@ -138,7 +152,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             raise RuntimeError("backward: inputs= was given but is empty")
         _set_inputs(task, inputs, "backward")
         task.accumulate_into = {id(t) for t in inputs}
-    results = _execute(task, edges, grads)
+    results = execute(task, edges, grads)
     # Non-leaf tensors named in inputs= get their gradient like retain_grad() would.
     if inputs is not None:
         for t, g in zip(inputs, results):
@@ -157,7 +171,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     edges, grads, task = _start_task(outputs, grad_outputs, retain_graph, create_graph,
                                      accumulate=False)
     _set_inputs(task, inputs, "grad")
-    results = _execute(task, edges, grads)
+    results = execute(task, edges, grads)
     out = []
     for i, (t, g) in enumerate(zip(inputs, results)):
         if g is None:
@@ -188,20 +202,30 @@ def _set_inputs(task, inputs, what):
                 f"{what}: input {i} (shape {list(t.shape)}) does not require grad")
         task.captures.setdefault(_gradient_edge(t), []).append(i)
     task.needed = set()
+    task.min_topo_nr = min(node.topological_nr for node, _ in task.captures)
 
 
-def _compute_dependencies(task, root) -> None:
+def _compute_dependencies(task, root) -> list:
     """Count incoming edges per reachable node; with inputs, keep only nodes that lead to one.
 
-    ``root`` is the task's own GraphRoot, which no edge points at.
+    ``root`` is the task's own GraphRoot, which no edge points at. When only some inputs are
+    asked for (``grad``, ``backward(inputs=)``), a node whose ``topological_nr`` is below the
+    smallest input node's cannot lead to any of them (every path down from it is shorter), so
+    its children are not walked at all: PyTorch prunes with ``min_topo_nr`` the same way.
+
+    Returns:
+        The nodes walked, each once (a pruned node is among them, its children are not).
     """
     deps = task.dependencies
+    min_topo = task.min_topo_nr
     # Every node reached through an edge gets a count, so the counts double as the "seen"
     # set: a child is new exactly when it has none yet. New nodes are appended to the list
     # being walked, so it ends holding every reachable node once.
     nodes = [root]
     append = nodes.append
     for node in nodes:
+        if node.topological_nr < min_topo:
+            continue
         for edge in node.next_edges:
             if edge is not None:
                 child = edge[0]
@@ -212,13 +236,12 @@ def _compute_dependencies(task, root) -> None:
                 else:
                     deps[child] = n + 1
     if task.needed is None:
-        return
-    order = nodes
+        return nodes
     targets = {edge[0] for edge in task.captures}
     needed = task.needed
     # A node is needed when it is a target or any child is needed: children first, so walk
     # the nodes in reverse topological order (a node before every node it points at).
-    for node in _reverse_topological(order):
+    for node in _reverse_topological(nodes):
         if node in targets or any(e is not None and e[0] in needed for e in node.next_edges):
             needed.add(node)
     # Dependencies count only edges between needed nodes.
@@ -227,6 +250,7 @@ def _compute_dependencies(task, root) -> None:
         for edge in node.next_edges:
             if edge is not None and edge[0] in needed:
                 task.dependencies[edge[0]] = task.dependencies.get(edge[0], 0) + 1
+    return nodes
 
 
 def _reverse_topological(nodes):
@@ -251,119 +275,142 @@ def _reverse_topological(nodes):
     return topo
 
 
-def _execute(task, root_edges, root_grads):
-    """Run the graph task; returns captured gradients per input slot (for grad/inputs=)."""
-    depth = _THREAD.backward_depth
-    if depth >= MAX_REENTRANT_DEPTH:
-        raise RuntimeError(
-            f"backward: maximum reentrant backward depth ({MAX_REENTRANT_DEPTH}) exceeded; "
-            "a custom Function's backward calls backward recursively without end")
+class backward_scope:
+    """One graph task's run in this thread: the reentrant depth limit, the serial lock of
+    ``set_multithreading_enabled(False)`` and, at the end, the cross-stream keep-alive list.
+    Every way of running a backward (the engine, compiled autograd's replay) runs in one."""
+
+    __slots__ = ("task", "depth", "lock")
+
+    def __init__(self, task):
+        self.task = task
+
+    def __enter__(self):
+        depth = self.depth = _THREAD.backward_depth
+        if depth >= MAX_REENTRANT_DEPTH:
+            raise RuntimeError(
+                f"backward: maximum reentrant backward depth ({MAX_REENTRANT_DEPTH}) exceeded; "
+                "a custom Function's backward calls backward recursively without end")
+        _THREAD.backward_depth = depth + 1
+        self.lock = _serial_lock if not _multithreading else None
+        if self.lock is not None:
+            self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        _THREAD.backward_depth = self.depth
+        if self.lock is not None:
+            self.lock.release()
+        if self.task.keep_alive or _keep_alive:
+            _release_keep_alive(self.task)
+        return False
+
+
+def execute(task, root_edges, root_grads, calls=None):
+    """Run a graph task from its root edges.
+
+    Args:
+        task: the GraphTask (what to keep, where results go).
+        root_edges: ``(node, input_nr)`` of each root.
+        root_grads: the gradient fed into each root edge.
+        calls: how nodes are called, ``(tensor_pre_hooks, call_function)`` (default
+            :data:`EAGER`); compiled autograd passes a recorder's and so captures its program
+            along the engine's own schedule.
+
+    Returns:
+        The gradients captured for ``grad()``/``inputs=``, one per input slot.
+    """
     root = GraphRoot(root_edges, root_grads)
-    _compute_dependencies(task, root)
-    n_slots = sum(len(v) for v in task.captures.values())
-    results = [None] * n_slots
-    _THREAD.backward_depth = depth + 1
-    lock = _serial_lock if not _multithreading else None
-    if lock is not None:
-        lock.acquire()
-    try:
+    with backward_scope(task):
+        _compute_dependencies(task, root)
+        results = [None] * sum(len(v) for v in task.captures.values())
         if task.create_graph:
             with enable_grad():
-                _run(task, root, results)
+                _run(task, root, results, calls or EAGER)
         else:
-            _run(task, root, results)
-    finally:
-        _THREAD.backward_depth = depth
-        if lock is not None:
-            lock.release()
-        if task.keep_alive or _keep_alive:
-            _release_keep_alive(task)
+            _run(task, root, results, calls or EAGER)
     return results
 
 
-def _run(task, root, results):
-    deps = task.dependencies
-    needed = task.needed
+class ReadyQueue:
+    """Nodes whose gradients are complete, with their input buffers: the one created last
+    (highest sequence_nr) comes out first, so AccumulateGrad comes before everything else.
+
+    When a node makes exactly one node ready while the heap is empty (a chain), that node is
+    certainly the next to run: it is held in ``solo`` and skips the heap. (The engine's loop
+    reads ``solo`` itself before calling :meth:`pop`: a chain then costs no call at all.)
+    """
+
+    __slots__ = ("heap", "solo", "tiebreak")
+
+    def __init__(self, node, grads):
+        self.heap: list = []
+        self.solo = (node, grads)
+        self.tiebreak = itertools.count().__next__
+
+    def push(self, node, buf) -> None:
+        solo = self.solo
+        if solo is None and not self.heap:
+            self.solo = (node, buf)
+            return
+        if solo is not None:   # a second one: both go through the heap
+            heapq.heappush(self.heap, (-solo[0].sequence_nr, self.tiebreak(), solo[0], solo[1]))
+            self.solo = None
+        heapq.heappush(self.heap, (-node.sequence_nr, self.tiebreak(), node, buf))
+
+    def pop(self):
+        """The next ``(node, grads)`` to run, or None when the graph task is done."""
+        solo = self.solo
+        if solo is not None:
+            self.solo = None
+            return solo
+        if self.heap:
+            return heapq.heappop(self.heap)[2:]
+        return None
+
+
+def _run(task, root, results, calls):
+    """The engine's loop, as PyTorch's evaluate_function: take the next ready node, run the
+    hooks on its incoming gradients, call it, then per next edge: one dependency fewer, the
+    gradient into the input buffer (summed with what is there), and the next node into the
+    ready queue once complete. (The edge loop stays in this function: a call per node costs
+    as much as the loop itself on a chain of small ops.)"""
+    tensor_pre_hooks, call_function = calls
     captures = task.captures
     keep = task.keep_graph
-    create_graph = task.create_graph
-    ops = _THREAD.ops   # this thread's flags: read per node (a hook may change them), cheaply
-    # Input buffers of the nodes still waiting for gradients. A node enters the ready queue
-    # with its finished buffer, so the buffer leaves this dict when its count reaches zero.
-    buffers: dict = {}
-    tiebreak = itertools.count().__next__
-    # The ready queue is a heap of (-sequence_nr, tiebreak, node, buffer). When a node makes
-    # exactly one node ready while the heap is empty (a chain), that node is certainly the
-    # next to run: it is held in ``solo`` and skips the heap.
-    ready: list = []
-    solo = (root, ())
-    pop, push = heapq.heappop, heapq.heappush
-    waits: dict = {}     # node -> [(event, grad)]: what its stream must wait for first
-    F_dev = F = None     # the array namespace of the last node's device (usually the same)
+    deps = task.dependencies
+    needed = task.needed
+    buffers = task.buffers
+    ready = ReadyQueue(root, ())
     while True:
-        if solo is not None:
-            node, grads = solo
-            solo = None
-        elif ready:
-            _, _, node, grads = pop(ready)
+        item = ready.solo
+        if item is not None:
+            ready.solo = None
         else:
-            break
-        cls = node.__class__
-        if waits:
-            pending = waits.pop(node, None)
+            item = ready.pop()
+            if item is None:
+                break
+        node, grads = item
+        if task.waits:
+            pending = task.waits.pop(node, None)
             if pending is not None:
                 _wait_for_producers(task, node, pending)
-        extra = node._extra
-        if extra is not None or (cls is AccumulateGrad and node.variable._extra):
-            grads = _tensor_pre_hooks(task, node, grads)
+        if node._extra is not None or (node.__class__ is AccumulateGrad and node.variable._extra):
+            grads = tensor_pre_hooks(task, node, grads)
         if captures and not _capture(task, node, grads, results):
             continue   # a grad() target: its gradient is the result, the node does not run
+        outputs = call_function(task, node, grads)
+        if not keep:
+            node.release_variables()
         meta = node.input_metadata
-        node_stream = meta[0][3] if meta else None
-        # Fast path: a plain node (no hooks) on this thread's CPU stream, with no anomaly
-        # mode, is called directly, inside its BACKWARD_FUNCTION record when profiled (the
-        # flag is read per node: a hook may turn the profiler on mid-backward); its outputs
-        # are checked in the loop below. Everything else goes through _call, which validates
-        # its outputs itself. (GraphRoot has no input metadata, so no stream: it always goes
-        # through _call.)
-        if (node_stream is ops.cpu_stream and extra is None and cls is not AccumulateGrad
-                and not ops.anomaly):
-            dev = meta[0][2]
-            if dev is not F_dev:
-                F_dev = dev
-                F = TensorF if create_graph else (
-                    _F_BY_XP.get(dev.xp) or _F_BY_XP.setdefault(dev.xp, ArrayF(dev.xp)))
-            if _RF.on:
-                rec = _rf.begin(_BACKWARD, node.name(), node.sequence_nr, node.thread_id, None,
-                                dev._name, node_stream)
-                try:
-                    outputs = node.apply(grads, F)
-                finally:
-                    if rec is not None:
-                        _rf.end(rec)
-            else:
-                outputs = node.apply(grads, F)
-            check = True
-        else:
-            outputs = _call(task, node, grads)
-            check = False
-        n_out = len(outputs)
-        edges = node.next_edges
-        if check and n_out and n_out != len(edges):
-            raise _wrong_count(node, outputs)
         # Gradients are produced on the stream the node's forward op ran on (the root's
         # count as produced on each consumer's stream).
-        for i, edge in enumerate(edges):
+        producer = meta[0][3] if meta else None
+        n_out = len(outputs)
+        for i, edge in enumerate(node.next_edges):
             if edge is None:
                 continue
             nxt = edge[0]
-            g = outputs[i] if i < n_out else None
-            slot = edge[1]
-            if g is not None:
-                m = nxt.input_metadata[slot]   # (shape, dtype, device, stream) it must have
-                # _validate_outputs, inlined: shapes and dtypes agree almost always.
-                if check and (g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1])):
-                    g = _conform(task, node, i, g, m[0], m[1])
             if needed is not None and nxt not in needed:
                 continue
             left = deps[nxt] - 1
@@ -375,27 +422,24 @@ def _run(task, root, results):
                 buf = [None] * len(nxt.input_metadata)
                 if left:
                     buffers[nxt] = buf
+            g = outputs[i] if i < n_out else None
             if g is not None:
-                cs = m[3]
-                ps = node_stream if node_stream is not None else cs
-                prev = buf[slot]
-                if ps is cs:
+                slot = edge[1]
+                consumer = nxt.input_metadata[slot][3]
+                ps = producer if producer is not None else consumer
+                if ps is consumer or ps == consumer:
+                    prev = buf[slot]
                     buf[slot] = g if prev is None else prev + g
                 else:
-                    _add_across_streams(waits, nxt, buf, slot, g, ps, cs)
+                    _add_across_streams(task.waits, nxt, buf, slot, g, ps, consumer)
             if left == 0:
-                if solo is None and not ready:
-                    solo = (nxt, buf)
+                if ready.solo is None and not ready.heap:
+                    ready.solo = (nxt, buf)
                 else:
-                    if solo is not None:   # a second one: both go through the heap
-                        push(ready, (-solo[0].sequence_nr, tiebreak(), solo[0], solo[1]))
-                        solo = None
-                    push(ready, (-nxt.sequence_nr, tiebreak(), nxt, buf))
-        if not keep:
-            node.release_variables()
+                    ready.push(nxt, buf)
         # Drop this frame's references to the gradients just handed on, so AccumulateGrad
         # can tell by reference count whether it may take a gradient's buffer over.
-        outputs = g = prev = None
+        item = grads = outputs = g = prev = None
 
 
 def accumulation_stream(producer, consumer):
@@ -473,7 +517,7 @@ def _wrap(g, meta_dev):
     return Tensor._make(g, False, None, 0, [0], meta_dev)
 
 
-def _tensor_pre_hooks(task, node, grads):
+def call_tensor_pre_hooks(task, node, grads):
     """Hooks on the gradients flowing into a node: tensor hooks (``Tensor.register_hook``;
     a leaf's are kept on the tensor), then retain_grad, in PyTorch's order."""
     grads = list(grads)
@@ -509,48 +553,58 @@ def _check_hook_result(new, old, what):
     return new
 
 
-def _call(task, node, grads):
-    """Run one node with its pre/post hooks, under a BACKWARD_FUNCTION record when profiled."""
+def call_function(task, node, grads):
+    """Call one node as PyTorch's call_function does: node pre-hooks, the node itself (on
+    its forward op's stream), its outputs validated against the inputs they flow to, then
+    post-hooks; all inside the node's BACKWARD_FUNCTION record when profiled.
+
+    Args:
+        task: the graph task (``create_graph`` decides what the rules compute with).
+        node: the node to run.
+        grads: one gradient per node input (None where none arrived).
+
+    Returns:
+        One gradient per ``next_edges`` entry (empty for AccumulateGrad).
+    """
     ex = node._extra
     if ex is not None and ex.pre_hooks:
-        grads = _node_pre_hooks(task, node, grads)
+        grads = call_pre_hooks(task, node, grads)
+    ops = task.ops
+    # The flags are read per node: a hook may turn the profiler or anomaly mode on.
+    if _RF.on or ops.anomaly or (ex is not None and ex.post_hooks):
+        return _call_instrumented(task, node, grads, ops)
+    meta = node.input_metadata
+    if meta and meta[0][3] is ops.cpu_stream and node.__class__ is not AccumulateGrad:
+        # The common case, inlined: a table op's node on this thread's CPU stream.
+        xp = meta[0][2].xp
+        outputs = node.apply(grads, TensorF if task.create_graph else (
+            _F_BY_XP.get(xp) or _F_BY_XP.setdefault(xp, ArrayF(xp))))
+    else:
+        outputs = apply_node(task, node, grads, ops)
+    return validate_outputs(task, node, outputs) if outputs else outputs
+
+
+def _call_instrumented(task, node, grads, ops):
+    """call_function's second half when profiled, in anomaly mode or with post-hooks: the
+    node inside its BACKWARD_FUNCTION record, NaN checks and forward-stack notes on errors."""
+    ex = node._extra
     rec = None
     if _RF.on and node.__class__ is not GraphRoot:
         meta = node.input_metadata
         rec = _rf.begin(_BACKWARD, node.name(), node.sequence_nr, node.thread_id, None,
                         meta[0][2]._name if meta else "cpu", meta[0][3] if meta else None)
-    ops = _THREAD.ops
     anomaly = ops.anomaly
     if anomaly:
         parent, _THREAD.current_node = _THREAD.current_node, node
     try:
-        if node.__class__ is AccumulateGrad:
-            _accumulate_grad(task, node, grads[0])
-            outputs = ()
-        elif node.__class__ is GraphRoot:
-            outputs = node.apply(grads, None)
-        else:
-            meta = node.input_metadata
-            if task.create_graph:
-                F = TensorF
-            else:
-                xp = meta[0][2].xp
-                F = _F_BY_XP.get(xp) or _F_BY_XP.setdefault(xp, ArrayF(xp))
-            # A node runs on the stream its forward op used (usually the current one already).
-            stream = meta[0][3]
-            if stream is ops.cpu_stream or (
-                    stream.device.type == "cuda" and stream == current_stream(stream.device)):
-                outputs = node.apply(grads, F)
-            else:
-                with stream:
-                    outputs = node.apply(grads, F)
+        outputs = apply_node(task, node, grads, ops)
         if outputs:
-            outputs = _validate_outputs(task, node, outputs)
+            outputs = validate_outputs(task, node, outputs)
             if anomaly and _THREAD.anomaly_check_nan:
                 from .anomaly_mode import check_nan  # noqa: PLC0415
                 check_nan(node, outputs, _xp_of)
         if ex is not None and ex.post_hooks:
-            outputs = _post_hooks(task, node, outputs, grads)
+            outputs = call_post_hooks(task, node, outputs, grads)
     except BaseException as exc:
         if anomaly:
             from .anomaly_mode import annotate  # noqa: PLC0415
@@ -564,7 +618,26 @@ def _call(task, node, grads):
     return outputs
 
 
-def _node_pre_hooks(task, node, grads):
+def apply_node(task, node, grads, ops):
+    """The node's own work: AccumulateGrad accumulates, GraphRoot hands out the root
+    gradients, any other node applies its rules with ``F`` on its forward op's stream."""
+    cls = node.__class__
+    if cls is AccumulateGrad:
+        accumulate_grad(task, node, grads[0])
+        return ()
+    if cls is GraphRoot:
+        return node.apply(grads, None)
+    meta = node.input_metadata[0]
+    F = TensorF if task.create_graph else ArrayF(meta[2].xp)
+    # A node runs on the stream its forward op used (usually the current one already).
+    stream = meta[3]
+    if stream is ops.cpu_stream or stream.device.type == "cuda" and stream == current_stream(stream.device):
+        return node.apply(grads, F)
+    with stream:
+        return node.apply(grads, F)
+
+
+def call_pre_hooks(task, node, grads):
     metas = node.input_metadata
     wrapped = tuple(_wrap(g, metas[i][2]) for i, g in enumerate(grads))
     for fn in tuple(node._extra.pre_hooks.values()):
@@ -572,7 +645,7 @@ def _node_pre_hooks(task, node, grads):
     return [w if task.create_graph or w is None else w.data for w in wrapped]
 
 
-def _post_hooks(task, node, outputs, grads):
+def call_post_hooks(task, node, outputs, grads):
     metas = [e[0].input_metadata[e[1]][2] if e is not None else None for e in node.next_edges]
     grad_inputs = tuple(_wrap(g, metas[i]) for i, g in enumerate(outputs))
     grad_outputs = tuple(_wrap(g, node.input_metadata[i][2]) for i, g in enumerate(grads))
@@ -594,20 +667,25 @@ def _hook_result(new, current, what):
                  for n, o in zip(new, current))
 
 
-def _validate_outputs(task, node, outputs):
-    """Check each gradient against the input it flows to; sum broadcast gradients down."""
+def validate_outputs(task, node, outputs):
+    """Check each gradient against the input it flows to: a wrong count raises, a broadcast
+    gradient is summed down and a dtype cast (:func:`conform`)."""
     edges = node.next_edges
     if len(outputs) != len(edges):
         raise _wrong_count(node, outputs)
-    out = list(outputs)
-    for i, g in enumerate(out):
-        edge = edges[i]
-        if g is None or edge is None:
+    for i, g in enumerate(outputs):
+        if g is None:
             continue
-        shape, dtype = edge[0].input_metadata[edge[1]][:2]
-        if g.shape != shape or g.dtype != dtype:
-            out[i] = _conform(task, node, i, g, shape, dtype)
-    return out
+        edge = edges[i]
+        if edge is None:
+            continue
+        m = edge[0].input_metadata[edge[1]]   # (shape, dtype, device, stream) it must have
+        # Shapes and dtypes agree almost always; the identity test answers most dtypes.
+        if g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1]):
+            if outputs.__class__ is not list:
+                outputs = list(outputs)
+            outputs[i] = conform(task, node, i, g, m[0], m[1])
+    return outputs
 
 
 def _wrong_count(node, outputs) -> RuntimeError:
@@ -615,7 +693,7 @@ def _wrong_count(node, outputs) -> RuntimeError:
                         f"(expected {len(node.next_edges)}, got {len(outputs)})")
 
 
-def _conform(task, node, i, g, shape, dtype):
+def conform(task, node, i, g, shape, dtype):
     """Output ``i`` of ``node`` as its input needs it: a broadcast gradient summed down to
     ``shape``, then cast to ``dtype``; a shape that cannot broadcast raises."""
     gshape = g.shape
@@ -646,7 +724,7 @@ def _expandable(shape, target) -> bool:
     return True
 
 
-def _accumulate_grad(task, node, g):
+def accumulate_grad(task, node, g):
     """AccumulateGrad: add ``g`` into the leaf's ``.grad`` and run its post-accumulate hooks."""
     if g is None or not task.accumulate:
         return
@@ -661,7 +739,7 @@ def _accumulate_grad(task, node, g):
 
 
 # References to a gradient array that nobody else holds, when _accumulate_into_tensor asks:
-# the input-buffer list and the parameters of _accumulate_grad and _accumulate_into_tensor.
+# the input-buffer list and the parameters of accumulate_grad and _accumulate_into_tensor.
 _UNSHARED_REFCOUNT = 3
 
 
@@ -696,3 +774,7 @@ def _accumulate_into_tensor(t, g, create_graph):
             with no_grad():
                 t.grad = Tensor._make(old.data + data, False, None, 0, [0], t._device)
 
+
+#: How the engine calls nodes: ``(tensor_pre_hooks, call_function)``. Compiled autograd runs
+#: the same loop with a recorder's pair in their place (see :func:`execute`).
+EAGER = (call_tensor_pre_hooks, call_function)

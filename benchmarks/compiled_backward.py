@@ -160,10 +160,10 @@ def _key_check_time(forward, repeats):
     times = []
     for _ in range(repeats):
         loss = forward()
-        edges, _ = autograd.engine._make_root_edges([loss], None, False)
+        edges, _ = autograd.engine.make_root_edges([loss], None, False)
         t0 = time.perf_counter()
-        nodes, key = compiled_autograd._walk(edges)
-        prog, _ = compiled_autograd._lookup(nodes, key)
+        nodes, key = compiled_autograd.build_key(edges)
+        prog, _ = compiled_autograd.lookup(nodes, key)
         times.append(time.perf_counter() - t0)
         assert prog is not None, "the key of a graph seen before must hit the cache"
     return statistics.median(times)

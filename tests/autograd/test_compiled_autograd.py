@@ -9,7 +9,7 @@ import gradtrace.autograd as ag
 from gradtrace.autograd import compiled_autograd as ca
 from gradtrace.autograd import nn
 from gradtrace.autograd import record_function as rf
-from gradtrace.autograd.compiled_autograd import Step
+from gradtrace.autograd.compiled_autograd import Step, StepKind
 
 
 @pytest.fixture(autouse=True)
@@ -431,43 +431,7 @@ def test_profiled_program_matches_unprofiled_gradients():
 
 
 def _kinds(steps):
-    return [(s.kind, s.node) for s in steps]
-
-
-def test_pass_accumulate_grad_as_soon_as_ready():
-    steps = [Step("root", -1, (), (0,)), Step("call", 0, (0,), (1, 2)),
-             Step("call", 1, (2,), (3,)), Step("accumulate_grad", 2, (1,)),
-             Step("accumulate_grad", 3, (3,))]
-    out = ca.reorder_accumulate_grad(steps)
-    assert _kinds(out) == [("root", -1), ("call", 0), ("accumulate_grad", 2), ("call", 1),
-                           ("accumulate_grad", 3)]
-
-
-def test_pass_post_acc_hooks_follow_their_accumulate():
-    steps = [Step("accumulate_grad", 2, (1,)), Step("call", 1, (2,), (3,)),
-             Step("accumulate_grad", 3, (3,)), Step("post_acc_hook", 2, (1,)),
-             Step("post_acc_hook", 3, (3,))]
-    out = ca.reorder_post_acc_grad_hooks(steps)
-    assert _kinds(out) == [("accumulate_grad", 2), ("post_acc_hook", 2), ("call", 1),
-                           ("accumulate_grad", 3), ("post_acc_hook", 3)]
-
-
-def test_pass_pre_hooks_right_before_their_node():
-    steps = [Step("root", -1, (), (0,)), Step("tensor_pre_hook", 1, (0,), (1,)),
-             Step("pre_hook", 1, (1,), (2,)), Step("call", 0, (5,), (6,)),
-             Step("call", 1, (2,), (3,))]
-    out = ca.reorder_pre_hooks(steps)
-    assert _kinds(out) == [("root", -1), ("call", 0), ("tensor_pre_hook", 1),
-                           ("pre_hook", 1), ("call", 1)]
-
-
-def test_pass_unpack_delayed_to_first_use():
-    steps = [Step("unpack", 1, (), (9,)), Step("unpack", 0, (), (8,)),
-             Step("root", -1, (), (0,)), Step("call", 0, (0, 8), (1,)),
-             Step("call", 1, (1, 9), (2,))]
-    out = ca.delay_unpack_hooks(steps)
-    assert _kinds(out) == [("root", -1), ("unpack", 0), ("call", 0), ("unpack", 1),
-                           ("call", 1)]
+    return [(s.kind.value, s.node) for s in steps]
 
 
 def test_pass_dead_step_removal_keeps_side_effects():
@@ -487,7 +451,7 @@ def test_program_listing_and_generated_source():
     prog = ca.last_program()
     text = prog.listing()
     assert "MulBackward0" in text and "accumulate_grad" in text
-    assert "def run(N, G):" in prog.source[(False, False)]
+    assert "def run(T, N, G):" in prog.source[(False, False)]
 
 
 # --------------------------------------------------------------------------- GPU
@@ -528,16 +492,16 @@ def test_cuda_graph_body_computes_the_leaf_gradients_on_cpu():
     model(x).sum().backward(compiled=True)          # capture the program
     prog = ca.last_program()
     loss = model(x).sum()
-    edges, grads = ag.engine._make_root_edges([loss], None, False)
-    nodes, key = ca._walk(edges)
+    edges, grads = ag.engine.make_root_edges([loss], None, False)
+    nodes, key = ca.build_key(edges)
     assert key == prog.key
     src, ns, n_inputs = ca.generate(prog, True, False, graph_mode=True)
     exec(compile(src, "<graph body>", "exec"), ns)
-    inputs, consts = ca._gather(prog, nodes)
+    inputs, consts = ca.gather(prog, nodes)
     assert len(inputs) == n_inputs
     outputs, keep = [], []
-    ns["run"](nodes, grads, inputs, outputs, keep)
-    acc_nodes = [s.node for s in prog.steps if s.kind == "accumulate_grad"]
+    ns["run"](ag.engine.GraphTask(True, False, True), nodes, grads, inputs, outputs, keep)
+    acc_nodes = [s.node for s in prog.steps if s.kind is StepKind.ACCUMULATE_GRAD]
     got = {id(nodes[j].variable): g for j, g in zip(acc_nodes, outputs)}
     for p in params:
         p.grad = None
@@ -551,5 +515,46 @@ def test_cuda_graph_body_refuses_hooks():
     y = x * 2
     y.register_hook(lambda g: g)
     y.sum().backward(compiled=True)
-    with pytest.raises(ca._Unsupported, match="hook"):
+    with pytest.raises(ca.Unsupported, match="hook"):
         ca.generate(ca.last_program(), True, False, graph_mode=True)
+
+
+# --------------------------------------------------------------------------- engine path and key
+
+
+def test_capture_calls_nodes_in_the_engines_order():
+    """Capture is the engine's own loop with a recording call_function: the program calls
+    the nodes in exactly the order the eager engine runs them (its BACKWARD_FUNCTION records)."""
+    ag.manual_seed(0)
+    block = nn.TransformerBlock(8, 2)
+    x = ag.tensor(np.random.default_rng(22).standard_normal((2, 3, 8)).astype(np.float32))
+    names = []
+    handle = rf.add_global_callback(lambda rec: None, lambda rec, ctx: names.append(rec.name),
+                                    scopes=[rf.RecordScope.BACKWARD_FUNCTION])
+    try:
+        (block(x) ** 2).mean().backward()
+    finally:
+        handle.remove()
+    (block(x) ** 2).mean().backward(compiled=True)
+    prog = ca.last_program()
+    order = [prog.nodes_info[s.node]["name"] for s in prog.steps
+             if s.kind in (StepKind.CALL, StepKind.RELEASE, StepKind.ACCUMULATE_GRAD)]
+    assert order == names
+
+
+def test_key_entries_follow_the_schema():
+    x = _leaf((3,), 23, np.float64)
+    y = (x * 2).exp()
+    y.register_hook(lambda g: g)
+    edges, _ = ag.engine.make_root_edges([y.sum()], None, False)
+    nodes, key = ca.build_key(edges)
+    roots, fields = ca.parse_key(key)
+    assert roots == ((0, 0),) and len(fields) == len(nodes)
+    for node, f in zip(nodes, fields):
+        assert set(f) == set(ca.NODE_FIELDS)
+        assert f["class"] is node.__class__ and f["metadata"] == node.input_metadata
+    exp = fields[[n.name() for n in nodes].index("ExpBackward0")]
+    assert exp["hooks"] is not None
+    other = list(key)
+    other[2] = other[2][:3] + (None,) + other[2][4:]     # node 1 without its hooks
+    assert "hooks changed" in ca.explain_miss(key, other)

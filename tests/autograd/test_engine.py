@@ -416,3 +416,52 @@ def test_max_indices_carry_no_gradient():
     x = leaf(1.0, 5.0, 2.0)
     values, indices = x.reshape(1, 3).max(dim=1)
     assert values.requires_grad and not indices.requires_grad and indices.grad_fn is None
+
+
+def test_grad_prunes_a_big_unrelated_branch_by_topological_nr():
+    """grad() w.r.t. a deep intermediate: nodes whose topological_nr is below the input's
+    cannot lead to it, so their children are never walked and nothing there runs; the
+    gradient equals the one a full backward retains."""
+    from gradtrace.autograd import engine
+    from gradtrace.autograd.node import GraphRoot
+
+    ran = []
+
+    class Spy(ag.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            ran.append(1)
+            return g
+
+    x = ag.tensor(np.arange(1.0, 4.0), requires_grad=True)
+    w = ag.tensor(np.ones(3), requires_grad=True)
+    h = x
+    for _ in range(2100):
+        h = h * 1.0001
+    other = Spy.apply(w)
+    branch = []
+    for _ in range(2000):              # the unrelated branch: topological_nr below h's
+        other = other + 0.001
+        branch.append(other.grad_fn)
+    loss = (h * h).sum() + other.sum()
+
+    task = engine.GraphTask(True, False, accumulate=False)
+    engine._set_inputs(task, [h], "grad")
+    walked = engine._compute_dependencies(task, GraphRoot([engine._gradient_edge(loss)], [None]))
+    assert task.min_topo_nr == h.grad_fn.topological_nr
+    seen = {id(n) for n in walked}
+    assert sum(id(n) in seen for n in branch) <= 1       # only the branch's top is reached
+    assert len(walked) < 10
+
+    (g,) = ag.grad(loss, h, retain_graph=True)
+    assert ran == []                                      # nothing in the branch ran
+    h.retain_grad()
+    loss2 = (h * h).sum() + other.sum()
+    loss2.backward()
+    np.testing.assert_allclose(g.numpy(), h.grad.numpy())
+    np.testing.assert_allclose(g.numpy(), 2 * h.detach().numpy())
+    assert ran == [1]                                     # a full backward does run it

@@ -1,0 +1,291 @@
+"""Code generation: a program becomes one straight-line Python function.
+
+Registers become local names (reused once dead, so the function has few locals); a node's
+rules are called directly with ``ArrayF``; every other step calls the engine's own function
+for it (hooks, validation, accumulation), so the replay and the engine cannot disagree.
+"""
+from __future__ import annotations
+
+import logging
+
+from .. import engine as _engine
+from .. import record_function as _rf
+from ..dispatch import ArrayF, _fill_missing
+from ..node import GraphRoot
+from .key import ACC, GENERIC
+from .program import Program, SavedKind, StepKind, Unsupported
+
+__all__ = ["generate", "compile_program"]
+
+log = logging.getLogger("gradtrace.autograd.compiled_autograd")
+_BACKWARD = int(_rf.RecordScope.BACKWARD_FUNCTION)
+# The node named in errors about the root gradients (the eager engine's GraphRoot).
+_ROOT = GraphRoot((), ())
+
+
+def _add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def _generic(task, node, grads):
+    """A node that is not a table op (a custom Function...): the engine applies it and
+    validates its outputs."""
+    outs = _engine.apply_node(task, node, grads, task.ops)
+    return _engine.validate_outputs(task, node, outs) if outs else [None] * len(node.next_edges)
+
+
+def _unpack(node, p):
+    return node._saved[p]._run_unpack_hook(node).data
+
+
+def _multi_out(out):
+    if out is not None and out.__class__ is not tuple:
+        out = tuple(out)
+    return out
+
+
+def _liveness(steps):
+    """For each step, the registers whose last use it is (to free them right after)."""
+    last = {}
+    for i, s in enumerate(steps):
+        for r in s.writes:
+            last[r] = i
+        for r in s.reads:
+            if r is not None:
+                last[r] = i
+    frees = [[] for _ in steps]
+    for r, i in last.items():
+        frees[i].append(r)
+    return frees
+
+
+_GRAPH_REFUSES = {StepKind.UNPACK: "an unpack hook", StepKind.TENSOR_PRE_HOOKS: "a tensor hook",
+                  StepKind.PRE_HOOK: "a node pre-hook", StepKind.POST_HOOK: "a node post-hook"}
+
+
+def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: bool = False):
+    """Straight-line Python for the program; returns (source, namespace, number of inputs).
+
+    The function is ``run(T, N, G)`` with ``T`` the graph task, ``N`` the new graph's nodes in
+    walk order and ``G`` the root gradients. With ``graph_mode`` (CUDA graph capture) it is
+    ``run(T, N, G, I, O, K)``: saved arrays come from the static inputs ``I``, the gradients to
+    accumulate go to ``O`` and every register is kept alive in ``K`` (the captured graph owns
+    that memory).
+
+    Raises:
+        Unsupported: in graph mode, for a step that cannot be captured (a Python hook...).
+    """
+    info = program.nodes_info
+    ns = {"_add": _add, "_generic": _generic, "_unpack": _unpack, "_fill": _fill_missing,
+          "_multi": _multi_out, "_conform": _engine.conform, "_ROOT": _ROOT,
+          "_tph": _engine.call_tensor_pre_hooks, "_pre": _engine.call_pre_hooks,
+          "_post": _engine.call_post_hooks, "_acc": _engine.accumulate_grad,
+          "_begin": _rf.begin, "_end": _rf.end, "_BW": _BACKWARD,
+          "F": ArrayF(program.device.xp) if program.device else None}
+    lines = ["def run(T, N, G, I=None, O=None, K=None):" if graph_mode else "def run(T, N, G):"]
+    emit = lines.append
+    maybe_none = program.maybe_none
+    frees = _liveness(program.steps) if not graph_mode else None
+    consts: dict = {}
+    n_inputs = [0]
+
+    def const(value, prefix):
+        try:
+            ident = (prefix, value, type(value))   # equal shapes/dtypes share one name
+            hash(ident)
+        except TypeError:
+            ident = (prefix, id(value))
+        name = consts.get(ident)
+        if name is None:
+            name = f"{prefix}{len(consts)}"
+            consts[ident] = name
+            ns[name] = value
+        return name
+
+    names: dict = {}
+    pool: list = []
+
+    def v(r):
+        if r is None:
+            return "None"
+        name = names.get(r)
+        if name is None:
+            name = names[r] = pool.pop() if pool else f"v{len(names)}"
+        return name
+
+    def validate(r, shape, dtype, node, i, indent="    "):
+        s, d = const(shape, "S"), const(dtype, "D")
+        guard = f"{v(r)} is not None and (" if r in maybe_none else "("
+        emit(f"{indent}if {guard}{v(r)}.shape != {s} or {v(r)}.dtype != {d}): "
+             f"{v(r)} = _conform(T, {node}, {i}, {v(r)}, {s}, {d})")
+
+    def keep(regs, indent="    "):
+        if graph_mode and regs:
+            emit(f"{indent}K.extend(({', '.join(v(r) for r in regs)},))")
+
+    def begin_record(j, indent="    "):
+        if not profiled:
+            return indent
+        meta = info[j]["meta"]
+        dev = str(meta[0][2]) if meta else "cpu"
+        st = const(meta[0][3], "T") if meta else "None"
+        emit(f"{indent}_r = _begin(_BW, {info[j]['name']!r}, _n.sequence_nr, _n.thread_id, "
+             f"None, {dev!r}, {st})")
+        emit(f"{indent}try:")
+        return indent + "    "
+
+    def end_record(indent="    "):
+        if profiled:
+            emit(f"{indent}finally:")
+            emit(f"{indent}    _end(_r)")
+
+    def regs(rs):
+        return ", ".join(v(r) for r in rs)
+
+    current = -1
+    for k, s in enumerate(program.steps):
+        kind = s.kind
+        j = s.node
+        if graph_mode and kind in _GRAPH_REFUSES:
+            raise Unsupported(_GRAPH_REFUSES[kind])
+        if j >= 0 and j != current:
+            emit(f"    _n = N[{j}]  # {info[j]['name']}")
+            current = j
+        if kind is StepKind.ROOT:
+            r = s.writes[0]
+            emit(f"    {v(r)} = G[{s.arg}]")
+            shape, dtype = program.root_meta[s.arg]
+            validate(r, shape, dtype, "_ROOT", s.arg)
+        elif kind is StepKind.SUM:
+            a, b = s.reads
+            op = "_add({}, {})" if a in maybe_none or b in maybe_none else "{} + {}"
+            emit(f"    {v(s.writes[0])} = " + op.format(v(a), v(b)))
+        elif kind is StepKind.UNPACK:
+            emit(f"    {v(s.writes[0])} = _unpack(_n, {s.arg})")
+        elif kind is StepKind.TENSOR_PRE_HOOKS:
+            lhs = ", ".join("_" if r is None else v(r) for r in s.arg)
+            emit(f"    {lhs}, = _tph(T, _n, [{regs(s.reads)}])")
+        elif kind is StepKind.PRE_HOOK:
+            emit(f"    {regs(s.writes)}, = _pre(T, _n, [{regs(s.reads)}])")
+        elif kind is StepKind.POST_HOOK:
+            outs, grads, new = s.arg
+            lhs = ", ".join("_" if r is None else v(r) for r in new)
+            emit(f"    {lhs}, = _post(T, _n, [{regs(outs)}], [{regs(grads)}])")
+        elif kind is StepKind.CALL:
+            _gen_call(program, s, emit, v, const, validate, keep, begin_record, end_record,
+                      keep_graph, graph_mode, n_inputs)
+        elif kind is StepKind.RELEASE:
+            if not keep_graph and not graph_mode:
+                emit("    _n.release_variables()")
+        elif kind is StepKind.ACCUMULATE_GRAD:
+            g = v(s.reads[0]) if s.reads else "None"
+            if graph_mode:
+                leaf = info[j].get("leaf_hooks")
+                if leaf and leaf[1]:
+                    raise Unsupported("a post-accumulate-grad hook")
+                emit(f"    O.append({g})")
+            else:
+                ind = begin_record(j)
+                emit(f"{ind}_acc(T, _n, {g})")
+                end_record()
+        else:  # pragma: no cover - every kind is handled above
+            raise AssertionError(kind)
+        if frees is not None and frees[k]:
+            dead = [v(r) for r in frees[k]]
+            emit(f"    del {', '.join(dead)}")
+            pool.extend(dead)
+            for r in frees[k]:
+                del names[r]
+    emit("    return None")
+    return "\n".join(lines) + "\n", ns, n_inputs[0]
+
+
+def _gen_call(program, s, emit, v, const, validate, keep, begin_record, end_record,
+              keep_graph, graph_mode, n_inputs):
+    j = s.node
+    entry = program.nodes_info[j]
+    n_grads, outs = s.arg
+    grads = s.reads[:n_grads]
+    hooked = list(s.reads[n_grads:])
+    name = entry["name"]
+    if entry["kind"] == GENERIC:
+        if graph_mode:
+            raise Unsupported(f"a custom node ({name})")
+        ind = begin_record(j)
+        lhs = ", ".join("_" if r is None else v(r) for r in outs)
+        emit(f"{ind}{lhs}, = _generic(T, _n, [{', '.join(v(r) for r in grads)}])")
+        end_record()
+        if not keep_graph:
+            emit("    _n.release_variables()")
+        return
+    op = entry["op"]
+    saved = entry["saved"]
+    # Arguments of every rule: out, then the inputs (a saved tensor is unpacked once).
+    ind = begin_record(j)
+    if any(what in (SavedKind.VALUE, SavedKind.TENSOR) for what in saved):
+        emit(f"{ind}_s = _n._saved")
+    args = []
+    for p, what in enumerate(saved):
+        if what is SavedKind.NONE:
+            args.append("None")
+        elif what is SavedKind.VALUE:
+            args.append(f"_s[{p}]")
+        elif what is SavedKind.HOOKED:
+            args.append(v(hooked.pop(0)))
+        elif graph_mode:
+            args.append(f"I[{n_inputs[0]}]")
+            n_inputs[0] += 1
+        else:
+            emit(f"{ind}a{p} = _s[{p}].unpack_data(_n)")
+            args.append(f"a{p}")
+    if op.nout == 1:
+        g = v(grads[0])
+    else:
+        emit(f"{ind}_g = _fill(_n, ({', '.join(v(r) for r in grads)},), F)")
+        g = "_g"
+        if saved and saved[0] is not SavedKind.NONE:   # a multi-output op saves a tuple
+            emit(f"{ind}_o0 = _multi({args[0]})")
+            args[0] = "_o0"
+    kw = ", **_n._attrs" if entry["attrs"] else ""
+    argstr = ", ".join(args)
+    for i, e in enumerate(entry["edges"]):
+        if e is None:
+            continue
+        rule = op.vjp[i]
+        r = outs[i]
+        if rule is None:
+            emit(f"{ind}{v(r)} = None")
+            continue
+        emit(f"{ind}{v(r)} = {const(rule, 'R')}(F, {g}, {argstr}{kw})")
+        meta = program.nodes_info[e[0]]["meta"][e[1]]
+        validate(r, meta[0], meta[1], "_n", i, ind)
+    end_record()
+    keep([r for r in outs if r is not None])
+    temps = [a for a in args if a.startswith("a")]
+    if temps:
+        emit(f"    del {', '.join(temps)}")
+    if not keep_graph and not graph_mode:
+        if entry["has_sv"]:
+            emit("    _n.release_variables()")
+        else:
+            emit("    _n._saved = None")
+
+
+def compile_program(program: Program, keep_graph: bool, profiled: bool):
+    """The program's function for this variant, generated and compiled on first use."""
+    variant = (keep_graph, profiled)
+    fn = program.variants.get(variant)
+    if fn is None:
+        src, ns, _ = generate(program, keep_graph, profiled)
+        code = compile(src, f"<compiled_autograd {len(program.steps)} steps>", "exec")
+        exec(code, ns)  # noqa: S102 - our own generated code
+        fn = program.variants[variant] = ns["run"]
+        program.source[variant] = src
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("compiled autograd program (keep_graph=%s, profiled=%s), %d steps:\n%s",
+                      keep_graph, profiled, len(program.steps), program.listing())
+    return fn

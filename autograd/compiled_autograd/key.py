@@ -1,0 +1,155 @@
+"""The cache key of a backward graph: its structure, in one place.
+
+The key is a list: first the root edges, then one tuple per node in walk order, whose fields
+are :data:`NODE_FIELDS`. :func:`build_key` makes it, :func:`parse_key` names its fields for
+:func:`explain_miss` and for capture; comparing two keys is one C-level list comparison.
+"""
+from __future__ import annotations
+
+from ..dispatch import OpNode
+from ..node import ERR_FREED, AccumulateGrad, SavedVariable
+
+__all__ = ["NODE_FIELDS", "OP", "ACC", "GENERIC", "kind_of", "build_key", "parse_key",
+           "explain_miss", "node_hook_sig", "leaf_hook_sig"]
+
+#: The fields of one node's entry, in order:
+#:   class     the node's class (an op's node class says which op)
+#:   metadata  its input_metadata: (shape, dtype, device, stream) per input
+#:   edges     (child index, input_nr) per next edge, flattened; (-1, 0) for None
+#:   hooks     :func:`node_hook_sig`, None without hooks
+#:   saved     op nodes: (attrs given?, what each saved position holds: True for a plain saved
+#:             tensor, False for one with an unpack hook, else the value's class);
+#:             AccumulateGrad: :func:`leaf_hook_sig`; other nodes: None
+NODE_FIELDS = ("class", "metadata", "edges", "hooks", "saved")
+
+OP, ACC, GENERIC = 0, 1, 2
+_kinds: dict = {}
+
+
+def kind_of(cls) -> int:
+    """OP (a table op's node), ACC (AccumulateGrad) or GENERIC (anything else)."""
+    k = _kinds.get(cls)
+    if k is None:
+        k = _kinds[cls] = (ACC if issubclass(cls, AccumulateGrad)
+                           else OP if issubclass(cls, OpNode) else GENERIC)
+    return k
+
+
+def node_hook_sig(ex):
+    """Which node hooks exist: (pre hooks, tensor pre hooks per output, retain_grad, post)."""
+    if ex is None:
+        return None
+    tph = ex.tensor_pre_hooks
+    sig = (len(ex.pre_hooks) if ex.pre_hooks else 0,
+           tuple((nr, len(t)) for nr, t in tph.items() if t) if tph else (),
+           tuple(ex.retains_grad_hooks) if ex.retains_grad_hooks else (),
+           len(ex.post_hooks) if ex.post_hooks else 0)
+    return None if sig == (0, (), (), 0) else sig
+
+
+def leaf_hook_sig(extra):
+    """Which hooks a leaf has: (tensor hooks, post-accumulate-grad hooks), None for none."""
+    if not extra:
+        return None
+    hooks, post = extra.get("hooks"), extra.get("post_acc_hooks")
+    sig = (len(hooks) if hooks else 0, len(post) if post else 0)
+    return None if sig == (0, 0) else sig
+
+
+def build_key(root_edges):
+    """One walk over the graph: the nodes in a canonical order and the structural key.
+
+    The order (breadth first: a node is numbered when first reached, and entries follow the
+    numbers) depends only on the structure, so two graphs with equal keys list corresponding
+    nodes at the same positions, and entry ``i + 1`` of the key describes ``nodes[i]``.
+
+    Returns:
+        (nodes, key)
+    """
+    nodes = []
+    index = {}
+    roots = []
+    for node, nr in root_edges:
+        j = index.get(node)
+        if j is None:
+            j = index[node] = len(nodes)
+            nodes.append(node)
+        roots.append((j, nr))
+    key = [tuple(roots)]
+    push = key.append
+    kinds = _kinds
+    SV = SavedVariable
+    for node in nodes:   # grows while walked: new nodes are appended
+        cls = node.__class__
+        edges = []
+        for e in node.next_edges:
+            if e is None:
+                edges.append(-1)
+                edges.append(0)
+                continue
+            child = e[0]
+            j = index.get(child)
+            if j is None:
+                j = index[child] = len(nodes)
+                nodes.append(child)
+            edges.append(j)
+            edges.append(e[1])
+        ex = node._extra
+        kind = kinds.get(cls)
+        if kind is None:
+            kind = kind_of(cls)
+        if kind == OP:
+            saved = node._saved
+            if saved is None:
+                raise RuntimeError(ERR_FREED)
+            what = (not node._attrs, *[s._unpack_hook is None if s.__class__ is SV else s.__class__
+                                       for s in saved])
+        elif kind == ACC:
+            what = leaf_hook_sig(node.variable._extra)
+        else:
+            what = None
+        push((cls, node.input_metadata, tuple(edges), None if ex is None else node_hook_sig(ex),
+              what))
+    return nodes, key
+
+
+def parse_key(key):
+    """(root edges, one dict per node keyed by :data:`NODE_FIELDS`)."""
+    return key[0], [dict(zip(NODE_FIELDS, entry)) for entry in key[1:]]
+
+
+def _describe_meta(meta) -> str:
+    return ", ".join(f"{str(m[1])}{list(m[0])} on {m[2]}" for m in meta)
+
+
+def _metadata_change(a, b) -> str:
+    sa, sb = [m[0] for m in a], [m[0] for m in b]
+    what = "shape changed" if sa != sb else "dtype/device/stream changed"
+    return f"{what}: {_describe_meta(a)} -> {_describe_meta(b)}"
+
+
+# How to say that a field changed, for each field of NODE_FIELDS.
+_CHANGED = {
+    "class": lambda a, b: f"changed kind: {a.__name__} -> {b.__name__}",
+    "metadata": _metadata_change,
+    "edges": lambda a, b: "edges changed",
+    "hooks": lambda a, b: f"hooks changed: {a} -> {b}",
+    "saved": lambda a, b: f"saved tensors / their hooks or leaf hooks changed: {a} -> {b}",
+}
+assert tuple(_CHANGED) == NODE_FIELDS
+
+
+def explain_miss(old_key, new_key) -> str:
+    """Why ``new_key`` differs from ``old_key``, in words (the first difference)."""
+    old_root, old = parse_key(old_key)
+    new_root, new = parse_key(new_key)
+    if len(old) != len(new):
+        return f"graph changed: {len(old)} nodes before, {len(new)} now"
+    if old_root != new_root:
+        return "the roots of backward changed"
+    for i, (a, b) in enumerate(zip(old, new)):
+        for field in NODE_FIELDS:
+            if a[field] != b[field]:
+                return (f"node {i} ({b['class'].__name__}) "
+                        f"{_CHANGED[field](a[field], b[field])}")
+    return "unknown difference"
