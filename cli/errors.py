@@ -29,6 +29,8 @@ def load_profile(path: str):
         return load(p)
     except ProfileFormatError as exc:
         raise CLIError(f"{exc}; re-record it with gradtrace run or gradtrace demo") from None
+    except MemoryError:
+        raise CLIError(f"{path}: not enough memory to load this profile") from None
     except PermissionError:
         raise CLIError(f"{path}: permission denied; check the file's permissions") from None
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:

@@ -4,7 +4,9 @@ Parsing only; each subcommand's work is in :mod:`cli.commands` (tables, export, 
 :mod:`cli.demo`, :mod:`cli.runscript` and :mod:`cli.bench`. Those modules are imported when
 their command runs, so ``gradtrace --help`` and ``gradtrace table`` never import the engine.
 
-Bad input gives one line on stderr (``gradtrace <command>: error: ...``) and exit status 2.
+Bad input gives one line on stderr (``gradtrace <command>: error: ...``) and exit status 2;
+so does running out of memory. A bad profile file is one: ``profiler.load`` refuses it with
+a one-line ``ProfileFormatError`` (see :mod:`profiler.validate`).
 """
 from __future__ import annotations
 
@@ -186,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     except CLIError as exc:
         sys.stdout.flush()
         print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemoryError:
+        # A profile too big for this machine is bad input too: one line, not a traceback.
+        sys.stdout.flush()
+        print(f"{prog}: error: not enough memory; try a smaller profile or a machine with more memory",
+              file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

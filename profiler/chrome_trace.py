@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import numpy as np
 
 from .nesting import nest_intervals
-from .records import Scope
+from .records import Scope, valid_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
@@ -101,7 +101,7 @@ def json_string(s: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = _encoder.encode(s.encode("utf-8", "replace").decode("utf-8"))
+        text = _encoder.encode(valid_text(s))
     return text
 
 
@@ -115,7 +115,7 @@ def _utf8_safe(obj):
             obj.encode("utf-8")
             return obj
         except UnicodeEncodeError:
-            return obj.encode("utf-8", "replace").decode("utf-8")
+            return valid_text(obj)
     if isinstance(obj, dict):
         return {_utf8_safe(k): _utf8_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -503,7 +503,7 @@ def chrome_trace(data: "ProfileData", distributed_info: dict | None = None,
 
     gpu_pid = {d: d + 1 for d in devices}
     cpu_pid = meta.get("pid")
-    if not isinstance(cpu_pid, int) or not 0 < cpu_pid < 2**31:
+    if type(cpu_pid) is not int or not 0 < cpu_pid < 2**31:   # not bool: "pid": True is no JSON
         cpu_pid = 1
     while cpu_pid in gpu_pid.values():
         cpu_pid = max(gpu_pid.values()) + 1
@@ -592,7 +592,7 @@ def chrome_trace(data: "ProfileData", distributed_info: dict | None = None,
     def metadata_section(chunk_events):
         lines = []
         first_cpu_tid = cpu_threads[0] if cpu_threads else 1
-        proc = f"CPU (pid {meta['pid']})" if isinstance(meta.get("pid"), int) else "CPU"
+        proc = f"CPU (pid {meta['pid']})" if type(meta.get("pid")) is int else "CPU"
         lines.append(_meta_event("process_name", cpu_pid, first_cpu_tid, {"name": proc}))
         lines.append(_meta_event("process_sort_index", cpu_pid, first_cpu_tid, {"sort_index": 0}))
         for t in cpu_threads:

@@ -8,13 +8,13 @@ not import the engine.
 from __future__ import annotations
 
 import functools
-import json
 
 import numpy as np
 
 from . import aggregate
 from .analysis import EventAnalysis, analyze
 from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope
+from .validate import parse_shapes, valid_text
 
 __all__ = ["ProfileData"]
 
@@ -32,12 +32,19 @@ class ProfileData:
             start_time_ns, wall_clock_base_ns...).
     """
 
-    def __init__(self, event_columns: dict, memory_columns: dict, strings: list, metadata: dict):
+    def __init__(self, event_columns: dict, memory_columns: dict, strings: list, metadata: dict,
+                 *, input_shapes: dict[int, list] | None = None):
+        """Args:
+            event_columns, memory_columns, strings, metadata: the attributes below.
+            input_shapes: shapes_id -> parsed shapes, when a reader has parsed them already
+                (``profiler.load`` does, as part of validating the file); else parsed on use.
+        """
         self.event_columns = _as_table(event_columns, EVENT_COLUMNS, "event")
         self.memory_columns = _as_table(memory_columns, MEMORY_COLUMNS, "memory")
-        self.strings = list(strings)
+        # Lone surrogates (a non-UTF-8 file name in a stack) could not be saved or printed.
+        self.strings = [valid_text(s) for s in strings]
         self.metadata = dict(metadata)
-        self._shapes_cache: dict[int, list | None] = {}
+        self._shapes_cache: dict[int, list | None] = dict(input_shapes or {})
         self._stack_cache: dict[int, list] = {}
 
     # ------------------------------------------------------------------ basics
@@ -69,12 +76,15 @@ class ProfileData:
     def name_of(self, index: int) -> str:
         return self.strings[int(self.event_columns["name_id"][index])]
 
-    def input_shapes_of(self, shapes_id: int) -> list | None:
-        """The input shapes behind a ``shapes_id`` (None for -1)."""
+    def input_shapes_of(self, shapes_id: int) -> list[list[int]] | None:
+        """The input shapes behind a ``shapes_id``, as lists of ints (None for -1).
+
+        Parsed once (by the loader, which refuses malformed shapes, or here on first use).
+        """
         if shapes_id < 0:
             return None
         if shapes_id not in self._shapes_cache:
-            self._shapes_cache[shapes_id] = json.loads(self.strings[shapes_id])
+            self._shapes_cache[shapes_id] = parse_shapes(self.strings[shapes_id])
         return self._shapes_cache[shapes_id]
 
     def stack_of(self, stack_id: int) -> list[str]:

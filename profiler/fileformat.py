@@ -26,6 +26,7 @@ import numpy as np
 
 from .data import ProfileData
 from .records import EVENT_COLUMNS, MEMORY_COLUMNS
+from .validate import ProfileFormatError, valid_text, validate_profile
 
 __all__ = ["MAGIC", "SCHEMA_VERSION", "FILE_SUFFIX", "ProfileFormatError", "save", "load",
            "gradtrace_version"]
@@ -42,15 +43,10 @@ _ENCODINGS = {
     "memory": {"time_ns": "delta", "total_allocated": "delta"},
 }
 _ALLOWED_DTYPES = {"|i1", "<i2", "<i4", "<i8"}
-
-
-class ProfileFormatError(ValueError):
-    """A file is not a readable gradtrace profile. The message is one line: path and problem."""
-
-    def __init__(self, path, problem: str):
-        self.path = str(path)
-        self.problem = " ".join(str(problem).split())
-        super().__init__(f"{self.path}: {self.problem}")
+# zlib can inflate ~1000:1; this writer (level 1) stays under ~230:1 per column and ~15:1 per
+# file for real profiles. Blobs declaring more than this many times the file's size are refused
+# before anything is inflated: a small file cannot make the reader allocate gigabytes.
+MAX_EXPANSION = 256
 
 
 def gradtrace_version() -> str:
@@ -102,14 +98,15 @@ def save(data: ProfileData, path) -> None:
             info.update(name=name, dtype=stored.dtype.str, encoding=encoding, final_dtype=dtype.str)
             entries.append(info)
         tables[table_name] = {"rows": len(columns[next(iter(schema))]), "columns": entries}
-    strings_info, offset = _blob(json.dumps(data.strings, ensure_ascii=False).encode("utf-8"),
-                                 payload, offset)
-    strings_info["count"] = len(data.strings)
+    # Text UTF-8 cannot hold (lone surrogates) is saved as U+FFFD rather than losing the file.
+    strings = [valid_text(s) for s in data.strings]
+    strings_info, offset = _blob(json.dumps(strings, ensure_ascii=False).encode("utf-8"), payload, offset)
+    strings_info["count"] = len(strings)
     metadata = dict(data.metadata)
     metadata["schema_version"] = SCHEMA_VERSION
     metadata.setdefault("gradtrace_version", gradtrace_version())
     header = json.dumps({"metadata": metadata, "tables": tables, "strings": strings_info,
-                         "payload_length": offset}, ensure_ascii=True).encode("ascii")
+                         "payload_length": offset}, ensure_ascii=True, default=str).encode("ascii")
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         f.write(_PREAMBLE.pack(MAGIC, SCHEMA_VERSION, len(header)))
@@ -119,65 +116,105 @@ def save(data: ProfileData, path) -> None:
     os.replace(tmp, path)
 
 
-def _read_blob(path, payload: bytes, info: dict, what: str) -> bytes:
-    start, length = info["offset"], info["length"]
-    if start < 0 or start + length > len(payload):
+def _field(path, info, key: str, what: str, low: int = 0, high: int = 2**63) -> int:
+    """``info[key]`` as an integer in ``[low, high)``, or a ProfileFormatError."""
+    value = info.get(key) if isinstance(info, dict) else None
+    if type(value) is not int or not low <= value < high:
+        raise ProfileFormatError(path, f"corrupted profile: {what} has an invalid {key!r}")
+    return value
+
+
+def _read_blob(path, payload, info: dict, what: str) -> bytes:
+    """Inflate one blob, never past its declared length (a zlib bomb stops there)."""
+    start = _field(path, info, "offset", what)
+    length = _field(path, info, "length", what)
+    raw_length = _field(path, info, "raw_length", what)
+    crc = _field(path, info, "crc32", what, high=2**32)
+    if start + length > len(payload):
         raise ProfileFormatError(path, f"truncated profile: {what} lies beyond the end of the file")
+    inflate = zlib.decompressobj()
     try:
-        raw = zlib.decompress(payload[start:start + length])
+        raw = inflate.decompress(payload[start:start + length], raw_length + 1)
     except zlib.error as exc:
         raise ProfileFormatError(path, f"corrupted profile: {what} does not decompress ({exc})") from None
-    if len(raw) != info["raw_length"] or zlib.crc32(raw) != info["crc32"]:
+    if len(raw) != raw_length or not inflate.eof or zlib.crc32(raw) != crc:
         raise ProfileFormatError(path, f"corrupted profile: {what} fails its checksum")
     return raw
 
 
-def _read_table(path, payload: bytes, table: dict, schema: dict, table_name: str) -> dict:
-    rows = table["rows"]
-    by_name = {c["name"]: c for c in table["columns"]}
+def _read_table(path, payload, table, schema: dict, table_name: str) -> dict:
+    if not isinstance(table, dict) or not isinstance(table.get("columns"), list):
+        raise ProfileFormatError(path, f"corrupted profile: the {table_name} table is malformed")
+    rows = _field(path, table, "rows", f"the {table_name} table")
+    by_name = {c.get("name"): c for c in table["columns"] if isinstance(c, dict) and isinstance(c.get("name"), str)}
     decoded: dict[str, np.ndarray] = {}
     for name, dtype in schema.items():
+        what = f"{table_name} column {name!r}"
         info = by_name.get(name)
         if info is None:
-            raise ProfileFormatError(path, f"corrupted profile: {table_name} column {name!r} is missing")
-        stored_dtype = info["dtype"]
-        if stored_dtype not in _ALLOWED_DTYPES or info["final_dtype"] != dtype.str:
-            raise ProfileFormatError(path, f"corrupted profile: {table_name} column {name!r} has dtype {stored_dtype}")
-        raw = _read_blob(path, payload, info, f"{table_name} column {name!r}")
-        col = np.frombuffer(raw, dtype=np.dtype(stored_dtype))
-        if len(col) != rows:
-            raise ProfileFormatError(path, f"corrupted profile: {table_name} column {name!r} has "
-                                           f"{len(col)} rows, expected {rows}")
+            raise ProfileFormatError(path, f"corrupted profile: {what} is missing")
+        stored_dtype = info.get("dtype")
+        if not isinstance(stored_dtype, str) or stored_dtype not in _ALLOWED_DTYPES or info.get("final_dtype") != dtype.str:
+            raise ProfileFormatError(path, f"corrupted profile: {what} has dtype {str(stored_dtype)[:20]}")
         encoding = info.get("encoding", "raw")
-        if encoding not in ("raw", "delta") and not (encoding.startswith("minus:") and encoding[6:] in decoded):
-            raise ProfileFormatError(path, f"corrupted profile: unknown encoding {encoding!r}")
+        if encoding not in ("raw", "delta") and not (
+                isinstance(encoding, str) and encoding.startswith("minus:") and encoding[6:] in decoded):
+            raise ProfileFormatError(path, f"corrupted profile: {what} has unknown encoding {str(encoding)[:30]!r}")
+        # Sizes agree before anything is inflated or allocated.
+        if _field(path, info, "raw_length", what) != rows * np.dtype(stored_dtype).itemsize:
+            raise ProfileFormatError(path, f"corrupted profile: {what} does not hold {rows} rows")
+        col = np.frombuffer(_read_blob(path, payload, info, what), dtype=np.dtype(stored_dtype))
         decoded[name] = _decode(col, decoded, encoding, dtype)
     return decoded
 
 
-def _check_ids(path, events: dict, memory: dict, n_strings: int) -> None:
-    """String ids must point into the string table (analysis indexes with them)."""
-    checks = [(events["name_id"], 0), (events["device_id"], 0), (events["shapes_id"], -1),
-              (events["dtypes_id"], -1), (events["stack_id"], -1), (memory["device_id"], 0)]
-    for col, low in checks:
-        if len(col) and (col.min() < low or col.max() >= n_strings):
-            raise ProfileFormatError(path, "corrupted profile: a string id points outside the string table")
-    if len(events["start_ns"]) and np.any(events["end_ns"] < events["start_ns"]):
-        raise ProfileFormatError(path, "corrupted profile: an event ends before it starts")
+def _parse_header(path, text: bytes):
+    try:
+        header = json.loads(text.decode("ascii"))
+    except (ValueError, RecursionError) as exc:   # RecursionError: nested without end
+        raise ProfileFormatError(path, f"corrupted profile: unreadable header ({type(exc).__name__})") from None
+    if not isinstance(header, dict) or not all(k in header for k in ("metadata", "tables", "strings")):
+        raise ProfileFormatError(path, "corrupted profile: the header lacks metadata, tables or strings")
+    if not isinstance(header["tables"], dict) or not isinstance(header["strings"], dict):
+        raise ProfileFormatError(path, "corrupted profile: the header's tables or strings are malformed")
+    return header
 
 
-def load(path) -> ProfileData:
+def _check_expansion(path, header: dict, file_size: int, max_raw_bytes: int | None) -> None:
+    """Refuse declared sizes no honest file has, before inflating anything."""
+    infos = [header["strings"]] + [c for t in header["tables"].values() if isinstance(t, dict)
+                                   if isinstance(t.get("columns"), list) for c in t["columns"] if isinstance(c, dict)]
+    declared = sum(i["raw_length"] for i in infos if type(i.get("raw_length")) is int and i["raw_length"] > 0)
+    limit = MAX_EXPANSION * file_size + (1 << 20)
+    if max_raw_bytes is not None:
+        limit = min(limit, max_raw_bytes)
+    if declared > limit:
+        raise ProfileFormatError(path, f"corrupted profile: its blobs declare {declared:,} bytes, more than "
+                                       f"{limit:,} for a {file_size:,}-byte file (a decompression bomb?)")
+
+
+def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
     """Read a profile file written by :func:`save` (or ``prof.save``).
 
+    Any bytes at all give either a profile that every analysis, table, export and dashboard
+    page handles, or a :class:`ProfileFormatError` (see :mod:`profiler.validate`).
+
+    Args:
+        path: the file.
+        max_raw_bytes: refuse files whose columns and strings inflate to more than this
+            (the dashboard bounds uploads with it); the file-size bound applies regardless.
     Raises:
-        ProfileFormatError: the file is not a profile, is truncated or corrupted, or was
-            written by a newer gradtrace (its schema version is higher than this one reads).
+        ProfileFormatError: the file is not a profile, is truncated or corrupted, was
+            written by a newer gradtrace (its schema version is higher than this one reads),
+            or holds values no profile can have. The message is one line: path and problem.
     """
     path = Path(path)
     try:
         blob = path.read_bytes()
     except OSError as exc:
         raise ProfileFormatError(path, f"cannot read file ({exc.strerror or exc})") from None
+    except MemoryError:
+        raise ProfileFormatError(path, "not enough memory to read the file") from None
     if len(blob) < _PREAMBLE.size:
         if MAGIC.startswith(blob[:len(MAGIC)]) and blob:
             raise ProfileFormatError(path, "truncated profile: file ends inside the preamble")
@@ -194,12 +231,8 @@ def load(path) -> ProfileData:
     if header_end > len(blob):
         raise ProfileFormatError(path, f"truncated profile: header needs {header_end} bytes, "
                                        f"file has {len(blob)}")
-    try:
-        header = json.loads(blob[_PREAMBLE.size:header_end].decode("ascii"))
-        payload_length = int(header["payload_length"])
-        tables, strings_info, metadata = header["tables"], header["strings"], header["metadata"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ProfileFormatError(path, f"corrupted profile: unreadable header ({exc})") from None
+    header = _parse_header(path, blob[_PREAMBLE.size:header_end])
+    payload_length = _field(path, header, "payload_length", "the header")
     payload = memoryview(blob)[header_end:]
     if len(payload) < payload_length:
         raise ProfileFormatError(path, f"truncated profile: expected {header_end + payload_length} bytes, "
@@ -207,15 +240,17 @@ def load(path) -> ProfileData:
     if len(payload) > payload_length:
         raise ProfileFormatError(path, f"corrupted profile: {len(payload) - payload_length} unexpected "
                                        f"bytes after the payload")
+    _check_expansion(path, header, len(blob), max_raw_bytes)
+    tables = header["tables"]
     try:
-        events = _read_table(path, payload, tables["events"], EVENT_COLUMNS, "events")
-        memory = _read_table(path, payload, tables["memory"], MEMORY_COLUMNS, "memory")
-        strings = json.loads(_read_blob(path, payload, strings_info, "string table").decode("utf-8"))
+        events = _read_table(path, payload, tables.get("events"), EVENT_COLUMNS, "events")
+        memory = _read_table(path, payload, tables.get("memory"), MEMORY_COLUMNS, "memory")
+        text = _read_blob(path, payload, header["strings"], "string table").decode("utf-8", "surrogatepass")
+        strings = json.loads(text)
     except ProfileFormatError:
         raise
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ProfileFormatError(path, f"corrupted profile: {exc}") from None
-    if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
-        raise ProfileFormatError(path, "corrupted profile: the string table is not a list of strings")
-    _check_ids(path, events, memory, len(strings))
-    return ProfileData(events, memory, strings, metadata)
+    except (ValueError, RecursionError) as exc:   # UnicodeDecodeError, JSONDecodeError
+        raise ProfileFormatError(path, f"corrupted profile: unreadable string table ({type(exc).__name__})") from None
+    except MemoryError:
+        raise ProfileFormatError(path, "not enough memory to load this profile") from None
+    return validate_profile(path, events, memory, strings, header["metadata"])

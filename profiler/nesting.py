@@ -71,7 +71,7 @@ def nest_intervals(start_ns, end_ns, thread_id) -> Nesting:
         raise ValueError(f"event {bad} ends before it starts ({start[bad]} > {end[bad]})")
 
     tdense = _dense_threads(thread)
-    order = np.lexsort((np.arange(n), -end, start, tdense))
+    order = np.lexsort((np.arange(n), ~end, start, tdense))   # ~end = -end - 1: no overflow at int64 min
     s, e, t = start[order], end[order], tdense[order]
 
     # One key space for "thread, then time": times are offset to start at 0 so that
@@ -79,7 +79,9 @@ def nest_intervals(start_ns, end_ns, thread_id) -> Nesting:
     tmin = int(min(s.min(), e.min()))
     span = int(max(s.max(), e.max())) - tmin + 1
     if (int(t[-1]) + 1) * span >= 2**62:
-        raise ValueError("profile spans too much time to nest")
+        # Only the order of times matters below: their ranks nest the same, in a small range.
+        s, e = _ranks(s, e)
+        tmin, span = 0, 2 * n
     start_key = t * span + (s - tmin)
     end_key = t * span + (e - tmin)   # sorted in place below: only its order statistics matter
     pos = np.arange(n, dtype=np.int64)
@@ -131,6 +133,12 @@ def nest_intervals(start_ns, end_ns, thread_id) -> Nesting:
     return Nesting(parent, depth_out, order, pairs)
 
 
+def _ranks(*arrays: np.ndarray) -> list[np.ndarray]:
+    """Each array's values replaced by their rank among all values (same order, same ties)."""
+    values = np.unique(np.concatenate(arrays))
+    return [np.searchsorted(values, a).astype(np.int64) for a in arrays]
+
+
 def _stack_nest(s, e, lo, hi, parent, depth, overlaps) -> None:
     """Nest sorted positions ``lo:hi`` (one thread) with a stack; record partial overlaps.
 
@@ -180,6 +188,9 @@ def innermost_containing(nesting: Nesting, start_ns, end_ns, thread_id, times, t
     known = (t_q < len(uniq)) & (uniq[np.minimum(t_q, len(uniq) - 1)] == threads)
     tmin = int(min(start.min(), times.min()))
     span = int(max(end.max(), times.max())) - tmin + 1
+    if (len(uniq) + 1) * span >= 2**62:   # keys would overflow: compare ranks instead
+        start, end, times = _ranks(start, end, times)
+        tmin, span = 0, len(start) * 2 + len(times)
     ev_key = t_ev * span + (start[order] - tmin)
     q_key = t_q * span + (times - tmin)
     slot = np.searchsorted(ev_key, q_key, side="right") - 1

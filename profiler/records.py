@@ -12,10 +12,11 @@ mirror ``autograd.record_function.RecordScope`` (a test checks they agree).
 from __future__ import annotations
 
 import enum
+import re
 
 import numpy as np
 
-__all__ = ["Scope", "EVENT_COLUMNS", "MEMORY_COLUMNS", "empty_columns", "NO_DEVICE_TIME"]
+__all__ = ["Scope", "EVENT_COLUMNS", "MEMORY_COLUMNS", "empty_columns", "NO_DEVICE_TIME", "valid_text"]
 
 
 class Scope(enum.IntEnum):
@@ -60,3 +61,23 @@ NO_DEVICE_TIME = -1
 def empty_columns(schema: dict[str, np.dtype]) -> dict[str, np.ndarray]:
     """A table with no rows."""
     return {name: np.zeros(0, dtype=dt) for name, dt in schema.items()}
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(s: str) -> str:
+    """``s`` with lone surrogates replaced by U+FFFD.
+
+    A lone surrogate is what Python makes of bytes that are not UTF-8 (a file name read with
+    ``surrogateescape``); UTF-8 cannot hold one, so a profile keeping it could not be saved,
+    exported or printed. Every string of a profile goes through here: the same text in the
+    file, the exports and the terminal.
+    """
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", s)

@@ -2,8 +2,8 @@
 upload (``dcc.Upload`` hands the file to the server as a base64 data URL).
 
 Uploads are capped (default 64 MB: the browser holds the whole file in memory, base64 is a
-third bigger, and the callback body carries it again); bigger profiles are opened with
-``gradtrace view FILE``. Parsing goes through :func:`profiler.load`, the safe reader (no
+third bigger, and the callback body carries it again), and so is what an upload may inflate
+to (``UPLOAD_EXPANSION`` times the cap); bigger profiles are opened with ``gradtrace view FILE``. Parsing goes through :func:`profiler.load`, the safe reader (no
 pickle, checksums, id bounds): a bad file becomes a one-line message for the page, never a
 traceback. Nothing here opens a path that came from the browser: an upload is written to a
 fresh private temporary file, read, and deleted.
@@ -22,6 +22,10 @@ from gradtrace.profiler import ProfileData, ProfileFormatError
 __all__ = ["DEFAULT_MAX_UPLOAD_MB", "UploadError", "decode_upload", "load_path", "too_big_message"]
 
 DEFAULT_MAX_UPLOAD_MB = 64
+# An upload's columns may inflate to at most this many times the upload cap (real profiles
+# inflate about 12 times): what a small, hostile file can make the server allocate is bounded
+# by the cap, not by what the file claims.
+UPLOAD_EXPANSION = 16
 
 
 class UploadError(ValueError):
@@ -62,11 +66,13 @@ def decode_upload(contents: str | None, filename: str | None, max_bytes: int) ->
         raw = base64.b64decode(b64, validate=True)
     except (binascii.Error, ValueError):
         raise UploadError(f"{name}: the upload is not valid base64") from None
+    del contents, b64   # the decoded copy is all that is needed from here on
     fd, tmp = tempfile.mkstemp(prefix="gradtrace-upload-", suffix=".gtprof")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
-        return _load(Path(tmp), name)
+        del raw
+        return _load(Path(tmp), name, max_raw_bytes=UPLOAD_EXPANSION * max_bytes)
     finally:
         try:
             os.unlink(tmp)
@@ -79,9 +85,9 @@ def load_path(path) -> ProfileData:
     return _load(Path(path), os.path.basename(str(path)))
 
 
-def _load(path: Path, name: str) -> ProfileData:
+def _load(path: Path, name: str, max_raw_bytes: int | None = None) -> ProfileData:
     try:
-        data = profiler.load(path)
+        data = profiler.load(path, max_raw_bytes=max_raw_bytes)
         data.analysis  # noqa: B018 - analyse now, so a bad profile fails here and not in a page
         return data
     except ProfileFormatError as exc:

@@ -1,0 +1,234 @@
+"""The contract between a profile reader and everything after it.
+
+A reader (the ``.gtprof`` loader, the torch-trace importer) either hands on a profile that every
+analysis, table, export and dashboard page can handle, or raises :class:`ProfileFormatError`
+with one line naming the file and what is wrong. :func:`validate_profile` is that check, in
+one place: it looks at everything later code trusts — metadata types, string ids, scopes,
+times (range and order), device intervals, input-shape strings — and nothing else. Later code
+may then index, subtract and format without guarding.
+
+Text is repaired, not refused: a lone surrogate (a file name that was not valid UTF-8, read
+with ``surrogateescape``) cannot be written as UTF-8, so :func:`valid_text` makes it U+FFFD,
+here and when saving; the exports do the same.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope, valid_text
+
+__all__ = ["ProfileFormatError", "validate_profile", "valid_text", "parse_shapes",
+           "MAX_TIME_SPAN_NS", "MAX_METADATA_DEPTH"]
+
+# Times of one profile lie within 2**53 ns (104 days) of each other: durations and their sums
+# stay exact in float64 and far from int64 overflow, and any time fits the nesting keys.
+MAX_TIME_SPAN_NS = 2**53
+# |time| bound, so that differences of any two times fit in int64.
+_MAX_ABS_TIME_NS = 2**62
+MAX_METADATA_DEPTH = 16
+_MAX_BYTES = 2**48
+# A tensor dimension above 2**40 is no real tensor; the bound keeps FLOP estimates (products of
+# a few dimensions) inside int64.
+_MAX_DIM = 2**40
+_MAX_RANK = 16
+
+
+class ProfileFormatError(ValueError):
+    """A file is not a readable gradtrace profile. The message is one line: path and problem."""
+
+    def __init__(self, path, problem: str):
+        self.path = valid_text(str(path))
+        self.problem = " ".join(valid_text(str(problem)).split())
+        super().__init__(f"{self.path}: {self.problem}")
+
+
+def parse_shapes(text: str) -> list[list[int]] | None:
+    """Input shapes from their string form (``"[[8, 16], []]"``), or None when malformed.
+
+    A well-formed value is a JSON list of lists of integers in ``[0, 2**40)``.
+    """
+    if len(text) > 100_000 or text.count("[") > 10_000:   # no deep or huge parse
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, list):
+        return None
+    for shape in value:
+        if not isinstance(shape, list) or len(shape) > _MAX_RANK:
+            return None
+        if not all(type(d) is int and 0 <= d < _MAX_DIM for d in shape):
+            return None
+    return value
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+def _is_int(v) -> bool:
+    return type(v) is int and -(2**63) <= v < 2**63
+
+
+def _list_of(kind):
+    return lambda v: isinstance(v, list) and all(isinstance(x, kind) and type(x) is not bool for x in v)
+
+
+# Known keys and what later code assumes about them; unknown keys are kept untouched.
+_METADATA_TYPES = {
+    "schema_version": (_is_int, "an integer"),
+    "gradtrace_version": (lambda v: isinstance(v, str), "a string"),
+    "trace_name": (lambda v: isinstance(v, str), "a string"),
+    "activities": (_list_of(str), "a list of strings"),
+    "devices": (_list_of(str), "a list of strings"),
+    "start_time_ns": (_is_int, "an integer"),
+    "end_time_ns": (_is_int, "an integer"),
+    "wall_clock_base_ns": (_is_int, "an integer"),
+    "pid": (_is_int, "an integer"),
+    "steps": (lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_int, v)), "[first, last] integers"),
+    "device_region_ns": (lambda v: isinstance(v, dict) and all(map(_is_int, v.values())),
+                         "an object of integers"),
+    "device_properties": (lambda v: (isinstance(v, list) and all(isinstance(p, dict) for p in v))
+                          or (isinstance(v, dict) and all(isinstance(p, dict) for p in v.values())),
+                          "a list or object of objects"),
+    "distributed_info": (lambda v: isinstance(v, dict), "an object"),
+    **{flag: (lambda v: isinstance(v, bool), "true or false")
+       for flag in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules",
+                    "synthetic")},
+}
+
+
+def _clean_json(value, depth: int = 0):
+    """A JSON value with its strings made valid UTF-8 and NaN/Infinity (which ``json.dumps``
+    writes but strict JSON readers refuse) made null.
+
+    Raises:
+        ValueError: nested deeper than ``MAX_METADATA_DEPTH``.
+    """
+    if depth > MAX_METADATA_DEPTH:
+        raise ValueError(f"is nested deeper than {MAX_METADATA_DEPTH} levels")
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {valid_text(str(k)): _clean_json(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_json(v, depth + 1) for v in value]
+    return value
+
+
+def validate_metadata(path, metadata) -> dict:
+    """The metadata object checked (known keys' types) and cleaned (strings, depth).
+
+    Raises:
+        ProfileFormatError: not an object, a known key of the wrong type, or nesting deeper
+            than ``MAX_METADATA_DEPTH``.
+    """
+    if not isinstance(metadata, dict):
+        raise ProfileFormatError(path, f"corrupted profile: metadata is {type(metadata).__name__}, not an object")
+    try:
+        metadata = _clean_json(metadata)
+    except ValueError as exc:
+        raise ProfileFormatError(path, f"corrupted profile: metadata {exc}") from None
+    for key, (ok, what) in _METADATA_TYPES.items():
+        if key in metadata and not ok(metadata[key]):
+            raise ProfileFormatError(path, f"corrupted profile: metadata {key!r} must be {what}, "
+                                           f"not {json.dumps(metadata[key])[:40]}")
+    return metadata
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def _check_ids(path, events: dict, memory: dict, n_strings: int) -> None:
+    """String ids must point into the string table (analysis indexes with them)."""
+    checks = [(events["name_id"], 0), (events["device_id"], 0), (events["shapes_id"], -1),
+              (events["dtypes_id"], -1), (events["stack_id"], -1), (memory["device_id"], 0)]
+    for col, low in checks:
+        if len(col) and (col.min() < low or col.max() >= n_strings):
+            raise ProfileFormatError(path, "corrupted profile: a string id points outside the string table")
+
+
+def _check_times(path, events: dict, memory: dict) -> None:
+    start, end = events["start_ns"], events["end_ns"]
+    dev_start, dev_end = events["device_start_ns"], events["device_end_ns"]
+    if np.any(end < start):
+        raise ProfileFormatError(path, "corrupted profile: an event ends before it starts")
+    if np.any(np.diff(start) < 0):
+        raise ProfileFormatError(path, "corrupted profile: events are not in start order")
+    if np.any(np.diff(memory["time_ns"]) < 0):
+        raise ProfileFormatError(path, "corrupted profile: memory records are not in time order")
+    has_dev = dev_start != -1
+    if np.any(has_dev != (dev_end != -1)) or np.any(dev_start[has_dev] < 0) or \
+            np.any(dev_end[has_dev] < dev_start[has_dev]):
+        raise ProfileFormatError(path, "corrupted profile: an event has an invalid device interval")
+    times = [c for c in (start, end, dev_start[has_dev], dev_end[has_dev], memory["time_ns"]) if len(c)]
+    if not times:
+        return
+    low = min(int(c.min()) for c in times)
+    high = max(int(c.max()) for c in times)
+    if low < -_MAX_ABS_TIME_NS or high > _MAX_ABS_TIME_NS or high - low > MAX_TIME_SPAN_NS:
+        raise ProfileFormatError(path, f"corrupted profile: its times span {high - low} ns, more than "
+                                       f"the {MAX_TIME_SPAN_NS} ns (104 days) a profile may cover")
+
+
+def _check_memory(path, memory: dict) -> None:
+    # Sizes beyond 2**48 bytes (256 TiB) are no allocation; the bound keeps sums in int64.
+    for name in ("bytes", "total_allocated"):
+        col = memory[name]
+        if len(col) and (int(col.min()) < -_MAX_BYTES or int(col.max()) > _MAX_BYTES):
+            raise ProfileFormatError(path, f"corrupted profile: a memory record's {name} is out of range")
+
+
+def _check_scopes(path, events: dict) -> None:
+    scope = events["scope"]
+    if len(scope) and not np.all(np.isin(scope, [int(s) for s in Scope])):
+        bad = int(scope[~np.isin(scope, [int(s) for s in Scope])][0])
+        raise ProfileFormatError(path, f"corrupted profile: unknown event scope {bad}")
+
+
+def _check_shapes(path, events: dict, strings: list[str]) -> dict[int, list]:
+    shapes = {}
+    for sid in np.unique(events["shapes_id"]).tolist():
+        if sid < 0:
+            continue
+        parsed = parse_shapes(strings[sid])
+        if parsed is None:
+            raise ProfileFormatError(path, f"corrupted profile: input shapes {strings[sid][:40]!r} are not "
+                                           "a list of lists of sizes")
+        shapes[sid] = parsed
+    return shapes
+
+
+def validate_profile(path, events: dict, memory: dict, strings, metadata):
+    """Check a profile's parts and build its :class:`~profiler.data.ProfileData`.
+
+    Args:
+        path: the file the parts came from (named in errors).
+        events, memory: column name -> numpy array (``records.EVENT_COLUMNS`` /
+            ``MEMORY_COLUMNS``, equal lengths within a table).
+        strings: the string table (a list of str).
+        metadata: the metadata object.
+    Returns:
+        A ProfileData whose strings are valid UTF-8 and whose input shapes are parsed.
+    Raises:
+        ProfileFormatError: with one line saying what is wrong.
+    """
+    from .data import ProfileData  # noqa: PLC0415 - data imports the analysis, which is heavier
+
+    if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
+        raise ProfileFormatError(path, "corrupted profile: the string table is not a list of strings")
+    for table, schema, what in ((events, EVENT_COLUMNS, "events"), (memory, MEMORY_COLUMNS, "memory")):
+        if set(table) != set(schema) or len({len(c) for c in table.values()}) > 1:
+            raise ProfileFormatError(path, f"corrupted profile: the {what} columns do not match the schema")
+    metadata = validate_metadata(path, metadata)
+    _check_ids(path, events, memory, len(strings))
+    _check_scopes(path, events)
+    _check_times(path, events, memory)
+    _check_memory(path, memory)
+    strings = [valid_text(s) for s in strings]
+    shapes = _check_shapes(path, events, strings)
+    return ProfileData(events, memory, strings, metadata, input_shapes=shapes)
