@@ -15,7 +15,8 @@ import enum
 
 import numpy as np
 
-__all__ = ["Scope", "EVENT_COLUMNS", "MEMORY_COLUMNS", "empty_columns", "NO_DEVICE_TIME"]
+__all__ = ["Scope", "EVENT_COLUMNS", "MEMORY_COLUMNS", "empty_columns", "NO_DEVICE_TIME",
+           "device_index"]
 
 
 class Scope(enum.IntEnum):
@@ -60,3 +61,14 @@ NO_DEVICE_TIME = -1
 def empty_columns(schema: dict[str, np.dtype]) -> dict[str, np.ndarray]:
     """A table with no rows."""
     return {name: np.zeros(0, dtype=dt) for name, dt in schema.items()}
+
+
+def device_index(name: str) -> int:
+    """The index of a device string of the string table: ``"cuda:1"`` -> 1; 0 for ``"cuda"``,
+    ``"cpu"`` or a name whose index does not parse (a profile from elsewhere)."""
+    if ":" in name:
+        try:
+            return int(name.rsplit(":", 1)[1])
+        except ValueError:
+            return 0
+    return 0
