@@ -729,3 +729,25 @@ def test_export_is_byte_identical_to_the_unsplit_exporter(name, tmp_path):
     with gzip.open(tmp_path / "t.json.gz", "rb") as f:
         unzipped = f.read()
     assert hashlib.sha256(unzipped).hexdigest() == GOLDEN_CHROME_SHA256[name + "+args"]
+
+
+def test_layout_is_plain_data_and_leaves_the_profile_unchanged():
+    """The layout step decides everything as numbers; the encoder only formats them. Clamping
+    and rounding repairs work on copies: the profile's own columns are not touched."""
+    from gradtrace.profiler.chrome_layout import chrome_layout
+
+    data = GOLDEN_PROFILES["gpu_training"]()
+    before = {k: v.copy() for k, v in data.event_columns.items()}
+    layout = chrome_layout(data)
+    assert all(np.array_equal(before[k], data.event_columns[k]) for k in before)
+    assert layout.stats["clamped_overlaps"] > 0 and layout.stats["rounding_fixes"] > 0
+    assert len(layout.cpu.ts) == layout.stats["cpu_events"] == data.n_events
+    assert len(layout.device.ts) == layout.stats["device_events"]
+    assert int(layout.device.is_kernel.sum()) == layout.stats["kernels"]
+    assert len(layout.fwdbwd.id) == layout.stats["fwdbwd_flows"]
+    assert len(layout.counters.ts) == layout.stats["counter_samples"]
+    assert (layout.cpu.dur >= 0).all() and (layout.device.dur >= 0).all()
+    # The encoder writes what the layout holds: first CPU event, times in exact microseconds.
+    first = next(e for e in ct.ChromeTrace(layout.header, layout.stats, layout).events() if e["ph"] == "X")
+    assert (ns(first["ts"]), ns(first["dur"])) == (int(layout.cpu.ts[0]), int(layout.cpu.dur[0]))
+    assert first["tid"] == int(layout.cpu.tid[0]) and first["pid"] == layout.cpu.pid == 777
