@@ -17,6 +17,10 @@ depth disjoint. That proves the thread's ranges are properly nested. A thread th
 (partial overlaps such as ``[0, 5]`` and ``[3, 8]``, which real traces can contain when a
 range is closed out of order) is redone with an explicit stack that reports each partial
 overlap instead of dropping it.
+
+The exports need a *repaired* forest instead (a Chrome trace or a flame graph cannot draw a
+range that sticks out of its parent): :func:`nest_rows` clamps each partial overlap into the
+enclosing range, counts the repairs, and nests again.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Nesting", "nest_intervals", "innermost_containing"]
+__all__ = ["Nesting", "nest_intervals", "nest_rows", "innermost_containing"]
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,61 @@ def _stack_nest(s, e, lo, hi, parent, depth, overlaps) -> None:
         parent[i] = p
         depth[i] = depth[p] + 1 if p >= 0 else 1
         stack.append(i)
+
+
+def nest_rows(start, end, row, parent=None) -> tuple[np.ndarray, int]:
+    """Parents of intervals nested per row, after clamping partial overlaps; for the exports.
+
+    A range that starts inside an open range and ends after it is clamped to that range's end
+    (a child's end never exceeds its parent's), so that the result nests perfectly.
+
+    Args:
+        start: int64 start times.
+        end: int64 end times; **clamped in place** where a range overlaps its parent partially.
+        row: int64 row (thread or stream) of each interval; rows never nest into each other.
+        parent: the parents when already known (the analysis' CPU nesting); used unless the
+            intervals overlap partially.
+    Returns:
+        (parent index per interval, -1 at the top; number of ends clamped).
+    """
+    if parent is not None and len(start) and not _has_partial_overlap(end, parent):
+        return parent, 0
+    nest = nest_intervals(start, end, row)
+    if not len(nest.partial_overlaps):
+        return nest.parent, 0
+    clamped = _clamp_partial_overlaps(start, end, row, nest)
+    return nest_intervals(start, end, row).parent, clamped
+
+
+def _has_partial_overlap(end, parent) -> bool:
+    has = parent >= 0
+    return bool(np.any(end[has] > end[parent[has]]))
+
+
+def _clamp_partial_overlaps(start, end, row, nest: Nesting) -> int:
+    """Clamp (in place) each range that starts inside an open range and ends after it to that
+    range's end; returns how many were clamped. Only rows with overlaps are walked."""
+    bad_rows = np.unique(row[nest.partial_overlaps.reshape(-1)])
+    order = nest.order
+    in_bad = np.isin(row[order], bad_rows)
+    idx = order[in_bad].tolist()
+    rows = row[order][in_bad].tolist()
+    starts = start[order][in_bad].tolist()
+    ends = {i: e for i, e in zip(idx, end[order][in_bad].tolist())}
+    clamped = 0
+    stack: list[int] = []
+    current = None
+    for i, r, s in zip(idx, rows, starts):
+        if r != current:
+            stack, current = [], r
+        while stack and ends[stack[-1]] <= s:
+            stack.pop()
+        if stack and ends[i] > ends[stack[-1]]:
+            ends[i] = ends[stack[-1]]
+            end[i] = ends[i]
+            clamped += 1
+        stack.append(i)
+    return clamped
 
 
 def innermost_containing(nesting: Nesting, start_ns, end_ns, thread_id, times, threads) -> np.ndarray:

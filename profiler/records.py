@@ -16,7 +16,8 @@ import re
 
 import numpy as np
 
-__all__ = ["Scope", "EVENT_COLUMNS", "MEMORY_COLUMNS", "empty_columns", "NO_DEVICE_TIME", "valid_text"]
+__all__ = ["Scope", "EVENT_COLUMNS", "MEMORY_COLUMNS", "empty_columns", "NO_DEVICE_TIME", "valid_text",
+           "device_index"]
 
 
 class Scope(enum.IntEnum):
@@ -81,3 +82,14 @@ def valid_text(s: str) -> str:
         return s
     except UnicodeEncodeError:
         return _SURROGATES.sub("\ufffd", s)
+
+
+def device_index(name: str) -> int:
+    """The index of a device string of the string table: ``"cuda:1"`` -> 1; 0 for ``"cuda"``,
+    ``"cpu"`` or a name whose index does not parse (a profile from elsewhere)."""
+    if ":" in name:
+        try:
+            return int(name.rsplit(":", 1)[1])
+        except ValueError:
+            return 0
+    return 0

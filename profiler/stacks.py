@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .chrome_trace import _device_index, _nest_rows, open_output, write_json
+from .jsonfile import open_output, write_json
+from .nesting import nest_rows
+from .records import device_index
 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
@@ -204,7 +206,7 @@ def speedscope(data: "ProfileData", name: str | None = None) -> dict:
     profiles = []
     # CPU threads (the analysis' nesting; partial overlaps clamped).
     s_, e_ = start - base, end - base
-    parent, _ = _nest_rows(s_, e_, thread, a.parent if len(a.partial_overlaps) == 0 else None)
+    parent, _ = nest_rows(s_, e_, thread, a.parent if len(a.partial_overlaps) == 0 else None)
     rows = [("CPU thread", t, np.flatnonzero(thread == t)) for t in np.unique(thread).tolist()]
     # Device streams.
     ds, de = cols["device_start_ns"].astype(np.int64), cols["device_end_ns"].astype(np.int64)
@@ -212,12 +214,12 @@ def speedscope(data: "ProfileData", name: str | None = None) -> dict:
     g_parent = np.zeros(0, dtype=np.int64)
     g_start = g_end = g_row = np.zeros(0, dtype=np.int64)
     if len(gpu):
-        dev = np.array([_device_index(data.strings[int(d)]) for d in cols["device_id"][gpu]], dtype=np.int64)
+        dev = np.array([device_index(data.strings[int(d)]) for d in cols["device_id"][gpu]], dtype=np.int64)
         g_row = dev * (2**40) + np.unique(cols["stream"][gpu], return_inverse=True)[1].reshape(-1)
         g_start, g_end = ds[gpu] - base, de[gpu] - base
         order = np.lexsort((-g_end, g_start))
         gpu, g_start, g_end, g_row = gpu[order], g_start[order], g_end[order], g_row[order]
-        g_parent, _ = _nest_rows(g_start, g_end, g_row)
+        g_parent, _ = nest_rows(g_start, g_end, g_row)
 
     def add_profile(title, s, e, par, frame, idx):
         if len(idx) == 0:

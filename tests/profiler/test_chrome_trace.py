@@ -1,6 +1,7 @@
 """Chrome trace export: schema, nesting, flows, memory, GPU rows, hostile names, gzip, streaming,
 and the round trip live profile -> saved file -> trace."""
 import gzip
+import hashlib
 import json
 import math
 import re
@@ -625,3 +626,130 @@ def test_real_gpu_run_exports_kernels_and_flows(tmp_path):
     assert obj["deviceProperties"] and obj["deviceProperties"][0]["id"] == 0
     assert any(e["ph"] == "C" and "cuda:0" in e["args"] for e in events)
     assert not math.isnan(sum(float(e["dur"]) for e in kernels))
+
+
+# --------------------------------------------------------------------------- byte-identical output
+
+# sha256 of the exported bytes (uncompressed), recorded from the exporter as it was before it was
+# split into a layout step and an encoder (one 293-line function); the split must not change a
+# byte. A deliberate change of the format updates these with a note in the commit message.
+
+
+def gpu_training_profile():
+    """A tiled training profile whose events (two in three) also ran on a device: two devices,
+    two streams per device, threads sharing streams (so device rows overlap partially and get
+    clamped), backward nodes with device time."""
+    data = synthetic.training_profile(6000, threads=3)
+    cols = {k: v.copy() for k, v in data.event_columns.items()}
+    strings = list(data.strings) + ["cuda:0", "cuda:1"]
+    n = data.n_events
+    i = np.arange(n)
+    on_dev = i % 3 != 0
+    cols["device_id"] = np.where(on_dev, len(strings) - 2 + (i % 2), cols["device_id"]).astype(np.int32)
+    cols["stream"] = np.where(on_dev, np.where(cols["thread_id"] % 2 == 0, 0, 0x7F00AB), 0).astype(np.int64)
+    shift = 300 + (i % 7) * 11
+    cols["device_start_ns"] = np.where(on_dev, cols["start_ns"] + shift, -1).astype(np.int64)
+    cols["device_end_ns"] = np.where(on_dev, cols["end_ns"] + shift + (i % 5), -1).astype(np.int64)
+    mem = {k: v.copy() for k, v in data.memory_columns.items()}
+    mem["device_id"] = np.where(np.arange(len(mem["time_ns"])) % 2 == 0, len(strings) - 2,
+                                mem["device_id"]).astype(mem["device_id"].dtype)
+    meta = dict(data.metadata, pid=777, activities=["cpu", "cuda"], wall_clock_base_ns=1_700_000_000_123_456_789,
+                start_time_ns=int(cols["start_ns"].min()) - 5)
+    return profiler.data.ProfileData(cols, mem, strings, meta)
+
+
+def rounding_profile():
+    rng = np.random.default_rng(0)
+    events, t = [], 0
+    for _ in range(3000):
+        s, e = t, t + int(rng.integers(2, 5000))
+        events.append({"name": "p", "start": s, "end": e})
+        events.append({"name": "c", "start": s + int(rng.integers(1, e - s)), "end": e})
+        t = e
+    return synthetic.from_events(events)
+
+
+GOLDEN_PROFILES = {
+    "training_3000x2": lambda: synthetic.training_profile(3000, threads=2),
+    "training_20000": lambda: synthetic.training_profile(20_000),
+    "gpu_hand_made": gpu_profile,
+    "gpu_training": gpu_training_profile,
+    "hostile_names": lambda: synthetic.from_events(
+        [{"name": n, "start": 10 * i, "end": 10 * i + 5, "scope": Scope.USER_SCOPE if i % 2 else Scope.FUNCTION,
+          "shapes": [[i]], "dtypes": [n], "stack": [f"f{i}.py(1): {n}", "main.py(2): <module>"]}
+         for i, n in enumerate(HOSTILE)], metadata={"trace_name": 'my "trace" ✓', "with_stack": True}),
+    "partial_overlaps": lambda: synthetic.from_events([
+        {"name": "outer", "start": 0, "end": 100}, {"name": "a", "start": 10, "end": 50},
+        {"name": "b", "start": 40, "end": 80}, {"name": "c", "start": 90, "end": 130}]),
+    "reader_rounding": rounding_profile,
+    "thread_zero": lambda: synthetic.from_events(
+        [{"name": "a", "start": 0, "end": 10, "thread": 0}, {"name": "b", "start": 0, "end": 10, "thread": 1}],
+        memory=[{"time": 5, "bytes": 8, "thread": 0}]),
+    "empty": lambda: synthetic.from_events([]),
+}
+
+GOLDEN_CHROME_SHA256 = {
+    "empty": "52a7ba52f8cc0f15d6167bc395f6ffd32c38f0977a283995009c13104f426bea",
+    "empty+args": "44a1e7bc8c435e3d48ed74d989171df7a9840a546a14e7c205fc38474023befc",
+    "gpu_hand_made": "5a5e44b23d274ced72ca947a6063fb797ad02f44d55cabef13282e049a43bf99",
+    "gpu_hand_made+args": "fddeb7ae266689871eedee39305132d72dafa8247f7e315a656bd8d1af2bc4d5",
+    "gpu_training": "9560920b7b07c04b36992b4afcf66cfdb02be26bc4482ade1d36295f5608b40e",
+    "gpu_training+args": "0c4040202476f3dc502487d70156945f6f17190e32e495ac79b84f57a647c03a",
+    # hostile_names: recorded after the split with lone surrogates as U+FFFD (issue 15), the
+    # only change: the unsplit exporter wrote "?" there.
+    "hostile_names": "049b2473e2f3e5bdfa10527ef684d6ec64ce431b7e00a3f65802efda1e76c440",
+    "hostile_names+args": "663aece1d7b0e41b6447ba6fcda30ab40f9ac4d49803d08ed080deaf9822b1d3",
+    "partial_overlaps": "035a91d6a5ba587d6844912af0a18a8883ae82a7f2099d5718e1c81ae011d401",
+    "partial_overlaps+args": "ebe7c49b79344722762829e122106de61f8d31e43ea705041b8fd222a6f93f03",
+    "reader_rounding": "f8c920035e66c213ef48986440230216a2e986c6147fb7bdba525ae47aa8b3a7",
+    "reader_rounding+args": "1186f47a26b450de888a584d08ff4f1e149b7ade6eb85203da0226cb4f3c7d9d",
+    "thread_zero": "cced20f94b381b6916deaf3410c677937d1b5f1bfbd5242aa40942a25a5ea1de",
+    "thread_zero+args": "9736e7b616fb66c104aea9e0ac784300e2ecd6eff410de34d18e4c690c39ed0b",
+    "training_20000": "29c7dff2aee4eb2dbc3295f61512fa98b99564d6e9acb71055837b865035cc6b",
+    "training_20000+args": "b92b88e5946b6e643aee27690e6d852dbc967a3b3a66c71eff1719b75e6e0352",
+    "training_3000x2": "4ed34b69a783188f6155941a908797a2a91bc45fde0568a8b6fbeba7dda071c1",
+    "training_3000x2+args": "ea7fae6ee8c52a4ece6b500ad134747f91930db9fbd3a4dfe4000f770e75a4aa",
+}
+
+
+def sha256_of_export(data, path, **kwargs) -> str:
+    data.export_chrome_trace(path, **kwargs)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_PROFILES))
+def test_export_is_byte_identical_to_the_unsplit_exporter(name, tmp_path):
+    data = GOLDEN_PROFILES[name]()
+    got = sha256_of_export(data, tmp_path / "t.json")
+    assert got == GOLDEN_CHROME_SHA256[name]
+    obj, _ = load_json(tmp_path / "t.json")
+    jsonschema.validate(obj, TRACE_SCHEMA)
+    assert_perfect_nesting(obj["traceEvents"])
+    # Explicit header arguments, and gzip (compared uncompressed: gzip stores a time stamp).
+    kwargs = {"distributed_info": {"rank": 1, "world_size": 2}, "trace_name": "named"}
+    data.export_chrome_trace(tmp_path / "t.json.gz", **kwargs)
+    with gzip.open(tmp_path / "t.json.gz", "rb") as f:
+        unzipped = f.read()
+    assert hashlib.sha256(unzipped).hexdigest() == GOLDEN_CHROME_SHA256[name + "+args"]
+
+
+def test_layout_is_plain_data_and_leaves_the_profile_unchanged():
+    """The layout step decides everything as numbers; the encoder only formats them. Clamping
+    and rounding repairs work on copies: the profile's own columns are not touched."""
+    from gradtrace.profiler.chrome_layout import chrome_layout
+
+    data = GOLDEN_PROFILES["gpu_training"]()
+    before = {k: v.copy() for k, v in data.event_columns.items()}
+    layout = chrome_layout(data)
+    assert all(np.array_equal(before[k], data.event_columns[k]) for k in before)
+    assert layout.stats["clamped_overlaps"] > 0 and layout.stats["rounding_fixes"] > 0
+    assert len(layout.cpu.ts) == layout.stats["cpu_events"] == data.n_events
+    assert len(layout.device.ts) == layout.stats["device_events"]
+    assert int(layout.device.is_kernel.sum()) == layout.stats["kernels"]
+    assert len(layout.fwdbwd.id) == layout.stats["fwdbwd_flows"]
+    assert len(layout.counters.ts) == layout.stats["counter_samples"]
+    assert (layout.cpu.dur >= 0).all() and (layout.device.dur >= 0).all()
+    # The encoder writes what the layout holds: first CPU event, times in exact microseconds.
+    first = next(e for e in ct.ChromeTrace(layout.header, layout.stats, layout).events() if e["ph"] == "X")
+    assert (ns(first["ts"]), ns(first["dur"])) == (int(layout.cpu.ts[0]), int(layout.cpu.dur[0]))
+    assert first["tid"] == int(layout.cpu.tid[0]) and first["pid"] == layout.cpu.pid == 777
