@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import forward_ad
 from .engine import grad
 from .grad_mode import enable_grad
+from .ops.api import stack
 from .tensor import Tensor, zeros
 
 __all__ = ["jvp", "vjp", "jacobian", "hessian"]
@@ -84,7 +85,6 @@ def jacobian(func, inputs, create_graph=False, strict=False, strategy="reverse-m
     with enable_grad():
         out = func(*xs_req)
     outs, out_single = _tuple(out, "func's output")
-    from . import stack  # noqa: PLC0415 - the op library's stack
     rows = []
     if strategy == "reverse-mode":
         for o in outs:

@@ -11,12 +11,12 @@ import functools
 
 import numpy as np
 
-from . import aggregate
+from . import aggregate, fileformat
 from .analysis import EventAnalysis, analyze
 from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope
 from .validate import parse_shapes, valid_text
 
-__all__ = ["ProfileData"]
+__all__ = ["ProfileData", "load"]
 
 
 class ProfileData:
@@ -177,9 +177,7 @@ class ProfileData:
 
     def save(self, path) -> None:
         """Write this profile to ``path`` in the gradtrace profile format."""
-        from .fileformat import save  # noqa: PLC0415 - avoid a module cycle
-
-        save(self, path)
+        fileformat.save(self, path)
 
     # ------------------------------------------------------------------ exports (issue 6)
 
@@ -216,3 +214,21 @@ def _as_table(columns: dict, schema: dict, what: str) -> dict[str, np.ndarray]:
     if len(lengths) > 1:
         raise ValueError(f"{what} columns have different lengths: {sorted(lengths)}")
     return out
+
+
+def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
+    """Read a profile file written by ``prof.save`` (see :func:`.fileformat.read`).
+
+    Any bytes at all give either a profile that every analysis, table, export and dashboard
+    page handles, or a :class:`~.validate.ProfileFormatError` (see :mod:`.validate`).
+
+    Args:
+        path: the file.
+        max_raw_bytes: refuse files whose columns and strings inflate to more than this
+            (the dashboard bounds uploads with it); the file-size bound applies regardless.
+    Raises:
+        ProfileFormatError: the file is not a profile, is truncated or corrupted, was
+            written by a newer gradtrace, or holds values no profile can have. The message is
+            one line: path and problem.
+    """
+    return ProfileData(**fileformat.read(path, max_raw_bytes=max_raw_bytes)._asdict())

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 
 from .columns import COLUMNS
-from .data import ProfileData
+from .data import ProfileData, load
 from .format import format_time
 from .table import Column, render, truncate
 
@@ -186,8 +186,6 @@ def _as_data(profile) -> ProfileData:
     if isinstance(profile, ProfileData):
         return profile
     if isinstance(profile, (str, os.PathLike)):
-        from .fileformat import load  # noqa: PLC0415
-
         return load(profile)
     data = getattr(profile, "profile_data", None)
     if isinstance(data, ProfileData):

@@ -21,14 +21,17 @@ import os
 import struct
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .data import ProfileData
 from .records import EVENT_COLUMNS, MEMORY_COLUMNS
-from .validate import ProfileFormatError, valid_text, validate_profile
+if TYPE_CHECKING:  # pragma: no cover
+    from .data import ProfileData
 
-__all__ = ["MAGIC", "SCHEMA_VERSION", "FILE_SUFFIX", "ProfileFormatError", "save", "load",
+from .validate import ProfileFormatError, ValidProfile, valid_text, validate_profile
+
+__all__ = ["MAGIC", "SCHEMA_VERSION", "FILE_SUFFIX", "ProfileFormatError", "save", "read",
            "gradtrace_version"]
 
 MAGIC = b"\x93GTPROF\n"
@@ -82,7 +85,7 @@ def _blob(raw: bytes, payload: list, offset: int) -> tuple[dict, int]:
     return info, offset + len(packed)
 
 
-def save(data: ProfileData, path) -> None:
+def save(data: "ProfileData", path) -> None:
     """Write ``data`` to ``path`` (atomically: a temporary file renamed into place)."""
     path = Path(path)
     payload: list[bytes] = []
@@ -193,8 +196,9 @@ def _check_expansion(path, header: dict, file_size: int, max_raw_bytes: int | No
                                        f"{limit:,} for a {file_size:,}-byte file (a decompression bomb?)")
 
 
-def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
-    """Read a profile file written by :func:`save` (or ``prof.save``).
+def read(path, *, max_raw_bytes: int | None = None) -> ValidProfile:
+    """Read and check a profile file written by :func:`save` (or ``prof.save``);
+    :func:`profiler.load` makes the ProfileData.
 
     Any bytes at all give either a profile that every analysis, table, export and dashboard
     page handles, or a :class:`ProfileFormatError` (see :mod:`profiler.validate`).

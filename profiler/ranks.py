@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .data import load
 from .records import Scope
 
 __all__ = ["load_run", "rank_steps", "summarize_run", "merge", "overlap_ns", "RUN_FILE"]
@@ -33,8 +34,6 @@ RUN_FILE = re.compile(r"^rank(\d+)\.gtprof$")
 
 def load_run(run_dir) -> dict:
     """``{rank: ProfileData}`` for the ``rank{R}.gtprof`` files of a run folder."""
-    from .fileformat import load  # noqa: PLC0415
-
     found = {}
     for path in Path(run_dir).iterdir():
         m = RUN_FILE.match(path.name)

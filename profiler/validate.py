@@ -14,12 +14,13 @@ here and when saving; the exports do the same.
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 import numpy as np
 
 from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope, valid_text
 
-__all__ = ["ProfileFormatError", "validate_profile", "valid_text", "parse_shapes",
+__all__ = ["ProfileFormatError", "ValidProfile", "validate_profile", "valid_text", "parse_shapes",
            "MAX_TIME_SPAN_NS", "MAX_METADATA_DEPTH"]
 
 # Times of one profile lie within 2**53 ns (104 days) of each other: durations and their sums
@@ -203,8 +204,18 @@ def _check_shapes(path, events: dict, strings: list[str]) -> dict[int, list]:
     return shapes
 
 
+class ValidProfile(NamedTuple):
+    """A profile's checked parts, in ``ProfileData``'s argument order."""
+
+    event_columns: dict
+    memory_columns: dict
+    strings: list
+    metadata: dict
+    input_shapes: dict
+
+
 def validate_profile(path, events: dict, memory: dict, strings, metadata):
-    """Check a profile's parts and build its :class:`~profiler.data.ProfileData`.
+    """Check a profile's parts: what every analysis, export and page trusts.
 
     Args:
         path: the file the parts came from (named in errors).
@@ -213,12 +224,12 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata):
         strings: the string table (a list of str).
         metadata: the metadata object.
     Returns:
-        A ProfileData whose strings are valid UTF-8 and whose input shapes are parsed.
+        A :class:`ValidProfile`: the parts, strings made valid UTF-8 and input shapes parsed,
+        ready for ``ProfileData(*parts)`` (:func:`profiler.load` builds it; this module stays
+        below ProfileData so that importers can use it).
     Raises:
         ProfileFormatError: with one line saying what is wrong.
     """
-    from .data import ProfileData  # noqa: PLC0415 - data imports the analysis, which is heavier
-
     if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
         raise ProfileFormatError(path, "corrupted profile: the string table is not a list of strings")
     for table, schema, what in ((events, EVENT_COLUMNS, "events"), (memory, MEMORY_COLUMNS, "memory")):
@@ -231,4 +242,4 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata):
     _check_memory(path, memory)
     strings = [valid_text(s) for s in strings]
     shapes = _check_shapes(path, events, strings)
-    return ProfileData(events, memory, strings, metadata, input_shapes=shapes)
+    return ValidProfile(events, memory, strings, metadata, shapes)

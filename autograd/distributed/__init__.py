@@ -34,7 +34,7 @@ __all__ = [
     "ReduceOp", "Work", "DistBackendError", "Backend", "init_process_group",
     "destroy_process_group", "is_initialized", "is_available", "is_mpi_available",
     "is_nccl_available", "get_rank", "get_world_size", "get_backend", "barrier", "all_reduce",
-    "broadcast", "all_gather", "reduce_scatter", "profile_metadata", "DistributedSampler",
+    "broadcast", "all_gather", "reduce_scatter", "profile_metadata",
     "default_pg_timeout",
 ]
 
@@ -372,4 +372,3 @@ def profile_metadata(start_ns: int, end_ns: int) -> dict:
             "distributed_collectives": entries}
 
 
-from .sampler import DistributedSampler  # noqa: E402 - it needs nothing above; public name here

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..grad_mode import no_grad
+from ..ops.api import cat
 from ..tensor import Tensor, tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
@@ -130,8 +131,6 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
 
 def parameters_to_vector(parameters) -> Tensor:
     """All parameters flattened and concatenated into one 1-D tensor (a copy, in the graph)."""
-    from .. import cat  # noqa: PLC0415 - ops register after nn's package is imported
-
     return cat([p.reshape(-1) for p in _as_list(parameters)])
 
 

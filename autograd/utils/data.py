@@ -17,9 +17,11 @@ from collections.abc import Mapping, Sequence
 import numpy
 
 from ..generator import Generator
+from ..ops.api import stack
 from ..tensor import Tensor, as_tensor, default_generator, tensor
+from .distributed_sampler import DistributedSampler
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
+__all__ = ["DistributedSampler", "Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
            "random_split", "Sampler", "SequentialSampler", "RandomSampler",
            "SubsetRandomSampler", "BatchSampler", "default_collate", "default_convert",
            "DataLoader"]
@@ -288,8 +290,6 @@ def default_collate(batch):
     Returns:
         The batch.
     """
-    from .. import stack  # noqa: PLC0415 - the ops register after this package is imported
-
     elem = batch[0]
     if isinstance(elem, Tensor):
         return stack(list(batch), 0)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gradtrace.autograd.distributed import DistributedSampler
+from gradtrace.autograd.utils.data import DistributedSampler
 
 HERE = pathlib.Path(__file__).resolve().parent
 WORKER = HERE / "dist_worker.py"

@@ -5,6 +5,8 @@ import math
 
 import numpy
 
+from .. import distributed as dist
+
 __all__ = ["DistributedSampler"]
 
 
@@ -26,10 +28,8 @@ class DistributedSampler:
     def __init__(self, dataset, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False):
         if num_replicas is None or rank is None:
-            from . import get_rank, get_world_size  # noqa: PLC0415 - the package imports us
-
-            num_replicas = get_world_size() if num_replicas is None else num_replicas
-            rank = get_rank() if rank is None else rank
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
         if not 0 <= rank < num_replicas:
             raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
         self.dataset = dataset
