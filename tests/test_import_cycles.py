@@ -78,7 +78,7 @@ ALLOWED_CYCLES: dict[frozenset, str] = {
 }
 
 # Function-level imports whose target imports the importer back (see the module docstring).
-MAX_CYCLE_DODGING_IMPORTS = 22
+MAX_CYCLE_DODGING_IMPORTS = 20
 
 
 @dataclass(frozen=True)
