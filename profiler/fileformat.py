@@ -167,13 +167,18 @@ def _check_ids(path, events: dict, memory: dict, n_strings: int) -> None:
 
 
 def load(path) -> ProfileData:
-    """Read a profile file written by :func:`save` (or ``prof.save``).
+    """Read a profile file written by :func:`save` (or ``prof.save``), or a torch.profiler
+    Chrome trace (JSON or gzip; see :mod:`profiler.torch_trace`).
 
     Raises:
         ProfileFormatError: the file is not a profile, is truncated or corrupted, or was
             written by a newer gradtrace (its schema version is higher than this one reads).
     """
     path = Path(path)
+    from .torch_trace import is_torch_trace, load_torch_trace  # noqa: PLC0415 - module cycle
+
+    if is_torch_trace(path):   # a torch.profiler Chrome trace, told apart by its content
+        return load_torch_trace(path)
     try:
         blob = path.read_bytes()
     except OSError as exc:
