@@ -91,7 +91,12 @@ def load_torch_trace(path) -> ProfileData:
     if len(raw.cpu["cat"]) + len(raw.gpu["cat"]) + len(raw.memory["time_ns"]) == 0:
         raise ProfileFormatError(path, "not a torch trace: no profiler events (cpu_op, kernel, "
                                        "[memory]...) in traceEvents")
-    return _Builder(raw, Path(path).name).build()
+    try:
+        return _Builder(raw, Path(path).name).build()
+    except ProfileFormatError:
+        raise
+    except ValueError as exc:   # e.g. times too far apart to nest
+        raise ProfileFormatError(path, f"not a usable torch trace: {exc}") from None
 
 
 # --------------------------------------------------------------------------- building
@@ -356,8 +361,12 @@ class _Builder:
         }
         if len(pids) == 1:
             meta["pid"] = pids.pop()
-        if isinstance(base, int):
-            meta["base_time_ns"] = base
+        # Kineto writes ts relative to baseTimeNanoseconds (a wall-clock time); older traces
+        # have none and absolute epoch microseconds.
+        t0 = meta["start_time_ns"]
+        wall = base + t0 if isinstance(base, int) else (t0 if t0 > 10**18 else None)
+        if wall is not None and 0 < wall < 2**63:
+            meta["wall_clock_base_ns"] = wall
         if isinstance(header.get("distributedInfo"), dict):
             meta["distributed_info"] = header["distributedInfo"]
         if isinstance(header.get("deviceProperties"), list) and header["deviceProperties"]:

@@ -84,6 +84,12 @@ def _int(value, default=-1) -> int:
     return default
 
 
+def _thread_key(ev: dict) -> tuple:
+    """(pid, tid) as given when they are ints or strings (Kineto writes both), else as text."""
+    pid, tid = ev.get("pid"), ev.get("tid")
+    return (pid if isinstance(pid, (int, str)) else str(pid), tid if isinstance(tid, (int, str)) else str(tid))
+
+
 class _Text:
     """Decoded text of a (possibly gzip) file, read chunk by chunk; ``buf[pos:]`` is unread."""
 
@@ -243,7 +249,7 @@ class _Sink:
         return sid
 
     def thread(self, ev: dict) -> int:
-        key = (ev.get("pid"), ev.get("tid"))
+        key = _thread_key(ev)
         tid = self.thread_ids.get(key)
         if tid is None:
             tid = self.thread_ids[key] = len(self.raw.threads)
@@ -270,7 +276,7 @@ class _Sink:
             if ev.get("name") == "thread_name":
                 args = ev.get("args")
                 if isinstance(args, dict) and isinstance(args.get("name"), str):
-                    self.raw.thread_names[(ev.get("pid"), ev.get("tid"))] = args["name"]
+                    self.raw.thread_names[_thread_key(ev)] = args["name"]
             return None
         self.skip(str(ev.get("cat") or f"ph={ph}"))
         return None

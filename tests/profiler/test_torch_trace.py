@@ -83,6 +83,8 @@ def test_fixture_maps_ops_scopes_modules_shapes_stacks_memory():
     assert data.n_memory_records == 55 and {data.strings[int(d)] for d in mem["device_id"]} == {"cpu"}
     assert np.all(np.diff(mem["time_ns"]) >= 0)
     assert import_warnings(data) == []
+    # ts are relative to baseTimeNanoseconds: the wall clock of the first event is their sum.
+    assert meta["wall_clock_base_ns"] == _raw(FIXTURE)["baseTimeNanoseconds"] + meta["start_time_ns"]
 
 
 def test_node_sequence_number_kept_once_and_pairing_follows_pytorch():
@@ -274,6 +276,18 @@ def test_truncated_gzip(tmp_path):
     path.write_bytes(blob[: len(blob) // 2])
     with pytest.raises(ProfileFormatError, match=r"truncated"):
         profiler.load(path)
+
+
+def test_hostile_ids_and_times(tmp_path):
+    events = [dict(_op("aten::a", 1, 1), pid=[1], tid={"x": 1}),
+              _op("aten::b", 3e15, 1, tid=2), _op("aten::c", 1, 1e300), _op("aten::d", float("nan"), 1)]
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(ProfileFormatError, match=r"not a usable torch trace: profile spans too much time"):
+        profiler.load(path)
+    del events[1]
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert _names(profiler.load(path)) == ["aten::a"]
 
 
 def test_odd_values_are_skipped_not_fatal(tmp_path):
