@@ -107,6 +107,7 @@ class _Text:
         self.buf = ""
         self.pos = 0
         self.eof = False
+        self.slow_until = 0   # before this position, decode one event at a time (see batch)
 
     def close(self):
         self.file.close()
@@ -126,6 +127,7 @@ class _Text:
             raise ProfileFormatError(self.path, "not a torch trace: the file is not UTF-8 text") from None
         if not data:
             self.eof = True
+        self.slow_until = max(self.slow_until - self.pos, 0)
         self.buf = self.buf[self.pos:] + text
         self.pos = 0
         return bool(data) or bool(text)
@@ -147,6 +149,33 @@ class _Text:
                                                 f"{where}, found {found} (truncated file?)")
         self.pos += 1
         return c
+
+    def batch(self) -> list | None:
+        """The complete events from ``pos`` to the last ``}`` followed by ``,`` in the buffer,
+        decoded by one ``json.loads`` (no Python work per event); None when there are none.
+
+        A cut inside an event or a string leaves an unclosed object or string, so a slice that
+        parses as an array is exactly a run of whole events. When it does not parse (a
+        ``},`` inside a string), the rest of the buffer goes one event at a time.
+        """
+        if self.pos < self.slow_until:
+            return None
+        buf, pos = self.buf, self.pos
+        cut = buf.rfind("}", pos)
+        while cut > pos:
+            after = _WS.match(buf, cut + 1).end()
+            if after < len(buf) and buf[after] == ",":
+                break
+            cut = buf.rfind("}", pos, cut)
+        if cut <= pos:
+            return None
+        try:
+            events = json.loads("[" + buf[pos:cut + 1] + "]")
+        except (ValueError, RecursionError):
+            self.slow_until = len(buf)
+            return None
+        self.pos = cut + 1
+        return events
 
     def value(self, where: str):
         """Decode one JSON value, reading more text until it is complete."""
@@ -218,6 +247,16 @@ def _events(text: _Text, sink: "_Sink") -> None:
         text.pos += 1
         return
     while True:
+        events = text.batch()
+        if events:
+            for ev in events:
+                if ev.__class__ is dict:
+                    add(ev)
+                else:
+                    sink.skip("(not an object)")
+            if text.expect(",]", "between events") == "]":
+                return
+            continue
         ev = text.value("in traceEvents")
         if ev.__class__ is dict:
             add(ev)
@@ -249,11 +288,19 @@ class _Sink:
         return sid
 
     def thread(self, ev: dict) -> int:
-        key = _thread_key(ev)
-        tid = self.thread_ids.get(key)
+        key = (ev.get("pid"), ev.get("tid"))
+        try:
+            tid = self.thread_ids.get(key)
+        except TypeError:          # an unhashable pid or tid
+            key, tid = None, None
         if tid is None:
-            tid = self.thread_ids[key] = len(self.raw.threads)
-            self.raw.threads.append(key)
+            norm = _thread_key(ev)
+            tid = self.thread_ids.get(norm)
+            if tid is None:
+                tid = self.thread_ids[norm] = len(self.raw.threads)
+                self.raw.threads.append(norm)
+            if key is not None:
+                self.thread_ids[key] = tid
         return tid
 
     def skip(self, cat: str) -> None:
@@ -309,30 +356,35 @@ class _Sink:
     def _cpu(self, ev: dict, code: int) -> None:
         times = self._times(ev)
         name = ev.get("name")
-        if times is None or not isinstance(name, str):
+        if times is None or name.__class__ is not str:
             return self.skip("(event without ts or name)")
-        start, dur = times
         args = ev.get("args")
         if args.__class__ is not dict:
             args = {}
+        # The hot loop of an import: one pass of dict lookups and appends per event; ids go
+        # through _int only when they are not plain ints (the common case skips the call).
+        ids = [args.get("Sequence number", -1), args.get("Fwd thread id", 0),
+               args.get("External id", args.get("external id", -1)), args.get("Python id", -1),
+               args.get("Python parent id", -1), args.get("correlation", -1)]
+        for k, v in enumerate(ids):
+            if v.__class__ is not int or not -_INT64_MAX <= v <= _INT64_MAX:
+                ids[k] = _int(v, 0 if k == 1 else -1)
+        dims = args.get("Input Dims")
+        types = args.get("Input type")
         c = self.cpu
         c["cat"].append(code)
         c["name_id"].append(self.string(name))
         c["thread"].append(self.thread(ev))
-        c["start_ns"].append(start)
-        c["dur_ns"].append(dur)
-        seq = _int(args.get("Sequence number"))
-        c["seq"].append(seq)
-        c["fwd_tid"].append(_int(args.get("Fwd thread id"), 0))
-        ext = args.get("External id")
-        c["ext_id"].append(_int(ext if ext is not None else args.get("external id")))
-        dims = args.get("Input Dims")
+        c["start_ns"].append(times[0])
+        c["dur_ns"].append(times[1])
+        c["seq"].append(ids[0])
+        c["fwd_tid"].append(ids[1])
+        c["ext_id"].append(ids[2])
         c["shapes_id"].append(self._shapes(dims) if dims.__class__ is list else -1)
-        types = args.get("Input type")
         c["dtypes_id"].append(self._dtypes(types) if types.__class__ is list else -1)
-        c["py_id"].append(_int(args.get("Python id")))
-        c["py_parent"].append(_int(args.get("Python parent id")))
-        c["correlation"].append(_int(args.get("correlation")))
+        c["py_id"].append(ids[3])
+        c["py_parent"].append(ids[4])
+        c["correlation"].append(ids[5])
         return None
 
     def _dtypes(self, types: list) -> int:
