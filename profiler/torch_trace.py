@@ -119,7 +119,7 @@ class _Builder:
 
     def build(self) -> ProfileData:
         raw, cpu = self.raw, self.raw.cpu
-        thread_of = self._thread_ids()
+        thread_of = self.thread_of = self._thread_ids()
         cat = cpu["cat"]
         name_id = cpu["name_id"].copy()
         is_frame, scope = self._scopes(cat, name_id, cpu["fwd_tid"])
@@ -342,7 +342,7 @@ class _Builder:
         base = header.get("baseTimeNanoseconds")
         starts = events["start_ns"]
         threads = {}
-        for (pid, tid), logical in zip(raw.threads, self._thread_ids().tolist()):
+        for (pid, tid), logical in zip(raw.threads, self.thread_of.tolist()):
             threads[str(logical)] = {"pid": pid, "tid": tid, "name": raw.thread_names.get((pid, tid))}
         counts = dict(self.counts)
         counts.update(events_in_file=raw.n_events, events=len(starts), memory_records=len(memory["time_ns"]),

@@ -103,7 +103,7 @@ class _Text:
         raw.seek(0)
         self.file = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
         self._raw = raw
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="strict")
         self.buf = ""
         self.pos = 0
         self.eof = False

@@ -161,6 +161,12 @@ def test_detection_by_content(tmp_path):
     assert profiler.load(saved).name_of(0) == "aten::add"
 
 
+def test_byte_order_mark_and_whitespace(tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf\n  " + json.dumps({"traceEvents": [_op("aten::add", 1, 1)]}).encode())
+    assert is_torch_trace(path) and _names(profiler.load(path)) == ["aten::add"]
+
+
 def test_bare_array_float_times_and_old_spellings(tmp_path):
     events = [
         _op("aten::mm", 100.251, 10.125, cat="Operator", **{"external id": 7}),
