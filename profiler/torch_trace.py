@@ -89,8 +89,8 @@ def load_torch_trace(path) -> ProfileData:
     """
     raw = read_trace(path)
     if len(raw.cpu["cat"]) + len(raw.gpu["cat"]) + len(raw.memory["time_ns"]) == 0:
-        raise ProfileFormatError(path, "not a torch trace: no profiler events (cpu_op, kernel, "
-                                       "[memory]...) in traceEvents")
+        raise ProfileFormatError(path, "not a gradtrace profile, nor a torch trace with profiler events "
+                                       "(no cpu_op, kernel or [memory] events in traceEvents)")
     try:
         return _Builder(raw, Path(path).name).build()
     except ProfileFormatError:

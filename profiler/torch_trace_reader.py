@@ -162,12 +162,17 @@ class _Text:
             return None
         buf, pos = self.buf, self.pos
         cut = buf.rfind("}", pos)
-        while cut > pos:
+        for _ in range(64):   # in Kineto's layout a "}," is among the last few "}"
+            if cut <= pos:
+                break
             after = _WS.match(buf, cut + 1).end()
             if after < len(buf) and buf[after] == ",":
                 break
             cut = buf.rfind("}", pos, cut)
+        else:
+            cut = -1
         if cut <= pos:
+            self.slow_until = len(buf)
             return None
         try:
             events = json.loads("[" + buf[pos:cut + 1] + "]")
@@ -234,7 +239,7 @@ def _read(text: _Text, path) -> RawTrace:
                 if text.expect(",}", "between header keys") == "}":
                     break
         if not seen_events:
-            raise ProfileFormatError(path, "not a torch trace: no traceEvents")
+            raise ProfileFormatError(path, "not a gradtrace profile or torch trace (JSON without traceEvents)")
     if text.skip_ws():
         raise ProfileFormatError(path, "not a valid torch trace: text after the end of the JSON")
     return sink.finish()
@@ -247,21 +252,12 @@ def _events(text: _Text, sink: "_Sink") -> None:
         text.pos += 1
         return
     while True:
-        events = text.batch()
-        if events:
-            for ev in events:
-                if ev.__class__ is dict:
-                    add(ev)
-                else:
-                    sink.skip("(not an object)")
-            if text.expect(",]", "between events") == "]":
-                return
-            continue
-        ev = text.value("in traceEvents")
-        if ev.__class__ is dict:
-            add(ev)
-        else:
-            sink.skip("(not an object)")
+        events = text.batch() or [text.value("in traceEvents")]
+        for ev in events:
+            if ev.__class__ is dict:
+                add(ev)
+            else:
+                sink.skip("(not an object)")
         if text.expect(",]", "between events") == "]":
             return
 

@@ -263,8 +263,8 @@ def test_dangling_python_parent_ids_and_cycles(tmp_path):
 @pytest.mark.parametrize("content, pattern", [
     (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur"', r"truncated"),
     (b'{"traceEvents": [1, 2,, 3]}', r"bad JSON"),
-    (b'{"schemaVersion": 1}', r"no traceEvents"),
-    (b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', r"no profiler events"),
+    (b'{"schemaVersion": 1}', r"not a gradtrace profile or torch trace \(JSON without traceEvents\)"),
+    (b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', r"nor a torch trace with profiler events"),
     (b'[{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}] trailing', r"text after the end"),
     (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "\xff\xfe", "ts": 1}]}', r"not UTF-8"),
 ])
