@@ -154,6 +154,11 @@ def cmd_table(args) -> int:
         return 0
     console, plain = make_console()
     emit(console, profile_tables(data, plain=plain, **opts), plain)
+    if args.group_by == "forward-op" and data.metadata.get("source") == "torch_trace":
+        # A torch trace pairs backward with forward ops by sequence number, not one to one.
+        from gradtrace.profiler.torch_trace import forward_backward_pairing  # noqa: PLC0415
+
+        console.print(forward_backward_pairing(data).summary(), soft_wrap=True)
     return 0
 
 

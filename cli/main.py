@@ -20,6 +20,7 @@ __all__ = ["main", "build_parser"]
 
 GROUPS = ("name", "shape", "stack", "module", "forward-op")
 WORKLOAD_NAMES = ("mlp", "cnn", "gpt")
+_PROFILE_HELP = "a .gtprof profile, or a torch.profiler trace (.json, .json.gz)"
 
 
 def _version() -> str:
@@ -66,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  gradtrace export run.gtprof --chrome trace.json.gz\n"
                "  gradtrace view run.gtprof              dashboard on http://127.0.0.1:8050\n"
                "  gradtrace diff before.gtprof after.gtprof\n"
+               "  gradtrace table trace.json.gz          a torch.profiler trace works too\n"
+               "  gradtrace import trace.json -o run.gtprof\n"
                "\nrun 'gradtrace COMMAND --help' for a command's options.")
     parser.add_argument("--version", action="version", version=f"gradtrace {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -107,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n  gradtrace table run.gtprof --sort self_cpu_time_total --limit 20\n"
                               "  gradtrace table run.gtprof --group-by forward-op\n"
                               "  gradtrace table run.gtprof --json | jq '.[0]'")
-    p.add_argument("file", metavar="FILE", help="a .gtprof profile")
+    p.add_argument("file", metavar="FILE", help=_PROFILE_HELP)
     p.add_argument("--sort", metavar="KEY", default=None,
                    help="self_cpu_time_total (default), cpu_time_total, self_cuda_time_total, "
                         "cuda_time_total, count, cpu_memory_usage, flops, ...")
@@ -125,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n  gradtrace export run.gtprof --chrome trace.json.gz   (Perfetto, chrome://tracing)\n"
                               "  gradtrace export run.gtprof --stacks run.folded --metric self_cpu_time_total\n"
                               "  gradtrace export run.gtprof --speedscope run.speedscope.json")
-    p.add_argument("file", metavar="FILE", help="a .gtprof profile")
+    p.add_argument("file", metavar="FILE", help=_PROFILE_HELP)
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--chrome", metavar="OUT", help="Chrome trace JSON (gzip when OUT ends in .gz)")
     what.add_argument("--stacks", metavar="OUT", help="folded stacks for flame graphs")
@@ -136,18 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("view", formatter_class=_Help, help="open the dashboard for a profile",
                        description="Serve the Dash dashboard for a saved profile.",
                        epilog="example:\n  gradtrace view run.gtprof --port 8051 --no-browser")
-    p.add_argument("file", metavar="FILE", help="a .gtprof profile")
+    p.add_argument("file", metavar="FILE", help=_PROFILE_HELP)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
-    p.add_argument("--compare", metavar="B", help="a second profile for the Compare page")
+    p.add_argument("--compare", metavar="B", help="a second profile (or torch trace) for the Compare page")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_view")
 
     p = sub.add_parser("diff", formatter_class=_Help, help="compare two profiles",
                        description="Per op, the time in A and in B: regressions in red, improvements in green.",
                        epilog="example:\n  gradtrace diff before.gtprof after.gtprof --limit 15")
-    p.add_argument("a", metavar="A", help="the baseline profile")
-    p.add_argument("b", metavar="B", help="the new profile")
+    p.add_argument("a", metavar="A", help="the baseline profile (.gtprof or torch trace)")
+    p.add_argument("b", metavar="B", help="the new profile (.gtprof or torch trace)")
     p.add_argument("--limit", type=int, default=20, help="at most N rows (0: all; default 20)")
     p.add_argument("--by", choices=("name", "forward-op"), default="name",
                    help="rows per op name (default) or per forward op with its backward cost")
@@ -157,6 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "--by forward-op: forward_backward_cpu_time_total (default), backward_cpu_time_total, ...")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_diff")
+
+    p = sub.add_parser("import", formatter_class=_Help, help="save a torch.profiler trace as a gradtrace profile",
+                       description="Read a PyTorch profiler trace (prof.export_chrome_trace, JSON or "
+                                   ".json.gz) and save it as a .gtprof profile. Every command also "
+                                   "reads the trace itself; the profile loads faster.",
+                       epilog="example:\n  gradtrace import trace.json.gz -o run.gtprof")
+    p.add_argument("trace", metavar="TRACE", help="a torch.profiler Chrome trace (.json or .json.gz)")
+    p.add_argument("--out", "-o", metavar="FILE", help="profile to write (default: TRACE with .gtprof)")
+    p.set_defaults(handler="gradtrace.cli.importcmd:cmd_import")
 
     p = sub.add_parser("bench", formatter_class=_Help, help="run the benchmark scripts",
                        description="Run the scripts in benchmarks/ and print their tables.",

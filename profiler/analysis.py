@@ -14,7 +14,7 @@ Definitions (all times integer nanoseconds):
   device intervals on concurrent streams) is clamped to 0 and counted.
 * A backward event links to the forward event with the same (sequence_nr, thread): its
   ``sequence_nr`` and ``fwd_thread_id`` against the forward op's ``sequence_nr`` and
-  ``thread_id``. It inherits that op's input shapes and stack; ops run inside a backward node
+  ``thread_id`` (the latest-starting one when several share them, as PyTorch decides). It inherits that op's input shapes and stack; ops run inside a backward node
   inherit the node's stack.
 """
 from __future__ import annotations
@@ -148,7 +148,10 @@ def _link_backward(cols) -> tuple[np.ndarray, int]:
         return forward_event, len(bwd)
     by_key = np.argsort(fwd_key, kind="stable")
     sorted_keys = fwd_key[by_key]
-    slot = np.minimum(np.searchsorted(sorted_keys, bwd_key), len(sorted_keys) - 1)
+    # Of several forward ops with one key (torch traces: the sequence number is read, not
+    # taken, by ops that create no node), the latest-starting one created the node, as
+    # PyTorch pairs them; events are in start order, so that is the last of its key.
+    slot = np.maximum(np.searchsorted(sorted_keys, bwd_key, side="right") - 1, 0)
     found = sorted_keys[slot] == bwd_key
     forward_event[bwd[found]] = fwd[by_key[slot[found]]]
     return forward_event, int(np.count_nonzero(~found))

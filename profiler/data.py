@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from . import aggregate, fileformat
+from . import aggregate, fileformat, torch_trace
 from .analysis import EventAnalysis, analyze
 from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope
 from .validate import parse_shapes, valid_text
@@ -217,7 +217,8 @@ def _as_table(columns: dict, schema: dict, what: str) -> dict[str, np.ndarray]:
 
 
 def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
-    """Read a profile file written by ``prof.save`` (see :func:`.fileformat.read`).
+    """Read a profile file written by ``prof.save`` (:func:`.fileformat.read`), or a
+    torch.profiler Chrome trace, told apart by its content (:func:`.torch_trace.read_torch_trace`).
 
     Any bytes at all give either a profile that every analysis, table, export and dashboard
     page handles, or a :class:`~.validate.ProfileFormatError` (see :mod:`.validate`).
@@ -231,4 +232,8 @@ def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
             written by a newer gradtrace, or holds values no profile can have. The message is
             one line: path and problem.
     """
-    return ProfileData(**fileformat.read(path, max_raw_bytes=max_raw_bytes)._asdict())
+    if torch_trace.is_torch_trace(path):
+        parts = torch_trace.read_torch_trace(path)
+    else:
+        parts = fileformat.read(path, max_raw_bytes=max_raw_bytes)
+    return ProfileData(**parts._asdict())

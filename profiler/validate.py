@@ -48,7 +48,9 @@ class ProfileFormatError(ValueError):
 def parse_shapes(text: str) -> list[list[int]] | None:
     """Input shapes from their string form (``"[[8, 16], []]"``), or None when malformed.
 
-    A well-formed value is a JSON list of lists of integers in ``[0, 2**40)``.
+    A well-formed value is a JSON list with one entry per input: a shape (a list of
+    integers in ``[0, 2**40)``), or for a tensor-list input (``aten::cat``'s, in torch traces)
+    a list of shapes, as PyTorch's ``Input Dims`` has it.
     """
     if len(text) > 100_000 or text.count("[") > 10_000:   # no deep or huge parse
         return None
@@ -58,12 +60,18 @@ def parse_shapes(text: str) -> list[list[int]] | None:
         return None
     if not isinstance(value, list):
         return None
-    for shape in value:
-        if not isinstance(shape, list) or len(shape) > _MAX_RANK:
+    for entry in value:
+        if not isinstance(entry, list):
             return None
-        if not all(type(d) is int and 0 <= d < _MAX_DIM for d in shape):
+        shapes = entry if entry and all(isinstance(s, list) for s in entry) else [entry]
+        if not all(_is_shape(s) for s in shapes):
             return None
     return value
+
+
+def _is_shape(shape) -> bool:
+    return (isinstance(shape, list) and len(shape) <= _MAX_RANK
+            and all(type(d) is int and 0 <= d < _MAX_DIM for d in shape))
 
 
 # --------------------------------------------------------------------------- metadata
