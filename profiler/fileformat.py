@@ -197,20 +197,8 @@ def _check_expansion(path, header: dict, file_size: int, max_raw_bytes: int | No
 
 
 def read(path, *, max_raw_bytes: int | None = None) -> ValidProfile:
-    """Read and check a profile file written by :func:`save` (or ``prof.save``);
-    :func:`profiler.load` makes the ProfileData.
-
-    Any bytes at all give either a profile that every analysis, table, export and dashboard
-    page handles, or a :class:`ProfileFormatError` (see :mod:`profiler.validate`).
-
-    Args:
-        path: the file.
-        max_raw_bytes: refuse files whose columns and strings inflate to more than this
-            (the dashboard bounds uploads with it); the file-size bound applies regardless.
-    Raises:
-        ProfileFormatError: the file is not a profile, is truncated or corrupted, was
-            written by a newer gradtrace (its schema version is higher than this one reads),
-            or holds values no profile can have. The message is one line: path and problem.
+    """Read and check a profile file written by :func:`save` (or ``prof.save``); the
+    arguments and errors are :func:`profiler.load`'s, which makes the ProfileData.
     """
     path = Path(path)
     try:
