@@ -322,6 +322,27 @@ def synchronize(dev: "Device | str | None" = None) -> None:
             dev.xp.cuda.Device(dev.index).synchronize()
 
 
+# --------------------------------------------------------------------------- GPU memory pool
+
+
+def current_device_index() -> int:
+    """The index of the current CUDA device (CuPy's)."""
+    return int(_require_cupy("the current CUDA device").cuda.runtime.getDevice())
+
+
+def memory_pool_bytes(dev: "Device") -> tuple[int, int]:
+    """(bytes in use, bytes held from the driver) by CuPy's default pool on ``dev``."""
+    with dev.xp.cuda.Device(dev.index):
+        pool = dev.xp.get_default_memory_pool()
+        return int(pool.used_bytes()), int(pool.total_bytes())
+
+
+def free_cached_blocks(dev: "Device") -> None:
+    """Give the cached, unused blocks of CuPy's default pool on ``dev`` back to the driver."""
+    with dev.xp.cuda.Device(dev.index):
+        dev.xp.get_default_memory_pool().free_all_blocks()
+
+
 # --------------------------------------------------------------------------- GPU memory hook
 
 

@@ -5,8 +5,8 @@ Without a usable GPU it behaves as PyTorch without CUDA: ``is_available()`` is F
 everything that needs a device (``synchronize``, ``Stream``, ``Event``, ``current_device``...)
 raises a :class:`~gradtrace.autograd.DeviceError` saying so.
 
-The array module is reached through ``backend.device(...).xp``; this module imports no GPU
-library itself.
+Everything GPU-specific goes through :mod:`backend`; this module imports no GPU library and
+touches no CuPy object itself.
 """
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def _device(device=None) -> backend.Device:
 
 def current_device() -> int:
     """The index of the current CUDA device."""
-    dev = _device("cuda:0")
-    return int(dev.xp.cuda.runtime.getDevice())
+    _device("cuda:0")
+    return backend.current_device_index()
 
 
 def get_device_name(device=None) -> str:
@@ -152,8 +152,7 @@ def memory_allocated(device=None) -> int:
     if not is_available():
         return 0
     dev = _device(device)
-    with dev.xp.cuda.Device(dev.index):
-        used = int(dev.xp.get_default_memory_pool().used_bytes())
+    used = backend.memory_pool_bytes(dev)[0]
     _peak[dev.index] = max(_peak.get(dev.index, 0), used)
     return used
 
@@ -184,15 +183,11 @@ def memory_reserved(device=None) -> int:
     """Bytes the pool holds from the driver (in use or cached); 0 without a GPU."""
     if not is_available():
         return 0
-    dev = _device(device)
-    with dev.xp.cuda.Device(dev.index):
-        return int(dev.xp.get_default_memory_pool().total_bytes())
+    return backend.memory_pool_bytes(_device(device))[1]
 
 
 def empty_cache() -> None:
     """Return the pool's unused cached blocks to the driver; nothing without a GPU."""
     if is_available():
         for i in range(device_count()):
-            dev = _device(i)
-            with dev.xp.cuda.Device(dev.index):
-                dev.xp.get_default_memory_pool().free_all_blocks()
+            backend.free_cached_blocks(_device(i))

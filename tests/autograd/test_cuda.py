@@ -1,5 +1,5 @@
-"""ag.cuda: torch.cuda's functions. Without a GPU, PyTorch-without-CUDA behaviour; with one,
-the real thing (these tests are not marked ``cuda``: each checks whichever case it runs in)."""
+"""ag.cuda: torch.cuda's functions. Without a GPU, PyTorch-without-CUDA behaviour; with one
+(or the CuPy stand-in, GRADTRACE_FAKE_CUPY=1), the real thing."""
 import numpy as np
 import pytest
 
@@ -29,7 +29,7 @@ def test_without_a_gpu_behaves_as_pytorch_without_cuda():
             call()
 
 
-@pytest.mark.skipif(not HAVE_GPU, reason="needs a usable CUDA GPU")
+@pytest.mark.cuda
 def test_with_a_gpu_streams_events_memory_and_seed():
     ag.cuda.synchronize()
     assert isinstance(ag.cuda.get_device_name(), str) and ag.cuda.current_device() == 0

@@ -257,13 +257,54 @@ def _on_free(hooks, ptr, mem_size):
         hook.free_postprocess(device_id=0, mem_size=mem_size, mem_ptr=ptr, pmem_id=ptr)
 
 
+class MemoryPool:
+    """CuPy's default pool, as counts: bytes of live device buffers (rounded to 512 as CuPy
+    rounds) and bytes freed but kept cached until ``free_all_blocks``."""
+
+    def __init__(self):
+        self._used = self._cached = 0
+        self._lock = threading.Lock()
+
+    def used_bytes(self):
+        return self._used
+
+    def total_bytes(self):
+        return self._used + self._cached
+
+    def free_all_blocks(self):
+        self._cached = 0
+
+    def _malloc(self, size):
+        with self._lock:
+            taken = min(size, self._cached)      # a cached block is reused first
+            self._cached -= taken
+            self._used += size
+
+    def _free(self, size):
+        with self._lock:
+            self._used -= size
+            self._cached += size
+
+
+_POOL = MemoryPool()
+
+
+def get_default_memory_pool():
+    return _POOL
+
+
 def _allocated(arr):
-    """Tell this thread's hooks about a new device buffer, and about its release later."""
+    """Count a new device buffer in the pool, and tell this thread's hooks about it and about
+    its release later."""
+    if arr.nbytes == 0:
+        return
+    size = _rounded(arr.nbytes)
+    _POOL._malloc(size)
+    weakref.finalize(arr, _POOL._free, size)
     hooks = getattr(_tls, "memory_hooks", None)
-    if not hooks or arr.nbytes == 0:
+    if not hooks:
         return
     ptr = arr.__array_interface__["data"][0]
-    size = _rounded(arr.nbytes)
     for hook in list(hooks.values()):
         hook.malloc_postprocess(device_id=0, size=arr.nbytes, mem_size=size, mem_ptr=ptr,
                                 pmem_id=ptr)
