@@ -8,11 +8,12 @@ that needs none of this gets its function and methods from its ``defop`` entry.
 from __future__ import annotations
 
 import builtins
+import types
 from collections import namedtuple
 
 from ..dispatch import OPS, apply_inplace, apply_op, defcomposite, expose
 from ..tensor import Tensor
-from .reduction import norm_dims
+from .reduction import norm_dims, vector_norm
 from .shape import MAX_CAT_INPUTS
 
 
@@ -53,27 +54,19 @@ def silu(x):
     return x * _call("sigmoid", x)
 
 
-@defcomposite("softplus", public="softplus")
-def softplus(x, beta: float = 1.0, threshold: float = 20.0):
-    """``log(1 + exp(beta x)) / beta``, computed stably; linear above ``threshold``."""
-    z = x * beta if beta != 1.0 else x
-    soft = _call("relu", z) + _call("log1p", _call("exp", -_call("abs", z)))
-    if beta != 1.0:
-        soft = soft * (1.0 / beta)
-    return where(z > threshold, x, soft)
-
-
 @expose(public=("clamp", "clip"), methods=("clamp", "clip"))
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     """Limit values to ``[min, max]`` (either may be None; tensors are allowed)."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' and 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
+        # where, not maximum/minimum: a value equal to a bound keeps its whole gradient
+        # (PyTorch's clamp rule), where maximum would split a tie.
         out = x
         if min is not None:
-            out = _call("maximum", out, min)
+            out = _call("where", out < min, min, out)
         if max is not None:
-            out = _call("minimum", out, max)
+            out = _call("where", out > max, max, out)
         return out
     return _call("clamp", x, min=min, max=max)
 
@@ -98,19 +91,34 @@ def _where_method(self, condition, other):
     return _call("where", condition, self, other)
 
 
+def _fill_value(op, x, value):
+    """A 0-d tensor ``value`` that needs a gradient or carries a tangent stays a tensor (it
+    gets the sum of the gradient at the filled positions); any other is a number."""
+    if not isinstance(value, Tensor):
+        return value
+    if value.ndim != 0:
+        raise RuntimeError(f"{op} only supports a 0-dimensional value tensor, but got tensor "
+                           f"with {value.ndim} dimension(s).")
+    if value.requires_grad or value._extra and value._extra.get("tangents"):   # a dual tensor
+        return value if value.dtype == x.dtype else value.to(dtype=x.dtype)
+    return value.item()
+
+
 @expose(public="masked_fill", methods="masked_fill")
 def masked_fill(x, mask, value):
-    """``x`` with ``value`` where ``mask`` is True."""
+    """``x`` with ``value`` (a number or a 0-d tensor) where ``mask`` is True."""
+    value = _fill_value("masked_fill", x, value)
     if isinstance(value, Tensor):
-        value = value.item()
+        return _call("where", mask, value, x)
     return _call("masked_fill", x, mask, value=value)
 
 
 @expose(methods="masked_fill_")
 def masked_fill_(x, mask, value):
     """In-place :func:`masked_fill`."""
+    value = _fill_value("masked_fill_", x, value)
     if isinstance(value, Tensor):
-        value = value.item()
+        return x.copy_(_call("where", mask, value, x))
     return apply_inplace(OPS["masked_fill"], x, (mask,), {"value": value})
 
 
@@ -138,7 +146,11 @@ def _extreme(name, whole, elementwise, result, x, dim, keepdim):
         return _call(elementwise, x, dim)
     if dim is None:
         return _call(whole, x)
-    return result(*_call(name, x, dim=_dim(dim, x.ndim, name), keepdim=keepdim))
+    d = _dim(dim, x.ndim, name)
+    if x.ndim == 0:   # PyTorch: a 0-d tensor is its own max along dim 0, at index 0
+        values, indices = _call(name, _reshape(x, (1,)), dim=0, keepdim=False)
+        return result(_reshape(values, ()), _reshape(indices, ()))
+    return result(*_call(name, x, dim=d, keepdim=keepdim))
 
 
 @expose(public="max", methods="max")
@@ -564,3 +576,11 @@ for _name, _dtype in (("float", "float32"), ("double", "float64"), ("half", "flo
 @expose(methods="type_as")
 def type_as(x, other):
     return x.to(dtype=other.dtype)
+
+
+# --------------------------------------------------------------------------- torch.linalg
+
+#: ``gradtrace.autograd.linalg``: the functions of ``torch.linalg`` that exist here.
+linalg = types.ModuleType("gradtrace.autograd.linalg", "Linear algebra functions (torch.linalg).")
+linalg.vector_norm = vector_norm
+expose(public="linalg")(linalg)

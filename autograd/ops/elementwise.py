@@ -5,6 +5,8 @@ to the tangent: the entries declare ``jvp=SELF_ADJOINT``.
 """
 from __future__ import annotations
 
+import math
+
 from .. import backend
 from ..dispatch import SELF_ADJOINT, defop
 
@@ -26,9 +28,25 @@ defop("div", lambda xp, a, b: a / b,
       reflected="__rtruediv__", inplace="div_")
 defop("neg", lambda xp, x: -x, (lambda F, g, out, x: -g,), jvp=SELF_ADJOINT,
       public="neg", methods=("neg", "__neg__"))
-defop("pow", lambda xp, a, b: a ** b,
-      (lambda F, g, out, a, b: g * b * a ** (b - 1),
-       lambda F, g, out, a, b: g * out * F.log(a)),
+
+
+def _pow_grad_base(F, g, out, a, b):
+    """``g * b * a**(b-1)``, zero where ``b == 0`` (PyTorch's rule: no NaN from ``0**-1`` at
+    ``a == 0``). The exponent is made safe rather than the product masked, so that a second
+    derivative sees no inf either."""
+    if not hasattr(b, "shape"):
+        return g * 0.0 if b == 0 else g * b * a ** (b - 1)
+    return g * b * a ** F.where(b == 0, 0.0, b - 1)
+
+
+def _pow_grad_exponent(F, g, out, a, b):
+    """``g * a**b * log(a)``, zero where ``a == 0`` and ``b >= 0`` (PyTorch masks the same)."""
+    if not hasattr(a, "shape"):
+        return g * 0.0 if a == 0 else g * out * math.log(a)
+    return g * out * F.log(F.where((a == 0) & (b >= 0), 1.0, a))
+
+
+defop("pow", lambda xp, a, b: a ** b, (_pow_grad_base, _pow_grad_exponent),
       jvp=SELF_ADJOINT, public="pow", methods=("pow", "__pow__"), reflected="__rpow__")
 
 # Unary math.
@@ -92,12 +110,39 @@ defop("reciprocal", lambda xp, x: 1 / x, (lambda F, g, out, x: -g * out * out,),
       jvp=SELF_ADJOINT, public="reciprocal", methods="reciprocal")
 defop("abs", lambda xp, x: xp.abs(x), (lambda F, g, out, x: g * F.sign(x),), jvp=SELF_ADJOINT,
       public="abs", methods=("abs", "__abs__"))
-defop("sign", lambda xp, x: xp.sign(x), public="sign", methods="sign")
-# NOTE: a primitive rather than 1 / (1 + exp(-x)): the tanh form never overflows, and one node
-# instead of four keeps the backward (g * out * (1 - out)) cheap.
-defop("sigmoid", lambda xp, x: xp.tanh(x * 0.5) * 0.5 + 0.5,
+# sign is piecewise constant: its gradient is zero, but it is differentiable (as PyTorch's),
+# so a backward through a sign-only path runs and gives zeros.
+defop("sign", lambda xp, x: xp.sign(x), (lambda F, g, out, x: F.zeros_like(g),),
+      jvp=SELF_ADJOINT, public="sign", methods="sign")
+
+
+def _sigmoid_fwd(xp, x):
+    # exp(-|x|) never overflows, and e / (1 + e) keeps full relative precision far below 0
+    # (sigmoid(-40) = 4.25e-18, where 1 - 1/(1+e) or a tanh form would give 0).
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+# NOTE: a primitive rather than 1 / (1 + exp(-x)): the form above never overflows and keeps
+# its precision for negative x, and one node instead of four keeps the backward cheap.
+defop("sigmoid", _sigmoid_fwd,
       (lambda F, g, out, x: g * out * (1 - out),), jvp=SELF_ADJOINT,
       public="sigmoid", methods="sigmoid", inplace="sigmoid_")
+
+
+def _softplus_fwd(xp, x, beta=1.0, threshold=20.0):
+    z = x * beta
+    soft = (xp.maximum(z, 0) + xp.log1p(xp.exp(-xp.abs(z)))) / beta
+    return xp.where(z > threshold, x, soft).astype(x.dtype, copy=False)
+
+
+# NOTE: a primitive for its gradient: the stable composite max(z, 0) + log1p(exp(-|z|)) has
+# two kinks at 0 whose one-sided rules give 0 there, where the true slope is sigmoid(0) = 0.5.
+defop("softplus", _softplus_fwd,
+      (lambda F, g, out, x, beta=1.0, threshold=20.0:
+       F.where(x * beta > threshold, g, g * F.sigmoid(x * beta)),), jvp=SELF_ADJOINT,
+      public="softplus", doc="``log(1 + exp(beta x)) / beta``, computed stably; linear above "
+      "``threshold`` (torch.nn.functional.softplus).")
 defop("leaky_relu", lambda xp, x, negative_slope=0.01: xp.where(x > 0, x, x * negative_slope),
       (lambda F, g, out, x, negative_slope=0.01: F.where(x > 0, g, g * negative_slope),),
       jvp=SELF_ADJOINT, public="leaky_relu")
@@ -142,17 +187,26 @@ defop("erf", erf_array,
       (lambda F, g, out, x: g * F.exp(-(x * x)) * (2 / _SQRT_PI),), jvp=SELF_ADJOINT,
       public="erf", methods="erf")
 
-# Selections: the gradient goes to the input that was picked (ties go to the first operand).
+# Selections: the gradient goes to the input that was picked; maximum/minimum split a tie
+# evenly between the operands, as PyTorch does.
 defop("where", lambda xp, cond, a, b: xp.where(cond, a, b),
       (None, lambda F, g, out, cond, a, b: F.where(cond, g, 0.0),
        lambda F, g, out, cond, a, b: F.where(cond, 0.0, g)), jvp=SELF_ADJOINT)
+
+
+def _picked(F, g, mine, other, bigger: bool):
+    """The share of ``g`` that ``mine`` gets: all where it wins, half on a tie."""
+    wins = mine > other if bigger else mine < other
+    return F.where(mine == other, g * 0.5, F.where(wins, g, 0.0))
+
+
 defop("maximum", lambda xp, a, b: xp.maximum(a, b),
-      (lambda F, g, out, a, b: F.where(a >= b, g, 0.0),
-       lambda F, g, out, a, b: F.where(a >= b, 0.0, g)), jvp=SELF_ADJOINT,
+      (lambda F, g, out, a, b: _picked(F, g, a, b, True),
+       lambda F, g, out, a, b: _picked(F, g, b, a, True)), jvp=SELF_ADJOINT,
       public="maximum", methods="maximum")
 defop("minimum", lambda xp, a, b: xp.minimum(a, b),
-      (lambda F, g, out, a, b: F.where(a <= b, g, 0.0),
-       lambda F, g, out, a, b: F.where(a <= b, 0.0, g)), jvp=SELF_ADJOINT,
+      (lambda F, g, out, a, b: _picked(F, g, a, b, False),
+       lambda F, g, out, a, b: _picked(F, g, b, a, False)), jvp=SELF_ADJOINT,
       public="minimum", methods="minimum")
 defop("masked_fill", lambda xp, x, mask, value: xp.where(mask, xp.asarray(value, x.dtype), x),
       (lambda F, g, out, x, mask, value: F.where(mask, 0.0, g), None, None), jvp=SELF_ADJOINT)
