@@ -354,3 +354,43 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     if isinstance(p, str):
         raise RuntimeError(f"norm: only vector norms (a number or 'fro') are supported, got {p!r}")
     return vector_norm(x, p, dim, keepdim, dtype=dtype)
+
+
+# --------------------------------------------------------------------------- scans and sorting
+
+
+def _cumsum_fwd(xp, x, dim):
+    return xp.cumsum(x, axis=dim) if x.ndim else x.copy()
+
+
+def _rev_cumsum(F, g, dim):
+    """The adjoint of cumsum: each entry gets the sum of the gradient from it to the end."""
+    return F.flip(F.cumsum(F.flip(g, dims=(dim,)), dim=dim), dims=(dim,))
+
+
+defop("cumsum", _cumsum_fwd, (lambda F, g, out, x, dim: _rev_cumsum(F, g, dim),),
+      jvp=linear_in(0))
+
+
+def _sort_fwd(xp, x, dim=-1, descending=False, stable=False):
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype="int64")
+    # A stable sort either way: ties keep their order (PyTorch's stable=True; any order is
+    # allowed with stable=False). Descending sorts the negated keys, so ties stay in order.
+    idx = xp.argsort(-x if descending else x, axis=dim, kind="stable")
+    return xp.take_along_axis(x, idx, axis=dim), idx.astype("int64")
+
+
+def _sort_vjp(F, g, out, x, dim=-1, descending=False, stable=False):
+    if len(x.shape) == 0:
+        return g[0]
+    return F.gather_backward(g[0], out[1], shape=x.shape, dim=dim % len(x.shape))
+
+
+def _sort_jvp(F, t, out, x, dim=-1, descending=False, stable=False):
+    if t.ndim == 0:
+        return t, None
+    return F.gather(t, out[1], dim=dim % t.ndim), None
+
+
+defop("sort", _sort_fwd, (_sort_vjp,), jvp=(_sort_jvp,), nout=2, meta=(0,))

@@ -217,3 +217,44 @@ def test_clamp_with_tensor_bounds_keeps_a_tie_on_the_input():
     gx, glo = ag.grad(ag.clamp(x, min=lo).sum(), (x, lo))
     np.testing.assert_array_equal(gx.numpy(), [1.0, 0.0])
     np.testing.assert_array_equal(glo.numpy(), [0.0, 1.0])
+
+
+# --------------------------------------------------------------------------- B: added ops
+
+
+def test_added_ops_match_torch_values():
+    x = ag.tensor(np.array([3.0, 1.0, 2.0, 1.0]))
+    # torch.median of an even count is the lower middle value: 1.0
+    assert x.median().item() == 1.0
+    s = x.sort(descending=True)
+    np.testing.assert_array_equal(s.values.numpy(), [3.0, 2.0, 1.0, 1.0])
+    np.testing.assert_array_equal(s.indices.numpy(), [0, 2, 1, 3])   # torch (stable)
+    t = x.topk(2)
+    np.testing.assert_array_equal(t.values.numpy(), [3.0, 2.0])
+    np.testing.assert_array_equal(t.indices.numpy(), [0, 2])
+    # torch.round is half to even: [0., 2., 2., -0., 0.]; with decimals=1 too
+    r = ag.tensor(np.array([0.5, 1.5, 2.5, -0.5, 0.4])).round()
+    np.testing.assert_array_equal(r.numpy(), [0.0, 2.0, 2.0, -0.0, 0.0])
+    assert ag.erfc(ag.tensor(np.array(6.0))).item() == pytest.approx(2.1519736712498913e-17,
+                                                                       rel=1e-12)
+    assert ag.fmod(ag.tensor(np.array(-3.0)), 2.0).item() == -1.0        # torch: -1
+    assert ag.remainder(ag.tensor(np.array(-3.0)), 2.0).item() == 1.0    # torch: 1
+    assert ag.xlogy(ag.tensor(np.array(0.0)), ag.tensor(np.array(0.0))).item() == 0.0
+    np.testing.assert_array_equal(ag.einsum("ii", ag.tensor(np.eye(3) * 2)).numpy(), 6.0)
+    assert ag.log2(ag.tensor(np.array(8.0))).item() == 3.0
+
+
+def test_added_ops_gradients_at_ties_and_zeros():
+    a = leaf([1.0])
+    b = leaf([1.0])
+    ga, gb = ag.grad(ag.logaddexp(a, b).sum(), (a, b))
+    assert ga.item() == 0.5 and gb.item() == 0.5          # torch: exp(a - out) = 0.5 each
+    x = leaf([2.0, 0.0, 3.0])
+    # torch: d cumprod / dx with a zero: sum over k >= i of prod_{j <= k, j != i} x_j
+    np.testing.assert_allclose(grad_of(x.cumprod(0).sum(), x), [1.0, 2.0 + 6.0, 0.0])
+    x = leaf([[0.0, 0.0], [3.0, 4.0]])
+    y = leaf([[0.0, 0.0]])
+    (gx,) = ag.grad(ag.cdist(x, y).sum(), x)
+    np.testing.assert_allclose(gx.numpy(), [[0.0, 0.0], [0.6, 0.8]])   # torch: 0 at distance 0
+    x = leaf([1.0, 2.0])
+    assert x.sign().requires_grad and x.floor().requires_grad           # torch: True
