@@ -13,7 +13,7 @@ from collections import namedtuple
 
 from ..dispatch import OPS, apply_inplace, apply_op, defcomposite, expose
 from ..tensor import Tensor
-from .reduction import norm_dims, vector_norm
+from .reduction import norm_dims, var, vector_norm
 from .shape import MAX_CAT_INPUTS
 
 
@@ -720,8 +720,6 @@ def aminmax(x, *, dim=None, keepdim=False):
 @expose(public="var_mean")
 def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """``(var, mean)`` over ``dim``."""
-    from .reduction import var  # noqa: PLC0415
-
     return (var(x, dim, unbiased, keepdim, correction=correction),
             x.mean(dim=dim, keepdim=keepdim))
 

@@ -336,7 +336,7 @@ defop("linalg_vector_norm", _vector_norm_fwd, (_vector_norm_vjp,), jvp=(_vector_
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """``torch.linalg.vector_norm``: the ``ord``-norm of ``x`` over ``dim`` (all dims by
     default) for any real ``ord`` (inf, -inf and 0 included)."""
-    from .api import _call  # noqa: PLC0415
+    from . import _call  # noqa: PLC0415
 
     if dtype is not None:
         x = x.to(dtype=dtype)
