@@ -141,7 +141,28 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: 
     """Max over each window; the gradient goes to the arg-max of the window."""
     cols = _pool_windows(input, kernel_size, stride, padding, dilation, -math.inf, "max_pool2d")
     values, indices = ops.max(cols, 2)
-    return (values, indices) if return_indices else values
+    if not return_indices:
+        return values
+    return values, _plane_indices(indices, input.shape[-1], kernel_size, stride, padding,
+                                  dilation)
+
+
+def _plane_indices(window_idx, width, kernel, stride, padding, dilation):
+    """Window-local arg-max positions as PyTorch's indices: offsets into the flattened H*W
+    plane of the (unpadded) input."""
+    kernel = _pair(kernel, "kernel_size", "max_pool2d")
+    stride = _pair(stride if stride is not None else kernel, "stride", "max_pool2d")
+    padding = _pair(padding, "padding", "max_pool2d")
+    dilation = _pair(dilation, "dilation", "max_pool2d")
+    k = window_idx.data
+    xp = window_idx.device.xp
+    ho, wo = k.shape[-2:]
+    out_r = xp.arange(ho).reshape(ho, 1)
+    out_c = xp.arange(wo).reshape(1, wo)
+    row = out_r * stride[0] - padding[0] + (k // kernel[1]) * dilation[0]
+    col = out_c * stride[1] - padding[1] + (k % kernel[1]) * dilation[1]
+    return Tensor._make((row * width + col).astype("int64"), False, None, 0, [0],
+                        window_idx.device)
 
 
 @defcomposite("avg_pool2d")
@@ -341,7 +362,8 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     """Negative log-likelihood of class indices; ``input`` holds log-probabilities (N, C, ...)."""
     if input.ndim < 1:
         raise RuntimeError("nll_loss: input must have at least 1 dim")
-    if input.ndim == 1:
+    unbatched = input.ndim == 1
+    if unbatched:
         input, target = ops.unsqueeze(input, 0), ops.unsqueeze(target, 0)
     c = input.shape[1]
     if (input.shape[0],) + tuple(input.shape[2:]) != tuple(target.shape):
@@ -356,6 +378,8 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     if weight is not None:
         w = w * _call("embedding", weight, safe)
     loss = -(picked * w)
+    if unbatched:   # a (C,) input gives a 0-d loss per sample, as PyTorch's
+        loss, w = ops.squeeze(loss, 0), ops.squeeze(w, 0)
     if reduction == "mean":
         return loss.sum() / w.sum()
     return _reduce(loss, reduction, "nll_loss")

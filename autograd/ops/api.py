@@ -8,11 +8,12 @@ that needs none of this gets its function and methods from its ``defop`` entry.
 from __future__ import annotations
 
 import builtins
+import types
 from collections import namedtuple
 
 from ..dispatch import OPS, apply_inplace, apply_op, defcomposite, expose
 from ..tensor import Tensor
-from .reduction import norm_dims
+from .reduction import norm_dims, var, vector_norm
 from .shape import MAX_CAT_INPUTS
 
 
@@ -53,27 +54,19 @@ def silu(x):
     return x * _call("sigmoid", x)
 
 
-@defcomposite("softplus", public="softplus")
-def softplus(x, beta: float = 1.0, threshold: float = 20.0):
-    """``log(1 + exp(beta x)) / beta``, computed stably; linear above ``threshold``."""
-    z = x * beta if beta != 1.0 else x
-    soft = _call("relu", z) + _call("log1p", _call("exp", -_call("abs", z)))
-    if beta != 1.0:
-        soft = soft * (1.0 / beta)
-    return where(z > threshold, x, soft)
-
-
 @expose(public=("clamp", "clip"), methods=("clamp", "clip"))
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     """Limit values to ``[min, max]`` (either may be None; tensors are allowed)."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' and 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
+        # where, not maximum/minimum: a value equal to a bound keeps its whole gradient
+        # (PyTorch's clamp rule), where maximum would split a tie.
         out = x
         if min is not None:
-            out = _call("maximum", out, min)
+            out = _call("where", out < min, min, out)
         if max is not None:
-            out = _call("minimum", out, max)
+            out = _call("where", out > max, max, out)
         return out
     return _call("clamp", x, min=min, max=max)
 
@@ -98,19 +91,34 @@ def _where_method(self, condition, other):
     return _call("where", condition, self, other)
 
 
+def _fill_value(op, x, value):
+    """A 0-d tensor ``value`` that needs a gradient or carries a tangent stays a tensor (it
+    gets the sum of the gradient at the filled positions); any other is a number."""
+    if not isinstance(value, Tensor):
+        return value
+    if value.ndim != 0:
+        raise RuntimeError(f"{op} only supports a 0-dimensional value tensor, but got tensor "
+                           f"with {value.ndim} dimension(s).")
+    if value.requires_grad or value._extra and value._extra.get("tangents"):   # a dual tensor
+        return value if value.dtype == x.dtype else value.to(dtype=x.dtype)
+    return value.item()
+
+
 @expose(public="masked_fill", methods="masked_fill")
 def masked_fill(x, mask, value):
-    """``x`` with ``value`` where ``mask`` is True."""
+    """``x`` with ``value`` (a number or a 0-d tensor) where ``mask`` is True."""
+    value = _fill_value("masked_fill", x, value)
     if isinstance(value, Tensor):
-        value = value.item()
+        return _call("where", mask, value, x)
     return _call("masked_fill", x, mask, value=value)
 
 
 @expose(methods="masked_fill_")
 def masked_fill_(x, mask, value):
     """In-place :func:`masked_fill`."""
+    value = _fill_value("masked_fill_", x, value)
     if isinstance(value, Tensor):
-        value = value.item()
+        return x.copy_(_call("where", mask, value, x))
     return apply_inplace(OPS["masked_fill"], x, (mask,), {"value": value})
 
 
@@ -138,7 +146,11 @@ def _extreme(name, whole, elementwise, result, x, dim, keepdim):
         return _call(elementwise, x, dim)
     if dim is None:
         return _call(whole, x)
-    return result(*_call(name, x, dim=_dim(dim, x.ndim, name), keepdim=keepdim))
+    d = _dim(dim, x.ndim, name)
+    if x.ndim == 0:   # PyTorch: a 0-d tensor is its own max along dim 0, at index 0
+        values, indices = _call(name, _reshape(x, (1,)), dim=0, keepdim=False)
+        return result(_reshape(values, ()), _reshape(indices, ()))
+    return result(*_call(name, x, dim=d, keepdim=keepdim))
 
 
 @expose(public="max", methods="max")
@@ -483,12 +495,14 @@ def outer(a, b):
 def einsum(equation: str, *operands):
     """Einstein summation over one or two operands (more are contracted pairwise, left to
     right). Subscripts are letters and ``...``; a letter repeated within one operand
-    (a diagonal) is not supported."""
+    (``"ii->i"``, ``"ii"``) takes that operand's diagonal first."""
     from .linalg import parse_einsum  # noqa: PLC0415
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    subs, out = parse_einsum(equation, len(operands))
+    subs, out = parse_einsum(equation, len(operands), repeats=True)
+    if any(len(set(s.replace("...", ""))) != len(s.replace("...", "")) for s in subs):
+        return _einsum_diagonals(subs, out, operands)
     for s, t in zip(subs, operands):
         core = s.replace("...", "")
         if ("..." in s and t.ndim < len(core)) or ("..." not in s and t.ndim != len(core)):
@@ -564,3 +578,579 @@ for _name, _dtype in (("float", "float32"), ("double", "float64"), ("half", "flo
 @expose(methods="type_as")
 def type_as(x, other):
     return x.to(dtype=other.dtype)
+
+
+# --------------------------------------------------------------------------- torch.linalg
+
+#: ``gradtrace.autograd.linalg``: the functions of ``torch.linalg`` that exist here.
+linalg = types.ModuleType("gradtrace.autograd.linalg", "Linear algebra functions (torch.linalg).")
+linalg.vector_norm = vector_norm
+expose(public="linalg")(linalg)
+
+
+# --------------------------------------------------------------------------- issue 14: arithmetic
+
+
+@expose(public="add", methods="add")
+def add(input, other, *, alpha=1):  # noqa: A002 - PyTorch's names
+    """``input + alpha * other``."""
+    return _call("add", input, other if alpha == 1 else other * alpha)
+
+
+@expose(public="sub", methods="sub")
+def sub(input, other, *, alpha=1):  # noqa: A002
+    """``input - alpha * other``."""
+    return _call("sub", input, other if alpha == 1 else other * alpha)
+
+
+@defcomposite("addcmul", public="addcmul", methods="addcmul")
+def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    """``input + value * tensor1 * tensor2``."""
+    prod = tensor1 * tensor2
+    return input + (prod if value == 1 else prod * value)
+
+
+@expose(methods="addcmul_")
+def addcmul_(x, tensor1, tensor2, *, value=1):
+    """In-place :func:`addcmul`."""
+    prod = tensor1 * tensor2
+    return x.add_(prod if value == 1 else prod * value)
+
+
+@defcomposite("square", public="square", methods="square")
+def square(x):
+    """``x * x``."""
+    return x * x
+
+
+@defcomposite("frac", public="frac", methods="frac")
+def frac(x):
+    """The fractional part, ``x - trunc(x)`` (the sign of ``x``)."""
+    return x - _call("trunc", x)
+
+
+@defcomposite("lerp", public="lerp", methods="lerp")
+def lerp(input, end, weight):  # noqa: A002
+    """``input + weight * (end - input)``."""
+    return input + weight * (end - input)
+
+
+@defcomposite("hypot", public="hypot", methods="hypot")
+def hypot(input, other):  # noqa: A002
+    """``sqrt(input² + other²)``."""
+    return _call("sqrt", input * input + other * other)
+
+
+@defcomposite("logaddexp", public="logaddexp", methods="logaddexp")
+def logaddexp(input, other):  # noqa: A002
+    """``log(exp(input) + exp(other))`` without overflow: ``max + log1p(exp(-|a - b|))``. At
+    a tie, maximum's even split gives each operand 1/2, the true slope."""
+    return _call("maximum", input, other) + _call(
+        "log1p", _call("exp", -_call("abs", input - other)))
+
+
+# --------------------------------------------------------------------------- reductions
+
+
+def _along_last(x, d):
+    """``x`` with dim ``d`` moved last (a view)."""
+    return movedim(x, d, -1) if d != x.ndim - 1 else x
+
+
+@expose(public="cumsum", methods="cumsum")
+def cumsum(x, dim, *, dtype=None):
+    """Cumulative sum along ``dim``."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    return _call("cumsum", x, dim=_dim(dim, x.ndim, "cumsum") if x.ndim else 0)
+
+
+def _prefix_table(x, d, fill):
+    """(..., n, n) with row k holding the entries 0..k of dim ``d`` (moved last) and ``fill``
+    after them: scans as reductions over the last dim."""
+    last = _along_last(x, d)
+    n = last.shape[-1]
+    keep = Tensor._make(x.device.xp.tril(x.device.xp.ones((n, n), dtype=bool)), False, None, 0,
+                        [0], x.device)
+    return _call("where", keep, unsqueeze(last, -2), fill)
+
+
+@defcomposite("cumprod", public="cumprod", methods="cumprod")
+def cumprod(x, dim, *, dtype=None):
+    """Cumulative product along ``dim``.
+
+    Each prefix product is a ``prod`` of a masked row, so zeros get exact gradients and the
+    result is differentiable any number of times (prod's rules are); the price is an n×n table
+    for a dim of size n."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    if x.ndim == 0:
+        return x * 1
+    d = _dim(dim, x.ndim, "cumprod")
+    return movedim(prod(_prefix_table(x, d, 1.0), -1), -1, d)
+
+
+@defcomposite("logcumsumexp", public="logcumsumexp", methods="logcumsumexp")
+def logcumsumexp(x, dim):
+    """``log(cumsum(exp(x)))`` along ``dim``, stably: each entry a logsumexp of its prefix
+    (an n×n table for a dim of size n)."""
+    if x.ndim == 0:
+        return x * 1
+    d = _dim(dim, x.ndim, "logcumsumexp")
+    return movedim(logsumexp(_prefix_table(x, d, -float("inf")), -1), -1, d)
+
+
+@defcomposite("nansum", public="nansum", methods="nansum")
+def nansum(x, dim=None, keepdim=False, *, dtype=None):
+    """Sum treating NaN as 0 (NaN entries get a zero gradient)."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    return _call("where", _call("isnan", x), 0.0, x).sum(dim=dim, keepdim=keepdim)
+
+
+AminmaxResult = namedtuple("aminmax", ["min", "max"])
+
+
+@expose(public="aminmax", methods="aminmax")
+def aminmax(x, *, dim=None, keepdim=False):
+    """``(amin, amax)`` over ``dim`` (all dims by default)."""
+    return AminmaxResult(amin(x, dim, keepdim), amax(x, dim, keepdim))
+
+
+@expose(public="var_mean")
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """``(var, mean)`` over ``dim``."""
+    return (var(x, dim, unbiased, keepdim, correction=correction),
+            x.mean(dim=dim, keepdim=keepdim))
+
+
+SortResult = namedtuple("sort", ["values", "indices"])
+TopkResult = namedtuple("topk", ["values", "indices"])
+KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
+MedianResult = namedtuple("median", ["values", "indices"])
+
+
+@expose(public="sort", methods="sort")
+def sort(x, dim=-1, descending=False, stable=False):
+    """``(values, indices)`` sorted along ``dim`` (ties keep their order)."""
+    d = _dim(dim, x.ndim, "sort") if x.ndim else 0
+    return SortResult(*_call("sort", x, dim=d, descending=bool(descending), stable=bool(stable)))
+
+
+@expose(public="argsort", methods="argsort")
+def argsort(x, dim=-1, descending=False, stable=False):
+    """The indices that sort ``x`` along ``dim``."""
+    return sort(x, dim, descending, stable).indices
+
+
+def _pick(x, d, start, length):
+    return narrow(x, d, start, length) if x.ndim else x
+
+
+@expose(public="topk", methods="topk")
+def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    """The ``k`` largest (or smallest) entries along ``dim`` and their indices."""
+    d = _dim(dim, x.ndim, "topk") if x.ndim else 0
+    size = x.shape[d] if x.ndim else 1
+    if not 0 <= k <= size:
+        raise RuntimeError(f"topk: selected index k out of range (k={k}, size {size})")
+    values, indices = sort(x, d, descending=largest)
+    return TopkResult(_pick(values, d, 0, k), _pick(indices, d, 0, k))
+
+
+@expose(public="kthvalue", methods="kthvalue")
+def kthvalue(x, k, dim=-1, keepdim=False):
+    """The ``k``-th smallest entry (1-based) along ``dim`` and its index."""
+    d = _dim(dim, x.ndim, "kthvalue") if x.ndim else 0
+    size = x.shape[d] if x.ndim else 1
+    if not 1 <= k <= size:
+        raise RuntimeError(f"kthvalue: selected number k out of range for dimension {d} "
+                           f"(k={k}, size {size})")
+    values, indices = sort(x, d)
+    if not x.ndim:
+        return KthvalueResult(values, indices)
+    values, indices = _pick(values, d, k - 1, 1), _pick(indices, d, k - 1, 1)
+    if not keepdim:
+        values, indices = squeeze(values, d), squeeze(indices, d)
+    return KthvalueResult(values, indices)
+
+
+@expose(public="median", methods="median")
+def median(x, dim=None, keepdim=False):
+    """The lower median (of an even count, the smaller middle value), as PyTorch's; with
+    ``dim``, ``(values, indices)`` along it."""
+    if dim is None:
+        flat = reshape(x, -1)
+        return kthvalue(flat, (flat.shape[0] + 1) // 2, 0).values
+    d = _dim(dim, x.ndim, "median") if x.ndim else 0
+    n = x.shape[d] if x.ndim else 1
+    return MedianResult(*kthvalue(x, (n + 1) // 2, d, keepdim))
+
+
+# --------------------------------------------------------------------------- linear algebra
+
+
+def _need(op, x, ndim, what):
+    if x.ndim != ndim:
+        raise RuntimeError(f"{op}: {what} must be a {ndim}-D tensor, got shape {list(x.shape)}")
+
+
+@expose(public="mm")
+def mm(input, mat2):  # noqa: A002
+    """Product of two matrices."""
+    _need("mm", input, 2, "self")
+    _need("mm", mat2, 2, "mat2")
+    return _call("matmul", input, mat2)
+
+
+@expose(public="mv", methods="mv")
+def mv(input, vec):  # noqa: A002
+    """Matrix-vector product."""
+    _need("mv", input, 2, "input")
+    _need("mv", vec, 1, "vec")
+    return _call("matmul", input, vec)
+
+
+@expose(public=("dot", "inner1d"), methods="dot")
+def dot(input, other):  # noqa: A002
+    """Dot product of two 1-D tensors (a 0-d result)."""
+    _need("dot", input, 1, "input")
+    _need("dot", other, 1, "other")
+    if input.shape != other.shape:
+        raise RuntimeError(f"dot: inconsistent tensor size, expected tensor [{input.shape[0]}] "
+                           f"and src [{other.shape[0]}] to have the same number of elements")
+    return _call("matmul", input, other)
+
+
+def _scaled_sum(input, product, beta, alpha):
+    """``beta * input + alpha * product``; with beta = 0 ``input`` is ignored (NaN included),
+    as PyTorch's addmm."""
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        return product
+    return (input if beta == 1 else input * beta) + product
+
+
+@defcomposite("addmm", public="addmm", methods="addmm")
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * (mat1 @ mat2)``."""
+    return _scaled_sum(input, mm(mat1, mat2), beta, alpha)
+
+
+@defcomposite("baddbmm", public="baddbmm", methods="baddbmm")
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
+    """``beta * input + alpha * bmm(batch1, batch2)``."""
+    return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
+
+
+@defcomposite("kron", public="kron", methods="kron")
+def kron(input, other):  # noqa: A002
+    """Kronecker product: block (i, j) is ``input[i, j] * other``, in any number of dims."""
+    n = builtins.max(input.ndim, other.ndim)
+    a = _reshape(input, (1,) * (n - input.ndim) + tuple(input.shape))
+    b = _reshape(other, (1,) * (n - other.ndim) + tuple(other.shape))
+    inter_a, inter_b, final = [], [], []
+    for sa, sb in zip(a.shape, b.shape):
+        inter_a += [sa, 1]
+        inter_b += [1, sb]
+        final.append(sa * sb)
+    return _reshape(_reshape(a, inter_a) * _reshape(b, inter_b), final)
+
+
+@defcomposite("tensordot", public="tensordot")
+def tensordot(a, b, dims=2):
+    """Contract the last ``dims`` dims of ``a`` with the first of ``b`` (or the listed pairs)."""
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = ([dims[0]] if isinstance(dims[0], int) else list(dims[0]),
+                  [dims[1]] if isinstance(dims[1], int) else list(dims[1]))
+    da = [_dim(d, a.ndim, "tensordot") for d in da]
+    db = [_dim(d, b.ndim, "tensordot") for d in db]
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]:
+            raise RuntimeError(f"tensordot: contracted dimensions need to match, but first has "
+                               f"size {a.shape[i]} in dim {i} and second has size {b.shape[j]} "
+                               f"in dim {j}")
+    free_a = [i for i in range(a.ndim) if i not in da]
+    free_b = [j for j in range(b.ndim) if j not in db]
+    k = 1
+    for i in da:
+        k *= a.shape[i]
+    m = 1
+    for i in free_a:
+        m *= a.shape[i]
+    n = 1
+    for j in free_b:
+        n *= b.shape[j]
+    am = _reshape(permute(a, *(free_a + da)) if a.ndim else a, (m, k))
+    bm = _reshape(permute(b, *(db + free_b)) if b.ndim else b, (k, n))
+    return _reshape(_call("matmul", am, bm),
+                    tuple(a.shape[i] for i in free_a) + tuple(b.shape[j] for j in free_b))
+
+
+@defcomposite("cdist", public="cdist")
+def cdist(x1, x2, p=2.0):
+    """Pairwise ``p``-norm distances between the rows of ``x1`` (..., P, M) and ``x2``
+    (..., R, M): (..., P, R). A zero distance has a zero gradient (the norm's rule)."""
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"cdist: X1 and X2 must have the same number of columns, got shapes "
+                           f"{list(x1.shape)} and {list(x2.shape)}")
+    return vector_norm(unsqueeze(x1, -2) - unsqueeze(x2, -3), p, -1)
+
+
+@defcomposite("diagonal", public="diagonal", methods="diagonal")
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    """The diagonal ``offset`` of the (dim1, dim2) planes, as the last dim."""
+    d1, d2 = _dim(dim1, x.ndim, "diagonal"), _dim(dim2, x.ndim, "diagonal")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    rest = [i for i in range(x.ndim) if i not in (d1, d2)]
+    moved = permute(x, *(rest + [d1, d2]))
+    n1, n2 = moved.shape[-2:]
+    start1, start2 = (0, offset) if offset >= 0 else (-offset, 0)
+    length = builtins.max(0, builtins.min(n1 - start1, n2 - start2))
+    xp = x.device.xp
+    rows = xp.arange(start1, start1 + length)
+    return _call("index", moved, key=(Ellipsis, rows, rows - start1 + start2))
+
+
+@defcomposite("diag", public="diag", methods="diag")
+def diag(x, diagonal=0):  # noqa: F811 - torch.diag's parameter name
+    """A 1-D tensor as the ``diagonal``-th diagonal of a square matrix, or a matrix's
+    ``diagonal``-th diagonal as a 1-D tensor."""
+    if x.ndim == 2:
+        return globals()["diagonal"](x, diagonal)
+    if x.ndim != 1:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
+    n = x.shape[0] + abs(diagonal)
+    xp = x.device.xp
+    i = xp.arange(x.shape[0])
+    rows, cols = (i, i + diagonal) if diagonal >= 0 else (i - diagonal, i)
+    return _call("index_backward", x, shape=(n, n), key=(rows, cols))
+
+
+@defcomposite("trace", public="trace", methods="trace")
+def trace(x):
+    """The sum of a matrix's main diagonal."""
+    _need("trace", x, 2, "input")
+    return diagonal(x).sum()
+
+
+# --------------------------------------------------------------------------- shape
+
+
+@defcomposite("movedim", public=("movedim", "moveaxis"), methods=("movedim", "moveaxis"))
+def movedim(x, source, destination):
+    """``x`` with dims ``source`` moved to ``destination`` (the others keep their order)."""
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) "
+                           f"should contain the same number of dims as destination ({dst} dims)")
+    src = [_dim(d, x.ndim, "movedim") for d in src]
+    dst = [_dim(d, x.ndim, "movedim") for d in dst]
+    order = [None] * x.ndim
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(i for i in range(x.ndim) if i not in src)
+    order = [o if o is not None else next(rest) for o in order]
+    if order == list(range(x.ndim)):
+        return x
+    return permute(x, *order)
+
+
+@expose(public=("swapaxes", "swapdims"), methods=("swapaxes", "swapdims"))
+def swapaxes(x, axis0, axis1):
+    """``transpose(x, axis0, axis1)``."""
+    return _call("transpose", x, dim0=_dim(axis0, x.ndim, "swapaxes"),
+                 dim1=_dim(axis1, x.ndim, "swapaxes"))
+
+
+@defcomposite("unbind", public="unbind", methods="unbind")
+def unbind(x, dim=0):
+    """The slices along ``dim``, as a tuple of views without that dim."""
+    d = _dim(dim, x.ndim, "unbind")
+    return tuple(_call("index", x, key=(slice(None),) * d + (i,)) for i in range(x.shape[d]))
+
+
+@defcomposite("tile", public="tile", methods="tile")
+def tile(x, dims):
+    """``repeat`` with ``dims`` padded with leading 1s to ``x``'s number of dims."""
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+
+
+@defcomposite("unflatten", public="unflatten", methods="unflatten")
+def unflatten(x, dim, sizes):
+    """Dim ``dim`` split into ``sizes`` (one may be -1)."""
+    d = _dim(dim, x.ndim, "unflatten")
+    sizes = list(sizes)
+    if sizes.count(-1) == 1:
+        known = 1
+        for s in sizes:
+            known *= s if s != -1 else 1
+        sizes[sizes.index(-1)] = x.shape[d] // known if known else 0
+    total = 1
+    for s in sizes:
+        total *= s
+    if total != x.shape[d]:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
+                           f"size of dim {dim} ({x.shape[d]}) in the input tensor")
+    return _reshape(x, x.shape[:d] + tuple(sizes) + x.shape[d + 1:])
+
+
+@defcomposite("tensor_split", public="tensor_split", methods="tensor_split")
+def tensor_split(x, indices_or_sections, dim=0):
+    """Views split along ``dim``: into n near-equal parts (the first ``size % n`` one larger)
+    or at the given indices."""
+    d = _dim(dim, x.ndim, "tensor_split")
+    size = x.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, int):
+        n = indices_or_sections
+        if n <= 0:
+            raise RuntimeError(f"tensor_split: number of sections must be larger than 0, got {n}")
+        q, r = divmod(size, n)
+        bounds, start = [], 0
+        for i in range(n):
+            start += q + (1 if i < r else 0)
+            bounds.append(start)
+        bounds = bounds[:-1]
+    else:
+        bounds = list(indices_or_sections)
+    out, prev = [], 0
+    for b in bounds + [size]:
+        b = builtins.min(builtins.max(b + size if b < 0 else b, 0), size)
+        start = builtins.min(prev, size)
+        out.append(_call("index", x, key=(slice(None),) * d + (slice(start, builtins.max(b, start)),)))
+        prev = b
+    return tuple(out)
+
+
+@defcomposite("hstack", public="hstack")
+def hstack(tensors):
+    """Join along dim 1 (dim 0 for 1-D tensors)."""
+    tensors = [t if t.ndim else _reshape(t, (1,)) for t in tensors]
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+@defcomposite("vstack", public=("vstack", "row_stack"))
+def vstack(tensors):
+    """Join along dim 0, 0-d and 1-D tensors taken as rows."""
+    return cat([_reshape(t, (1, -1)) if t.ndim < 2 else t for t in tensors], 0)
+
+
+# --------------------------------------------------------------------------- indexing
+
+
+@expose(public="scatter", methods="scatter")
+def scatter(x, dim, index, src=None, *, value=None, reduce=None):
+    """A copy of ``x`` with ``src`` (a tensor, or a number ``value``) written at ``index``
+    along ``dim``."""
+    if reduce is not None:
+        raise NotImplementedError("scatter: reduce= is not supported; use scatter_add")
+    if src is None:
+        src = value
+    d = _dim(dim, x.ndim, "scatter")
+    _check_index("scatter", x, d, index, src if isinstance(src, Tensor) else None)
+    if isinstance(src, Tensor) and src.dtype != x.dtype:
+        src = src.to(dtype=x.dtype)
+    return _call("scatter", x, index, src, dim=d)
+
+
+@defcomposite("index_add", public="index_add", methods="index_add")
+def index_add(x, dim, index, source, *, alpha=1):
+    """A copy of ``x`` with ``alpha * source`` added at ``index`` (1-D) along ``dim``;
+    repeated indices add up."""
+    d = _dim(dim, x.ndim, "index_add")
+    idx = index.data if isinstance(index, Tensor) else index
+    if getattr(idx, "ndim", 1) != 1:
+        raise RuntimeError(f"index_add_(): Index is supposed to be a vector, got shape "
+                           f"{list(idx.shape)}")
+    if alpha != 1:
+        source = source * alpha
+    spread = _call("index_backward", source, shape=tuple(x.shape), key=(slice(None),) * d + (idx,))
+    return x + spread
+
+
+@expose(methods="index_add_")
+def index_add_(x, dim, index, source, *, alpha=1):
+    """In-place :func:`index_add`."""
+    return x.copy_(index_add(x, dim, index, source, alpha=alpha))
+
+
+@defcomposite("masked_select", public="masked_select", methods="masked_select")
+def masked_select(x, mask):
+    """The entries of ``x`` where ``mask`` (broadcast together) is True, as a 1-D tensor."""
+    m = mask.data if isinstance(mask, Tensor) else mask
+    xp = x.device.xp
+    shape = xp.broadcast_shapes(tuple(x.shape), tuple(m.shape)) if hasattr(
+        xp, "broadcast_shapes") else __import__("numpy").broadcast_shapes(tuple(x.shape), tuple(m.shape))
+    if tuple(x.shape) != tuple(shape):
+        x = expand(x, shape)
+    return _call("index", x, key=xp.broadcast_to(m, shape))
+
+
+@defcomposite("take_along_dim", public="take_along_dim", methods="take_along_dim")
+def take_along_dim(x, indices, dim=None):
+    """``gather`` with broadcasting; with ``dim=None`` over the flattened input."""
+    if dim is None:
+        return gather(reshape(x, -1), 0, reshape(indices, -1))
+    d = _dim(dim, x.ndim, "take_along_dim")
+    xs, isz = list(x.shape), list(indices.shape)
+    if len(xs) != len(isz):
+        raise RuntimeError(f"take_along_dim: input and indices should have the same number of "
+                           f"dimensions, but got {len(xs)} and {len(isz)}")
+    import numpy  # noqa: PLC0415 - shape arithmetic only
+
+    bx = list(numpy.broadcast_shapes(tuple(s for k, s in enumerate(xs) if k != d),
+                                     tuple(s for k, s in enumerate(isz) if k != d)))
+    x_shape, i_shape = bx[:d] + [xs[d]] + bx[d:], bx[:d] + [isz[d]] + bx[d:]
+    if x_shape != xs:
+        x = expand(x, x_shape)
+    if i_shape != isz:
+        indices = Tensor._make(x.device.xp.broadcast_to(indices.data, i_shape), False, None, 0,
+                               [0], x.device)
+    return gather(x, d, indices)
+
+
+@defcomposite("repeat_interleave", public="repeat_interleave", methods="repeat_interleave")
+def repeat_interleave(x, repeats, dim=None, *, output_size=None):
+    """Each entry repeated ``repeats`` times (an int, or one count per entry) along ``dim``
+    (of the flattened input by default)."""
+    if dim is None:
+        x, d = reshape(x, -1), 0
+    else:
+        d = _dim(dim, x.ndim, "repeat_interleave")
+    xp = x.device.xp
+    reps = repeats.data if isinstance(repeats, Tensor) else repeats
+    idx = xp.repeat(xp.arange(x.shape[d]), reps)
+    return _call("index", x, key=(slice(None),) * d + (idx,))
+
+
+def _einsum_diagonals(subs, out, operands):
+    """einsum with a letter repeated in an operand: replace that operand by its diagonal over
+    the two dims (the letter moves last, as :func:`diagonal` puts it), then the plain einsum."""
+    new_subs, new_ops = [], []
+    for s, t in zip(subs, operands):
+        if "..." in s:
+            raise NotImplementedError("einsum: a repeated subscript together with '...' is not "
+                                      "supported")
+        letters = list(s)
+        while len(set(letters)) != len(letters):
+            c = next(c for c in letters if letters.count(c) > 1)
+            i = letters.index(c)
+            j = letters.index(c, i + 1)
+            if t.shape[i] != t.shape[j]:
+                raise RuntimeError(f"einsum(): subscript {c} is repeated for operand but the "
+                                   f"sizes don't match, {t.shape[i]} != {t.shape[j]}")
+            t = diagonal(t, 0, i, j)
+            letters = [x for k, x in enumerate(letters) if k not in (i, j)] + [c]
+        new_subs.append("".join(letters))
+        new_ops.append(t)
+    return einsum(",".join(new_subs) + "->" + out, *new_ops)

@@ -5,16 +5,18 @@ to the tangent: the entries declare ``jvp=SELF_ADJOINT``.
 """
 from __future__ import annotations
 
+import math
+
 from .. import backend
 from ..dispatch import SELF_ADJOINT, defop
 
 # Arithmetic. ``a``/``b`` may be tensors or Python scalars; the engine sums each gradient
 # back to its input's shape, so rules ignore broadcasting.
 defop("add", lambda xp, a, b: a + b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: g),
-      jvp=SELF_ADJOINT, public="add", methods=("add", "__add__"), reflected="__radd__",
+      jvp=SELF_ADJOINT, methods="__add__", reflected="__radd__",
       inplace="add_")
 defop("sub", lambda xp, a, b: a - b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g),
-      jvp=SELF_ADJOINT, public="sub", methods=("sub", "__sub__"), reflected="__rsub__",
+      jvp=SELF_ADJOINT, methods="__sub__", reflected="__rsub__",
       inplace="sub_")
 defop("mul", lambda xp, a, b: a * b,
       (lambda F, g, out, a, b: g * b, lambda F, g, out, a, b: g * a),
@@ -25,11 +27,28 @@ defop("div", lambda xp, a, b: a / b,
       jvp=SELF_ADJOINT, public="div", methods=("div", "__truediv__"),
       reflected="__rtruediv__", inplace="div_")
 defop("neg", lambda xp, x: -x, (lambda F, g, out, x: -g,), jvp=SELF_ADJOINT,
-      public="neg", methods=("neg", "__neg__"))
-defop("pow", lambda xp, a, b: a ** b,
-      (lambda F, g, out, a, b: g * b * a ** (b - 1),
-       lambda F, g, out, a, b: g * out * F.log(a)),
-      jvp=SELF_ADJOINT, public="pow", methods=("pow", "__pow__"), reflected="__rpow__")
+      public="neg", methods=("neg", "__neg__"), inplace="neg_")
+
+
+def _pow_grad_base(F, g, out, a, b):
+    """``g * b * a**(b-1)``, zero where ``b == 0`` (PyTorch's rule: no NaN from ``0**-1`` at
+    ``a == 0``). The exponent is made safe rather than the product masked, so that a second
+    derivative sees no inf either."""
+    if not hasattr(b, "shape"):
+        return g * 0.0 if b == 0 else g * b * a ** (b - 1)
+    return g * b * a ** F.where(b == 0, 0.0, b - 1)
+
+
+def _pow_grad_exponent(F, g, out, a, b):
+    """``g * a**b * log(a)``, zero where ``a == 0`` and ``b >= 0`` (PyTorch masks the same)."""
+    if not hasattr(a, "shape"):
+        return g * 0.0 if a == 0 else g * out * math.log(a)
+    return g * out * F.log(F.where((a == 0) & (b >= 0), 1.0, a))
+
+
+defop("pow", lambda xp, a, b: a ** b, (_pow_grad_base, _pow_grad_exponent),
+      jvp=SELF_ADJOINT, public="pow", methods=("pow", "__pow__"), reflected="__rpow__",
+      inplace="pow_")
 
 # Unary math.
 defop("exp", lambda xp, x: xp.exp(x), (lambda F, g, out, x: g * out,), jvp=SELF_ADJOINT,
@@ -37,7 +56,7 @@ defop("exp", lambda xp, x: xp.exp(x), (lambda F, g, out, x: g * out,), jvp=SELF_
 defop("log", lambda xp, x: xp.log(x), (lambda F, g, out, x: g / x,), jvp=SELF_ADJOINT,
       public="log", methods="log")
 defop("sqrt", lambda xp, x: xp.sqrt(x), (lambda F, g, out, x: g / (out * 2),), jvp=SELF_ADJOINT,
-      public="sqrt", methods="sqrt")
+      public="sqrt", methods="sqrt", inplace="sqrt_")
 defop("tanh", lambda xp, x: xp.tanh(x), (lambda F, g, out, x: g * (1 - out * out),),
       jvp=SELF_ADJOINT, public="tanh", methods="tanh", inplace="tanh_")
 defop("relu", lambda xp, x: xp.maximum(x, 0), (lambda F, g, out, x: g * (out > 0),),
@@ -91,13 +110,40 @@ defop("rsqrt", lambda xp, x: 1 / xp.sqrt(x), (lambda F, g, out, x: g * out * out
 defop("reciprocal", lambda xp, x: 1 / x, (lambda F, g, out, x: -g * out * out,),
       jvp=SELF_ADJOINT, public="reciprocal", methods="reciprocal")
 defop("abs", lambda xp, x: xp.abs(x), (lambda F, g, out, x: g * F.sign(x),), jvp=SELF_ADJOINT,
-      public="abs", methods=("abs", "__abs__"))
-defop("sign", lambda xp, x: xp.sign(x), public="sign", methods="sign")
-# NOTE: a primitive rather than 1 / (1 + exp(-x)): the tanh form never overflows, and one node
-# instead of four keeps the backward (g * out * (1 - out)) cheap.
-defop("sigmoid", lambda xp, x: xp.tanh(x * 0.5) * 0.5 + 0.5,
+      public="abs", methods=("abs", "__abs__"), inplace="abs_")
+# sign is piecewise constant: its gradient is zero, but it is differentiable (as PyTorch's),
+# so a backward through a sign-only path runs and gives zeros.
+defop("sign", lambda xp, x: xp.sign(x), (lambda F, g, out, x: F.zeros_like(g),),
+      jvp=SELF_ADJOINT, public="sign", methods="sign")
+
+
+def _sigmoid_fwd(xp, x):
+    # exp(-|x|) never overflows, and e / (1 + e) keeps full relative precision far below 0
+    # (sigmoid(-40) = 4.25e-18, where 1 - 1/(1+e) or a tanh form would give 0).
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+# NOTE: a primitive rather than 1 / (1 + exp(-x)): the form above never overflows and keeps
+# its precision for negative x, and one node instead of four keeps the backward cheap.
+defop("sigmoid", _sigmoid_fwd,
       (lambda F, g, out, x: g * out * (1 - out),), jvp=SELF_ADJOINT,
       public="sigmoid", methods="sigmoid", inplace="sigmoid_")
+
+
+def _softplus_fwd(xp, x, beta=1.0, threshold=20.0):
+    z = x * beta
+    soft = (xp.maximum(z, 0) + xp.log1p(xp.exp(-xp.abs(z)))) / beta
+    return xp.where(z > threshold, x, soft).astype(x.dtype, copy=False)
+
+
+# NOTE: a primitive for its gradient: the stable composite max(z, 0) + log1p(exp(-|z|)) has
+# two kinks at 0 whose one-sided rules give 0 there, where the true slope is sigmoid(0) = 0.5.
+defop("softplus", _softplus_fwd,
+      (lambda F, g, out, x, beta=1.0, threshold=20.0:
+       F.where(x * beta > threshold, g, g * F.sigmoid(x * beta)),), jvp=SELF_ADJOINT,
+      public="softplus", doc="``log(1 + exp(beta x)) / beta``, computed stably; linear above "
+      "``threshold`` (torch.nn.functional.softplus).")
 defop("leaky_relu", lambda xp, x, negative_slope=0.01: xp.where(x > 0, x, x * negative_slope),
       (lambda F, g, out, x, negative_slope=0.01: F.where(x > 0, g, g * negative_slope),),
       jvp=SELF_ADJOINT, public="leaky_relu")
@@ -109,6 +155,16 @@ defop("atan2", lambda xp, input, other: xp.arctan2(input, other),  # noqa: A006 
       jvp=SELF_ADJOINT, public=("atan2", "arctan2"), methods=("atan2", "arctan2"),
       inplace=("atan2_", "arctan2_"), doc="Elementwise arctangent of ``input / other`` in the "
       "quadrant of the point ``(other, input)`` (torch.atan2).")
+
+
+def _erfc_tail(xp, ax):
+    """erfc(|x|) for |x| >= 3 by the continued fraction of A&S 7.1.14 (depth 40), evaluated
+    bottom-up; exact to double precision there, where ``1 - erf`` would cancel."""
+    big = xp.clip(ax, 3.0, 30.0)
+    frac = big
+    for k in range(40, 0, -1):
+        frac = big + (k * 0.5) / frac
+    return xp.exp(-big * big) / (_SQRT_PI * frac)
 
 
 def erf_array(xp, x):
@@ -129,30 +185,104 @@ def erf_array(xp, x):
         term = term * (2 * x2) / (2 * n + 3)
         total = total + term
     series = total * xp.exp(-x2) * (2 / _SQRT_PI)
-    big = xp.clip(ax, 3.0, 30.0)
-    frac = big
-    for k in range(40, 0, -1):
-        frac = big + (k * 0.5) / frac
-    erfc = xp.exp(-big * big) / (_SQRT_PI * frac)
-    out = xp.where(ax < 3.0, series, 1 - erfc)
+    out = xp.where(ax < 3.0, series, 1 - _erfc_tail(xp, ax))
     return (xp.sign(x) * out).astype(x.dtype, copy=False)
+
+
+def _erfc_fwd(xp, x):
+    ax = xp.abs(x)
+    tail = _erfc_tail(xp, ax)
+    out = xp.where(ax < 3.0, 1 - erf_array(xp, x), xp.where(x > 0, tail, 2 - tail))
+    return out.astype(x.dtype, copy=False)
 
 
 defop("erf", erf_array,
       (lambda F, g, out, x: g * F.exp(-(x * x)) * (2 / _SQRT_PI),), jvp=SELF_ADJOINT,
       public="erf", methods="erf")
 
-# Selections: the gradient goes to the input that was picked (ties go to the first operand).
+# NOTE: erfc is a primitive for precision: 1 - erf(x) is 0 in double precision from x = 6,
+# where erfc(6) = 2.15e-17 (and PyTorch gives that).
+defop("erfc", _erfc_fwd,
+      (lambda F, g, out, x: g * F.exp(-(x * x)) * (-2 / _SQRT_PI),), jvp=SELF_ADJOINT,
+      public="erfc", methods="erfc")
+
+# More unary math. Each is a primitive: numpy's function is the precise one (log2(8) is 3
+# exactly, where log(8) / log(2) is not; tan near pi/2 and atanh near 1 lose digits as ratios).
+defop("tan", lambda xp, x: xp.tan(x), (lambda F, g, out, x: g * (1 + out * out),),
+      jvp=SELF_ADJOINT, public="tan", methods="tan")
+defop("atan", lambda xp, x: xp.arctan(x), (lambda F, g, out, x: g / (1 + x * x),),
+      jvp=SELF_ADJOINT, public=("atan", "arctan"), methods=("atan", "arctan"))
+defop("asin", lambda xp, x: xp.arcsin(x), (lambda F, g, out, x: g * F.rsqrt(1 - x * x),),
+      jvp=SELF_ADJOINT, public=("asin", "arcsin"), methods=("asin", "arcsin"))
+defop("acos", lambda xp, x: xp.arccos(x), (lambda F, g, out, x: -g * F.rsqrt(1 - x * x),),
+      jvp=SELF_ADJOINT, public=("acos", "arccos"), methods=("acos", "arccos"))
+defop("sinh", lambda xp, x: xp.sinh(x), (lambda F, g, out, x: g * F.cosh(x),),
+      jvp=SELF_ADJOINT, public="sinh", methods="sinh")
+defop("cosh", lambda xp, x: xp.cosh(x), (lambda F, g, out, x: g * F.sinh(x),),
+      jvp=SELF_ADJOINT, public="cosh", methods="cosh")
+defop("asinh", lambda xp, x: xp.arcsinh(x), (lambda F, g, out, x: g * F.rsqrt(x * x + 1),),
+      jvp=SELF_ADJOINT, public=("asinh", "arcsinh"), methods=("asinh", "arcsinh"))
+defop("atanh", lambda xp, x: xp.arctanh(x), (lambda F, g, out, x: g / (1 - x * x),),
+      jvp=SELF_ADJOINT, public=("atanh", "arctanh"), methods=("atanh", "arctanh"))
+defop("log2", lambda xp, x: xp.log2(x), (lambda F, g, out, x: g / (x * math.log(2.0)),),
+      jvp=SELF_ADJOINT, public="log2", methods="log2")
+defop("log10", lambda xp, x: xp.log10(x), (lambda F, g, out, x: g / (x * math.log(10.0)),),
+      jvp=SELF_ADJOINT, public="log10", methods="log10")
+defop("exp2", lambda xp, x: xp.exp2(x), (lambda F, g, out, x: g * out * math.log(2.0),),
+      jvp=SELF_ADJOINT, public="exp2", methods="exp2")
+
+# Rounding: piecewise constant, so a zero gradient (PyTorch's), but differentiable.
+defop("floor", lambda xp, x: xp.floor(x), (lambda F, g, out, x: F.zeros_like(g),),
+      jvp=SELF_ADJOINT, public="floor", methods="floor")
+defop("ceil", lambda xp, x: xp.ceil(x), (lambda F, g, out, x: F.zeros_like(g),),
+      jvp=SELF_ADJOINT, public="ceil", methods="ceil")
+defop("trunc", lambda xp, x: xp.trunc(x), (lambda F, g, out, x: F.zeros_like(g),),
+      jvp=SELF_ADJOINT, public=("trunc", "fix"), methods=("trunc", "fix"))
+# Half to even, as PyTorch's round (numpy's round does the same, decimals included).
+defop("round", lambda xp, x, decimals=0: xp.round(x, decimals),
+      (lambda F, g, out, x, decimals=0: F.zeros_like(g),), jvp=SELF_ADJOINT,
+      public="round", methods="round")
+
+# fmod truncates the quotient (the sign of the dividend), remainder floors it (the sign of the
+# divisor); d/db = -quotient.
+defop("fmod", lambda xp, a, b: xp.fmod(a, b),
+      (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g * F.trunc(a / b)),
+      jvp=SELF_ADJOINT, public="fmod", methods="fmod")
+defop("remainder", lambda xp, a, b: xp.remainder(a, b),
+      (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g * F.floor(a / b)),
+      jvp=SELF_ADJOINT, public="remainder", methods=("remainder", "__mod__"))
+
+
+def _xlogy_fwd(xp, x, y):
+    safe = xp.where(x == 0, 1, y)
+    return xp.where((x == 0) & ~xp.isnan(y), 0, x * xp.log(safe))
+
+
+# xlogy(0, y) = 0 for any y but NaN; PyTorch's rules: d/dx = xlogy(x != 0, y), d/dy = x / y.
+defop("xlogy", _xlogy_fwd,
+      (lambda F, g, out, x, y: g * F.xlogy(F.to_dtype(x != 0, dtype=out.dtype), y),
+       lambda F, g, out, x, y: g * x / y), jvp=SELF_ADJOINT, public="xlogy", methods="xlogy")
+
+# Selections: the gradient goes to the input that was picked; maximum/minimum split a tie
+# evenly between the operands, as PyTorch does.
 defop("where", lambda xp, cond, a, b: xp.where(cond, a, b),
       (None, lambda F, g, out, cond, a, b: F.where(cond, g, 0.0),
        lambda F, g, out, cond, a, b: F.where(cond, 0.0, g)), jvp=SELF_ADJOINT)
+
+
+def _picked(F, g, mine, other, bigger: bool):
+    """The share of ``g`` that ``mine`` gets: all where it wins, half on a tie."""
+    wins = mine > other if bigger else mine < other
+    return F.where(mine == other, g * 0.5, F.where(wins, g, 0.0))
+
+
 defop("maximum", lambda xp, a, b: xp.maximum(a, b),
-      (lambda F, g, out, a, b: F.where(a >= b, g, 0.0),
-       lambda F, g, out, a, b: F.where(a >= b, 0.0, g)), jvp=SELF_ADJOINT,
+      (lambda F, g, out, a, b: _picked(F, g, a, b, True),
+       lambda F, g, out, a, b: _picked(F, g, b, a, True)), jvp=SELF_ADJOINT,
       public="maximum", methods="maximum")
 defop("minimum", lambda xp, a, b: xp.minimum(a, b),
-      (lambda F, g, out, a, b: F.where(a <= b, g, 0.0),
-       lambda F, g, out, a, b: F.where(a <= b, 0.0, g)), jvp=SELF_ADJOINT,
+      (lambda F, g, out, a, b: _picked(F, g, a, b, False),
+       lambda F, g, out, a, b: _picked(F, g, b, a, False)), jvp=SELF_ADJOINT,
       public="minimum", methods="minimum")
 defop("masked_fill", lambda xp, x, mask, value: xp.where(mask, xp.asarray(value, x.dtype), x),
       (lambda F, g, out, x, mask, value: F.where(mask, 0.0, g), None, None), jvp=SELF_ADJOINT)

@@ -135,3 +135,27 @@ defop("embedding", lambda xp, weight, idx, padding_idx=None: weight[idx],
       jvp=linear_in(0), meta=(0,))
 defop("embedding_backward", _embedding_backward_fwd, (_embedding_backward_vjp, None),
       jvp=linear_in(0), node_name="EmbeddingDenseBackward0")
+
+
+# --------------------------------------------------------------------------- scatter
+
+
+def _scatter_fwd(xp, x, index, src, dim):
+    out = x.copy()
+    key = along_dim_key(xp, index, dim)
+    out[key] = src[tuple(slice(0, n) for n in index.shape)] if hasattr(src, "shape") and \
+        src.ndim else src
+    return out
+
+
+def _scatter_self_grad(F, g, out, x, index, src, dim):
+    """The entries that were overwritten get no gradient."""
+    return F.scatter(g, index, 0.0, dim=dim)
+
+
+# x with src written at index along dim (a repeated index: one of the writes wins, as in
+# PyTorch, where the winner is unspecified).
+defop("scatter", _scatter_fwd,
+      (_scatter_self_grad, None,
+       lambda F, g, out, x, index, src, dim: _src_grad(F, g, index, src.shape, dim)),
+      jvp=linear_in(0, 2), meta=(2,))

@@ -47,7 +47,7 @@ defop("matmul", lambda xp, a, b: xp.matmul(a, b), (_grad_a, _grad_b),
 # --------------------------------------------------------------------------- einsum
 
 
-def parse_einsum(equation: str, n_operands: int):
+def parse_einsum(equation: str, n_operands: int, repeats: bool = False):
     """Split ``"ij,jk->ik"`` into (["ij", "jk"], "ik"); the implicit form gets its output
     (letters seen once, sorted). Ellipses are kept as ``...``."""
     eq = equation.replace(" ", "")
@@ -62,11 +62,12 @@ def parse_einsum(equation: str, n_operands: int):
     if len(subs) != n_operands:
         raise ValueError(f"einsum(): equation '{equation}' names {len(subs)} operands but "
                          f"{n_operands} were given")
-    for s in subs + [out]:
+    for k, s in enumerate(subs + [out]):
         core = s.replace("...", "")
         if not core.isalpha() and core:
             raise ValueError(f"einsum(): invalid subscripts '{s}' in '{equation}'")
-        if len(set(core)) != len(core):
+        # An operand may repeat a letter (its diagonal; the caller takes it), the output not.
+        if len(set(core)) != len(core) and (k == len(subs) or not repeats):
             raise ValueError(f"einsum(): repeated subscript in '{s}' (diagonals are not "
                              "supported)")
     return subs, out

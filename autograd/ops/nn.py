@@ -21,8 +21,13 @@ def _linear_fwd(xp, x, weight, bias=None):
 
 
 def _linear_grad_weight(F, g, out, x, weight, bias):
-    g2 = F.reshape(g, shape=(-1, g.shape[-1]))
-    x2 = F.reshape(x, shape=(-1, x.shape[-1]))
+    # Explicit row counts, not -1: a zero-size input (no features, or no rows) has no -1 to
+    # infer, and its weight gradient is zeros.
+    rows = 1
+    for s in x.shape[:-1]:
+        rows *= s
+    g2 = F.reshape(g, shape=(rows, g.shape[-1]))
+    x2 = F.reshape(x, shape=(rows, x.shape[-1]))
     return F.matmul(F.transpose(g2, dim0=0, dim1=1), x2)
 
 
@@ -205,12 +210,16 @@ defop("conv2d", _conv2d_fwd,
 # NOTE: softmax and log_softmax are primitives for numerics (the max is subtracted before exp,
 # so large logits never overflow) and speed (one node, and the rules reuse the output).
 def _softmax_fwd(xp, x, dim):
+    if x.shape[dim] == 0:   # nothing to normalise (and no max to take): an empty result
+        return x.copy()
     e = xp.exp(x - xp.max(x, axis=dim, keepdims=True))
     e /= xp.sum(e, axis=dim, keepdims=True)
     return e
 
 
 def _log_softmax_fwd(xp, x, dim):
+    if x.shape[dim] == 0:
+        return x.copy()
     shifted = x - xp.max(x, axis=dim, keepdims=True)
     shifted -= xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
     return shifted

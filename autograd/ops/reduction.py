@@ -1,7 +1,10 @@
 """Reductions over dims."""
 from __future__ import annotations
 
-from ..dispatch import defcomposite, defop, linear_in
+import math
+
+from .. import backend
+from ..dispatch import SELF_ADJOINT, defcomposite, defop, linear_in
 
 
 def norm_dims(dim, ndim: int):
@@ -10,10 +13,13 @@ def norm_dims(dim, ndim: int):
         return None
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     out = []
+    # A 0-d tensor accepts dim 0 and -1, as PyTorch's: there is no axis to reduce.
     for d in dims:
-        if not -ndim <= d < max(ndim, 1):
-            raise IndexError(f"dimension {d} is out of range for a tensor of {ndim} dims")
-        out.append(d % max(ndim, 1))
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise IndexError(f"Dimension out of range (expected to be in range of "
+                             f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {d})")
+        if ndim:
+            out.append(d % ndim)
     return tuple(sorted(set(out)))
 
 
@@ -154,21 +160,64 @@ defop("logsumexp", _logsumexp_fwd,
 
 def _moved(xp, x, dims):
     """x with the reduced dims moved last and flattened into one: (kept dims..., n)."""
-    axes = norm_dims(dims, x.ndim) or tuple(range(x.ndim))
+    axes = norm_dims(dims, x.ndim)
+    axes = tuple(range(x.ndim)) if axes is None else axes
     rest = [i for i in range(x.ndim) if i not in axes]
     moved = xp.transpose(x, rest + list(axes))
-    return moved.reshape(moved.shape[:len(rest)] + (-1,)), rest + list(axes)
+    n = 1
+    for i in axes:
+        n *= x.shape[i]
+    # An explicit n, not -1: a zero-size input has no -1 to infer.
+    return moved.reshape(moved.shape[:len(rest)] + (n,)), rest + list(axes)
+
+
+def _unmoved(xp, flat, shape, order):
+    """The inverse of :func:`_moved` for an array of the flattened layout."""
+    res = flat.reshape(tuple(shape[i] for i in order))
+    return xp.transpose(res, [order.index(i) for i in range(len(shape))])
 
 
 def _prod_others_fwd(xp, x, dim=None):
     """For each element, the product of the other elements of its reduction (exact with zeros)."""
     flat, order = _moved(xp, x, dim)
+    if flat.shape[-1] == 0:   # empty groups: nothing to multiply, an empty result
+        return x.copy()
     ones = xp.ones(flat.shape[:-1] + (1,), x.dtype)
     left = xp.cumprod(xp.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
     right = xp.flip(xp.cumprod(xp.flip(xp.concatenate([flat[..., 1:], ones], axis=-1), -1),
                                axis=-1), -1)
-    res = (left * right).reshape(tuple(x.shape[i] for i in order))
-    return xp.transpose(res, [order.index(i) for i in range(x.ndim)])
+    return _unmoved(xp, left * right, x.shape, order)
+
+
+def _prod_others_vjp(F, g, out, x, dim=None):
+    """d prod_others(x)_i / d x_j = prod of x over the group without i and j (j != i), which is
+    prod_others of x with x_i set to 1, read at j: an (n, n) table per group, built from
+    prod_others itself so that every further derivative is exact, zeros included. (Only a
+    double backward of prod comes here, so the n*n memory is paid only there.)"""
+    ndim = len(x.shape)
+    axes = norm_dims(dim, ndim)
+    axes = tuple(range(ndim)) if axes is None else axes
+    rest = [i for i in range(ndim) if i not in axes]
+    order = rest + list(axes)
+    n = 1
+    for i in axes:
+        n *= x.shape[i]
+    lead = tuple(x.shape[i] for i in rest)
+    flat = F.reshape(F.permute(x, dims=tuple(order)), shape=lead + (n,))
+    gflat = F.reshape(F.permute(g, dims=tuple(order)), shape=lead + (n, 1))
+    eye = _eye(x, n)
+    # rows[..., i, :] = the group with its i-th entry replaced by 1
+    rows = F.where(eye, 1.0, F.reshape(flat, shape=lead + (1, n)))
+    table = F.where(eye, 0.0, F.prod_others(rows, dim=-1))
+    grad = F.sum(gflat * table, dim=-2)
+    moved = F.reshape(grad, shape=tuple(x.shape[i] for i in order))
+    return F.permute(moved, dims=tuple(order.index(i) for i in range(ndim)))
+
+
+def _eye(x, n):
+    """A boolean identity on ``x``'s device (``x``: an array, or a tensor under create_graph)."""
+    xp = x.device.xp if hasattr(x, "requires_grad") else backend.array_module(x)
+    return xp.eye(n, dtype=bool)
 
 
 defop("prod", lambda xp, x, dim=None, keepdim=False:
@@ -177,8 +226,9 @@ defop("prod", lambda xp, x, dim=None, keepdim=False:
        _kept(F, g, x.shape, dim, keepdim) * F.prod_others(x, dim=dim),),
       jvp=(lambda F, t, out, x, dim=None, keepdim=False: _reduce_like(
           F, t * F.prod_others(x, dim=dim), dim, keepdim),))
-# NOTE: prod_others has no rule of its own, so prod is differentiable once (not twice).
-defop("prod_others", _prod_others_fwd)
+# Its Jacobian (the products without two entries) is symmetric, so the reverse rule serves
+# forward mode too.
+defop("prod_others", _prod_others_fwd, (_prod_others_vjp,), jvp=SELF_ADJOINT)
 
 
 def _count(shape, dim) -> int:
@@ -190,6 +240,12 @@ def _count(shape, dim) -> int:
     return n
 
 
+def _divisor(n: int, correction) -> float:
+    """1 / (N - correction), or inf when N <= correction (PyTorch's 0/0 = nan, x/0 = inf)."""
+    d = n - correction
+    return 1.0 / d if d > 0 else math.inf
+
+
 @defcomposite("var", public="var", methods="var")
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance over ``dim``; ``correction`` (or ``unbiased``: 1 or 0) is subtracted from N."""
@@ -197,27 +253,144 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
         correction = 1 if unbiased is None or unbiased else 0
     centered = x - x.mean(dim=dim, keepdim=True)
     n = _count(x.shape, dim)
-    return (centered * centered).sum(dim=dim, keepdim=keepdim) * (1.0 / max(n - correction, 0))
+    return (centered * centered).sum(dim=dim, keepdim=keepdim) * _divisor(n, correction)
 
 
 @defcomposite("std", public="std", methods="std")
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """Standard deviation: ``sqrt(var(...))``."""
-    return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
+    """Standard deviation: the 2-norm of the centered values over sqrt(N - correction).
+
+    Through the norm rather than ``sqrt(var)``: the norm's rule gives a zero gradient where
+    the result is 0 (a constant row), as PyTorch's std does, where sqrt's would give NaN."""
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    centered = x - x.mean(dim=dim, keepdim=True)
+    n = _count(x.shape, dim)
+    return vector_norm(centered, 2, dim, keepdim) * math.sqrt(_divisor(n, correction))
+
+
+# --------------------------------------------------------------------------- vector norms
+
+
+def _vector_norm_fwd(xp, x, ord=2, dim=None, keepdim=False):  # noqa: A002 - PyTorch's names
+    axes = norm_dims(dim, x.ndim)
+    a = xp.abs(x)
+    if ord == 2:
+        out = xp.sqrt(xp.sum(x * x, axis=axes, keepdims=keepdim))
+    elif ord == 1:
+        out = xp.sum(a, axis=axes, keepdims=keepdim)
+    elif ord == math.inf:
+        out = xp.max(a, axis=axes, keepdims=keepdim)
+    elif ord == -math.inf:
+        out = xp.min(a, axis=axes, keepdims=keepdim)
+    elif ord == 0:
+        out = xp.sum(x != 0, axis=axes, keepdims=keepdim)
+    else:
+        out = xp.sum(a ** ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)
+    return xp.asarray(out, dtype=x.dtype)
+
+
+def _safe_recip_scale(F, g, n, power):
+    """``g / n**power``, 0 where ``n == 0`` (PyTorch masks the same); the division never sees
+    a 0, so no inf reaches a second derivative."""
+    zero = n == 0
+    safe = F.where(zero, 1.0, n)
+    return F.where(zero, 0.0, g / (safe if power == 1 else safe ** power))
+
+
+def _vector_norm_vjp(F, g, out, x, ord=2, dim=None, keepdim=False):  # noqa: A002
+    """PyTorch's norm_backward: zero gradient where the norm is 0; ties of the inf-norm share
+    the gradient evenly."""
+    g = _kept(F, g, x.shape, dim, keepdim)
+    n = _kept(F, out, x.shape, dim, keepdim)
+    if ord == 0:
+        return F.zeros_like(x)
+    if ord == 1:
+        return F.sign(x) * g
+    if ord == 2:
+        return x * _safe_recip_scale(F, g, n, 1)
+    a = F.abs(x)
+    if ord in (math.inf, -math.inf):
+        hit = F.to_dtype(a == n, dtype=x.dtype)
+        return F.sign(x) * hit * g / F.sum(hit, dim=dim, keepdim=True)
+    if ord < 1:
+        zero = x == 0
+        scaled = F.where(zero, 0.0, F.sign(x) * F.where(zero, 1.0, a) ** (ord - 1))
+        return scaled * g * n ** (1 - ord)
+    scaled = F.sign(x) * a ** (ord - 1) if ord < 2 else x * a ** (ord - 2)
+    return scaled * _safe_recip_scale(F, g, n, ord - 1)
+
+
+def _vector_norm_jvp(F, t, out, x, ord=2, dim=None, keepdim=False):  # noqa: A002
+    """A reduction's tangent: each entry's partial derivative (the reverse rule at g = 1)
+    times its tangent, summed over the reduced dims."""
+    ones = F.zeros_like(out) + 1.0
+    return _reduce_like(F, _vector_norm_vjp(F, ones, out, x, ord, dim, keepdim) * t, dim,
+                        keepdim)
+
+
+defop("linalg_vector_norm", _vector_norm_fwd, (_vector_norm_vjp,), jvp=(_vector_norm_jvp,),
+      node_name="LinalgVectorNormBackward0")
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """``torch.linalg.vector_norm``: the ``ord``-norm of ``x`` over ``dim`` (all dims by
+    default) for any real ``ord`` (inf, -inf and 0 included)."""
+    from . import _call  # noqa: PLC0415
+
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    if isinstance(dim, list):
+        dim = tuple(dim)
+    norm_dims(dim, x.ndim)
+    return _call("linalg_vector_norm", x, ord=float(ord), dim=dim, keepdim=keepdim)
 
 
 @defcomposite("norm", public="norm", methods="norm")
-def norm(x, p=2, dim=None, keepdim=False):
-    """Vector p-norm over ``dim`` (all dims by default); p in {2, 1, inf, -inf, other > 0}."""
-    from . import _call  # noqa: PLC0415
+def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    """Vector p-norm over ``dim`` (all dims by default); ``p`` any real, inf or "fro" (2)."""
+    if p == "fro" or p is None:
+        p = 2
+    if isinstance(p, str):
+        raise RuntimeError(f"norm: only vector norms (a number or 'fro') are supported, got {p!r}")
+    return vector_norm(x, p, dim, keepdim, dtype=dtype)
 
-    if p == 2 or p == "fro":
-        return (x * x).sum(dim=dim, keepdim=keepdim).sqrt()
-    a = _call("abs", x)
-    if p == 1:
-        return a.sum(dim=dim, keepdim=keepdim)
-    if p == float("inf"):
-        return _call("amax", a, dim=dim, keepdim=keepdim)
-    if p == float("-inf"):
-        return _call("amin", a, dim=dim, keepdim=keepdim)
-    return (a ** p).sum(dim=dim, keepdim=keepdim) ** (1.0 / p)
+
+# --------------------------------------------------------------------------- scans and sorting
+
+
+def _cumsum_fwd(xp, x, dim):
+    return xp.cumsum(x, axis=dim) if x.ndim else x.copy()
+
+
+def _rev_cumsum(F, g, dim):
+    """The adjoint of cumsum: each entry gets the sum of the gradient from it to the end."""
+    return F.flip(F.cumsum(F.flip(g, dims=(dim,)), dim=dim), dims=(dim,))
+
+
+defop("cumsum", _cumsum_fwd, (lambda F, g, out, x, dim: _rev_cumsum(F, g, dim),),
+      jvp=linear_in(0))
+
+
+def _sort_fwd(xp, x, dim=-1, descending=False, stable=False):
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype="int64")
+    # A stable sort either way: ties keep their order (PyTorch's stable=True; any order is
+    # allowed with stable=False). Descending sorts the negated keys, so ties stay in order.
+    idx = xp.argsort(-x if descending else x, axis=dim, kind="stable")
+    return xp.take_along_axis(x, idx, axis=dim), idx.astype("int64")
+
+
+def _sort_vjp(F, g, out, x, dim=-1, descending=False, stable=False):
+    if len(x.shape) == 0:
+        return g[0]
+    return F.gather_backward(g[0], out[1], shape=x.shape, dim=dim % len(x.shape))
+
+
+def _sort_jvp(F, t, out, x, dim=-1, descending=False, stable=False):
+    if t.ndim == 0:
+        return t, None
+    return F.gather(t, out[1], dim=dim % t.ndim), None
+
+
+defop("sort", _sort_fwd, (_sort_vjp,), jvp=(_sort_jvp,), nout=2, meta=(0,))

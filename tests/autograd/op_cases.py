@@ -348,7 +348,7 @@ CASES += [
     OpCase("rsqrt", lambda a: a.rsqrt(), lambda a: 1 / np.sqrt(a), ins(pos(3, 4))),
     OpCase("reciprocal", lambda a: a.reciprocal(), np.reciprocal, ins(pos(3, 4))),
     OpCase("abs", lambda a: a.abs(), np.abs, ins(away0(3, 4))),
-    OpCase("sign", lambda a: a.sign(), np.sign, ins(away0(5)), grad=False),
+    OpCase("sign", lambda a: a.sign() * a, lambda a: np.sign(a) * a, ins(away0(5))),
     OpCase("erf", lambda a: a.erf(), lambda a: _erf(a), ins(lambda rng: rng.uniform(-4, 4, (40,)))),
     # torch.atan2(input, other) is np.arctan2; points kept away from the origin, where it is
     # not differentiable. The method with broadcasting, then the in-place variant.
@@ -377,6 +377,10 @@ CASES += [
     OpCase("minimum", lambda a, b: ag.minimum(a, b), np.minimum, ins(rnd(3, 4), rnd(3, 1))),
     OpCase("masked_fill", lambda a, m: a.masked_fill(m, 0.5), lambda a, m: np.where(m, 0.5, a),
            ins(rnd(3, 4), lambda rng: rng.uniform(size=(4,)) > 0.5), nondiff=(1,)),
+    # A 0-d tensor value gets the sum of the gradient at the filled positions.
+    OpCase("masked_fill", lambda a, v, m: a.masked_fill(m, v) * a, lambda a, v, m: np.where(m, v, a) * a,
+           ins(rnd(3, 4), lambda rng: np.float64(rng.standard_normal()) * np.ones(()), _bools(3, 4)),
+           nondiff=(2,), name="masked_fill_tensor_value"),
     OpCase("masked_fill", lambda a, m: (a * 2.0).masked_fill_(m, -1.0) * a,
            lambda a, m: np.where(m, -1.0, 2 * a) * a,
            ins(rnd(3, 4), lambda rng: rng.uniform(size=(3, 4)) > 0.5), nondiff=(1,),
@@ -419,19 +423,27 @@ CASES += [
     OpCase("logsumexp", lambda a: a.logsumexp(dim=1), lambda a: np.log(np.exp(a).sum(1)), ins(rnd(3, 4))),
     OpCase("logsumexp", lambda a: (a * 300).logsumexp(dim=(0, 1), keepdim=True),
            lambda a: _lse(300 * a, (0, 1)), ins(rnd(3, 4)), name="logsumexp_large"),
-    # PyTorch's prod is twice differentiable; here prod_others has no reverse rule (see the
-    # NOTE in autograd/ops/reduction.py), so the second derivative misses its term.
-    OpCase("prod", lambda a: a.prod(dim=1), lambda a: a.prod(axis=1), ins(rnd(3, 4)), covers=("prod_others",),
-           once_differentiable="prod_others has no reverse rule"),
+    OpCase("prod", lambda a: a.prod(dim=1), lambda a: a.prod(axis=1), ins(rnd(3, 4)), covers=("prod_others",)),
+    OpCase("prod", lambda a: (a * _zero_mask(a.device) * _zero_mask(a.device).T.reshape(3, 4)).prod(dim=1),
+           lambda a: (a * _zero_mask().numpy() * _zero_mask().numpy().T.reshape(3, 4)).prod(axis=1),
+           ins(rnd(3, 4)), name="prod_two_zeros"),
     OpCase("prod", lambda a: (a * _zero_mask(a.device)).prod(), lambda a: (a * _zero_mask().numpy()).prod(),
            ins(rnd(3, 4)), name="prod_with_zero"),
     OpCase("prod", lambda a: a.prod(dim=(0, 2), keepdim=True), lambda a: a.prod(axis=(0, 2), keepdims=True),
-           ins(rnd(2, 3, 2)), name="prod_dims", once_differentiable="prod_others has no reverse rule"),
+           ins(rnd(2, 3, 2)), name="prod_dims"),
     OpCase("var", lambda a: a.var(dim=1), lambda a: a.var(axis=1, ddof=1), ins(rnd(3, 4))),
     OpCase("var", lambda a: a.var(unbiased=False), lambda a: a.var(), ins(rnd(3, 4)), name="var_biased"),
     OpCase("std", lambda a: a.std(dim=(0, 1), keepdim=True, correction=0),
            lambda a: a.std(axis=(0, 1), keepdims=True), ins(rnd(3, 4, 2))),
-    OpCase("norm", lambda a: a.norm(), lambda a: np.linalg.norm(a.ravel()), ins(rnd(3, 4))),
+    OpCase("norm", lambda a: a.norm(), lambda a: np.linalg.norm(a.ravel()), ins(rnd(3, 4)),
+           covers=("linalg_vector_norm",)),
+    OpCase("norm", lambda a: ag.linalg.vector_norm(a, 0.5, dim=(0, 1)),
+           lambda a: (np.abs(a) ** 0.5).sum((0, 1)) ** 2, ins(away0(3, 4, 2)), name="vector_norm_p05"),
+    OpCase("norm", lambda a: ag.linalg.vector_norm(a, 1.5, dim=-1, keepdim=True),
+           lambda a: (np.abs(a) ** 1.5).sum(-1, keepdims=True) ** (1 / 1.5), ins(away0(3, 4)),
+           name="vector_norm_p15"),
+    OpCase("norm", lambda a: ag.linalg.vector_norm(a, float("-inf"), dim=1), lambda a: np.abs(a).min(1),
+           ins(rnd(3, 4)), name="vector_norm_neg_inf"),
     OpCase("norm", lambda a: a.norm(p=1, dim=1), lambda a: np.abs(a).sum(1), ins(away0(3, 4)), name="norm_l1"),
     OpCase("norm", lambda a: a.norm(p=3, dim=-1, keepdim=True),
            lambda a: (np.abs(a) ** 3).sum(-1, keepdims=True) ** (1 / 3), ins(away0(3, 4)), name="norm_p3"),
@@ -595,4 +607,181 @@ CASES += [
            lambda q, k, v, m: _sdpa_ref(q, k, v, False, m), ins(rnd(3, 4), rnd(5, 4), rnd(5, 2),
                                                                lambda rng: rng.uniform(size=(3, 5)) > 0.3),
            nondiff=(3,), name="sdpa_bool_mask"),
+]
+
+
+# --------------------------------------------------------------------------- issue 14: more ops
+
+
+def _unit(*shape):
+    return lambda rng: rng.uniform(-0.9, 0.9, shape)
+
+
+def _with_zero(a, dev="cpu"):
+    m = np.ones(a.shape)
+    m.flat[1] = 0.0
+    return a * (ag.tensor(m, device=dev) if isinstance(a, ag.Tensor) else m)
+
+
+def _nan_at(device="cpu"):
+    m = np.zeros((3, 4))
+    m[1, 2] = np.nan
+    return ag.tensor(m, device=device)
+
+
+def _idx(values):
+    return lambda rng: np.array(values)
+
+
+def _np_lcse(a, axis):
+    out = np.empty_like(a)
+    for k in range(a.shape[axis]):
+        out.take
+        sl = np.take(a, range(k + 1), axis=axis)
+        m = sl.max(axis=axis, keepdims=True)
+        np.put_along_axis(out, np.full(tuple(1 if i == axis else s for i, s in enumerate(a.shape)), k),
+                          np.log(np.exp(sl - m).sum(axis=axis, keepdims=True)) + m, axis)
+    return out
+
+
+def _np_scatter(a, i, s, dim):
+    out = a.copy()
+    np.put_along_axis(out, i, s[tuple(slice(0, n) for n in i.shape)], dim)
+    return out
+
+
+def _np_index_add(a, i, s):
+    out = a.copy()
+    np.add.at(out, (slice(None), i), s)
+    return out
+
+
+def _np_xlogy(x, y):
+    return np.where(x == 0, 0.0, x * np.log(np.where(x == 0, 1.0, y)))
+
+
+CASES += [
+    # arithmetic with alpha/value, in-place variants
+    OpCase("add", lambda a, b: ag.add(a, b, alpha=2.5), lambda a, b: a + 2.5 * b, ins(rnd(3, 4), rnd(4)),
+           name="add_alpha"),
+    OpCase("sub", lambda a, b: a.sub(b, alpha=-0.5), lambda a, b: a + 0.5 * b, ins(rnd(3, 4), rnd(3, 4)),
+           name="sub_alpha"),
+    OpCase("addcmul", lambda a, b, c: ag.addcmul(a, b, c, value=0.5), lambda a, b, c: a + 0.5 * b * c,
+           ins(rnd(3, 4), rnd(3, 4), rnd(4))),
+    OpCase("addcmul", lambda a, b, c: (a * 1.0).addcmul_(b, c, value=2.0), lambda a, b, c: a + 2.0 * b * c,
+           ins(rnd(3, 4), rnd(3, 4), rnd(4)), name="addcmul_inplace"),
+    OpCase("pow", lambda a: (a * 1.0).pow_(3), lambda a: a ** 3, ins(rnd(4)), name="pow_inplace"),
+    OpCase("neg", lambda a: (a * 1.0).neg_(), lambda a: -a, ins(rnd(4)), name="neg_inplace"),
+    OpCase("abs", lambda a: (a * 1.0).abs_(), np.abs, ins(away0(4)), name="abs_inplace"),
+    OpCase("sqrt", lambda a: (a * 1.0).sqrt_(), np.sqrt, ins(pos(4)), name="sqrt_inplace"),
+    OpCase("square", lambda a: a.square(), np.square, ins(rnd(3, 4))),
+    # unary math
+    OpCase("tan", lambda a: a.tan(), np.tan, ins(_unit(3, 4))),
+    OpCase("atan", lambda a: ag.atan(a), np.arctan, ins(rnd(3, 4))),
+    OpCase("asin", lambda a: a.asin(), np.arcsin, ins(_unit(3, 4))),
+    OpCase("acos", lambda a: a.acos(), np.arccos, ins(_unit(3, 4))),
+    OpCase("sinh", lambda a: a.sinh(), np.sinh, ins(rnd(3, 4))),
+    OpCase("cosh", lambda a: a.cosh(), np.cosh, ins(rnd(3, 4))),
+    OpCase("asinh", lambda a: a.asinh(), np.arcsinh, ins(rnd(3, 4))),
+    OpCase("atanh", lambda a: a.atanh(), np.arctanh, ins(_unit(3, 4))),
+    OpCase("log2", lambda a: a.log2(), np.log2, ins(pos(3, 4))),
+    OpCase("log10", lambda a: a.log10(), np.log10, ins(pos(3, 4))),
+    OpCase("exp2", lambda a: a.exp2(), np.exp2, ins(rnd(3, 4))),
+    OpCase("erfc", lambda a: (a * 3).erfc(), lambda a: 1 - _erf(3 * a), ins(rnd(3, 4)),
+           tol={"atol": 1e-5}),
+    # rounding: zero gradients (checked against finite differences away from the jumps)
+    OpCase("floor", lambda a: (a * 3).floor() * a, lambda a: np.floor(3 * a) * a, ins(rnd(3, 4))),
+    OpCase("ceil", lambda a: (a * 3).ceil() * a, lambda a: np.ceil(3 * a) * a, ins(rnd(3, 4))),
+    OpCase("trunc", lambda a: (a * 3).trunc() * a, lambda a: np.trunc(3 * a) * a, ins(rnd(3, 4))),
+    OpCase("round", lambda a: (a * 3).round() * a, lambda a: np.round(3 * a) * a, ins(rnd(3, 4))),
+    OpCase("round", lambda a: (a * 3).round(decimals=1) + a, lambda a: np.round(3 * a, 1) + a, ins(rnd(3, 4)),
+           name="round_decimals"),
+    OpCase("frac", lambda a: (a * 3).frac(), lambda a: np.modf(3 * a)[0], ins(rnd(3, 4))),
+    OpCase("fmod", lambda a, b: ag.fmod(a * 3, b), lambda a, b: np.fmod(3 * a, b), ins(rnd(3, 4), away0(4))),
+    OpCase("remainder", lambda a, b: ag.remainder(a * 3, b), lambda a, b: np.remainder(3 * a, b),
+           ins(rnd(3, 4), away0(4))),
+    OpCase("xlogy", lambda a, b: ag.xlogy(_with_zero(a, a.device), b), lambda a, b: _np_xlogy(_with_zero(a), b),
+           ins(rnd(3, 4), pos(3, 4))),
+    # binary composites
+    OpCase("lerp", lambda a, b, w: ag.lerp(a, b, w), lambda a, b, w: a + w * (b - a), ins(rnd(3, 4), rnd(3, 4), rnd(4))),
+    OpCase("hypot", lambda a, b: ag.hypot(a, b), np.hypot, ins(away0(3, 4), rnd(3, 4))),
+    OpCase("logaddexp", lambda a, b: ag.logaddexp(a, b * 50), lambda a, b: np.logaddexp(a, 50 * b),
+           ins(rnd(3, 4), rnd(4))),
+    # scans, sorting, selections
+    OpCase("cumsum", lambda a: a.cumsum(1), lambda a: np.cumsum(a, 1), ins(rnd(3, 4))),
+    OpCase("cumprod", lambda a: a.cumprod(-1), lambda a: np.cumprod(a, -1), ins(rnd(3, 4))),
+    OpCase("cumprod", lambda a: _with_zero(a, a.device).cumprod(0), lambda a: np.cumprod(_with_zero(a), 0),
+           ins(rnd(3, 2)), name="cumprod_with_zero"),
+    OpCase("logcumsumexp", lambda a: a.logcumsumexp(0), lambda a: _np_lcse(a, 0), ins(rnd(4, 3))),
+    OpCase("nansum", lambda a: ag.nansum(a + _nan_at(a.device), dim=1),
+           lambda a: np.nansum(a + _nan_at().numpy(), axis=1), ins(rnd(3, 4))),
+    OpCase("sort", lambda a: a.sort(1, descending=True).values, lambda a: -np.sort(-a, 1), ins(rnd(3, 4))),
+    OpCase("sort", lambda a: ag.argsort(a, 0), lambda a: np.argsort(a, 0, kind="stable"), ins(rnd(3, 4)),
+           grad=False, name="argsort"),
+    OpCase("sort", lambda a: a.topk(2, 1).values, lambda a: -np.sort(-a, 1)[:, :2], ins(rnd(3, 4)), name="topk"),
+    OpCase("sort", lambda a: a.kthvalue(2, 0).values, lambda a: np.sort(a, 0)[1], ins(rnd(3, 4)), name="kthvalue"),
+    OpCase("sort", lambda a: a.median(), lambda a: np.sort(a.ravel())[5], ins(rnd(3, 4)), name="median"),
+    OpCase("sort", lambda a: a.median(dim=1, keepdim=True).values, lambda a: np.sort(a, 1)[:, 1:2], ins(rnd(3, 4)),
+           name="median_dim"),
+    OpCase("amax", lambda a: ag.aminmax(a, dim=1).max - ag.aminmax(a, dim=1).min,
+           lambda a: a.max(1) - a.min(1), ins(rnd(3, 4)), name="aminmax", covers=("amin",)),
+    OpCase("var", lambda a: ag.var_mean(a, 1)[0] * ag.var_mean(a, 1)[1], lambda a: a.var(1, ddof=1) * a.mean(1),
+           ins(rnd(3, 4)), name="var_mean"),
+    # linear algebra
+    OpCase("matmul", lambda a, b: ag.mm(a, b), np.matmul, ins(rnd(3, 4), rnd(4, 2)), name="mm"),
+    OpCase("matmul", lambda a, b: a.mv(b), np.matmul, ins(rnd(3, 4), rnd(4)), name="mv"),
+    OpCase("matmul", lambda a, b: ag.dot(a, b), np.dot, ins(rnd(4), rnd(4)), name="dot"),
+    OpCase("addmm", lambda c, a, b: ag.addmm(c, a, b, beta=0.5, alpha=2.0), lambda c, a, b: 0.5 * c + 2 * a @ b,
+           ins(rnd(3), rnd(2, 4), rnd(4, 3))),
+    OpCase("baddbmm", lambda c, a, b: c.baddbmm(a, b, alpha=-1.0), lambda c, a, b: c - a @ b,
+           ins(rnd(2, 3, 3), rnd(2, 3, 4), rnd(2, 4, 3))),
+    OpCase("kron", lambda a, b: ag.kron(a, b), np.kron, ins(rnd(2, 3), rnd(3, 2))),
+    OpCase("tensordot", lambda a, b: ag.tensordot(a, b, dims=([1, 0], [0, 2])),
+           lambda a, b: np.tensordot(a, b, axes=([1, 0], [0, 2])), ins(rnd(2, 3, 4), rnd(3, 5, 2))),
+    OpCase("cdist", lambda a, b: ag.cdist(a, b), lambda a, b: np.sqrt(((a[:, None] - b[None]) ** 2).sum(-1)),
+           ins(rnd(3, 4), rnd(5, 4))),
+    OpCase("cdist", lambda a, b: ag.cdist(a, b, p=1.0), lambda a, b: np.abs(a[:, None] - b[None]).sum(-1),
+           ins(rnd(3, 4), rnd(2, 4)), name="cdist_p1"),
+    OpCase("diagonal", lambda a: a.diagonal(1, 0, 2), lambda a: np.diagonal(a, 1, 0, 2), ins(rnd(3, 2, 4))),
+    OpCase("diag", lambda a: ag.diag(a, -1), lambda a: np.diag(a, -1), ins(rnd(3))),
+    OpCase("diag", lambda a: a.diag(1), lambda a: np.diag(a, 1), ins(rnd(3, 4)), name="diag_2d"),
+    OpCase("trace", lambda a: a.trace(), np.trace, ins(rnd(3, 4))),
+    OpCase("einsum", lambda a: ag.einsum("ii->i", a), lambda a: np.einsum("ii->i", a), ins(rnd(3, 3)),
+           name="einsum_diagonal"),
+    OpCase("einsum", lambda a, b: ag.einsum("ii,ij", a, b), lambda a, b: np.einsum("ii,ij", a, b),
+           ins(rnd(3, 3), rnd(3, 2)), name="einsum_trace_implicit"),
+    # shape
+    OpCase("movedim", lambda a: ag.movedim(a, (0, 1), (2, 0)), lambda a: np.moveaxis(a, (0, 1), (2, 0)),
+           ins(rnd(2, 3, 4))),
+    OpCase("transpose", lambda a: a.swapaxes(0, -1), lambda a: a.swapaxes(0, -1), ins(rnd(2, 3, 4)), name="swapaxes"),
+    OpCase("unbind", lambda a: ag.stack(list(a.unbind(1))[::-1], 0), lambda a: np.stack([a[:, i] for i in (3, 2, 1, 0)]),
+           ins(rnd(3, 4))),
+    OpCase("tile", lambda a: a.tile((2,)), lambda a: np.tile(a, (2,)), ins(rnd(2, 3))),
+    OpCase("unflatten", lambda a: a.unflatten(1, (2, -1)), lambda a: a.reshape(3, 2, 2), ins(rnd(3, 4))),
+    OpCase("tensor_split", lambda a: ag.cat([p.flatten() * (i + 1) for i, p in enumerate(a.tensor_split(3, 1))]),
+           lambda a: np.concatenate([p.ravel() * (i + 1) for i, p in enumerate(np.array_split(a, 3, 1))]),
+           ins(rnd(2, 7))),
+    OpCase("tensor_split", lambda a: ag.cat([p.flatten() * (i + 1) for i, p in enumerate(a.tensor_split([1, 5], 0))]),
+           lambda a: np.concatenate([p.ravel() * (i + 1) for i, p in enumerate(np.split(a, [1, 5], 0))]),
+           ins(rnd(4, 2)), name="tensor_split_indices"),
+    OpCase("hstack", lambda a, b: ag.hstack([a, b]), lambda a, b: np.hstack([a, b]), ins(rnd(2, 3), rnd(2, 1))),
+    OpCase("vstack", lambda a, b: ag.vstack([a, b]), lambda a, b: np.vstack([a, b]), ins(rnd(3), rnd(2, 3))),
+    # indexing
+    OpCase("scatter", lambda a, i, s: a.scatter(1, i, s), lambda a, i, s: _np_scatter(a, i, s, 1),
+           ins(rnd(3, 4), _idx([[0, 2], [3, 1], [1, 0]]), rnd(3, 3)), nondiff=(1,)),
+    OpCase("scatter", lambda a, i: ag.scatter(a, 0, i, value=0.5), lambda a, i: _np_scatter(a, i, np.full(i.shape, 0.5), 0),
+           ins(rnd(3, 4), _idx([[0, 2, 1, 1]])), nondiff=(1,), name="scatter_value"),
+    OpCase("index_add", lambda a, s, i: a.index_add(1, i, s, alpha=2.0), lambda a, s, i: _np_index_add(a, i, 2 * s),
+           ins(rnd(3, 4), rnd(3, 3), _idx([0, 2, 0])), nondiff=(2,)),
+    OpCase("index_add", lambda a, s, i: (a * 1.0).index_add_(1, i, s), lambda a, s, i: _np_index_add(a, i, s),
+           ins(rnd(3, 4), rnd(3, 3), _idx([3, 2, 3])), nondiff=(2,), name="index_add_inplace"),
+    OpCase("masked_select", lambda a, m: a.masked_select(m), lambda a, m: np.broadcast_to(a, m.shape)[m],
+           ins(rnd(4), _bools(3, 4)), nondiff=(1,)),
+    OpCase("take_along_dim", lambda a, i: ag.take_along_dim(a, i, 1), lambda a, i: np.take_along_axis(a, i, 1),
+           ins(rnd(3, 4), _idx([[0, 3, 3]])), nondiff=(1,)),
+    OpCase("take_along_dim", lambda a, i: ag.take_along_dim(a, i), lambda a, i: a.ravel()[i],
+           ins(rnd(3, 4), _idx([11, 0, 5])), nondiff=(1,), name="take_along_dim_flat"),
+    OpCase("repeat_interleave", lambda a: a.repeat_interleave(2), lambda a: np.repeat(a, 2), ins(rnd(2, 3))),
+    OpCase("repeat_interleave", lambda a, r: a.repeat_interleave(r, dim=0), lambda a, r: np.repeat(a, r, 0),
+           ins(rnd(3, 2), _idx([1, 0, 3])), nondiff=(1,), name="repeat_interleave_counts"),
 ]

@@ -87,8 +87,10 @@ def test_indexing_ops_name_the_bad_index():
 def test_einsum_and_pool_errors():
     with pytest.raises(RuntimeError, match=r"einsum: operand with subscripts 'ij' has shape \[2, 3, 4\]"):
         ag.einsum("ij,jk->ik", ag.randn(2, 3, 4), ag.randn(3, 2))
+    # A repeated subscript in an operand is a diagonal (issue 14); in the output it is an
+    # error, as in torch.
     with pytest.raises(ValueError, match=r"repeated subscript"):
-        ag.einsum("ii->i", ag.randn(3, 3))
+        ag.einsum("ij->ii", ag.randn(3, 3))
     with pytest.raises(RuntimeError, match=r"max_pool2d: expected a 4-D input"):
         F.max_pool2d(ag.randn(3, 4), 2)
     with pytest.raises(RuntimeError, match=r"batch_norm: weight has shape \[2\], expected \[3\]"):

@@ -1,0 +1,260 @@
+"""Regression tests that state PyTorch's values (issue 14): gradients at kinks, ties and
+zeros, precision in the tails, 0-d and zero-size tensors. Each expected value is the one
+PyTorch (2.x, float64) gives for the same call."""
+import math
+
+import numpy as np
+import pytest
+
+import gradtrace.autograd as ag
+from gradtrace.autograd import forward_ad as fwAD
+from gradtrace.autograd.nn import functional as F
+
+
+def leaf(values):
+    return ag.tensor(np.array(values, dtype=np.float64), requires_grad=True)
+
+
+def grad_of(y, x):
+    (g,) = ag.grad(y, x)
+    return g.numpy()
+
+
+# --------------------------------------------------------------------------- 3. prod
+
+
+def test_prod_is_twice_differentiable():
+    x = leaf([0.5, -1.2, 2.0])
+    (g,) = ag.grad(x.prod() + (x ** 3).sum(), x, create_graph=True)
+    assert g.requires_grad
+    # torch: Hessian-vector product with v = ones is [3.8, -4.7, 11.3]
+    np.testing.assert_allclose(grad_of(g.sum(), x), [3.8, -4.7, 11.3], rtol=1e-12)
+
+
+def test_prod_second_derivative_with_zeros():
+    # torch: d²prod/dx_i dx_j = prod of the others; x = [0, 2, 3]: the Hessian is
+    # [[0, 3, 2], [3, 0, 0], [2, 0, 0]], so H @ ones = [5, 3, 2]
+    x = leaf([0.0, 2.0, 3.0])
+    (g,) = ag.grad(x.prod(), x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), [6.0, 0.0, 0.0])
+    np.testing.assert_allclose(grad_of(g.sum(), x), [5.0, 3.0, 2.0])
+    # two zeros: the gradient is 0 everywhere but H[0, 1] = H[1, 0] = x[2] = 4
+    x = leaf([0.0, 0.0, 4.0])
+    (g,) = ag.grad(x.prod(), x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), [0.0, 0.0, 0.0])
+    np.testing.assert_allclose(grad_of(g.sum(), x), [4.0, 4.0, 0.0])
+
+
+# --------------------------------------------------------------------------- 4. softplus
+
+
+def test_softplus_gradient_at_zero():
+    x = leaf([0.0])
+    # torch: d softplus / dx at 0 = sigmoid(0) = 0.5
+    np.testing.assert_allclose(grad_of(F.softplus(x).sum(), x), [0.5])
+    x = leaf([0.0])
+    loss = F.binary_cross_entropy_with_logits(x, ag.tensor(np.array([1.0])))
+    np.testing.assert_allclose(grad_of(loss, x), [-0.5])   # torch: sigmoid(0) - 1 = -0.5
+
+
+def test_softplus_second_derivative_at_zero():
+    x = leaf([0.0])
+    (g,) = ag.grad(F.softplus(x).sum(), x, create_graph=True)
+    np.testing.assert_allclose(grad_of(g.sum(), x), [0.25])   # torch: sigmoid'(0) = 0.25
+
+
+# --------------------------------------------------------------------------- 5. norm, std
+
+
+def test_norm_of_zeros_has_zero_gradient():
+    x = leaf([0.0, 0.0])
+    np.testing.assert_array_equal(grad_of(x.norm(), x), [0.0, 0.0])   # torch: [0, 0]
+    x = leaf([0.0, 0.0])
+    np.testing.assert_array_equal(grad_of(ag.linalg.vector_norm(x, 3), x), [0.0, 0.0])
+
+
+def test_std_of_a_constant_has_zero_gradient():
+    x = leaf([[1.0, 1.0, 1.0], [1.0, 2.0, 3.0]])
+    # torch: row 0 is constant (std 0): gradient 0; row 1: (x - mean) / ((n-1) std)
+    np.testing.assert_allclose(grad_of(x.std(dim=1).sum(), x), [[0, 0, 0], [-0.5, 0, 0.5]])
+    x = leaf([[1.0], [2.0]])
+    np.testing.assert_array_equal(grad_of(x.std(dim=1, correction=0).sum(), x), [[0.0], [0.0]])
+
+
+# --------------------------------------------------------------------------- 6. sigmoid
+
+
+def test_sigmoid_keeps_precision_for_large_negative_inputs():
+    x = leaf([-30.0, -36.0, -40.0])
+    exact = np.array([1 / (1 + math.exp(30)), 1 / (1 + math.exp(36)), 1 / (1 + math.exp(40))])
+    np.testing.assert_allclose(x.sigmoid().detach().numpy(), exact, rtol=1e-14)
+    x = leaf(-40.0)
+    y = x.sigmoid().log()
+    assert y.item() == pytest.approx(-40.0, abs=1e-12)           # torch: -40
+    assert grad_of(y, x) == pytest.approx(1.0)                    # torch: 1
+    loss = F.binary_cross_entropy(leaf(-40.0).sigmoid(), ag.tensor(np.array(1.0)))
+    assert loss.item() == pytest.approx(40.0, abs=1e-12)          # torch: 40 (log not clamped)
+
+
+# --------------------------------------------------------------------------- 7. masked_fill
+
+
+def test_masked_fill_with_a_0d_tensor_value_gets_its_gradient():
+    mask = ag.tensor(np.array([True, False, True]))
+    x, v = leaf([1.0, 2.0, 3.0]), leaf(5.0)
+    y = x.masked_fill(mask, v)
+    gx, gv = ag.grad(y.sum(), (x, v))
+    np.testing.assert_array_equal(y.detach().numpy(), [5.0, 2.0, 5.0])
+    assert gv.item() == 2.0                      # torch: the number of filled positions
+    np.testing.assert_array_equal(gx.numpy(), [0.0, 1.0, 0.0])
+    with fwAD.dual_level():
+        dv = fwAD.make_dual(ag.tensor(np.array(5.0)), ag.tensor(np.array(1.0)))
+        out = ag.tensor(np.array([1.0, 2.0, 3.0])).masked_fill(mask, dv)
+        np.testing.assert_array_equal(fwAD.unpack_dual(out).tangent.numpy(), [1.0, 0.0, 1.0])
+
+
+# --------------------------------------------------------------------------- 8. max_pool2d
+
+
+def test_max_pool2d_indices_index_the_flattened_plane():
+    x = ag.tensor(np.arange(16.0).reshape(1, 1, 4, 4))
+    _, idx = F.max_pool2d(x, 2, return_indices=True)
+    np.testing.assert_array_equal(idx.numpy()[0, 0], [[5, 7], [13, 15]])   # torch
+    # maxima in the bottom-left corner of each window
+    x = ag.tensor((np.arange(4.0)[:, None] * 4 - np.arange(4.0)[None, :]).reshape(1, 1, 4, 4))
+    _, idx = F.max_pool2d(x, 2, return_indices=True)
+    np.testing.assert_array_equal(idx.numpy()[0, 0], [[4, 6], [12, 14]])   # torch
+    assert idx.dtype == np.int64
+    # padding: indices still address the unpadded input
+    x = ag.tensor(np.arange(9.0).reshape(1, 1, 3, 3))
+    _, idx = F.max_pool2d(x, 2, stride=2, padding=1, return_indices=True)
+    np.testing.assert_array_equal(idx.numpy()[0, 0], [[0, 2], [6, 8]])     # torch
+
+
+# --------------------------------------------------------------------------- 9. unbatched losses
+
+
+def test_unbatched_losses_with_reduction_none_are_0d():
+    x, t = leaf([1.0, 2.0, 3.0]), ag.tensor(np.array(1))
+    assert F.cross_entropy(x, t, reduction="none").shape == ()   # torch: ()
+    assert F.nll_loss(x, t, reduction="none").shape == ()        # torch: ()
+    assert F.cross_entropy(x, t, reduction="none", label_smoothing=0.1).shape == ()
+
+
+# --------------------------------------------------------------------------- 10. 0-d tensors
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_0d_tensors_accept_dim_0_and_minus_1(dim):
+    x = leaf(3.0)
+    # torch: each is a 0-d tensor; sum/mean/prod/amax/max/logsumexp/norm give 3, var gives
+    # nan (one value, correction 1) and 0 with correction=0
+    for fn in (lambda: x.sum(dim), lambda: x.mean(dim), lambda: x.prod(dim),
+               lambda: x.amax(dim), lambda: x.max(dim).values, lambda: x.logsumexp(dim),
+               lambda: x.squeeze(dim), lambda: x.norm(dim=dim)):
+        y = fn()
+        assert y.shape == () and y.item() == 3.0
+    assert math.isnan(x.var(dim).item())
+    assert x.var(dim, correction=0).item() == 0.0
+    assert x.max(dim).indices.item() == 0 and x.max(dim).indices.shape == ()
+    assert grad_of(x.sum(dim) * 2, x) == 2.0
+
+
+# --------------------------------------------------------------------------- 11. zero-size
+
+
+def test_zero_size_tensors():
+    x = ag.tensor(np.zeros((0, 3)), requires_grad=True)
+    y = x.prod(0)
+    np.testing.assert_array_equal(y.detach().numpy(), [1.0, 1.0, 1.0])   # torch: ones(3)
+    assert grad_of(y.sum(), x).shape == (0, 3)
+    x = ag.tensor(np.zeros((2, 0)), requires_grad=True)
+    assert x.log_softmax(1).shape == (2, 0) and grad_of(x.log_softmax(1).sum(), x).shape == (2, 0)
+    x = ag.tensor(np.zeros((2, 2, 0)), requires_grad=True)
+    w = ag.tensor(np.zeros((3, 0)), requires_grad=True)
+    b = ag.tensor(np.ones(3), requires_grad=True)
+    out = F.linear(x, w, b)
+    np.testing.assert_array_equal(out.detach().numpy(), np.ones((2, 2, 3)))  # torch: the bias
+    gx, gw, gb = ag.grad(out.sum(), (x, w, b))
+    assert gx.shape == (2, 2, 0) and gw.shape == (3, 0)
+    np.testing.assert_array_equal(gb.numpy(), [4.0, 4.0, 4.0])
+
+
+# --------------------------------------------------------------------------- 12-14
+
+
+def test_pow_0_has_zero_gradient_at_0():
+    x = leaf([0.0, 2.0])
+    np.testing.assert_array_equal(grad_of((x ** 0).sum(), x), [0.0, 0.0])   # torch: [0, 0]
+    x, e = leaf([0.0, 2.0]), leaf([0.0, 0.0])
+    gx, ge = ag.grad((x ** e).sum(), (x, e))
+    np.testing.assert_array_equal(gx.numpy(), [0.0, 0.0])                    # torch: [0, 0]
+    np.testing.assert_allclose(ge.numpy(), [0.0, math.log(2.0)])             # torch: 0 at x=0
+
+
+def test_sign_requires_grad_with_zero_gradient():
+    x = leaf([1.0, -2.0, 0.0])
+    s = x.sign()
+    assert s.requires_grad                          # torch: True (SignBackward0)
+    s.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, 0.0])
+
+
+def test_maximum_minimum_split_ties_evenly():
+    a, b = leaf([1.0, 2.0]), leaf([1.0, 0.0])
+    ga, gb = ag.grad(ag.maximum(a, b).sum(), (a, b))
+    np.testing.assert_array_equal(ga.numpy(), [0.5, 1.0])   # torch
+    np.testing.assert_array_equal(gb.numpy(), [0.5, 0.0])
+    a, b = leaf([1.0, 2.0]), leaf([1.0, 0.0])
+    ga, gb = ag.grad(ag.minimum(a, b).sum(), (a, b))
+    np.testing.assert_array_equal(ga.numpy(), [0.5, 0.0])
+    np.testing.assert_array_equal(gb.numpy(), [0.5, 1.0])
+
+
+def test_clamp_with_tensor_bounds_keeps_a_tie_on_the_input():
+    # torch.clamp(x, min=lo): x gets the gradient where x >= lo (a tie included)
+    x, lo = leaf([1.0, 0.0]), leaf([1.0, 1.0])
+    gx, glo = ag.grad(ag.clamp(x, min=lo).sum(), (x, lo))
+    np.testing.assert_array_equal(gx.numpy(), [1.0, 0.0])
+    np.testing.assert_array_equal(glo.numpy(), [0.0, 1.0])
+
+
+# --------------------------------------------------------------------------- B: added ops
+
+
+def test_added_ops_match_torch_values():
+    x = ag.tensor(np.array([3.0, 1.0, 2.0, 1.0]))
+    # torch.median of an even count is the lower middle value: 1.0
+    assert x.median().item() == 1.0
+    s = x.sort(descending=True)
+    np.testing.assert_array_equal(s.values.numpy(), [3.0, 2.0, 1.0, 1.0])
+    np.testing.assert_array_equal(s.indices.numpy(), [0, 2, 1, 3])   # torch (stable)
+    t = x.topk(2)
+    np.testing.assert_array_equal(t.values.numpy(), [3.0, 2.0])
+    np.testing.assert_array_equal(t.indices.numpy(), [0, 2])
+    # torch.round is half to even: [0., 2., 2., -0., 0.]; with decimals=1 too
+    r = ag.tensor(np.array([0.5, 1.5, 2.5, -0.5, 0.4])).round()
+    np.testing.assert_array_equal(r.numpy(), [0.0, 2.0, 2.0, -0.0, 0.0])
+    assert ag.erfc(ag.tensor(np.array(6.0))).item() == pytest.approx(2.1519736712498913e-17,
+                                                                       rel=1e-12)
+    assert ag.fmod(ag.tensor(np.array(-3.0)), 2.0).item() == -1.0        # torch: -1
+    assert ag.remainder(ag.tensor(np.array(-3.0)), 2.0).item() == 1.0    # torch: 1
+    assert ag.xlogy(ag.tensor(np.array(0.0)), ag.tensor(np.array(0.0))).item() == 0.0
+    np.testing.assert_array_equal(ag.einsum("ii", ag.tensor(np.eye(3) * 2)).numpy(), 6.0)
+    assert ag.log2(ag.tensor(np.array(8.0))).item() == 3.0
+
+
+def test_added_ops_gradients_at_ties_and_zeros():
+    a = leaf([1.0])
+    b = leaf([1.0])
+    ga, gb = ag.grad(ag.logaddexp(a, b).sum(), (a, b))
+    assert ga.item() == 0.5 and gb.item() == 0.5          # torch: exp(a - out) = 0.5 each
+    x = leaf([2.0, 0.0, 3.0])
+    # torch: d cumprod / dx with a zero: sum over k >= i of prod_{j <= k, j != i} x_j
+    np.testing.assert_allclose(grad_of(x.cumprod(0).sum(), x), [1.0, 2.0 + 6.0, 0.0])
+    x = leaf([[0.0, 0.0], [3.0, 4.0]])
+    y = leaf([[0.0, 0.0]])
+    (gx,) = ag.grad(ag.cdist(x, y).sum(), x)
+    np.testing.assert_allclose(gx.numpy(), [[0.0, 0.0], [0.6, 0.8]])   # torch: 0 at distance 0
+    x = leaf([1.0, 2.0])
+    assert x.sign().requires_grad and x.floor().requires_grad           # torch: True
