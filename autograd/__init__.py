@@ -6,6 +6,8 @@ The names follow PyTorch: ``autograd.tensor``, ``autograd.grad``, ``autograd.no_
 """
 from __future__ import annotations
 
+import numpy as _numpy
+
 from . import backend, record_function
 from .backend import Device, DeviceError, cuda_is_available, device
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
@@ -27,8 +29,27 @@ from .record_function import RecordScope  # noqa: E402
 
 __version__ = "0.1.0"
 
-float16, float32, float64 = "float16", "float32", "float64"
-int32, int64, bool_ = "int32", "int64", "bool"
+# PyTorch's dtype names. They are NumPy dtype objects, the type ``Tensor.dtype`` has, so
+# ``x.dtype == gradtrace.autograd.float32`` holds, and they still compare equal to the older
+# string spellings ("float32") and pass anywhere a dtype is accepted.
+float16 = half = _numpy.dtype("float16")
+float32 = float = _numpy.dtype("float32")  # noqa: A001 - torch.float
+float64 = double = _numpy.dtype("float64")
+int8, uint8, int16 = _numpy.dtype("int8"), _numpy.dtype("uint8"), _numpy.dtype("int16")
+int32 = int = _numpy.dtype("int32")  # noqa: A001 - torch.int
+int64 = long = _numpy.dtype("int64")
+bool = bool_ = _numpy.dtype("bool")  # noqa: A001 - torch.bool
+complex64, complex128 = _numpy.dtype("complex64"), _numpy.dtype("complex128")
+
+
+def is_tensor(obj) -> bool:  # noqa: A001 - the builtin bool is shadowed above on purpose
+    """``torch.is_tensor``."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(t) -> bool:
+    """``torch.is_floating_point``."""
+    return t.is_floating_point()
 
 from . import nn, optim  # noqa: E402,F401 - layers and optimizers (issue 3)
 from . import compiled_autograd  # noqa: E402,F401 - compiled backward (issue 9)

@@ -220,8 +220,18 @@ class Tensor:
                  inputs=inputs)
 
     # ------------------------------------------------------------------ devices and interop
-    def to(self, device=None, dtype=None, copy: bool = False):
-        """Move to ``device`` and/or cast to ``dtype``; differentiable."""
+    def to(self, *args, device=None, dtype=None, non_blocking: bool = False, copy: bool = False):
+        """Move and/or cast; differentiable. PyTorch's overloads: ``to(device)``,
+        ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)`` (its device and dtype),
+        and the keywords ``device=``, ``dtype=``, ``copy=``. ``non_blocking`` is accepted
+        and ignored (copies follow the stream order anyway)."""
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a._device, a.data.dtype
+            elif _is_dtype(a):
+                dtype = a
+            elif a is not None:
+                device = a
         t = self
         if dtype is not None and numpy.dtype(dtype) != self.data.dtype:
             t = dispatch.apply_op(dispatch.OPS["to_dtype"], (t,), {"dtype": numpy.dtype(dtype)})
@@ -232,6 +242,32 @@ class Tensor:
         if copy and t is self:
             t = self.clone()
         return t
+
+    def is_floating_point(self) -> bool:
+        return _is_float(self.data.dtype)
+
+    # ------------------------------------------------------------------ new_* (PyTorch's)
+    # Factories taking this tensor's dtype and device unless told otherwise.
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return zeros(*size, dtype=dtype or self.data.dtype, device=device or self._device,
+                     requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return ones(*size, dtype=dtype or self.data.dtype, device=device or self._device,
+                    requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        return empty(*size, dtype=dtype or self.data.dtype, device=device or self._device,
+                     requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        return full(size, fill_value, dtype=dtype or self.data.dtype,
+                    device=device or self._device, requires_grad=requires_grad)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        """A copy of ``data`` with this tensor's dtype and device by default."""
+        return tensor(data, dtype=dtype or self.data.dtype, device=device or self._device,
+                      requires_grad=requires_grad)
 
     def cpu(self):
         return self.to("cpu")
@@ -302,6 +338,19 @@ class Tensor:
         if self.data.dtype.kind not in "iu" or self.data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
+
+
+def _is_dtype(value) -> bool:
+    """Whether a positional argument of ``Tensor.to`` names a dtype (not a device)."""
+    if isinstance(value, numpy.dtype) or (isinstance(value, type) and issubclass(value, numpy.generic)):
+        return True
+    if isinstance(value, str) and not value.split(":")[0] in ("cpu", "cuda"):
+        try:
+            numpy.dtype(value)
+        except TypeError:
+            return False
+        return True
+    return False
 
 
 def _to_array(data, dtype, dev):

@@ -114,22 +114,27 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 _TensorOps = TensorF
 
 
-def _pool_windows(x, kernel, stride, padding, dilation, value, op):
+def _pool_windows(x, kernel, stride, padding, dilation, value, op, ceil_mode=False):
     if x.ndim != 4:
         raise RuntimeError(f"{op}: expected a 4-D input (N, C, H, W), got shape {list(x.shape)}")
     kernel = _pair(kernel, "kernel_size", op)
     stride = _pair(stride if stride is not None else kernel, "stride", op)
     padding = _pair(padding, "padding", op)
     dilation = _pair(dilation, "dilation", op)
+    extra = [0, 0]
     for i in range(2):
         if padding[i] * 2 > kernel[i]:
             raise RuntimeError(f"{op}: padding {padding[i]} should be at most half of kernel "
                                f"size {kernel[i]}")
-        if conv_out_size(x.shape[2 + i], kernel[i], stride[i], padding[i], dilation[i]) < 1:
+        out, extra[i] = _pool_geometry(x.shape[2 + i], kernel[i], stride[i], padding[i],
+                                       dilation[i], ceil_mode)
+        if out < 1:
             raise RuntimeError(f"{op}: input of shape {list(x.shape)} is smaller than kernel "
                                f"{list(kernel)}")
-    if padding != (0, 0):
-        x = _call("pad", x, pad=(padding[1], padding[1], padding[0], padding[0]), value=value)
+    # ceil_mode's last partial window reads past the right padding: pad that with ``value`` too.
+    if padding != (0, 0) or extra != [0, 0]:
+        x = _call("pad", x, pad=(padding[1], padding[1] + extra[1], padding[0],
+                                 padding[0] + extra[0]), value=value)
     cols = _call("im2col", x, kernel=kernel, stride=stride, dilation=dilation)
     n, c, kh, kw, ho, wo = cols.shape
     return ops.reshape(cols, (n, c, kh * kw, ho, wo))
@@ -137,9 +142,10 @@ def _pool_windows(x, kernel, stride, padding, dilation, value, op):
 
 @defcomposite("max_pool2d")
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
-               return_indices: bool = False):
+               ceil_mode: bool = False, return_indices: bool = False):
     """Max over each window; the gradient goes to the arg-max of the window."""
-    cols = _pool_windows(input, kernel_size, stride, padding, dilation, -math.inf, "max_pool2d")
+    cols = _pool_windows(input, kernel_size, stride, padding, dilation, -math.inf, "max_pool2d",
+                         ceil_mode)
     values, indices = ops.max(cols, 2)
     if not return_indices:
         return values
@@ -166,9 +172,32 @@ def _plane_indices(window_idx, width, kernel, stride, padding, dilation):
 
 
 @defcomposite("avg_pool2d")
-def avg_pool2d(input, kernel_size, stride=None, padding=0):  # noqa: A002
-    """Mean over each window (zero padding counted, as PyTorch's count_include_pad=True)."""
-    return _pool_windows(input, kernel_size, stride, padding, 1, 0.0, "avg_pool2d").mean(dim=2)
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,  # noqa: A002
+               count_include_pad: bool = True, divisor_override=None):
+    """Mean over each window. The divisor is the window's size clipped to the padded input
+    (count_include_pad=True, PyTorch's default) or its count of real elements (False), or
+    ``divisor_override``."""
+    sums = _pool_windows(input, kernel_size, stride, padding, 1, 0.0, "avg_pool2d",
+                         ceil_mode).sum(dim=2)
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise RuntimeError("avg_pool2d: divisor_override must be non-zero")
+        return sums * (1.0 / divisor_override)
+    p = _pair(padding, "padding", "avg_pool2d")
+    h, w = input.shape[2:]
+    if count_include_pad:
+        # Ones over the zero-padded input; ceil_mode's overhang beyond it does not count.
+        ones = numpy.ones((1, 1, h + 2 * p[0], w + 2 * p[1]))
+        pad_ = 0
+    else:
+        ones = numpy.ones((1, 1, h, w))
+        pad_ = padding
+    with no_grad():
+        counts = _pool_windows(_const(ones, input), kernel_size, stride, pad_, 1, 0.0,
+                               "avg_pool2d", ceil_mode).sum(dim=2)
+        if count_include_pad:  # the windows above started at the padded origin already
+            counts = counts[:, :, :sums.shape[2], :sums.shape[3]]
+    return sums / counts
 
 
 @defcomposite("adaptive_avg_pool2d")
@@ -510,3 +539,544 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True, generator=generator)
     return attn @ value
+
+
+# =========================================================================== issue 14
+# More activations, layers and losses for porting PyTorch training scripts. All are
+# composites of existing primitives: their gradients come from the op table.
+
+__all__ += [
+    "elu", "selu", "celu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "mish",
+    "logsigmoid", "softsign", "softmin", "glu", "normalize", "cosine_similarity",
+    "pairwise_distance", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle", "unfold",
+    "max_pool1d", "avg_pool1d", "adaptive_max_pool2d", "adaptive_avg_pool1d", "instance_norm",
+    "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss",
+]
+
+
+def _const(array, like):
+    """A constant (no-grad) tensor from a host array, on ``like``'s device and dtype."""
+    arr = numpy.asarray(array, dtype=like.dtype if like.dtype.kind == "f" else None)
+    return Tensor._make(backend.to_device(arr, like.device), False, None, 0, [0], like.device)
+
+
+def _inplace(input, out, inplace):
+    return input.copy_(out) if inplace else out
+
+
+# --------------------------------------------------------------------------- activations
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+@defcomposite("elu")
+def elu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
+    """``x`` for x > 0, ``alpha * (exp(x) - 1)`` otherwise."""
+    # expm1 of min(x, 0) never overflows, so the unselected branch cannot put inf*0 in the
+    # gradient.
+    neg = ops.expm1(ops.clamp(input, max=0.0)) * alpha
+    return _inplace(input, where(input > 0, input, neg), inplace)
+
+
+@defcomposite("selu")
+def selu(input, inplace: bool = False):  # noqa: A002
+    """``scale * elu(x, alpha)`` with the self-normalising constants of Klambauer et al."""
+    return _inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
+
+
+@defcomposite("celu")
+def celu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    neg = ops.expm1(ops.clamp(input, max=0.0) * (1.0 / alpha)) * alpha
+    return _inplace(input, where(input > 0, input, neg), inplace)
+
+
+@defcomposite("hardtanh")
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):  # noqa: A002
+    """``x`` clamped to [min_val, max_val]."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val {min_val} cannot be greater than max_val {max_val}")
+    return _inplace(input, ops.clamp(input, min=min_val, max=max_val), inplace)
+
+
+def relu6(input, inplace: bool = False):  # noqa: A002
+    """``min(max(0, x), 6)``."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+@defcomposite("hardsigmoid")
+def hardsigmoid(input, inplace: bool = False):  # noqa: A002
+    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between."""
+    return _inplace(input, ops.clamp(input + 3.0, min=0.0, max=6.0) * (1.0 / 6.0), inplace)
+
+
+@defcomposite("hardswish")
+def hardswish(input, inplace: bool = False):  # noqa: A002
+    """``x * relu6(x + 3) / 6`` (MobileNetV3)."""
+    return _inplace(input, input * ops.clamp(input + 3.0, min=0.0, max=6.0) * (1.0 / 6.0),
+                    inplace)
+
+
+def _softplus_stable(z):
+    # log(1 + exp(z)) = max(z, 0) + log1p(exp(-|z|)): no overflow for any z.
+    return ops.relu(z) + ops.log1p(ops.exp(-ops.abs(z)))
+
+
+@defcomposite("mish")
+def mish(input, inplace: bool = False):  # noqa: A002
+    """``x * tanh(softplus(x))``."""
+    return _inplace(input, input * ops.tanh(_softplus_stable(input)), inplace)
+
+
+@defcomposite("logsigmoid")
+def logsigmoid(input):  # noqa: A002
+    """``log(sigmoid(x)) = -softplus(-x)``, finite for any x (log of sigmoid underflows)."""
+    return -_softplus_stable(-input)
+
+
+@defcomposite("softsign")
+def softsign(input):  # noqa: A002
+    """``x / (1 + |x|)``."""
+    return input / (ops.abs(input) + 1.0)
+
+
+def _softmax_dim(ndim):
+    # PyTorch's implicit dim choice (deprecated there, kept for ported code).
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+@defcomposite("softmin")
+def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
+    """``softmax(-x, dim)``."""
+    if dtype is not None:
+        input = input.to(dtype=dtype)
+    return softmax(-input, _softmax_dim(input.ndim) if dim is None else dim)
+
+
+@defcomposite("glu")
+def glu(input, dim: int = -1):  # noqa: A002
+    """Gated linear unit: ``a * sigmoid(b)`` with ``a, b`` the two halves along ``dim``."""
+    if input.ndim == 0 or input.shape[dim] % 2:
+        raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} of shape "
+                           f"{list(input.shape)} is not")
+    a, b = ops.chunk(input, 2, dim)
+    return a * sigmoid(b)
+
+
+# --------------------------------------------------------------------------- distances
+
+
+@defcomposite("normalize")
+def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):  # noqa: A002
+    """``x / max(||x||_p, eps)`` along ``dim``."""
+    if out is not None:
+        raise TypeError("normalize: out= is not supported (gradtrace has no out= arguments)")
+    n = ops.norm(input, p, dim, keepdim=True)
+    return input / ops.clamp(n, min=eps)
+
+
+@defcomposite("cosine_similarity")
+def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
+    """``x1 . x2 / (max(||x1||, eps) * max(||x2||, eps))`` along ``dim`` (broadcasting)."""
+    n1 = ops.clamp(ops.norm(x1, 2, dim, keepdim=True), min=eps)
+    n2 = ops.clamp(ops.norm(x2, 2, dim, keepdim=True), min=eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim=dim)
+
+
+@defcomposite("pairwise_distance")
+def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+    """``||x1 - x2 + eps||_p`` over the last dim."""
+    return ops.norm(x1 - x2 + eps, p, -1, keepdim=keepdim)
+
+
+# --------------------------------------------------------------------------- padding
+
+
+def _pad_index(n, lo, hi, mode, op):
+    """Source positions along one dim for PyTorch's padding modes (negative pads crop)."""
+    pos = numpy.arange(-lo, n + hi)
+    if mode == "reflect":
+        if lo >= n or hi >= n:
+            raise RuntimeError(f"{op}: padding ({lo}, {hi}) should be less than the input size "
+                               f"{n} in reflect mode")
+        pos = numpy.abs(pos)
+        pos = numpy.where(pos > n - 1, 2 * (n - 1) - pos, pos)
+    elif mode == "replicate":
+        pos = numpy.clip(pos, 0, n - 1)
+    elif mode == "circular":
+        if lo > n or hi > n:
+            raise RuntimeError(f"{op}: padding ({lo}, {hi}) should be at most the input size "
+                               f"{n} in circular mode")
+        pos = pos % n
+    return pos
+
+
+def pad(input, pad, mode: str = "constant", value=None):  # noqa: A002,F811 - extends ops.pad
+    """Pad the last ``len(pad) // 2`` dims; ``pad`` lists (left, right) from the last dim.
+
+    Modes: 'constant' (with ``value``), 'reflect' (mirror without the edge), 'replicate'
+    (repeat the edge), 'circular' (wrap). Negative pads crop. Non-constant modes gather along
+    each padded dim with a constant index, so their gradient is index_select's.
+    """
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"pad: padding length {len(pad)} must be even and at most "
+                           f"2 * ndim ({2 * input.ndim}) for input of shape {list(input.shape)}")
+    if mode == "constant":
+        out = input
+        # Crop first (negative pads), then pad with ops.pad (non-negative pads only).
+        for k in range(len(pad) // 2):
+            d = input.ndim - 1 - k
+            lo, hi = pad[2 * k], pad[2 * k + 1]
+            if lo < 0 or hi < 0:
+                n = out.shape[d]
+                start, stop = max(-lo, 0), n - max(-hi, 0)
+                if stop - start + max(lo, 0) + max(hi, 0) < 0 or stop < start:
+                    raise RuntimeError(f"pad: negative padding {list(pad)} crops dim {d} of "
+                                       f"shape {list(input.shape)} below zero")
+                out = ops.narrow(out, d, start, stop - start)
+        positive = tuple(max(p, 0) for p in pad)
+        if any(positive):
+            out = ops.pad(out, positive, value=0.0 if value is None else value)
+        return out
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: mode must be 'constant', 'reflect', 'replicate' or "
+                                  f"'circular', got {mode!r}")
+    if value not in (None, 0, 0.0):
+        raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    out = input
+    for k in range(len(pad) // 2):
+        d = input.ndim - 1 - k
+        if pad[2 * k] or pad[2 * k + 1]:
+            idx = _pad_index(out.shape[d], pad[2 * k], pad[2 * k + 1], mode, "pad")
+            out = ops.index_select(out, d, _const(idx, _int_like(out)))
+    return out
+
+
+def _int_like(t):
+    # A zero-size int64 tensor on t's device: _const's dtype/device template for indices.
+    return Tensor._make(t.device.xp.zeros(0, dtype=numpy.int64), False, None, 0, [0], t.device)
+
+
+# --------------------------------------------------------------------------- pooling
+
+
+def _pool_geometry(size, k, s, p, d, ceil_mode):
+    """Output size and the extra right padding ceil_mode needs (PyTorch's rule: the last
+    window must start inside the input or the left padding)."""
+    span = size + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    extra = max((out - 1) * s + d * (k - 1) + 1 - (size + 2 * p), 0)
+    return out, extra
+
+
+@defcomposite("max_pool1d")
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+               ceil_mode: bool = False, return_indices: bool = False):
+    """Max over windows of (N, C, L) or (C, L): max_pool2d over a height of 1."""
+    one = lambda v: v[0] if isinstance(v, (tuple, list)) else v  # noqa: E731
+    batched = input.ndim == 3
+    x = ops.unsqueeze(input if batched else ops.unsqueeze(input, 0), 2)
+    res = max_pool2d(x, (1, one(kernel_size)), (1, one(stride if stride is not None
+                                                      else kernel_size)),
+                     (0, one(padding)), (1, one(dilation)), ceil_mode=ceil_mode,
+                     return_indices=return_indices)
+    fix = (lambda t: ops.squeeze(t, 2)) if batched else (lambda t: ops.squeeze(ops.squeeze(t, 2), 0))
+    return tuple(fix(t) for t in res) if return_indices else fix(res)
+
+
+@defcomposite("avg_pool1d")
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,  # noqa: A002
+               count_include_pad: bool = True):
+    """Mean over windows of (N, C, L) or (C, L): avg_pool2d over a height of 1."""
+    one = lambda v: v[0] if isinstance(v, (tuple, list)) else v  # noqa: E731
+    batched = input.ndim == 3
+    x = ops.unsqueeze(input if batched else ops.unsqueeze(input, 0), 2)
+    out = avg_pool2d(x, (1, one(kernel_size)),
+                     (1, one(stride if stride is not None else kernel_size)), (0, one(padding)),
+                     ceil_mode, count_include_pad)
+    out = ops.squeeze(out, 2)
+    return out if batched else ops.squeeze(out, 0)
+
+
+def _adaptive_windows(size, out):
+    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
+
+
+@defcomposite("adaptive_max_pool2d")
+def adaptive_max_pool2d(input, output_size, return_indices: bool = False):  # noqa: A002
+    """Max-pool to ``output_size`` with PyTorch's windows (floor/ceil of i*H/out); indices
+    are flat positions in each (H, W) plane."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"adaptive_max_pool2d: expected a 3-D or 4-D input, got shape "
+                           f"{list(input.shape)}")
+    if input.ndim == 3:
+        res = adaptive_max_pool2d(ops.unsqueeze(input, 0), output_size, return_indices)
+        return tuple(ops.squeeze(t, 0) for t in res) if return_indices else ops.squeeze(res, 0)
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    h, w = input.shape[2:]
+    oh, ow = oh or h, ow or w     # None keeps the input size, as in PyTorch
+    rows, idx_rows = [], []
+    for h0, h1 in _adaptive_windows(h, oh):
+        cols, idx_cols = [], []
+        for w0, w1 in _adaptive_windows(w, ow):
+            win = input[:, :, h0:h1, w0:w1]
+            cols.append(win.amax(dim=(2, 3)))
+            if return_indices:
+                arg = win.data.reshape(win.shape[0], win.shape[1], -1).argmax(-1)
+                idx_cols.append((h0 + arg // (w1 - w0)) * w + w0 + arg % (w1 - w0))
+        rows.append(ops.stack(cols, -1))
+        if return_indices:
+            idx_rows.append(input.device.xp.stack(idx_cols, -1))
+    values = ops.stack(rows, -2)
+    if not return_indices:
+        return values
+    idx = input.device.xp.stack(idx_rows, -2).astype(numpy.int64)
+    return values, Tensor._make(idx, False, None, 0, [0], input.device)
+
+
+@defcomposite("adaptive_avg_pool1d")
+def adaptive_avg_pool1d(input, output_size):  # noqa: A002
+    """Average-pool (N, C, L) to length ``output_size``."""
+    o = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
+    return ops.squeeze(adaptive_avg_pool2d(ops.unsqueeze(input, 2), (1, o)), 2)
+
+
+# --------------------------------------------------------------------------- im2col, resizing
+
+
+@defcomposite("unfold")
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+    """Sliding local blocks (im2col): (N, C, H, W) -> (N, C*kh*kw, L), L the block count.
+    Channel-major then kernel row, kernel column, as PyTorch orders them."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"unfold: expected a 3-D or 4-D input, got shape {list(input.shape)}")
+    if input.ndim == 3:
+        return ops.squeeze(unfold(ops.unsqueeze(input, 0), kernel_size, dilation, padding,
+                                  stride), 0)
+    k, d = _pair(kernel_size, "kernel_size", "unfold"), _pair(dilation, "dilation", "unfold")
+    p, s = _pair(padding, "padding", "unfold"), _pair(stride, "stride", "unfold")
+    x = input
+    if p != (0, 0):
+        x = ops.pad(x, (p[1], p[1], p[0], p[0]))
+    for i in range(2):
+        if conv_out_size(input.shape[2 + i], k[i], s[i], p[i], d[i]) < 1:
+            raise RuntimeError(f"unfold: input of shape {list(input.shape)} is too small for "
+                               f"kernel {list(k)}, dilation {list(d)}, padding {list(p)}")
+    cols = _call("im2col", x, kernel=k, stride=s, dilation=d)
+    n, c, kh, kw, ho, wo = cols.shape
+    return ops.reshape(cols, (n, c * kh * kw, ho * wo))
+
+
+@defcomposite("pixel_shuffle")
+def pixel_shuffle(input, upscale_factor: int):  # noqa: A002
+    """(*, C*r*r, H, W) -> (*, C, H*r, W*r)."""
+    r = int(upscale_factor)
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle: channels {c} of shape {list(input.shape)} are not "
+                           f"divisible by upscale_factor squared ({r * r})")
+    x = ops.reshape(input, (-1, c // (r * r), r, r, h, w))
+    x = ops.permute(x, (0, 1, 4, 2, 5, 3))
+    return ops.reshape(x, tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+@defcomposite("pixel_unshuffle")
+def pixel_unshuffle(input, downscale_factor: int):  # noqa: A002
+    """(*, C, H*r, W*r) -> (*, C*r*r, H, W), the inverse of pixel_shuffle."""
+    r = int(downscale_factor)
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise RuntimeError(f"pixel_unshuffle: height and width of shape {list(input.shape)} "
+                           f"must be divisible by downscale_factor {r}")
+    x = ops.reshape(input, (-1, c, h // r, r, w // r, r))
+    x = ops.permute(x, (0, 1, 3, 5, 2, 4))
+    return ops.reshape(x, tuple(lead) + (c * r * r, h // r, w // r))
+
+
+def _resize_axis(x, dim, out_size, mode, align_corners, scale):
+    """Resample one spatial dim with constant indices and weights (separable)."""
+    n = x.shape[dim]
+    dst = numpy.arange(out_size, dtype=numpy.float64)
+    # PyTorch's source scale: the user's 1/scale_factor when given, else in/out.
+    ratio = (1.0 / scale) if scale is not None else n / out_size
+    if mode == "nearest":
+        src = numpy.minimum(numpy.floor(dst * ratio).astype(numpy.int64), n - 1)
+        return ops.index_select(x, dim, _const(src, _int_like(x)))
+    if align_corners:
+        src = dst * ((n - 1) / (out_size - 1)) if out_size > 1 else numpy.zeros_like(dst)
+    else:
+        src = numpy.maximum((dst + 0.5) * ratio - 0.5, 0.0)
+    i0 = numpy.minimum(numpy.floor(src).astype(numpy.int64), n - 1)
+    i1 = numpy.minimum(i0 + 1, n - 1)
+    lam = src - i0
+    shape = [1] * x.ndim
+    shape[dim] = out_size
+    lam_t = _const(lam.reshape(shape), x)
+    a = ops.index_select(x, dim, _const(i0, _int_like(x)))
+    b = ops.index_select(x, dim, _const(i1, _int_like(x)))
+    return a * (1.0 - lam_t) + b * lam_t
+
+
+@defcomposite("interpolate")
+def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",  # noqa: A002
+                align_corners=None, recompute_scale_factor=None, antialias: bool = False):
+    """Resize the spatial dims of (N, C, L), (N, C, H, W) or (N, C, D, H, W).
+
+    Modes 'nearest' (PyTorch's floor rule) and 'linear'/'bilinear'/'trilinear' (separable
+    linear interpolation, with align_corners False or True).
+    """
+    spatial = input.ndim - 2
+    if spatial not in (1, 2, 3):
+        raise ValueError(f"interpolate: expected a 3-D, 4-D or 5-D input, got shape "
+                         f"{list(input.shape)}")
+    linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    if mode not in ("nearest",) + tuple(linear_modes):
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, "
+                                  f"linear, bilinear, trilinear are)")
+    if mode in linear_modes and linear_modes[mode] != spatial:
+        raise NotImplementedError(f"interpolate: mode {mode!r} expects a "
+                                  f"{linear_modes[mode] + 2}-D input, got shape "
+                                  f"{list(input.shape)}")
+    if mode == "nearest" and align_corners is not None:
+        raise ValueError("interpolate: align_corners option can only be set with the "
+                         "interpolating modes: linear | bilinear | trilinear")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: exactly one of size or scale_factor must be given")
+    in_sizes = input.shape[2:]
+    if size is not None:
+        sizes = [int(size)] * spatial if isinstance(size, int) else [int(s) for s in size]
+        scales = [None] * spatial
+    else:
+        scales = ([float(scale_factor)] * spatial if isinstance(scale_factor, (int, float))
+                  else [float(s) for s in scale_factor])
+        sizes = [int(math.floor(n * s)) for n, s in zip(in_sizes, scales)]
+        if recompute_scale_factor:
+            scales = [None] * spatial
+    if len(sizes) != spatial:
+        raise ValueError(f"interpolate: size {sizes} must have {spatial} entries for input of "
+                         f"shape {list(input.shape)}")
+    out = input
+    for i in range(spatial):
+        if sizes[i] != in_sizes[i] or mode != "nearest":
+            out = _resize_axis(out, 2 + i, sizes[i], mode, bool(align_corners), scales[i])
+    return out
+
+
+def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):  # noqa: A002
+    """The deprecated spelling of :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+# --------------------------------------------------------------------------- normalization
+
+
+@defcomposite("instance_norm")
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,  # noqa: A002
+                  use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5):
+    """Normalize each (sample, channel) over its spatial dims. With running buffers and
+    ``use_input_stats``, they are updated with the batch average of the instance statistics."""
+    if input.ndim < 3:
+        raise RuntimeError(f"instance_norm: expected an input with spatial dims (N, C, ...), "
+                           f"got shape {list(input.shape)}")
+    c = input.shape[1]
+    dims = tuple(range(2, input.ndim))
+    shape = _channel_shape(input, c)
+    if use_input_stats:
+        mean = input.mean(dim=dims, keepdim=True)
+        centered = input - mean
+        var = (centered * centered).mean(dim=dims, keepdim=True)
+        if running_mean is not None and running_var is not None:
+            n = input.numel() // (input.shape[0] * c)
+            with no_grad():
+                rm, rv = running_mean.data, running_var.data
+                rm *= 1 - momentum
+                rm += momentum * mean.data.reshape(input.shape[0], c).mean(0)
+                rv *= 1 - momentum
+                rv += momentum * (var.data.reshape(input.shape[0], c) * (n / max(n - 1, 1))).mean(0)
+                running_mean._vc[0] += 1
+                running_var._vc[0] += 1
+        out = centered * ops.rsqrt(var + eps)
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("instance_norm: running_mean and running_var are needed when "
+                               "use_input_stats=False")
+        out = (input - ops.reshape(running_mean, shape)) * ops.rsqrt(
+            ops.reshape(running_var, shape) + eps)
+    if weight is not None:
+        out = out * ops.reshape(weight, shape)
+    if bias is not None:
+        out = out + ops.reshape(bias, shape)
+    return out
+
+
+# --------------------------------------------------------------------------- more losses
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    # PyTorch's deprecated size_average/reduce flags, mapped to ``reduction``.
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "none" if not reduce else ("mean" if size_average else "sum")
+
+
+@defcomposite("smooth_l1_loss")
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
+                   beta: float = 1.0):
+    """``0.5 d^2 / beta`` where |d| < beta, ``|d| - 0.5 beta`` elsewhere (l1 when beta=0)."""
+    _same_shape("smooth_l1_loss", input, target)
+    if beta < 0:
+        raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    d = ops.abs(input - target)
+    if beta == 0.0:
+        return _reduce(d, reduction, "smooth_l1_loss")
+    loss = where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
+    return _reduce(loss, reduction, "smooth_l1_loss")
+
+
+@defcomposite("huber_loss")
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):  # noqa: A002
+    """``0.5 d^2`` where |d| <= delta, ``delta (|d| - 0.5 delta)`` elsewhere."""
+    _same_shape("huber_loss", input, target)
+    if delta <= 0:
+        raise RuntimeError(f"huber_loss: delta must be positive, got {delta}")
+    d = ops.abs(input - target)
+    loss = where(d <= delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    return _reduce(loss, reduction, "huber_loss")
+
+
+@defcomposite("kl_div")
+def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
+           log_target: bool = False):
+    """KL divergence with ``input`` log-probabilities: ``target * (log target - input)``
+    pointwise (0 where target is 0); ``log_target`` when target holds log-probabilities.
+    reduction 'batchmean' divides the sum by the batch size (the mathematically correct KL);
+    'mean' divides by the element count, as PyTorch does."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if log_target:
+        loss = ops.exp(target) * (target - input)
+    else:
+        positive = target > 0
+        # log of 1 where target <= 0 keeps the unselected branch finite (xlogy's convention).
+        safe = where(positive, target, target * 0.0 + 1.0)
+        loss = where(positive, target * (ops.log(safe) - input), target * 0.0)
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(loss, reduction, "kl_div")
+
+
+@defcomposite("soft_margin_loss")
+def soft_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
+                     reduction: str = "mean"):
+    """Two-class logistic loss ``log(1 + exp(-y x))`` with y in {-1, 1}."""
+    _same_shape("soft_margin_loss", input, target)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _reduce(_softplus_stable(-target * input), reduction, "soft_margin_loss")

@@ -785,3 +785,81 @@ CASES += [
     OpCase("repeat_interleave", lambda a, r: a.repeat_interleave(r, dim=0), lambda a, r: np.repeat(a, r, 0),
            ins(rnd(3, 2), _idx([1, 0, 3])), nondiff=(1,), name="repeat_interleave_counts"),
 ]
+
+
+# --------------------------------------------------------------------------- issue 14 (nn)
+# Composites added for ported training scripts; values in more detail (padding modes, pooling
+# options, interpolate, losses' reductions) in tests/autograd/test_functional_more.py.
+
+def _sp(z):
+    return np.logaddexp(0.0, z)
+
+
+def _away(*shape):
+    """Values at least 0.2 away from the kinks at 0 and +-3 (finite differences across a kink
+    are not a derivative)."""
+    def make(rng):
+        v = rng.uniform(0.2, 2.8, shape) * rng.choice([-1.0, 1.0], shape)
+        return v + np.where(rng.uniform(size=shape) > 0.7, 3.5 * np.sign(v), 0.0)
+    return make
+
+
+def _softmax_np(a, axis):
+    e = np.exp(a - a.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+CASES += [
+    OpCase("elu", lambda x: AF.elu(x, 0.7), lambda x: np.where(x > 0, x, 0.7 * np.expm1(x)), ins(_away(3, 4))),
+    OpCase("selu", AF.selu, lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x)),
+           ins(_away(3, 4))),
+    OpCase("celu", lambda x: AF.celu(x, 2.0), lambda x: np.where(x > 0, x, 2 * np.expm1(x / 2)), ins(_away(3, 4))),
+    OpCase("hardtanh", lambda x: AF.hardtanh(x, -2.0, 2.0), lambda x: np.clip(x, -2, 2), ins(_away(3, 4)),
+           covers=()),
+    OpCase("hardsigmoid", AF.hardsigmoid, lambda x: np.clip(x / 6 + 0.5, 0, 1), ins(_away(3, 4))),
+    OpCase("hardswish", AF.hardswish, lambda x: x * np.clip(x + 3, 0, 6) / 6, ins(_away(3, 4))),
+    OpCase("mish", AF.mish, lambda x: x * np.tanh(_sp(x)), ins(rnd(3, 4))),
+    OpCase("logsigmoid", AF.logsigmoid, lambda x: -_sp(-x), ins(rnd(3, 4))),
+    OpCase("softsign", AF.softsign, lambda x: x / (1 + np.abs(x)), ins(_away(3, 4))),
+    OpCase("softmin", lambda x: AF.softmin(x, 1), lambda x: _softmax_np(-x, 1), ins(rnd(3, 4))),
+    OpCase("glu", lambda x: AF.glu(x, 1), lambda x: x[:, :2] / (1 + np.exp(-x[:, 2:])), ins(rnd(3, 4))),
+    OpCase("normalize", lambda x: AF.normalize(x, dim=1), lambda x: x / np.linalg.norm(x, axis=1, keepdims=True),
+           ins(rnd(3, 4))),
+    OpCase("cosine_similarity", lambda a, b: AF.cosine_similarity(a, b),
+           lambda a, b: (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1),
+           ins(rnd(3, 4), rnd(3, 4))),
+    OpCase("pairwise_distance", lambda a, b: AF.pairwise_distance(a, b),
+           lambda a, b: np.linalg.norm(a - b + 1e-6, axis=1), ins(rnd(3, 4), rnd(3, 4))),
+    OpCase("max_pool1d", lambda x: AF.max_pool1d(x, 2), lambda x: x[..., :6].reshape(2, 3, 3, 2).max(-1),
+           ins(rnd(2, 3, 7))),
+    OpCase("avg_pool1d", lambda x: AF.avg_pool1d(x, 2), lambda x: x[..., :6].reshape(2, 3, 3, 2).mean(-1),
+           ins(rnd(2, 3, 7))),
+    OpCase("adaptive_max_pool2d", lambda x: AF.adaptive_max_pool2d(x, 2),
+           lambda x: x.reshape(1, 2, 2, 2, 2, 2).max((3, 5)), ins(rnd(1, 2, 4, 4))),
+    OpCase("adaptive_avg_pool1d", lambda x: AF.adaptive_avg_pool1d(x, 3),
+           lambda x: x.reshape(2, 3, 3, 2).mean(-1), ins(rnd(2, 3, 6))),
+    OpCase("unfold", lambda x: AF.unfold(x, 2, stride=2),
+           lambda x: x.reshape(1, 2, 2, 2, 2, 2).transpose(0, 1, 3, 5, 2, 4).reshape(1, 8, 4),
+           ins(rnd(1, 2, 4, 4))),
+    OpCase("pixel_shuffle", lambda x: AF.pixel_shuffle(x, 2),
+           lambda x: x.reshape(1, 2, 2, 2, 3, 3).transpose(0, 1, 4, 2, 5, 3).reshape(1, 2, 6, 6),
+           ins(rnd(1, 8, 3, 3))),
+    OpCase("pixel_unshuffle", lambda x: AF.pixel_unshuffle(x, 2),
+           lambda x: x.reshape(1, 2, 3, 2, 3, 2).transpose(0, 1, 3, 5, 2, 4).reshape(1, 8, 3, 3),
+           ins(rnd(1, 2, 6, 6))),
+    OpCase("interpolate", lambda x: AF.interpolate(x, scale_factor=2, mode="linear", align_corners=True),
+           lambda x: np.stack([np.interp(np.linspace(0, 3, 8), np.arange(4), r) for r in x.reshape(-1, 4)]
+                              ).reshape(2, 3, 8), ins(rnd(2, 3, 4))),
+    OpCase("instance_norm", lambda x: AF.instance_norm(x),
+           lambda x: (x - x.mean(2, keepdims=True)) / np.sqrt(x.var(2, keepdims=True) + 1e-5), ins(rnd(2, 3, 5))),
+    OpCase("smooth_l1_loss", lambda x, y: AF.smooth_l1_loss(x, y, beta=0.5),
+           lambda x, y: np.where(np.abs(x - y) < 0.5, (x - y) ** 2, np.abs(x - y) - 0.25).mean(),
+           ins(rnd(3, 4), rnd(3, 4))),
+    OpCase("huber_loss", lambda x, y: AF.huber_loss(x, y, delta=0.5),
+           lambda x, y: np.where(np.abs(x - y) <= 0.5, 0.5 * (x - y) ** 2, 0.5 * (np.abs(x - y) - 0.25)).mean(),
+           ins(rnd(3, 4), rnd(3, 4))),
+    OpCase("kl_div", lambda x, t: AF.kl_div(x, t, reduction="batchmean"),
+           lambda x, t: (t * (np.log(t) - x)).sum() / 3, ins(rnd(3, 4), pos(3, 4))),
+    OpCase("soft_margin_loss", lambda x, y: AF.soft_margin_loss(x, y), lambda x, y: _sp(-y * x).mean(),
+           ins(rnd(3, 4), rnd(3, 4))),
+]

@@ -19,8 +19,8 @@ def _empty(shape, device, dtype):
 
 
 class Identity(Module):
-    def forward(self, x):
-        return x
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return input
 
 
 class Linear(Module):
@@ -42,8 +42,8 @@ class Linear(Module):
             bound = 1 / math.sqrt(self.in_features) if self.in_features else 0
             init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x):
-        return F.linear(x, self.weight, self.bias)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -76,8 +76,8 @@ class Conv2d(Module):
             bound = 1 / math.sqrt(fan_in)
             init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x):
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
     def extra_repr(self):
@@ -116,12 +116,12 @@ class _NormBase(Module):
         else:
             self.running_mean = self.running_var = None
 
-    def forward(self, x):
-        self._check_input(x)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        self._check_input(input)
         use_batch = self.training or not self.track_running_stats
         if self.training and self.track_running_stats:
             self.num_batches_tracked.data += 1
-        return F.batch_norm(x, self.running_mean if self.track_running_stats else None,
+        return F.batch_norm(input, self.running_mean if self.track_running_stats else None,
                             self.running_var if self.track_running_stats else None,
                             self.weight, self.bias, use_batch, self.momentum, self.eps)
 
@@ -164,8 +164,8 @@ class LayerNorm(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
-    def forward(self, x):
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
@@ -187,8 +187,8 @@ class GroupNorm(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
-    def forward(self, x):
-        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
@@ -215,8 +215,8 @@ class Embedding(Module):
         if self.padding_idx is not None:
             self.weight.data[self.padding_idx] = 0
 
-    def forward(self, idx):
-        return F.embedding(idx, self.weight, self.padding_idx)
+    def forward(self, input):  # noqa: A002 - PyTorch's name
+        return F.embedding(input, self.weight, self.padding_idx)
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -232,8 +232,8 @@ class Dropout(Module):
             raise ValueError(f"Dropout: probability has to be between 0 and 1, got {p}")
         self.p, self.inplace = p, inplace
 
-    def forward(self, x):
-        return F.dropout(x, self.p, self.training, self.inplace)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
@@ -244,8 +244,8 @@ class ReLU(Module):
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, x):
-        return F.relu(x, self.inplace)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.relu(input, self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -256,26 +256,26 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, x):
-        return F.gelu(x, self.approximate)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.gelu(input, self.approximate)
 
     def extra_repr(self):
         return f"approximate='{self.approximate}'"
 
 
 class SiLU(Module):
-    def forward(self, x):
-        return F.silu(x)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.silu(input)
 
 
 class Tanh(Module):
-    def forward(self, x):
-        return F.tanh(x)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.tanh(input)
 
 
 class Sigmoid(Module):
-    def forward(self, x):
-        return F.sigmoid(x)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.sigmoid(input)
 
 
 class LeakyReLU(Module):
@@ -283,8 +283,8 @@ class LeakyReLU(Module):
         super().__init__()
         self.negative_slope = negative_slope
 
-    def forward(self, x):
-        return F.leaky_relu(x, self.negative_slope)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.leaky_relu(input, self.negative_slope)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}"
@@ -295,8 +295,8 @@ class Softmax(Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, x):
-        return F.softmax(x, self.dim)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.softmax(input, self.dim)
 
     def extra_repr(self):
         return f"dim={self.dim}"
@@ -307,20 +307,23 @@ class Flatten(Module):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
 
-    def forward(self, x):
-        return x.flatten(self.start_dim, self.end_dim)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return input.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 class MaxPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
+                 return_indices: bool = False, ceil_mode: bool = False):
         super().__init__()
         self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride or kernel_size, padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
-    def forward(self, x):
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -328,12 +331,16 @@ class MaxPool2d(Module):
 
 
 class AvgPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override=None):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
 
-    def forward(self, x):
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -344,8 +351,8 @@ class AdaptiveAvgPool2d(Module):
         super().__init__()
         self.output_size = output_size
 
-    def forward(self, x):
-        return F.adaptive_avg_pool2d(x, self.output_size)
+    def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
+        return F.adaptive_avg_pool2d(input, self.output_size)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"

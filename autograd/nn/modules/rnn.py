@@ -1,0 +1,196 @@
+"""Recurrent layers: RNN, LSTM and GRU with PyTorch's gate order, parameter names
+(``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, ``..._reverse``),
+shapes and initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)).
+
+Each time step is a few linear/elementwise ops, so the backward comes from the op table
+(backpropagation through time is the engine walking the unrolled graph).
+"""
+from __future__ import annotations
+
+import math
+
+from ... import ops
+from ...tensor import zeros as _zeros
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from ...tensor import empty as _empty_t
+from .module import Module
+
+__all__ = ["RNN", "LSTM", "GRU"]
+
+
+class _RNNBase(Module):
+    _gates = 1
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, device=None, dtype=None):
+        super().__init__()
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{type(self).__name__}: dropout should be a number in [0, 1], "
+                             f"got {dropout}")
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional = bidirectional
+        directions = 2 if bidirectional else 1
+        rows = self._gates * hidden_size
+        for layer in range(num_layers):
+            for suffix in ("", "_reverse")[:directions]:
+                n_in = input_size if layer == 0 else hidden_size * directions
+                names = [("weight_ih", (rows, n_in)), ("weight_hh", (rows, hidden_size))]
+                if bias:
+                    names += [("bias_ih", (rows,)), ("bias_hh", (rows,))]
+                for name, shape in names:
+                    setattr(self, f"{name}_l{layer}{suffix}",
+                            Parameter(_empty_t(*shape, device=device, dtype=dtype)))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def _weights(self, layer, suffix):
+        get = lambda n: getattr(self, f"{n}_l{layer}{suffix}")  # noqa: E731
+        return (get("weight_ih"), get("weight_hh"),
+                get("bias_ih") if self.bias else None, get("bias_hh") if self.bias else None)
+
+    def _cell(self, x_proj, state, w_hh, b_hh):
+        raise NotImplementedError
+
+    def _init_state(self, hx, batch, like):
+        directions = 2 if self.bidirectional else 1
+        shape = (self.num_layers * directions, batch, self.hidden_size)
+        if hx is None:
+            return _zeros(*shape, dtype=like.dtype, device=like.device)
+        if tuple(hx.shape) != shape:
+            raise RuntimeError(f"{type(self).__name__}: expected hidden size {list(shape)}, got "
+                               f"{list(hx.shape)}")
+        return hx
+
+    def forward(self, input, hx=None):  # noqa: A002
+        unbatched = input.ndim == 2
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: expected a 2-D (unbatched) or 3-D input, "
+                             f"got shape {list(input.shape)}")
+        x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first
+                                                  else input)
+        if x.shape[-1] != self.input_size:
+            raise RuntimeError(f"{type(self).__name__}: input.size(-1) must be equal to "
+                               f"input_size. Expected {self.input_size}, got {x.shape[-1]}")
+        if unbatched and hx is not None:
+            hx = tuple(h.unsqueeze(1) for h in hx) if isinstance(hx, tuple) else hx.unsqueeze(1)
+        states = self._split_state(hx, x.shape[1], x)
+        directions = 2 if self.bidirectional else 1
+        finals = []
+        for layer in range(self.num_layers):
+            outs = []
+            for d, suffix in enumerate(("", "_reverse")[:directions]):
+                w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
+                # The input projection of every step at once: one GEMM instead of L.
+                proj = F.linear(x, w_ih, b_ih)
+                state = states[layer * directions + d]
+                steps = range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])
+                seq = [None] * x.shape[0]
+                for t in steps:
+                    state = self._cell(proj[t], state, w_hh, b_hh)
+                    seq[t] = state[0] if isinstance(state, tuple) else state
+                outs.append(ops.stack(seq, 0))
+                finals.append(state)
+            x = outs[0] if directions == 1 else ops.cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
+        return out, self._join_state(finals, unbatched)
+
+    def _split_state(self, hx, batch, like):
+        h = self._init_state(hx, batch, like)
+        return [h[i] for i in range(h.shape[0])]
+
+    def _join_state(self, finals, unbatched):
+        h = ops.stack(finals, 0)
+        return h.squeeze(1) if unbatched else h
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+class RNN(_RNNBase):
+    """Elman RNN: ``h' = tanh(W_ih x + b_ih + W_hh h + b_hh)`` (or relu)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
+                 dropout: float = 0.0, bidirectional: bool = False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}, use 'tanh' or 'relu'")
+        self.nonlinearity = nonlinearity
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, device, dtype)
+
+    def __setattr__(self, name, value):
+        if name == "nonlinearity" and "_parameters" not in self.__dict__:
+            object.__setattr__(self, name, value)   # set before Module.__init__ runs
+        else:
+            super().__setattr__(name, value)
+
+    def _cell(self, x_proj, h, w_hh, b_hh):
+        z = x_proj + F.linear(h, w_hh, b_hh)
+        return F.relu(z) if self.nonlinearity == "relu" else F.tanh(z)
+
+
+class LSTM(_RNNBase):
+    """LSTM with PyTorch's gate order (input, forget, cell, output)::
+
+        i = sigmoid(W_ii x + b_ii + W_hi h + b_hi)     f = sigmoid(... f rows ...)
+        g = tanh(... g rows ...)                       o = sigmoid(... o rows ...)
+        c' = f * c + i * g                             h' = o * tanh(c')
+
+    ``forward(input, (h_0, c_0))`` returns ``(output, (h_n, c_n))``.
+    """
+
+    _gates = 4
+
+    def _cell(self, x_proj, state, w_hh, b_hh):
+        h, c = state
+        i, f, g, o = ops.chunk(x_proj + F.linear(h, w_hh, b_hh), 4, -1)
+        c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
+        return F.sigmoid(o) * F.tanh(c), c
+
+    def _split_state(self, hx, batch, like):
+        h, c = (None, None) if hx is None else hx
+        h, c = self._init_state(h, batch, like), self._init_state(c, batch, like)
+        return [(h[i], c[i]) for i in range(h.shape[0])]
+
+    def _join_state(self, finals, unbatched):
+        h = ops.stack([s[0] for s in finals], 0)
+        c = ops.stack([s[1] for s in finals], 0)
+        return (h.squeeze(1), c.squeeze(1)) if unbatched else (h, c)
+
+
+class GRU(_RNNBase):
+    """GRU with PyTorch's gate order (reset, update, new)::
+
+        r = sigmoid(W_ir x + b_ir + W_hr h + b_hr)     z = sigmoid(... z rows ...)
+        n = tanh(W_in x + b_in + r * (W_hn h + b_hn))  h' = (1 - z) * n + z * h
+    """
+
+    _gates = 3
+
+    def _cell(self, x_proj, h, w_hh, b_hh):
+        xr, xz, xn = ops.chunk(x_proj, 3, -1)
+        hr, hz, hn = ops.chunk(F.linear(h, w_hh, b_hh), 3, -1)
+        r, z = F.sigmoid(xr + hr), F.sigmoid(xz + hz)
+        n = F.tanh(xn + r * hn)
+        return n + z * (h - n)
