@@ -571,24 +571,7 @@ def call_function(task, node, grads):
         outputs = node.apply(grads, task.F if dev is task.F_dev else namespace(task, dev))
     else:
         outputs = apply_node(task, node, grads, ops)
-    if not outputs:
-        return outputs
-    # validate_outputs' common case, only looked at here (a call per node costs as much as
-    # this loop): one gradient per edge, each of the shape and dtype (the identity test
-    # answers most dtypes) that its input has. Anything else goes through validate_outputs.
-    edges = node.next_edges
-    if len(outputs) != len(edges):
-        return validate_outputs(task, node, outputs)
-    i = 0
-    for g in outputs:
-        if g is not None:
-            edge = edges[i]
-            if edge is not None:
-                m = edge[0].input_metadata[edge[1]]   # (shape, dtype, device, stream) it must have
-                if g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1]):
-                    return validate_outputs(task, node, outputs)
-        i += 1
-    return outputs
+    return validate_outputs(task, node, outputs) if outputs else outputs
 
 
 def _call_instrumented(task, node, grads, ops):
@@ -685,13 +668,31 @@ def _hook_result(new, current, what):
 
 def validate_outputs(task, node, outputs):
     """Check each gradient against the input it flows to: a wrong count raises, a broadcast
-    gradient is summed down and a dtype cast (:func:`conform`, which returns a gradient that
-    already fits as it is)."""
+    gradient is summed down and a dtype cast (:func:`conform`)."""
     edges = node.next_edges
     if len(outputs) != len(edges):
         raise _wrong_count(node, outputs)
-    return [g if g is None or e is None else conform(task, node, i, g, *e[0].input_metadata[e[1]][:2])
-            for i, (g, e) in enumerate(zip(outputs, edges))]
+    # Shapes and dtypes agree almost always (the identity test answers most dtypes), so this
+    # loop only looks; at the first disagreement every output goes through conform(), which
+    # returns one that already fits as it is.
+    i = 0
+    for g in outputs:
+        if g is not None:
+            edge = edges[i]
+            if edge is not None:
+                m = edge[0].input_metadata[edge[1]]   # (shape, dtype, device, stream) it must have
+                if g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1]):
+                    return [_conformed(task, node, j, g, e)
+                            for j, (g, e) in enumerate(zip(outputs, edges))]
+        i += 1
+    return outputs
+
+
+def _conformed(task, node, i, g, edge):
+    if g is None or edge is None:
+        return g
+    m = edge[0].input_metadata[edge[1]]
+    return conform(task, node, i, g, m[0], m[1])
 
 
 def _wrong_count(node, outputs) -> RuntimeError:
