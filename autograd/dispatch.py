@@ -574,8 +574,8 @@ def apply_op(op: OpDef, inputs, attrs=None):
     This is the hot path of the engine: one input loop, one thread-local read, the record
     when profiled, the check and the forward. Ops with one output that is not a view, run
     while no anomaly mode, forward-AD level or inference mode is on (one flag per thread),
-    finish here; the rest finish in :func:`_finish_general`. Both build their node with the
-    same two helpers, :func:`_new_node` and :func:`_save`.
+    finish here; the rest finish in :func:`_finish_general`. Both record the node and its
+    results with the same helper, :func:`_record`.
 
     Args:
         op: the primitive to run.
@@ -629,10 +629,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
             out = dev.xp.asarray(out)
         if not mask:
             return _init_tensor(_new(Tensor), out, False, None, 0, [0], dev)
-        node = _new_node(op, inputs, mask, seq, dev, (out,), ops)
-        result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
-        _save(op, node, inputs, datas, attrs, mask, (result,))
-        return result
+        return _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, [0])
     finally:
         if rec is not None:
             _rf.end(rec)
@@ -655,9 +652,7 @@ def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):
             result = _init_tensor(_new(Tensor), out, False, None, 0,
                                   INFERENCE_VC if ops.inference else [0], dev)
         else:
-            node = _new_node(op, inputs, mask, seq, dev, (out,), ops)
-            result = _init_tensor(_new(Tensor), out, True, node, 0, [0], dev)
-            _save(op, node, inputs, datas, attrs, mask, (result,))
+            result = _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, [0])
     if ops.fw_level:
         _forward_grad(op, inputs, attrs, result, _THREAD)
     return result
@@ -668,13 +663,23 @@ def _stream_of(dev, ops):
     return ops.cpu_stream if dev is CPU else backend.current_stream(dev)
 
 
-def _new_node(op, inputs, mask, seq, dev, outs, ops):
-    """The backward node of one op call, built without ``Node.__init__`` (this is the hot
-    path): numbered (with ``seq`` when the profiler took it already), linked to the inputs
-    that need a gradient (``mask``), with one metadata entry per output.
+def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc):
+    """The backward node of one op call and the result that has it as ``grad_fn``, built
+    without ``Node.__init__`` (this is the hot path, one call per recorded op).
 
-    ``topological_nr`` is one more than the highest of its children's; a child that gains a
-    parent here may not gain children of its own afterwards (:meth:`Node.add_next_edge`).
+    The node is numbered (with ``seq`` when the profiler took it already), linked to the
+    inputs that need a gradient (``mask``), given one metadata entry per output, and saves
+    what its backward rules read (:meth:`OpDef.save_plan`): the output, the inputs needing a
+    gradient whose values a rule uses, and Meta for those it only sizes. ``topological_nr``
+    is one more than the highest of its children's; a child that gains a parent here may not
+    gain children of its own afterwards (:meth:`Node.add_next_edge`).
+
+    Args:
+        out: the output array, or for an op with several outputs the tuple of them.
+        vc: the result's version counter (a view's is its base's); None for several outputs.
+
+    Returns:
+        The result tensor, or the tuple of them for an op with several outputs.
     """
     cls = op.node_cls
     node = cls.__new__(cls)
@@ -701,16 +706,40 @@ def _new_node(op, inputs, mask, seq, dev, outs, ops):
     node.next_edges = tuple(edges)
     node.topological_nr = topo
     node._has_parent = False
-    stream = ops.cpu_stream if dev is CPU else backend.current_stream(dev)
-    if len(outs) == 1:
-        out = outs[0]
-        node.input_metadata = ((out.shape, out.dtype, dev, stream),)
-    else:
-        node.input_metadata = tuple([(o.shape, o.dtype, dev, stream) for o in outs])
     node._extra = None
+    stream = ops.cpu_stream if dev is CPU else backend.current_stream(dev)
+    if vc is not None:
+        node.input_metadata = ((out.shape, out.dtype, dev, stream),)
+        result = _init_tensor(_new(Tensor), out, True, node, 0, vc, dev)
+    else:
+        node.input_metadata = tuple([(o.shape, o.dtype, dev, stream) for o in out])
+        # Integer and boolean outputs (indices) carry no gradient.
+        result = tuple(Tensor._make(o, o.dtype.kind in "fc", node if o.dtype.kind in "fc" else None,
+                                    i, [0], dev) for i, o in enumerate(out))
     if ops.anomaly:
         _record_anomaly_trace(node, _THREAD)
-    return node
+    save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
+    saved = [None] * (len(inputs) + 1)
+    tensors = False
+    if save_out:
+        # One output is saved with its version; several are kept as arrays.
+        saved[0] = SavedVariable(result, is_output=True) if vc is not None else out
+        tensors = vc is not None
+    for i in full:
+        x = inputs[i]
+        if isinstance(x, Tensor):
+            saved[i + 1] = SavedVariable(x)
+            tensors = True
+        else:
+            saved[i + 1] = x
+    if meta:
+        for i in meta:
+            d = datas[i]
+            saved[i + 1] = Meta(d) if hasattr(d, "shape") else d
+    node._saved = saved
+    node._attrs = attrs
+    node._saves_tensors = tensors
+    return result
 
 
 def _record_anomaly_trace(node, state) -> None:
@@ -730,52 +759,19 @@ def _forward_grad(op, inputs, attrs, result, state) -> None:
 def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops):
     """A view shares its base's version counter, so in-place writes to either are detected."""
     base = inputs[0]
-    node = _new_node(op, inputs, mask, seq, dev, (out,), ops) if mask else None
-    result = Tensor._make(out, bool(mask), node, 0, base._vc, dev)
-    result._base = base._base if base._base is not None else base
     if mask:
-        _save(op, node, inputs, datas, attrs, mask, (result,))
+        result = _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, base._vc)
+    else:
+        result = Tensor._make(out, False, None, 0, base._vc, dev)
+    result._base = base._base if base._base is not None else base
     return result
 
 
 def _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops):
-    make = Tensor._make
     outs = tuple(o if o.__class__ is dev.ndarray else dev.xp.asarray(o) for o in out)
     if not mask:
-        return tuple(make(o, False, None, 0, [0], dev) for o in outs)
-    node = _new_node(op, inputs, mask, seq, dev, outs, ops)
-    # Integer and boolean outputs (indices) carry no gradient.
-    results = tuple(make(o, o.dtype.kind in "fc", node if o.dtype.kind in "fc" else None, i, [0], dev)
-                    for i, o in enumerate(outs))
-    _save(op, node, inputs, datas, attrs, mask, results)
-    return results
-
-
-def _save(op, node, inputs, datas, attrs, mask, results):
-    """What the node's backward rules read (:meth:`OpDef.save_plan`): the output, the
-    inputs needing a gradient whose values a rule uses, and Meta for those it only sizes."""
-    save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
-    saved = [None] * (len(inputs) + 1)
-    tensors = False
-    if save_out:
-        if len(results) == 1:
-            saved[0] = SavedVariable(results[0], is_output=True)
-            tensors = True
-        else:
-            saved[0] = tuple(r.data for r in results)
-    for i in full:
-        x = inputs[i]
-        if isinstance(x, Tensor):
-            saved[i + 1] = SavedVariable(x)
-            tensors = True
-        else:
-            saved[i + 1] = x
-    for i in meta:
-        d = datas[i]
-        saved[i + 1] = Meta(d) if hasattr(d, "shape") else d
-    node._saved = saved
-    node._attrs = attrs
-    node._saves_tensors = tensors
+        return tuple(Tensor._make(o, False, None, 0, [0], dev) for o in outs)
+    return _record(op, inputs, datas, attrs, mask, seq, dev, ops, outs, None)
 
 
 # --------------------------------------------------------------------------- in-place ops

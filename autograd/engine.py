@@ -44,9 +44,6 @@ MAX_REENTRANT_DEPTH = 60
 _multithreading = True
 _serial_lock = threading.RLock()
 
-# The array namespace (ArrayF) per array module, looked up once per node.
-_F_BY_XP: dict = {}
-
 # Gradients consumed on a stream other than the one that produced them, kept alive until an
 # event recorded on the consuming stream has completed (CuPy has no record_stream).
 _keep_alive: list = []
@@ -68,7 +65,7 @@ class GraphTask:
 
     __slots__ = ("keep_graph", "create_graph", "dependencies", "needed", "captures",
                  "min_topo_nr", "accumulate", "accumulate_into", "buffers", "waits",
-                 "keep_alive", "ops")
+                 "keep_alive", "ops", "F", "F_dev")
 
     def __init__(self, keep_graph: bool, create_graph: bool, accumulate: bool):
         self.keep_graph = keep_graph
@@ -85,6 +82,9 @@ class GraphTask:
         self.waits: dict = {}                 # node -> [(stream, event, grad, slot)] to wait for
         self.keep_alive: list = []            # (consuming stream, gradients) across streams
         self.ops = _THREAD.ops                # the flags of the thread that runs the task
+        # What the rules compute with (:func:`namespace`), kept for the device it was last
+        # asked for: in a backward on one device that is one identity test per node.
+        self.F = self.F_dev = None
 
 
 def make_root_edges(tensors, grad_tensors, create_graph):
@@ -334,39 +334,20 @@ def execute(task, root_edges, root_grads, calls=None):
 
 class ReadyQueue:
     """Nodes whose gradients are complete, with their input buffers: the one created last
-    (highest sequence_nr) comes out first, so AccumulateGrad comes before everything else.
+    (highest sequence_nr) comes out first, so AccumulateGrad comes before everything else."""
 
-    When a node makes exactly one node ready while the heap is empty (a chain), that node is
-    certainly the next to run: it is held in ``solo`` and skips the heap. (The engine's loop
-    reads ``solo`` itself before calling :meth:`pop`: a chain then costs no call at all.)
-    """
+    __slots__ = ("heap", "tiebreak")
 
-    __slots__ = ("heap", "solo", "tiebreak")
-
-    def __init__(self, node, grads):
+    def __init__(self):
         self.heap: list = []
-        self.solo = (node, grads)
         self.tiebreak = itertools.count().__next__
 
     def push(self, node, buf) -> None:
-        solo = self.solo
-        if solo is None and not self.heap:
-            self.solo = (node, buf)
-            return
-        if solo is not None:   # a second one: both go through the heap
-            heapq.heappush(self.heap, (-solo[0].sequence_nr, self.tiebreak(), solo[0], solo[1]))
-            self.solo = None
         heapq.heappush(self.heap, (-node.sequence_nr, self.tiebreak(), node, buf))
 
     def pop(self):
         """The next ``(node, grads)`` to run, or None when the graph task is done."""
-        solo = self.solo
-        if solo is not None:
-            self.solo = None
-            return solo
-        if self.heap:
-            return heapq.heappop(self.heap)[2:]
-        return None
+        return heapq.heappop(self.heap)[2:] if self.heap else None
 
 
 def _run(task, root, results, calls):
@@ -374,25 +355,32 @@ def _run(task, root, results, calls):
     hooks on its incoming gradients, call it, then per next edge: one dependency fewer, the
     gradient into the input buffer (summed with what is there), and the next node into the
     ready queue once complete. (The edge loop stays in this function: a call per node costs
-    as much as the loop itself on a chain of small ops.)"""
+    as much as the loop itself on a chain of small ops.)
+
+    When a node makes exactly one node ready while the queue is empty (a chain), that node is
+    certainly the next to run: it is held in the local ``solo`` and skips the heap.
+    """
     tensor_pre_hooks, call_function = calls
     captures = task.captures
     keep = task.keep_graph
     deps = task.dependencies
     needed = task.needed
     buffers = task.buffers
-    ready = ReadyQueue(root, ())
+    waits = task.waits
+    ready = ReadyQueue()
+    heap = ready.heap
+    solo = (root, ())
     while True:
-        item = ready.solo
-        if item is not None:
-            ready.solo = None
+        if solo is not None:
+            node, grads = solo
+            solo = None
         else:
             item = ready.pop()
             if item is None:
                 break
-        node, grads = item
-        if task.waits:
-            pending = task.waits.pop(node, None)
+            node, grads = item
+        if waits:
+            pending = waits.pop(node, None)
             if pending is not None:
                 _wait_for_producers(task, node, pending)
         if node._extra is not None or (node.__class__ is AccumulateGrad and node.variable._extra):
@@ -431,11 +419,14 @@ def _run(task, root, results, calls):
                     prev = buf[slot]
                     buf[slot] = g if prev is None else prev + g
                 else:
-                    _add_across_streams(task.waits, nxt, buf, slot, g, ps, consumer)
+                    _add_across_streams(waits, nxt, buf, slot, g, ps, consumer)
             if left == 0:
-                if ready.solo is None and not ready.heap:
-                    ready.solo = (nxt, buf)
+                if solo is None and not heap:
+                    solo = (nxt, buf)
                 else:
+                    if solo is not None:   # a second one: both go through the heap
+                        ready.push(*solo)
+                        solo = None
                     ready.push(nxt, buf)
         # Drop this frame's references to the gradients just handed on, so AccumulateGrad
         # can tell by reference count whether it may take a gradient's buffer over.
@@ -576,9 +567,8 @@ def call_function(task, node, grads):
     meta = node.input_metadata
     if meta and meta[0][3] is ops.cpu_stream and node.__class__ is not AccumulateGrad:
         # The common case, inlined: a table op's node on this thread's CPU stream.
-        xp = meta[0][2].xp
-        outputs = node.apply(grads, TensorF if task.create_graph else (
-            _F_BY_XP.get(xp) or _F_BY_XP.setdefault(xp, ArrayF(xp))))
+        dev = meta[0][2]
+        outputs = node.apply(grads, task.F if dev is task.F_dev else namespace(task, dev))
     else:
         outputs = apply_node(task, node, grads, ops)
     return validate_outputs(task, node, outputs) if outputs else outputs
@@ -628,13 +618,22 @@ def apply_node(task, node, grads, ops):
     if cls is GraphRoot:
         return node.apply(grads, None)
     meta = node.input_metadata[0]
-    F = TensorF if task.create_graph else ArrayF(meta[2].xp)
+    F = task.F if meta[2] is task.F_dev else namespace(task, meta[2])
     # A node runs on the stream its forward op used (usually the current one already).
     stream = meta[3]
     if stream is ops.cpu_stream or stream.device.type == "cuda" and stream == current_stream(stream.device):
         return node.apply(grads, F)
     with stream:
         return node.apply(grads, F)
+
+
+def namespace(task, dev):
+    """What the rules of a node on ``dev`` compute with: autograd ops under ``create_graph``
+    (so the gradients have history), else plain array functions of the device's module. Kept
+    on the task for the next node."""
+    task.F = TensorF if task.create_graph else ArrayF(dev.xp)
+    task.F_dev = dev
+    return task.F
 
 
 def call_pre_hooks(task, node, grads):
@@ -673,19 +672,27 @@ def validate_outputs(task, node, outputs):
     edges = node.next_edges
     if len(outputs) != len(edges):
         raise _wrong_count(node, outputs)
-    for i, g in enumerate(outputs):
-        if g is None:
-            continue
-        edge = edges[i]
-        if edge is None:
-            continue
-        m = edge[0].input_metadata[edge[1]]   # (shape, dtype, device, stream) it must have
-        # Shapes and dtypes agree almost always; the identity test answers most dtypes.
-        if g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1]):
-            if outputs.__class__ is not list:
-                outputs = list(outputs)
-            outputs[i] = conform(task, node, i, g, m[0], m[1])
+    # Shapes and dtypes agree almost always (the identity test answers most dtypes), so this
+    # loop only looks; at the first disagreement every output goes through conform(), which
+    # returns one that already fits as it is.
+    i = 0
+    for g in outputs:
+        if g is not None:
+            edge = edges[i]
+            if edge is not None:
+                m = edge[0].input_metadata[edge[1]]   # (shape, dtype, device, stream) it must have
+                if g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1]):
+                    return [_conformed(task, node, j, g, e)
+                            for j, (g, e) in enumerate(zip(outputs, edges))]
+        i += 1
     return outputs
+
+
+def _conformed(task, node, i, g, edge):
+    if g is None or edge is None:
+        return g
+    m = edge[0].input_metadata[edge[1]]
+    return conform(task, node, i, g, m[0], m[1])
 
 
 def _wrong_count(node, outputs) -> RuntimeError:

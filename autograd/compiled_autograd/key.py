@@ -1,8 +1,11 @@
 """The cache key of a backward graph: its structure, in one place.
 
-The key is a list: first the root edges, then one tuple per node in walk order, whose fields
-are :data:`NODE_FIELDS`. :func:`build_key` makes it, :func:`parse_key` names its fields for
-:func:`explain_miss` and for capture; comparing two keys is one C-level list comparison.
+The key is one flat list: first the root edges (a tuple), then each node's fields in walk
+order, in the order of :data:`NODE_FIELDS`. Flat, because a key is built for every compiled
+backward: one append per value costs far less than a tuple per node and per field, and
+comparing two keys is then one C-level list comparison whose items are mostly the same
+objects (classes, small ints, None), which it compares by identity. :func:`build_key` writes
+it, :func:`parse_key` reads the fields back by name (for :func:`explain_miss` and capture).
 """
 from __future__ import annotations
 
@@ -12,14 +15,17 @@ from ..node import ERR_FREED, AccumulateGrad, SavedVariable
 __all__ = ["NODE_FIELDS", "OP", "ACC", "GENERIC", "kind_of", "build_key", "parse_key",
            "explain_miss", "node_hook_sig", "leaf_hook_sig"]
 
-#: The fields of one node's entry, in order:
+#: The fields of one node's entry, in the order build_key writes them:
 #:   class     the node's class (an op's node class says which op)
 #:   metadata  its input_metadata: (shape, dtype, device, stream) per input
-#:   edges     (child index, input_nr) per next edge, flattened; (-1, 0) for None
+#:   edges     (child index, input_nr) per next edge, flattened; (-1, 0) for None. Written
+#:             as the number of edges, then per edge the child index when input_nr is 0 (the
+#:             common case), ``-1 - index`` followed by input_nr otherwise, None for None
 #:   hooks     :func:`node_hook_sig`, None without hooks
 #:   saved     op nodes: (attrs given?, what each saved position holds: True for a plain saved
-#:             tensor, False for one with an unpack hook, else the value's class);
-#:             AccumulateGrad: :func:`leaf_hook_sig`; other nodes: None
+#:             tensor, False for one with an unpack hook, else the value's class), written as
+#:             the number of positions (negative when attrs were given), then one value each;
+#:             AccumulateGrad: :func:`leaf_hook_sig`; other nodes: nothing written, None
 NODE_FIELDS = ("class", "metadata", "edges", "hooks", "saved")
 
 OP, ACC, GENERIC = 0, 1, 2
@@ -61,7 +67,7 @@ def build_key(root_edges):
 
     The order (breadth first: a node is numbered when first reached, and entries follow the
     numbers) depends only on the structure, so two graphs with equal keys list corresponding
-    nodes at the same positions, and entry ``i + 1`` of the key describes ``nodes[i]``.
+    nodes at the same positions, and the ``i``-th entry of the key describes ``nodes[i]``.
 
     Returns:
         (nodes, key)
@@ -81,41 +87,92 @@ def build_key(root_edges):
     SV = SavedVariable
     for node in nodes:   # grows while walked: new nodes are appended
         cls = node.__class__
-        edges = []
-        for e in node.next_edges:
+        push(cls)                                   # class
+        push(node.input_metadata)                   # metadata
+        edges = node.next_edges                     # edges
+        push(len(edges))
+        for e in edges:
             if e is None:
-                edges.append(-1)
-                edges.append(0)
+                push(None)
                 continue
             child = e[0]
             j = index.get(child)
             if j is None:
                 j = index[child] = len(nodes)
                 nodes.append(child)
-            edges.append(j)
-            edges.append(e[1])
-        ex = node._extra
-        kind = kinds.get(cls)
+            if e[1]:
+                push(-1 - j)
+                push(e[1])
+            else:
+                push(j)
+        ex = node._extra                            # hooks
+        push(None if ex is None else node_hook_sig(ex))
+        kind = kinds.get(cls)                       # saved
         if kind is None:
             kind = kind_of(cls)
         if kind == OP:
             saved = node._saved
             if saved is None:
                 raise RuntimeError(ERR_FREED)
-            what = (not node._attrs, *[s._unpack_hook is None if s.__class__ is SV else s.__class__
-                                       for s in saved])
+            push(-len(saved) if node._attrs else len(saved))
+            for s in saved:
+                push(s._unpack_hook is None if s.__class__ is SV else s.__class__)
         elif kind == ACC:
-            what = leaf_hook_sig(node.variable._extra)
-        else:
-            what = None
-        push((cls, node.input_metadata, tuple(edges), None if ex is None else node_hook_sig(ex),
-              what))
+            extra = node.variable._extra
+            push(leaf_hook_sig(extra) if extra else None)
     return nodes, key
+
+
+def _read_edges(key, i, cls):
+    n = key[i]
+    i += 1
+    edges = []
+    for _ in range(n):
+        v = key[i]
+        i += 1
+        if v is None:
+            edges += (-1, 0)
+        elif v >= 0:
+            edges += (v, 0)
+        else:
+            edges += (-1 - v, key[i])
+            i += 1
+    return tuple(edges), i
+
+
+def _read_saved(key, i, cls):
+    kind = kind_of(cls)
+    if kind == OP:
+        n = key[i]
+        return (n >= 0, *key[i + 1:i + 1 + abs(n)]), i + 1 + abs(n)
+    if kind == ACC:
+        return key[i], i + 1
+    return None, i
+
+
+# How parse_key reads each field of NODE_FIELDS back: (key, position, node class) ->
+# (value, next position).
+_READ = {
+    "class": lambda key, i, cls: (key[i], i + 1),
+    "metadata": lambda key, i, cls: (key[i], i + 1),
+    "edges": _read_edges,
+    "hooks": lambda key, i, cls: (key[i], i + 1),
+    "saved": _read_saved,
+}
+assert tuple(_READ) == NODE_FIELDS
 
 
 def parse_key(key):
     """(root edges, one dict per node keyed by :data:`NODE_FIELDS`)."""
-    return key[0], [dict(zip(NODE_FIELDS, entry)) for entry in key[1:]]
+    fields = []
+    i = 1
+    while i < len(key):
+        cls = key[i]
+        entry = {}
+        for name, read in _READ.items():
+            entry[name], i = read(key, i, cls)
+        fields.append(entry)
+    return key[0], fields
 
 
 def _describe_meta(meta) -> str:

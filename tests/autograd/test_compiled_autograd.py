@@ -555,6 +555,77 @@ def test_key_entries_follow_the_schema():
         assert f["class"] is node.__class__ and f["metadata"] == node.input_metadata
     exp = fields[[n.name() for n in nodes].index("ExpBackward0")]
     assert exp["hooks"] is not None
-    other = list(key)
-    other[2] = other[2][:3] + (None,) + other[2][4:]     # node 1 without its hooks
-    assert "hooks changed" in ca.explain_miss(key, other)
+    mul = fields[[n.name() for n in nodes].index("MulBackward0")]
+    assert mul["saved"] == (True, type(None), type(None), int) and mul["edges"] == (3, 0, -1, 0)
+    same_without_hook = ca.build_key(ag.engine.make_root_edges([(x * 2).exp().sum()], None,
+                                                               False)[0])[1]
+    assert "hooks changed" in ca.explain_miss(key, same_without_hook)
+
+
+def test_key_reads_back_edges_to_other_outputs_and_attributes():
+    """The key's compact forms (an edge to output 1, attrs given) read back as the schema says."""
+
+    class Two(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g2, g3):
+            return g3 * 3
+
+    x = _leaf((4, 3), 24, np.float64)
+    _, b = Two.apply(x)
+    y = (b * 3).sum(dim=1)
+    edges, _ = ag.engine.make_root_edges([y.sum()], None, False)
+    nodes, key = ca.build_key(edges)
+    _, fields = ca.parse_key(key)
+    mul = fields[[n.name() for n in nodes].index("MulBackward0")]
+    assert mul["edges"][1] == 1 and nodes[mul["edges"][0]] is b.grad_fn
+    summed = fields[[n.name() for n in nodes].index("SumBackward0")]
+    assert summed["saved"][0] is False     # attrs (dim=1) given
+    assert ca.build_key(edges)[1] == key
+
+
+def _key_of(loss):
+    return ca.build_key(ag.engine.make_root_edges([loss], None, False)[0])[1]
+
+
+def _hooked_saved(x):
+    y = x * x
+    y.grad_fn._raw_saved_a.register_hooks(lambda t: t, lambda t: t)
+    return y.sum()
+
+
+def _hook_on_one_node(x):
+    y = x * 2
+    y.grad_fn.register_hook(lambda gi, go: None)
+    return y.exp().sum()
+
+
+def _leaf_hooked(x):
+    x.register_hook(lambda g: g)
+    return (x * 2).exp().sum()
+
+
+# Each builds a graph that differs from (x * 2).exp().sum() (on the same leaf) in one thing
+# the key must see: the compact flat key may not lose any of them.
+_DIFFERENT_GRAPHS = {
+    "a hook on one node of a hook-free class": _hook_on_one_node,
+    "a hook on the leaf": _leaf_hooked,
+    "an unpack hook on a saved tensor": _hooked_saved,
+    "a tensor operand saved instead of a number": lambda x: (x * ag.tensor(np.full(3, 2.0))).exp().sum(),
+    "a float instead of an int operand": lambda x: (x * 2.0).exp().sum(),
+    "another shape": lambda x: (x[:2] * 2).exp().sum(),
+    "another op": lambda x: (x * 2).sin().sum(),
+}
+
+
+@pytest.mark.parametrize("what", list(_DIFFERENT_GRAPHS))
+def test_key_differs_when_the_graph_differs(what):
+    x = _leaf((3,), 25, np.float64)
+    base = _key_of((x * 2).exp().sum())
+    assert _key_of((x * 2).exp().sum()) == base
+    other = _key_of(_DIFFERENT_GRAPHS[what](x))
+    assert other != base
+    assert ca.explain_miss(base, other)
