@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from .. import backend
-from ..dispatch import SELF_ADJOINT, defcomposite, defop, linear_in
+from ..dispatch import OPS, SELF_ADJOINT, apply_op, defcomposite, defop, linear_in
 
 
 def norm_dims(dim, ndim: int):
@@ -336,14 +336,12 @@ defop("linalg_vector_norm", _vector_norm_fwd, (_vector_norm_vjp,), jvp=(_vector_
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """``torch.linalg.vector_norm``: the ``ord``-norm of ``x`` over ``dim`` (all dims by
     default) for any real ``ord`` (inf, -inf and 0 included)."""
-    from . import _call  # noqa: PLC0415
-
     if dtype is not None:
         x = x.to(dtype=dtype)
     if isinstance(dim, list):
         dim = tuple(dim)
     norm_dims(dim, x.ndim)
-    return _call("linalg_vector_norm", x, ord=float(ord), dim=dim, keepdim=keepdim)
+    return apply_op(OPS["linalg_vector_norm"], (x,), {"ord": float(ord), "dim": dim, "keepdim": keepdim})
 
 
 @defcomposite("norm", public="norm", methods="norm")
