@@ -241,7 +241,8 @@ def gpt_by_hand(params, opt, idx, y):
     x = params[0][idx] + params[1][:t]
     caches = []
     for layer in range(GPT["layers"]):
-        ln1w, ln1b, wqkv, bqkv, wo, bo, ln2w, ln2b, wfc, bfc, wp, bp = params[2 + 12 * layer:14 + 12 * layer]
+        base = 2 + 12 * layer
+        ln1w, ln1b, wqkv, bqkv, wo, bo, ln2w, ln2b, wfc, bfc, wp, bp = params[base:base + 12]
         a, ln1 = _ln(x, ln1w, ln1b)
         qkv = a @ wqkv.T + bqkv
         q, k, v = (qkv[..., i * d:(i + 1) * d].reshape(n, t, h, dh).transpose(0, 2, 1, 3)
@@ -280,7 +281,8 @@ def gpt_by_hand(params, opt, idx, y):
         gs = p * (gp - (gp * p).sum(-1, keepdims=True))
         gs *= scale
         gq, gk = gs @ k, gs.transpose(0, 1, 3, 2) @ q
-        gqkv = np.concatenate([z_.transpose(0, 2, 1, 3).reshape(n, t, d) for z_ in (gq, gk, gv)], -1)
+        gqkv = np.concatenate([z.transpose(0, 2, 1, 3).reshape(n, t, d) for z in (gq, gk, gv)],
+                              -1)
         ga, grads[base + 2], grads[base + 3] = _lin_back(gqkv, a, wqkv)
         gln1, grads[base], grads[base + 1] = _ln_back(ga, ln1)
         gx = gx + gln1

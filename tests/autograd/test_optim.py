@@ -305,8 +305,8 @@ def test_in_place_update_is_bitwise_the_allocating_one(new, old, kw, dtype):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("new, old, kw", IN_PLACE_CASES[2::3] + IN_PLACE_CASES[-1:], ids=lambda v: v.__name__
-                         if isinstance(v, type) else "")
+@pytest.mark.parametrize("new, old, kw", IN_PLACE_CASES[2::3] + IN_PLACE_CASES[-1:],
+                         ids=lambda v: v.__name__ if isinstance(v, type) else "")
 def test_in_place_update_on_the_gpu_is_bitwise_the_allocating_one(new, old, kw):
     rng = np.random.default_rng(9)
     start = [rng.standard_normal((4, 3)), rng.standard_normal(5)]
