@@ -14,8 +14,12 @@ NumPy's BLAS ``threadpoolctl.threadpool_limits(N)`` when threadpoolctl is instal
 ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` variables, which this script
 sets before NumPy is imported (they only take effect then; variables already set are kept).
 
+``--clock thread`` times each step with this thread's CPU time instead of the wall clock: on a
+machine shared with other jobs, time spent waiting for a core is left out (CPU only; every
+implementation computes in the calling thread when limited to one thread).
+
 Usage: python benchmarks/train_step.py [--repeats R] [--warmup W] [--threads N]
-       [--device cpu|cuda|all] [--only mlp|transformer] [--json PATH]
+       [--clock wall|thread] [--device cpu|cuda|all] [--only mlp|transformer] [--json PATH]
 PyTorch runs only when ``import torch`` succeeds (never a dependency), and only on the CPU.
 """
 from __future__ import annotations
@@ -337,7 +341,7 @@ def make_steps(workload: str, dev, with_torch: bool) -> dict:
     return steps
 
 
-def _medians(steps: dict, dev, warmup: int, repeats: int) -> dict:
+def _medians(steps: dict, dev, warmup: int, repeats: int, clock) -> dict:
     """Median seconds per step of each implementation, taking turns in every round."""
     for _ in range(warmup):
         for step in steps.values():
@@ -345,19 +349,21 @@ def _medians(steps: dict, dev, warmup: int, repeats: int) -> dict:
     times = {k: [] for k in steps}
     for _ in range(repeats):
         for k, step in steps.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             step()
             if dev.type == "cuda":
                 backend.synchronize(dev)
-            times[k].append(time.perf_counter() - t0)
+            times[k].append(clock() - t0)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def bench(workload: str, device: str, warmup: int, repeats: int, with_torch: bool) -> dict:
+def bench(workload: str, device: str, warmup: int, repeats: int, with_torch: bool,
+          clock: str = "wall") -> dict:
     dev = backend.device(device)
     steps = make_steps(workload, dev, with_torch)
     first = {k: float(step()) for k, step in steps.items()}   # same weights: same first loss
-    med = _medians(steps, dev, warmup, repeats)
+    timer = time.thread_time if clock == "thread" and dev.type == "cpu" else time.perf_counter
+    med = _medians(steps, dev, warmup, repeats, timer)
     row = {"workload": workload, "device": str(dev), "first_loss": first,
            **{f"{k}_ms": v * 1e3 for k, v in med.items()}}
     for ref in ("torch", "numpy"):
@@ -385,6 +391,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1,
                     help="threads for NumPy's BLAS and PyTorch (the issue measures 1)")
+    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                    help="wall clock, or this thread's CPU time (steadier on a shared machine)")
     ap.add_argument("--device", default="cpu", help="cpu, cuda, or all (cuda when usable)")
     ap.add_argument("--only", choices=("mlp", "transformer"), help="run one workload")
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
@@ -397,10 +405,11 @@ def main(argv=None) -> dict:
     if torch is not None:
         torch.set_num_threads(args.threads)
     with _blas_threads(args.threads) as how:
-        rows = [bench(w, d, args.warmup, args.repeats, torch is not None)
+        rows = [bench(w, d, args.warmup, args.repeats, torch is not None, args.clock)
                 for d in devices for w in workloads]
     print(f"one training step (forward + backward + Adam), median of {args.repeats} after "
-          f"{args.warmup} warm-up steps, {args.threads} thread(s) (BLAS limited by {how})"
+          f"{args.warmup} warm-up steps, {args.clock} clock, {args.threads} thread(s) (BLAS "
+          f"limited by {how})"
           + ("" if torch is not None else "; torch not installed: no PyTorch column"))
     print(f"{'workload':<13}{'device':<8}{'gradtrace ms':>14}{'numpy ms':>10}{'torch ms':>10}"
           f"{'gt/torch':>10}{'gt/numpy':>10}")
@@ -410,6 +419,7 @@ def main(argv=None) -> dict:
         print(f"{r['workload']:<13}{r['device']:<8}{r['gradtrace_ms']:>14.2f}{cells[0]:>10}"
               f"{cells[1]:>10}{ratios[0]:>10}{ratios[1]:>10}")
     result = {"repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
+              "clock": args.clock,
               "blas_limit": how, "numpy": np.__version__,
               "torch": torch.__version__ if torch is not None else None,
               "cpu_count": os.cpu_count(),
