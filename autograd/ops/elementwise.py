@@ -113,7 +113,8 @@ defop("atan2", lambda xp, input, other: xp.arctan2(input, other),  # noqa: A006 
 
 def erf_array(xp, x):
     """erf from the special-function library (scipy.special / cupyx.scipy.special): one
-    compiled pass, float32 kept float32 (half and integer inputs come back as their float)."""
+    compiled pass. A float input keeps its dtype (float16 is computed in float32 and cast
+    back); an integer one gives float64."""
     out = backend.special(xp).erf(x)
     return out.astype(x.dtype, copy=False) if x.dtype.kind == "f" else out
 
