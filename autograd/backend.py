@@ -15,7 +15,7 @@ import numpy
 __all__ = [
     "Device", "device", "cuda_is_available", "device_count", "Stream", "Event",
     "current_stream", "set_current_stream", "elapsed_ns", "synchronize", "CPU_STREAM",
-    "array_module", "DeviceError", "get_rng_state", "set_rng_state",
+    "array_module", "DeviceError", "get_rng_state", "set_rng_state", "special",
 ]
 
 
@@ -381,6 +381,27 @@ def scatter_add(xp, target, index, values) -> None:
         import cupyx  # noqa: PLC0415 - part of the one CuPy module
 
         cupyx.scatter_add(target, index, values)
+
+
+_special_modules: dict = {}   # array module -> its special-function module, once imported
+
+
+def special(xp):
+    """The special-function library for an array module: ``scipy.special`` for NumPy,
+    ``cupyx.scipy.special`` for CuPy (same names: ``erf``, ``erfc``, ``erfinv``,
+    ``gammaln`` for lgamma, ``digamma``...). Their ufuncs keep float32 float32.
+
+    Imported on first use, not with this module: SciPy's special functions take a noticeable
+    part of a second to import, which every ``gradtrace`` command would otherwise pay.
+    """
+    mod = _special_modules.get(xp)
+    if mod is None:
+        if xp is numpy:
+            import scipy.special as mod  # noqa: PLC0415 - deferred: import cost, see above
+        else:
+            import cupyx.scipy.special as mod  # noqa: PLC0415 - part of the one CuPy module
+        _special_modules[xp] = mod
+    return mod
 
 
 def get_rng_state(generator):

@@ -1,297 +1,428 @@
-"""One training step (forward, backward, SGD) with gradtrace against the same step written by
-hand in NumPy (and in CuPy on a GPU when one is usable).
+"""One training step (forward, backward, Adam) with gradtrace, against the same step written by
+hand in NumPy and, when torch happens to be installed, PyTorch eager — in the same process.
 
-Workloads:
-- ``mlp``: 4 Linear layers of width 1024 (ReLU between), batch 256, float32, MSE loss;
-- ``cnn``: conv(3->16, 3x3, pad 1)-ReLU-maxpool 2 - conv(16->32)-ReLU-maxpool 2 - Linear(->10)
-  on 32x32 RGB images, batch 32, float32, cross-entropy loss.
-The hand-written step does the same arithmetic with plain arrays: GEMMs for linear layers,
-im2col + GEMM for convolutions, reshape-max for pooling, in-place SGD.
+Workloads (float32, cross-entropy loss, Adam lr 1e-3):
+- ``mlp``: 256 -> 4 x [Linear 512 + GELU] -> 10, batch 128;
+- ``transformer``: 2 pre-LN causal blocks (vocab 96, d 128, 4 heads, seq 64, GELU MLP of
+  width 512), batch 16; token and position embeddings, a final LayerNorm and a linear head.
+GELU is the exact (erf) form, PyTorch's default. The three implementations start from the
+same weights (their first losses are printed side by side) and take turns in every round, so
+a busy machine slows them alike instead of skewing the ratios.
 
-Usage: python benchmarks/train_step.py [--repeats R] [--warmup W] [--device cpu|cuda|all]
-       [--json PATH]
-Target: gradtrace <= 1.15x the hand-written step for the MLP on CPU.
+One thread each, as the issue measures: ``torch.set_num_threads(N)`` for PyTorch, and for
+NumPy's BLAS ``threadpoolctl.threadpool_limits(N)`` when threadpoolctl is installed, else the
+``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` variables, which this script
+sets before NumPy is imported (they only take effect then; variables already set are kept).
 
-On a shared machine, multi-threaded BLAS under contention makes every GEMM several times slower
-and noisy; ``OPENBLAS_NUM_THREADS=1`` gives steadier numbers (the JSON records the setting).
-The two implementations take turns in every round, so both see the same load.
+``--clock thread`` times each step with this thread's CPU time instead of the wall clock: on a
+machine shared with other jobs, time spent waiting for a core is left out (CPU only; every
+implementation computes in the calling thread when limited to one thread).
+
+Usage: python benchmarks/train_step.py [--repeats R] [--warmup W] [--threads N]
+       [--clock wall|thread] [--device cpu|cuda|all] [--only mlp|transformer] [--json PATH]
+PyTorch runs only when ``import torch`` succeeds (never a dependency), and only on the CPU.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import sys
-import time
 
-import numpy as np
+# Before NumPy is imported: OpenBLAS reads its thread count once, at load time.
+_THREADS = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--threads"), "1")
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, _THREADS)
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import math  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import scipy.special  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _results import write_json  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gradtrace import autograd  # noqa: E402
-from gradtrace.autograd import backend, nn, optim  # noqa: E402
-from gradtrace.autograd.nn import functional as F  # noqa: E402
+from gradtrace.autograd import backend, optim  # noqa: E402
+from gradtrace.autograd.nn import functional as gF  # noqa: E402
+
+try:
+    import torch  # noqa: E402
+    import torch.nn.functional as tF  # noqa: E402
+except ImportError:
+    torch = None
 
 LR = 1e-3
+MLP = dict(inp=256, width=512, depth=4, classes=10, batch=128)
+GPT = dict(vocab=96, dim=128, heads=4, seq=64, batch=16, layers=2, mlp=512)
 
 
-# --------------------------------------------------------------------------- MLP
+# --------------------------------------------------------------------------- weights and data
+# One set of NumPy arrays per workload; every implementation starts from copies of it.
 
 
-def mlp_params(xp, width=1024, layers=4, seed=0):
+def _uniform(rng, shape, fan_in):
+    return (rng.uniform(-1, 1, shape) / np.sqrt(fan_in)).astype(np.float32)
+
+
+def mlp_weights(seed=0):
+    """``[(W, b), ...]`` for the hidden layers then the head (W is (out, in), as nn.Linear)."""
     rng = np.random.default_rng(seed)
-    ws = [xp.asarray((rng.uniform(-1, 1, (width, width)) / np.sqrt(width)).astype(np.float32))
-          for _ in range(layers)]
-    bs = [xp.zeros(width, np.float32) for _ in range(layers)]
-    return ws, bs
+    dims = [MLP["inp"]] + [MLP["width"]] * MLP["depth"] + [MLP["classes"]]
+    return [(_uniform(rng, (o, i), i), _uniform(rng, (o,), i)) for i, o in zip(dims, dims[1:])]
 
 
-def mlp_data(xp, width=1024, batch=256, seed=1):
+def mlp_data(seed=1):
     rng = np.random.default_rng(seed)
-    return (xp.asarray(rng.standard_normal((batch, width)).astype(np.float32)),
-            xp.asarray(rng.standard_normal((batch, width)).astype(np.float32)))
+    return (rng.standard_normal((MLP["batch"], MLP["inp"])).astype(np.float32),
+            rng.integers(0, MLP["classes"], MLP["batch"]))
 
 
-def mlp_by_hand(xp, ws, bs, x, y):
-    """Forward, backward and SGD of the MLP, written out with arrays."""
-    acts = [x]
+def gpt_weights(seed=0):
+    """A flat list of arrays in the order :func:`gpt_forward` reads them."""
+    rng = np.random.default_rng(seed)
+    d, m, v = GPT["dim"], GPT["mlp"], GPT["vocab"]
+    ones, zeros = (lambda: np.ones(d, np.float32)), (lambda: np.zeros(d, np.float32))
+    ws = [(rng.standard_normal((v, d)) * 0.1).astype(np.float32),
+          (rng.standard_normal((GPT["seq"], d)) * 0.1).astype(np.float32)]
+    for _ in range(GPT["layers"]):
+        ws += [ones(), zeros(), _uniform(rng, (3 * d, d), d), _uniform(rng, (3 * d,), d),
+               _uniform(rng, (d, d), d), _uniform(rng, (d,), d), ones(), zeros(),
+               _uniform(rng, (m, d), d), _uniform(rng, (m,), d), _uniform(rng, (d, m), m),
+               _uniform(rng, (d,), m)]
+    return ws + [ones(), zeros(), _uniform(rng, (v, d), d), _uniform(rng, (v,), d)]
+
+
+def gpt_data(seed=1):
+    rng = np.random.default_rng(seed)
+    shape = (GPT["batch"], GPT["seq"])
+    return rng.integers(0, GPT["vocab"], shape), rng.integers(0, GPT["vocab"], shape)
+
+
+# --------------------------------------------------------------------------- the models, once
+# gradtrace and PyTorch share the functional API (PyTorch's names), so one forward function
+# serves both: ``F`` is gradtrace's or torch's ``nn.functional``.
+
+
+def mlp_forward(F, params, x, y):
+    last = len(params) // 2 - 1
+    for i in range(last + 1):
+        x = F.linear(x, params[2 * i], params[2 * i + 1])
+        if i < last:
+            x = F.gelu(x)
+    return F.cross_entropy(x, y)
+
+
+def gpt_forward(F, params, idx, y):
+    n, t = idx.shape
+    d, h = GPT["dim"], GPT["heads"]
+    it = iter(params)
+    tok, pos = next(it), next(it)
+    x = F.embedding(idx, tok) + pos[:t]
+
+    def heads(z):
+        return z.reshape(n, t, h, d // h).transpose(1, 2)
+
+    for _ in range(GPT["layers"]):
+        ln1w, ln1b, wqkv, bqkv, wo, bo, ln2w, ln2b, wfc, bfc, wp, bp = (next(it) for _ in range(12))
+        q, k, v = F.linear(F.layer_norm(x, (d,), ln1w, ln1b), wqkv, bqkv).chunk(3, -1)
+        a = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        x = x + F.linear(a.transpose(1, 2).reshape(n, t, d), wo, bo)
+        x = x + F.linear(F.gelu(F.linear(F.layer_norm(x, (d,), ln2w, ln2b), wfc, bfc)), wp, bp)
+    lnw, lnb, wh, bh = it
+    logits = F.linear(F.layer_norm(x, (d,), lnw, lnb), wh, bh)
+    return F.cross_entropy(logits.reshape(n * t, -1), y.reshape(-1))
+
+
+# --------------------------------------------------------------------------- by hand, in NumPy
+
+
+def _gelu(z):
+    """GELU and its derivative (exact form)."""
+    cdf = scipy.special.erf(z * np.float32(1 / math.sqrt(2)))
+    cdf += 1
+    cdf *= 0.5
+    pdf = np.exp(z * z * np.float32(-0.5))
+    pdf *= np.float32(1 / math.sqrt(2 * math.pi))
+    return z * cdf, cdf + z * pdf
+
+
+def _ce(logits, y):
+    """Mean cross-entropy and its gradient with respect to ``logits`` (N, C)."""
+    shifted = logits - logits.max(1, keepdims=True)
+    e = np.exp(shifted)
+    s = e.sum(1, keepdims=True)
+    n = len(y)
+    loss = -(shifted[np.arange(n), y] - np.log(s[:, 0])).mean()
+    g = e / s
+    g[np.arange(n), y] -= 1
+    g /= n
+    return loss, g
+
+
+def _ln(x, w, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    xc = x - mu
+    rstd = 1 / np.sqrt((xc * xc).mean(-1, keepdims=True) + eps)
+    xhat = xc * rstd
+    return xhat * w + b, (xhat, rstd, w)
+
+
+def _ln_back(g, cache):
+    xhat, rstd, w = cache
+    dw = (g * xhat).reshape(-1, xhat.shape[-1]).sum(0)
+    db = g.reshape(-1, g.shape[-1]).sum(0)
+    dxhat = g * w
+    dx = dxhat - dxhat.mean(-1, keepdims=True) - xhat * (dxhat * xhat).mean(-1, keepdims=True)
+    return dx * rstd, dw, db
+
+
+def _lin_back(g, x, w):
+    """Gradients of ``x @ w.T + b`` for a (..., in) input: (dx, dw, db)."""
+    g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
+    return (g @ w), g2.T @ x2, g2.sum(0)
+
+
+class HandAdam:
+    """PyTorch's Adam update (no weight decay) with in-place NumPy arithmetic."""
+
+    def __init__(self, params, lr=LR, b1=0.9, b2=0.999, eps=1e-8):
+        self.params, self.lr, self.b1, self.b2, self.eps, self.t = params, lr, b1, b2, eps, 0
+        self.m = [np.zeros_like(p) for p in params]
+        self.v = [np.zeros_like(p) for p in params]
+
+    def step(self, grads):
+        self.t += 1
+        b1, b2 = self.b1, self.b2
+        c2 = 1 / math.sqrt(1 - b2 ** self.t)
+        lr = self.lr / (1 - b1 ** self.t)
+        for p, g, m, v in zip(self.params, grads, self.m, self.v):
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            v += (1 - b2) * (g * g)
+            denom = np.sqrt(v)
+            denom *= c2
+            denom += self.eps
+            np.divide(m, denom, out=denom)
+            denom *= lr
+            p -= denom
+
+
+def mlp_by_hand(params, opt, x, y):
+    acts, derivs = [x], []
     h = x
-    last = len(ws) - 1
-    for i, (w, b) in enumerate(zip(ws, bs)):
-        z = h @ w.T
-        z += b
-        h = xp.maximum(z, 0) if i < last else z
+    last = len(params) // 2 - 1
+    for i in range(last + 1):
+        z = h @ params[2 * i].T
+        z += params[2 * i + 1]
+        if i < last:
+            h, dh = _gelu(z)
+            derivs.append(dh)
+        else:
+            h = z
         acts.append(h)
-    diff = h - y
-    loss = (diff * diff).mean()
-    g = diff * (2.0 / diff.size)
+    loss, g = _ce(h, y)
+    grads = [None] * len(params)
     for i in range(last, -1, -1):
         if i < last:
-            g = g * (acts[i + 1] > 0)
-        gw = g.T @ acts[i]
-        gb = g.sum(0)
-        if i > 0:
-            g = g @ ws[i]
-        ws[i] -= LR * gw
-        bs[i] -= LR * gb
+            g = g * derivs[i]
+        g_in, grads[2 * i], grads[2 * i + 1] = _lin_back(g, acts[i], params[2 * i])
+        g = g_in
+    opt.step(grads)
     return loss
 
 
-class BenchMLP(nn.Module):
-    def __init__(self, ws, bs, device):
-        super().__init__()
-        self.layers = nn.ModuleList()
-        for w, b in zip(ws, bs):
-            lin = nn.Linear(w.shape[1], w.shape[0], device=device)
-            lin.weight.data[...] = w
-            lin.bias.data[...] = b
-            self.layers.append(lin)
-
-    def forward(self, x):
-        last = len(self.layers) - 1
-        for i, lin in enumerate(self.layers):
-            x = lin(x)
-            if i < last:
-                x = F.relu(x)
-        return x
-
-
-# --------------------------------------------------------------------------- CNN
-
-
-def cnn_params(xp, seed=0):
-    rng = np.random.default_rng(seed)
-
-    def u(shape, fan_in):
-        return xp.asarray((rng.uniform(-1, 1, shape) / np.sqrt(fan_in)).astype(np.float32))
-
-    return {"w1": u((16, 3, 3, 3), 27), "b1": xp.zeros(16, np.float32),
-            "w2": u((32, 16, 3, 3), 144), "b2": xp.zeros(32, np.float32),
-            "w3": u((10, 32 * 8 * 8), 2048), "b3": xp.zeros(10, np.float32)}
-
-
-def cnn_data(xp, batch=32, seed=1):
-    rng = np.random.default_rng(seed)
-    return (xp.asarray(rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)),
-            xp.asarray(rng.integers(0, 10, batch)))
-
-
-def _im2col(xp, x):   # 3x3, stride 1, pad 1: (N, C, H, W) -> (N, C*9, H*W)
-    n, c, h, w = x.shape
-    xp_ = xp.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    s = xp_.strides
-    view = xp.lib.stride_tricks.as_strided(xp_, (n, c, 3, 3, h, w), (s[0], s[1], s[2], s[3], s[2], s[3]))
-    return xp.ascontiguousarray(view).reshape(n, c * 9, h * w)
-
-
-def _col2im(xp, cols, shape):
-    n, c, h, w = shape
-    cols = cols.reshape(n, c, 3, 3, h, w)
-    out = xp.zeros((n, c, h + 2, w + 2), cols.dtype)
-    for i in range(3):
-        for j in range(3):
-            out[:, :, i:i + h, j:j + w] += cols[:, :, i, j]
-    return out[:, :, 1:-1, 1:-1]
-
-
-def _conv_fwd(xp, x, w, b):
-    cols = _im2col(xp, x)
-    out = xp.matmul(w.reshape(w.shape[0], -1), cols)
-    out += b[:, None]
-    n, _, h, wd = x.shape
-    return out.reshape(n, w.shape[0], h, wd), cols
-
-
-def _conv_bwd(xp, g, x_shape, w, cols):
-    n, o, h, wd = g.shape
-    gm = g.reshape(n, o, h * wd)
-    gw = xp.matmul(gm, cols.transpose(0, 2, 1)).sum(0).reshape(w.shape)
-    gb = g.sum((0, 2, 3))
-    gx = _col2im(xp, xp.matmul(w.reshape(o, -1).T, gm), x_shape)
-    return gx, gw, gb
-
-
-def _pool_fwd(xp, x):   # 2x2 max pool: the values and the mask of the maxima
-    n, c, h, w = x.shape
-    r = x.reshape(n, c, h // 2, 2, w // 2, 2)
-    out = r.max(axis=(3, 5))
-    mask = r == out[:, :, :, None, :, None]
-    return out, mask
-
-
-def _pool_bwd(xp, g, mask):
-    n, c, h2, _, w2, _ = mask.shape
-    return (mask * g[:, :, :, None, :, None]).reshape(n, c, h2 * 2, w2 * 2)
-
-
-def cnn_by_hand(xp, p, x, y):
-    """Forward, backward and SGD of the CNN, written out with arrays."""
-    z1, cols1 = _conv_fwd(xp, x, p["w1"], p["b1"])
-    a1 = xp.maximum(z1, 0)
-    p1, m1 = _pool_fwd(xp, a1)
-    z2, cols2 = _conv_fwd(xp, p1, p["w2"], p["b2"])
-    a2 = xp.maximum(z2, 0)
-    p2, m2 = _pool_fwd(xp, a2)
-    flat = p2.reshape(p2.shape[0], -1)
-    logits = flat @ p["w3"].T + p["b3"]
-    shifted = logits - logits.max(1, keepdims=True)
-    logp = shifted - xp.log(xp.exp(shifted).sum(1, keepdims=True))
-    n = x.shape[0]
-    loss = -logp[xp.arange(n), y].mean()
-    g = xp.exp(logp)
-    g[xp.arange(n), y] -= 1
-    g /= n
-    grads = {"w3": g.T @ flat, "b3": g.sum(0)}
-    g = (g @ p["w3"]).reshape(p2.shape)
-    g = _pool_bwd(xp, g, m2) * (z2 > 0)
-    g, grads["w2"], grads["b2"] = _conv_bwd(xp, g, p1.shape, p["w2"], cols2)
-    g = _pool_bwd(xp, g, m1) * (z1 > 0)
-    _, grads["w1"], grads["b1"] = _conv_bwd(xp, g, x.shape, p["w1"], cols1)
-    for k, v in grads.items():
-        p[k] -= LR * v
+def gpt_by_hand(params, opt, idx, y):
+    n, t = idx.shape
+    d, h = GPT["dim"], GPT["heads"]
+    dh = d // h
+    scale = np.float32(1 / math.sqrt(dh))
+    future = np.triu(np.ones((t, t), bool), 1)
+    x = params[0][idx] + params[1][:t]
+    caches = []
+    for layer in range(GPT["layers"]):
+        base = 2 + 12 * layer
+        ln1w, ln1b, wqkv, bqkv, wo, bo, ln2w, ln2b, wfc, bfc, wp, bp = params[base:base + 12]
+        a, ln1 = _ln(x, ln1w, ln1b)
+        qkv = a @ wqkv.T + bqkv
+        q, k, v = (qkv[..., i * d:(i + 1) * d].reshape(n, t, h, dh).transpose(0, 2, 1, 3)
+                   for i in range(3))
+        s = (q @ k.transpose(0, 1, 3, 2)) * scale
+        s[..., future] = -np.inf
+        s -= s.max(-1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(-1, keepdims=True)
+        o = (p @ v).transpose(0, 2, 1, 3).reshape(n, t, d)
+        x = x + (o @ wo.T + bo)
+        c, ln2 = _ln(x, ln2w, ln2b)
+        f = c @ wfc.T + bfc
+        gl, dgl = _gelu(f)
+        x = x + (gl @ wp.T + bp)
+        caches.append((a, ln1, q, k, v, p, o, c, ln2, dgl, gl))
+    lnw, lnb, wh, bh = params[-4:]
+    z, lnf = _ln(x, lnw, lnb)
+    logits = z @ wh.T + bh
+    loss, g = _ce(logits.reshape(n * t, -1), y.reshape(-1))
+    grads = [None] * len(params)
+    gz, grads[-2], grads[-1] = _lin_back(g.reshape(n, t, -1), z, wh)
+    gx, grads[-4], grads[-3] = _ln_back(gz, lnf)
+    for layer in range(GPT["layers"] - 1, -1, -1):
+        base = 2 + 12 * layer
+        wqkv, wo, wfc, wp = (params[base + i] for i in (2, 4, 8, 10))
+        a, ln1, q, k, v, p, o, c, ln2, dgl, gl = caches[layer]
+        gm, grads[base + 10], grads[base + 11] = _lin_back(gx, gl, wp)
+        gc, grads[base + 8], grads[base + 9] = _lin_back(gm * dgl, c, wfc)
+        gln2, grads[base + 6], grads[base + 7] = _ln_back(gc, ln2)
+        gx = gx + gln2
+        go, grads[base + 4], grads[base + 5] = _lin_back(gx, o, wo)
+        go = go.reshape(n, t, h, dh).transpose(0, 2, 1, 3)
+        gp = go @ v.transpose(0, 1, 3, 2)
+        gv = p.transpose(0, 1, 3, 2) @ go
+        gs = p * (gp - (gp * p).sum(-1, keepdims=True))
+        gs *= scale
+        gq, gk = gs @ k, gs.transpose(0, 1, 3, 2) @ q
+        gqkv = np.concatenate([z.transpose(0, 2, 1, 3).reshape(n, t, d) for z in (gq, gk, gv)],
+                              -1)
+        ga, grads[base + 2], grads[base + 3] = _lin_back(gqkv, a, wqkv)
+        gln1, grads[base], grads[base + 1] = _ln_back(ga, ln1)
+        gx = gx + gln1
+    grads[0] = np.zeros_like(params[0])
+    np.add.at(grads[0], idx.reshape(-1), gx.reshape(-1, d))
+    grads[1] = np.zeros_like(params[1])
+    grads[1][:t] = gx.sum(0)
+    opt.step(grads)
     return loss
 
 
-class BenchCNN(nn.Module):
-    def __init__(self, p, device):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, device=device)
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1, device=device)
-        self.fc = nn.Linear(32 * 8 * 8, 10, device=device)
-        for mod, w, b in ((self.conv1, "w1", "b1"), (self.conv2, "w2", "b2"), (self.fc, "w3", "b3")):
-            mod.weight.data[...] = p[w]
-            mod.bias.data[...] = p[b]
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc(x.flatten(1))
+# --------------------------------------------------------------------------- the three steps
 
 
-# --------------------------------------------------------------------------- timing
+def make_steps(workload: str, dev, with_torch: bool) -> dict:
+    """``{"numpy": step, "gradtrace": step, "torch": step}``; each returns its loss."""
+    weights = [a for wb in mlp_weights() for a in wb] if workload == "mlp" else gpt_weights()
+    x, y = mlp_data() if workload == "mlp" else gpt_data()
+    forward = mlp_forward if workload == "mlp" else gpt_forward
+    by_hand = mlp_by_hand if workload == "mlp" else gpt_by_hand
+    steps = {}
+    if dev.type == "cpu":
+        hand_params = [w.copy() for w in weights]
+        hand_opt = HandAdam(hand_params)
+        steps["numpy"] = lambda: by_hand(hand_params, hand_opt, x, y)
 
+    params = [autograd.nn.Parameter(autograd.tensor(w, device=dev)) for w in weights]
+    opt = optim.Adam(params, lr=LR)
+    xt, yt = autograd.tensor(x, device=dev), autograd.tensor(y, device=dev)
 
-def _sync(dev):
-    if dev.type == "cuda":
-        backend.synchronize(dev)
-
-
-def _medians(steps, dev, warmup, repeats):
-    """Median seconds of each step function; the steps take turns in every round, so a busy
-    machine slows them alike instead of skewing the ratio."""
-    for _ in range(warmup):
-        for step in steps:
-            step()
-    _sync(dev)
-    times = [[] for _ in steps]
-    for _ in range(repeats):
-        for k, step in enumerate(steps):
-            t0 = time.perf_counter()
-            step()
-            _sync(dev)
-            times[k].append(time.perf_counter() - t0)
-    return [statistics.median(t) for t in times]
-
-
-def bench(workload: str, device: str, warmup: int, repeats: int) -> dict:
-    dev = backend.device(device)
-    xp = dev.xp
-    if workload == "mlp":
-        ws, bs = mlp_params(xp)
-        x, y = mlp_data(xp)
-        model = BenchMLP(ws, bs, dev)
-        loss_fn = F.mse_loss
-        hand_args = ([w.copy() for w in ws], [b.copy() for b in bs], x, y)
-        hand = lambda: mlp_by_hand(xp, *hand_args)  # noqa: E731
-    else:
-        p = cnn_params(xp)
-        x, y = cnn_data(xp)
-        model = BenchCNN(p, dev)
-        loss_fn = F.cross_entropy
-        hand_p = {k: v.copy() for k, v in p.items()}
-        hand = lambda: cnn_by_hand(xp, hand_p, x, y)  # noqa: E731
-    opt = optim.SGD(model.parameters(), lr=LR)
-    xt = autograd.Tensor._make(x, False, None, 0, [0], dev)
-    yt = autograd.Tensor._make(y, False, None, 0, [0], dev)
-
-    def engine_step():
+    def gradtrace_step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xt), yt)
+        loss = forward(gF, params, xt, yt)
         loss.backward()
         opt.step()
-        return loss
+        return loss.item()
 
-    # Same arithmetic: the first step's losses agree.
-    l_engine = float(engine_step().item())
-    l_hand = float(hand())
-    t_hand, t_engine = _medians([hand, engine_step], dev, warmup, repeats)
-    return {"workload": workload, "device": str(dev), "gradtrace_ms": t_engine * 1e3,
-            "by_hand_ms": t_hand * 1e3, "ratio": t_engine / t_hand,
-            "first_loss_gradtrace": l_engine, "first_loss_by_hand": l_hand}
+    steps["gradtrace"] = gradtrace_step
+    if with_torch and dev.type == "cpu":
+        tparams = [torch.tensor(w, requires_grad=True) for w in weights]
+        topt = torch.optim.Adam(tparams, lr=LR)
+        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+
+        def torch_step():
+            topt.zero_grad(set_to_none=True)
+            loss = forward(tF, tparams, tx, ty)
+            loss.backward()
+            topt.step()
+            return loss.item()
+
+        steps["torch"] = torch_step
+    return steps
+
+
+def _medians(steps: dict, dev, warmup: int, repeats: int, clock) -> dict:
+    """Median seconds per step of each implementation, taking turns in every round."""
+    for _ in range(warmup):
+        for step in steps.values():
+            step()
+    times = {k: [] for k in steps}
+    for _ in range(repeats):
+        for k, step in steps.items():
+            t0 = clock()
+            step()
+            if dev.type == "cuda":
+                backend.synchronize(dev)
+            times[k].append(clock() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def bench(workload: str, device: str, warmup: int, repeats: int, with_torch: bool,
+          clock: str = "wall") -> dict:
+    dev = backend.device(device)
+    steps = make_steps(workload, dev, with_torch)
+    first = {k: float(step()) for k, step in steps.items()}   # same weights: same first loss
+    timer = time.thread_time if clock == "thread" and dev.type == "cpu" else time.perf_counter
+    med = _medians(steps, dev, warmup, repeats, timer)
+    row = {"workload": workload, "device": str(dev), "first_loss": first,
+           **{f"{k}_ms": v * 1e3 for k, v in med.items()}}
+    for ref in ("torch", "numpy"):
+        if ref in med:
+            row[f"gradtrace/{ref}"] = med["gradtrace"] / med[ref]
+    return row
+
+
+@contextlib.contextmanager
+def _blas_threads(n: int):
+    """NumPy's BLAS limited to ``n`` threads by threadpoolctl when it is installed (the
+    environment variables set at the top of this script do it otherwise)."""
+    try:
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415 - optional
+    except ImportError:
+        yield "env"
+        return
+    with threadpool_limits(limits=n):
+        yield "threadpoolctl"
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--device", default="all", help="cpu, cuda, or all (cuda when usable)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for NumPy's BLAS and PyTorch (the issue measures 1)")
+    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                    help="wall clock, or this thread's CPU time (steadier on a shared machine)")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, or all (cuda when usable)")
+    ap.add_argument("--only", choices=("mlp", "transformer"), help="run one workload")
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
                                                    "train_step.json"))
     args = ap.parse_args(argv)
     devices = ["cpu"] + (["cuda"] if backend.cuda_is_available() else [])
     if args.device != "all":
         devices = [args.device]
-    rows = [bench(w, d, args.warmup, args.repeats) for d in devices for w in ("mlp", "cnn")]
-    print(f"one training step (forward + backward + SGD), median of {args.repeats} after "
-          f"{args.warmup} warm-up steps")
-    print(f"{'workload':<10}{'device':<8}{'gradtrace ms':>14}{'by hand ms':>12}{'ratio':>8}")
+    workloads = [args.only] if args.only else ["mlp", "transformer"]
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+    with _blas_threads(args.threads) as how:
+        rows = [bench(w, d, args.warmup, args.repeats, torch is not None, args.clock)
+                for d in devices for w in workloads]
+    print(f"one training step (forward + backward + Adam), median of {args.repeats} after "
+          f"{args.warmup} warm-up steps, {args.clock} clock, {args.threads} thread(s) (BLAS "
+          f"limited by {how})"
+          + ("" if torch is not None else "; torch not installed: no PyTorch column"))
+    print(f"{'workload':<13}{'device':<8}{'gradtrace ms':>14}{'numpy ms':>10}{'torch ms':>10}"
+          f"{'gt/torch':>10}{'gt/numpy':>10}")
     for r in rows:
-        print(f"{r['workload']:<10}{r['device']:<8}{r['gradtrace_ms']:>14.2f}"
-              f"{r['by_hand_ms']:>12.2f}{r['ratio']:>7.2f}x")
-    result = {"repeats": args.repeats, "warmup": args.warmup, "target_mlp_cpu_ratio": 1.15,
-              "numpy": np.__version__, "cpu_count": os.cpu_count(),
+        cells = [f"{r.get(k):.2f}" if k in r else "-" for k in ("numpy_ms", "torch_ms")]
+        ratios = [f"{r[k]:.2f}x" if k in r else "-" for k in ("gradtrace/torch", "gradtrace/numpy")]
+        print(f"{r['workload']:<13}{r['device']:<8}{r['gradtrace_ms']:>14.2f}{cells[0]:>10}"
+              f"{cells[1]:>10}{ratios[0]:>10}{ratios[1]:>10}")
+    result = {"repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
+              "clock": args.clock,
+              "blas_limit": how, "numpy": np.__version__,
+              "torch": torch.__version__ if torch is not None else None,
+              "cpu_count": os.cpu_count(),
               "blas_threads_env": {k: os.environ.get(k) for k in
                                    ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
               "rows": rows}

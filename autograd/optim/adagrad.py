@@ -53,16 +53,15 @@ class Adagrad(Optimizer):
                 continue
             d = p.data
             xp = p.device.xp
-            g = p.grad.data
-            if group["maximize"]:
-                g = -g
-            if wd:
-                g = g + wd * d
+            g = self._grad(p, group["maximize"], wd)
             st = self.state.get(p) or self._init_state(p, group)
             st["step"] += 1
             clr = lr / (1 + (st["step"] - 1) * lr_decay)
-            st["sum"] += g * g
-            std = xp.sqrt(st["sum"])
+            tmp = self._scratch(d, p.device)
+            st["sum"] += xp.multiply(g, g, out=tmp)
+            std = xp.sqrt(st["sum"], out=tmp)
             std += eps
-            d -= clr * (g / std)
+            step = xp.divide(g, std, out=tmp)
+            step *= clr
+            d -= step
             p._vc[0] += 1

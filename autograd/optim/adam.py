@@ -33,14 +33,11 @@ class Adam(Optimizer):
                 continue
             d = p.data
             xp = p.device.xp
-            g = p.grad.data
-            if maximize:
-                g = -g
-            if wd:
-                if self._decoupled:
-                    d *= 1 - lr * wd
-                else:
-                    g = g + wd * d
+            if wd and self._decoupled:
+                d *= 1 - lr * wd
+                g = self._grad(p, maximize, 0.0)
+            else:
+                g = self._grad(p, maximize, wd)
             st = self.state.get(p)
             if st is None:
                 st = self.state[p] = {"step": 0, "exp_avg": xp.zeros_like(d),
@@ -50,19 +47,23 @@ class Adam(Optimizer):
             st["step"] += 1
             t = st["step"]
             m, v = st["exp_avg"], st["exp_avg_sq"]
+            tmp = self._scratch(d, p.device)
+            # m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2, through one scratch array.
             m *= b1
-            m += (1 - b1) * g
+            m += xp.multiply(g, 1 - b1, out=tmp)
             v *= b2
-            v += (1 - b2) * (g * g)
+            tmp = xp.multiply(g, g, out=tmp)
+            tmp *= 1 - b2
+            v += tmp
             if amsgrad:
-                xp.maximum(st["max_exp_avg_sq"], v, out=st["max_exp_avg_sq"])
-                v = st["max_exp_avg_sq"]
+                v = xp.maximum(st["max_exp_avg_sq"], v, out=st["max_exp_avg_sq"])
             bc1 = 1 - b1 ** t
             bc2 = 1 - b2 ** t
-            denom = xp.sqrt(v)
+            # p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), the denominator then the step in tmp.
+            denom = xp.sqrt(v, out=tmp)
             denom *= 1 / math.sqrt(bc2)
             denom += eps
-            step = m / denom
+            step = xp.divide(m, denom, out=tmp)
             step *= lr / bc1
             d -= step
             p._vc[0] += 1

@@ -1,8 +1,13 @@
 """Optimizer base: parameter groups, per-parameter state, zero_grad, state dicts.
 
-Steps update ``p.data`` in place with the array module (no graph, no temporaries where an
-``out=`` will do) and bump each parameter's version counter; each ``step()`` is one
-USER_SCOPE range ``Optimizer.step#<Name>.step`` when a RecordFunction callback is active.
+Steps update ``p.data`` in place with the array module (no graph) and bump each parameter's
+version counter; each ``step()`` is one USER_SCOPE range ``Optimizer.step#<Name>.step`` when a
+RecordFunction callback is active.
+
+Updates allocate nothing per step: every intermediate goes through an ``out=`` argument into
+a scratch buffer (:meth:`Optimizer._scratch`), one flat array per slot, device and dtype,
+reused by every parameter. A temporary per product was a third of the update's time on a
+small MLP; the order of the arithmetic is PyTorch's, so the results are the same bits.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ class Optimizer:
         self.defaults = defaults
         self.state: dict = {}
         self.param_groups: list[dict] = []
+        self._buffers: dict = {}   # (slot, device, dtype) -> flat scratch array, see _scratch
         params = list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -97,6 +103,41 @@ class Optimizer:
 
     def _step_group(self, group):
         raise NotImplementedError
+
+    # ------------------------------------------------------------------ scratch space
+    def _scratch(self, like, device, slot: int = 0):
+        """An uninitialised array shaped like ``like`` on ``device``, a view of a flat buffer
+        kept per ``slot``, device and dtype (grown to the largest parameter): the updates
+        write their intermediates there with ``out=`` instead of allocating them. Two
+        intermediates alive at once use two slots.
+
+        Args:
+            like: the array whose shape and dtype the scratch takes.
+            device: the parameter's Device (its ``xp`` allocates the buffer).
+            slot: which buffer; views of one slot overwrite each other.
+        Returns:
+            A C-contiguous array of ``like``'s shape and dtype; its contents are garbage.
+        """
+        key = (slot, device, like.dtype)
+        buf = self._buffers.get(key)
+        if buf is None or buf.size < like.size:
+            buf = self._buffers[key] = device.xp.empty_like(like, order="C").reshape(-1)
+        return buf[:like.size].reshape(like.shape)
+
+    def _grad(self, p, maximize: bool, weight_decay: float):
+        """``p``'s gradient array, negated when maximizing and plus ``weight_decay * p`` (L2)
+        when asked — in scratch slot 1, the gradient itself left alone."""
+        g = p.grad.data
+        if not (maximize or weight_decay):
+            return g
+        xp = p.device.xp
+        out = self._scratch(g, p.device, 1)
+        if maximize:
+            g = xp.negative(g, out=out)
+        if weight_decay:
+            decay = xp.multiply(p.data, weight_decay, out=self._scratch(g, p.device, 0))
+            g = xp.add(g, decay, out=out)
+        return g
 
     # ------------------------------------------------------------------ state dicts
     def state_dict(self) -> dict:

@@ -42,11 +42,7 @@ class RMSprop(Optimizer):
                 continue
             d = p.data
             xp = p.device.xp
-            g = p.grad.data
-            if group["maximize"]:
-                g = -g
-            if wd:
-                g = g + wd * d
+            g = self._grad(p, group["maximize"], wd)
             st = self.state.get(p)
             if st is None:
                 st = self.state[p] = {"step": 0, "square_avg": xp.zeros_like(d)}
@@ -55,21 +51,28 @@ class RMSprop(Optimizer):
                 if centered:
                     st["grad_avg"] = xp.zeros_like(d)
             st["step"] += 1
+            tmp = self._scratch(d, p.device)
             v = st["square_avg"]
             v *= alpha
-            v += (1 - alpha) * (g * g)
+            tmp = xp.multiply(g, g, out=tmp)
+            tmp *= 1 - alpha
+            v += tmp
             if centered:
                 m = st["grad_avg"]
-                m += (1 - alpha) * (g - m)
-                avg = xp.sqrt(v - m * m)
+                tmp = xp.subtract(g, m, out=tmp)
+                tmp *= 1 - alpha
+                m += tmp
+                avg = xp.sqrt(xp.subtract(v, xp.multiply(m, m, out=tmp), out=tmp), out=tmp)
             else:
-                avg = xp.sqrt(v)
+                avg = xp.sqrt(v, out=tmp)
             avg += eps
+            step = xp.divide(g, avg, out=tmp)
             if mom > 0:
                 buf = st["momentum_buffer"]
                 buf *= mom
-                buf += g / avg
-                d -= lr * buf
+                buf += step
+                step = xp.multiply(buf, lr, out=tmp)
             else:
-                d -= lr * (g / avg)
+                step *= lr
+            d -= step
             p._vc[0] += 1

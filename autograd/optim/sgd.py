@@ -29,11 +29,9 @@ class SGD(Optimizer):
             if p.grad is None:
                 continue
             d = p.data
-            g = p.grad.data
-            if maximize:
-                g = -g
-            if wd:
-                g = g + wd * d
+            xp = p.device.xp
+            g = self._grad(p, maximize, wd)
+            tmp = self._scratch(g, p.device)
             if mom:
                 st = self.state.setdefault(p, {})
                 buf = st.get("momentum_buffer")
@@ -41,13 +39,7 @@ class SGD(Optimizer):
                     buf = st["momentum_buffer"] = g.copy()
                 else:
                     buf *= mom
-                    if damp:
-                        buf += (1 - damp) * g
-                    else:
-                        buf += g
-                g = g + mom * buf if nesterov else buf
-            if lr == 1.0:
-                d -= g
-            else:
-                d -= lr * g
+                    buf += xp.multiply(g, 1 - damp, out=tmp) if damp else g
+                g = xp.add(g, xp.multiply(buf, mom, out=tmp), out=tmp) if nesterov else buf
+            d -= g if lr == 1.0 else xp.multiply(g, lr, out=tmp)
             p._vc[0] += 1

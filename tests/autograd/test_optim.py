@@ -6,6 +6,8 @@ import gradtrace.autograd as ag
 from gradtrace.autograd import optim
 from gradtrace.autograd import record_function as rf
 
+from . import optim_reference as ref
+
 STEPS = 4
 
 
@@ -242,3 +244,82 @@ def test_resumed_optimizer_continues_identically(cls, kw):
             p.grad = ag.tensor(g)
             o.step()
     np.testing.assert_array_equal(p1.detach().numpy(), p2.detach().numpy())
+
+
+# --------------------------------------------------------------------------- in-place updates
+# The updates write their intermediates into scratch buffers instead of allocating them; the
+# arithmetic is the same, in the same order, so the parameters and states are the same bits as
+# the allocating updates kept in optim_reference.py, step after step.
+
+IN_PLACE_CASES = [
+    (optim.SGD, ref.RefSGD, dict(lr=0.1)),
+    (optim.SGD, ref.RefSGD, dict(lr=1.0, momentum=0.9)),
+    (optim.SGD, ref.RefSGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    (optim.SGD, ref.RefSGD, dict(lr=0.1, momentum=0.5, dampening=0.3, maximize=True)),
+    (optim.Adam, ref.RefAdam, dict(lr=0.01)),
+    (optim.Adam, ref.RefAdam, dict(lr=0.01, weight_decay=0.1, maximize=True)),
+    (optim.Adam, ref.RefAdam, dict(lr=0.01, amsgrad=True, betas=(0.8, 0.9))),
+    (optim.AdamW, ref.RefAdamW, dict(lr=0.01)),
+    (optim.AdamW, ref.RefAdamW, dict(lr=0.01, weight_decay=0.1, amsgrad=True, maximize=True)),
+    (optim.RMSprop, ref.RefRMSprop, dict()),
+    (optim.RMSprop, ref.RefRMSprop, dict(lr=0.01, weight_decay=0.1, momentum=0.9)),
+    (optim.RMSprop, ref.RefRMSprop, dict(lr=0.02, centered=True, momentum=0.5,
+                                         weight_decay=0.05, maximize=True)),
+    (optim.Adagrad, ref.RefAdagrad, dict()),
+    (optim.Adagrad, ref.RefAdagrad, dict(lr=0.05, lr_decay=0.1, weight_decay=0.2,
+                                         initial_accumulator_value=0.3, maximize=True)),
+]
+
+
+def _steps(opt_cls, shapes, grads, dtype, **kw):
+    params = [ag.nn.Parameter(ag.tensor(w, dtype=dtype)) for w in shapes]
+    opt = opt_cls(params, **kw)
+    for step in grads:
+        for p, g in zip(params, step):
+            p.grad = ag.tensor(g, dtype=dtype)
+        opt.step()
+    states = [dict(opt.state.get(p, {})) for p in params]
+    return [p.detach().numpy() for p in params], states, [p.grad.numpy() for p in params]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("new, old, kw", IN_PLACE_CASES,
+                         ids=lambda v: v.__name__ if isinstance(v, type) else
+                         "-".join(f"{k}={x}" for k, x in v.items()) or "defaults")
+def test_in_place_update_is_bitwise_the_allocating_one(new, old, kw, dtype):
+    rng = np.random.default_rng(8)
+    # Parameters of different sizes share the scratch buffers (the small one uses a prefix).
+    start = [rng.standard_normal((6, 5)), rng.standard_normal(3), rng.standard_normal((2, 2, 2))]
+    grads = [[rng.standard_normal(w.shape) for w in start] for _ in range(5)]
+    got, got_state, got_grads = _steps(new, start, grads, dtype, **kw)
+    want, want_state, _ = _steps(old, start, grads, dtype, **kw)
+    for a, b, st_a, st_b in zip(got, want, got_state, want_state):
+        assert a.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(a, b)
+        assert st_a.keys() == st_b.keys()
+        for k in st_a:
+            np.testing.assert_array_equal(st_a[k], st_b[k])
+    # The gradients are read, never written (maximize and weight decay go to scratch).
+    for g, step in zip(got_grads, grads[-1]):
+        np.testing.assert_array_equal(g, step.astype(dtype))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("new, old, kw", IN_PLACE_CASES[2::3] + IN_PLACE_CASES[-1:],
+                         ids=lambda v: v.__name__ if isinstance(v, type) else "")
+def test_in_place_update_on_the_gpu_is_bitwise_the_allocating_one(new, old, kw):
+    rng = np.random.default_rng(9)
+    start = [rng.standard_normal((4, 3)), rng.standard_normal(5)]
+    grads = [[rng.standard_normal(w.shape) for w in start] for _ in range(3)]
+    results = []
+    for cls in (new, old):
+        params = [ag.nn.Parameter(ag.tensor(w, dtype="float32", device="cuda")) for w in start]
+        opt = cls(params, **kw)
+        for step in grads:
+            for p, g in zip(params, step):
+                p.grad = ag.tensor(g, dtype="float32", device="cuda")
+            opt.step()
+        assert all(p.device.type == "cuda" for p in params)
+        results.append([p.cpu().detach().numpy() for p in params])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
