@@ -136,7 +136,7 @@ BAD = [
     ("export bad metric", lambda p, t: ["export", p, "--stacks", t / "s", "--metric", "x"], "metric"),
     ("view missing file", lambda p, t: ["view", t / "nope.gtprof", "--no-browser"], "no such file"),
     ("diff missing file", lambda p, t: ["diff", p, t / "nope.gtprof"], "nope.gtprof"),
-    ("diff bad sort", lambda p, t: ["diff", p, p, "--sort", "fastest"], "sort_by='fastest'"),
+    ("diff bad sort", lambda p, t: ["diff", p, p, "--sort", "fastest"], "unknown sort key 'fastest'"),
     ("run missing script", lambda p, t: ["run", t / "nope.py"], "no such file"),
     ("run bad schedule", lambda p, t: ["run", "--schedule", "1,x", t / "nope.py"], "--schedule"),
     ("unknown option", lambda p, t: ["table", p, "--colour"], "unrecognized arguments"),
