@@ -138,7 +138,8 @@ def _layout(app: Dash, view: ProfileView | None, error: str | None, max_upload_m
             html.Div(className="gt-brand", children=[html.Span("gradtrace", className="gt-logo"),
                                                      html.Span("profile viewer", className="gt-sub")]),
             html.Div(view.label if view else "no profile", id="profile-label", className="gt-profile-label"),
-            html.Span(f"up to {max_upload_mb:g} MB · bigger: gradtrace view FILE", className="gt-sub"),
+            html.Span(f"Open profile… reads files up to {max_upload_mb:g} MB; for a bigger one, "
+                      "run gradtrace view FILE", className="gt-sub", id="open-limit"),
             dcc.Upload(id="open-upload", max_size=int(max_upload_mb * 1e6), multiple=False,
                        className="gt-open", children=html.Button("Open profile…", className="gt-button")),
         ]),
@@ -191,6 +192,8 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
                   Output("open-error", "children"), Input("open-upload", "contents"),
                   State("open-upload", "filename"), prevent_initial_call=True)
     def open_profile(contents, filename):
+        if contents is None:
+            raise PreventUpdate     # no file chosen yet
         try:
             data = decode_upload(contents, filename, max_bytes)
         except UploadError as exc:
@@ -202,13 +205,13 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
 
     @app.callback(Output("ops-grid", "rowData"), Output("ops-grid", "columnDefs"),
                   Input("ops-group", "value"), Input("ops-metric", "value"), Input("ops-device", "value"),
-                  State("profile-key", "data"), prevent_initial_call=True)
-    def operators_table(group_by, metric, device, key):
+                  Input("ops-steps", "value"), State("profile-key", "data"), prevent_initial_call=True)
+    def operators_table(group_by, metric, device, steps, key):
         view = registry.get(key)
         if view is None:
             raise PreventUpdate
         cols = pages.operator_columns(view, group_by, device, metric)
-        return pages.row_data(pages.operator_rows(view, group_by)), cols
+        return pages.row_data(pages.operator_rows(view, group_by, "per_step" in (steps or []))), cols
 
     @app.callback(Output("ops-grid", "dashGridOptions"), Input("ops-search", "value"),
                   State("ops-grid", "dashGridOptions"), prevent_initial_call=True)
@@ -218,12 +221,13 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
         return options
 
     @app.callback(Output("ops-details", "children"), Input("ops-grid", "cellClicked"),
-                  State("ops-group", "value"), State("profile-key", "data"), prevent_initial_call=True)
-    def operator_details(cell, group_by, key):
+                  State("ops-group", "value"), State("ops-steps", "value"), State("profile-key", "data"),
+                  prevent_initial_call=True)
+    def operator_details(cell, group_by, steps, key):
         view = registry.get(key)
         if view is None or not cell or cell.get("rowId") is None:
             raise PreventUpdate
-        return pages.operator_details(view, group_by, int(cell["rowId"]))
+        return pages.operator_details(view, group_by, int(cell["rowId"]), "per_step" in (steps or []))
 
     # ---------------------------------------------------------------- forward + backward
 
@@ -437,8 +441,8 @@ def _memory_page(view: ProfileView):
     return pages.memory_page(view, fig, view.memory_by_op(), peak_rows)
 
 
-def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None) -> list:
-    rows, cols, sort_by = diff_table(a.data, b.data, by, metric)
+def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None, per_step: bool = False) -> list:
+    rows, cols, sort_by = diff_table(a.data, b.data, by, metric, merge_steps=not per_step)
     for r in rows:  # bar labels: one per row (forward ops repeat across call sites)
         site = (r.get("call_site") or "").rsplit("/", 1)[-1]
         r["label"] = f"{r['name']} @ {site}" if site else r["name"]
@@ -459,8 +463,8 @@ def _register_compare(app: Dash, registry: _Registry, max_bytes: int) -> None:
                   State("cmp-upload", "filename"), State("profile-key", "data"), prevent_initial_call=True)
     def compare_upload(contents, filename, key):
         a = registry.get(key)
-        if a is None:
-            raise PreventUpdate
+        if a is None or contents is None:
+            raise PreventUpdate     # the page was just drawn (e.g. with --compare B): no upload yet
         try:
             data = decode_upload(contents, filename, max_bytes)
         except UploadError as exc:
@@ -479,14 +483,14 @@ def _register_compare(app: Dash, registry: _Registry, max_bytes: int) -> None:
         return [{"label": v, "value": k} for k, v in options.items()], value
 
     @app.callback(Output("cmp-body", "children"), Input("compare-key", "data"), Input("cmp-metric", "value"),
-                  Input("cmp-by", "value"), State("profile-key", "data"))
-    def compare_body(compare_key, metric, by, key):
+                  Input("cmp-by", "value"), Input("cmp-steps", "value"), State("profile-key", "data"))
+    def compare_body(compare_key, metric, by, steps, key):
         a, b = registry.get(key), registry.get(compare_key)
         if a is None or b is None:
             return html.Div("Upload profile B to compare it with A.", className="gt-note")
         if metric not in metric_options(by, True):
             raise PreventUpdate  # the metric list is being switched to the other view
-        return _compare_body(a, b, by, metric)
+        return _compare_body(a, b, by, metric, "per_step" in (steps or []))
 
 
 # --------------------------------------------------------------------------- serve
