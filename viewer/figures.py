@@ -114,7 +114,10 @@ def fwdbwd_figure(rows: list[dict], top_n: int = 15, clock: str = "cpu") -> go.F
     fig.update_layout(barmode="stack", legend=LEGEND)
     fig.update_yaxes(title_text=f"{clock.upper()} time (ms)")
     fig.update_xaxes(tickangle=-30, automargin=True)
-    return _base_layout(fig, 420, title=dict(text=f"Forward + backward cost, top {len(rows)}", font_size=14))
+    fig = _base_layout(fig, 420, title=dict(text=f"Forward + backward cost, top {len(rows)}", font_size=14,
+                                            y=0.98, yanchor="top"))
+    fig.update_layout(margin_t=64)      # the title on the first line, the legend under it
+    return fig
 
 
 def _short_site(site: str, width: int = 40) -> str:
