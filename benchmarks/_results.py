@@ -4,7 +4,10 @@ from __future__ import annotations
 import json
 import os
 
-RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+# ``gradtrace bench`` points this at a temporary folder unless asked to keep the results
+# (``--save``), so a smoke run never writes into the checkout.
+RESULTS_ENV = "GRADTRACE_BENCH_RESULTS"
+RESULTS_DIR = os.environ.get(RESULTS_ENV) or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def write_json(path: str, result: dict) -> dict:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(os.environ.get("GRADTRACE_BENCH_RESULTS") or ROOT / "benchmarks" / "results")
 SIZES = {"38k": (38_000, 3.0), "1M": (1_000_000, 8.0)}
 
 
@@ -139,7 +139,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {"benchmark": "viewer_load", "what": "process start -> Operators page grid filled (headless Chromium)",
            "repeats": args.repeats, "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
-           "screenshot": str((RESULTS / "viewer_load_1M.png").relative_to(ROOT)), "results": results}
+           "screenshot": os.path.relpath(RESULTS / "viewer_load_1M.png", ROOT), "results": results}
     (RESULTS / "viewer_load.json").write_text(json.dumps(out, indent=2))
     print(f"wrote {RESULTS / 'viewer_load.json'} and {RESULTS / 'viewer_load_1M.png'}")
 

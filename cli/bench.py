@@ -3,8 +3,8 @@
 Each script runs in its own process (``python benchmarks/NAME.py``) and prints its own table;
 this command shows them one after the other and ends with a summary (status, wall time, JSON
 results file). ``--quick`` passes small sizes and a single repeat — only flags a script lists in
-its ``--help`` — and writes the JSON results to a temporary directory, so a smoke run never
-overwrites the numbers in ``benchmarks/results/``.
+its ``--help``. Results are written to ``benchmarks/results/`` only with ``--save``; otherwise
+to a temporary directory that is removed at the end, so a run never changes the checkout.
 """
 from __future__ import annotations
 
@@ -77,6 +77,8 @@ def cmd_bench(args) -> int:
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     results = []
     with tempfile.TemporaryDirectory(prefix="gradtrace-bench-") as tmp:
+        out_dir = directory / "results" if args.save else Path(tmp)
+        env["GRADTRACE_BENCH_RESULTS"] = str(out_dir)     # scripts without --json (benchmarks/_results.py)
         for script in scripts:
             cmd = [sys.executable, str(script)]
             json_path = None
@@ -84,10 +86,8 @@ def cmd_bench(args) -> int:
             if args.quick:
                 cmd += quick_flags(help_text)
             if "--json" in help_text:
-                json_path = (str(Path(tmp) / f"{script.stem}.json") if args.quick
-                             else str(directory / "results" / f"{script.stem}.json"))
-                if args.quick:
-                    cmd += ["--json", json_path]
+                json_path = str(out_dir / f"{script.stem}.json")
+                cmd += ["--json", json_path]
             shown = " ".join(Path(c).name if c == str(script) else c for c in cmd[1:])
             console.print(f"\n== {script.stem}: python {shown}", soft_wrap=True)
             sys.stdout.flush()
@@ -95,8 +95,10 @@ def cmd_bench(args) -> int:
             rc = subprocess.call(cmd, env=env, cwd=root)
             seconds = time.perf_counter() - t0
             results.append({"name": script.stem, "returncode": rc, "seconds": seconds,
-                            "json": None if args.quick else json_path})
-        console.print("\nBenchmarks" + (" (--quick: small sizes, results not kept)" if args.quick else ""))
+                            "json": json_path if args.save else None})
+        note = ["--quick: small sizes"] if args.quick else []
+        note.append(f"results kept in {out_dir}" if args.save else "results not kept; --save keeps them")
+        console.print(f"\nBenchmarks ({'; '.join(note)})")
         emit(console, bench_table(results, plain=plain), plain)
     return 0 if all(r["returncode"] == 0 for r in results) else 1
 

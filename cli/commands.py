@@ -15,11 +15,79 @@ __all__ = ["cmd_table", "cmd_export", "cmd_view", "cmd_diff", "profile_tables", 
 GROUPS = ("name", "shape", "stack", "module", "forward-op")
 
 
-def _check_sort(sort_by: str | None) -> None:
+# What ``--group-by forward-op`` (and ``diff --by forward-op``) rows can be sorted by: the
+# table's spellings of the fields these rows have, and their own fields.
+FORWARD_OP_SORT_FIELDS = ("count", "self_cpu_time_total", "cpu_time_total", "self_cuda_time_total",
+                          "cuda_time_total", "backward_self_cpu_time_total", "backward_cpu_time_total",
+                          "backward_self_cuda_time_total", "backward_cuda_time_total",
+                          "forward_backward_self_cpu_time_total", "forward_backward_cpu_time_total",
+                          "forward_backward_self_cuda_time_total", "forward_backward_cuda_time_total",
+                          "backward_count")
+FORWARD_OP_EXPLAINED = ("Self: the op's own time and that of the backward nodes it created itself; over "
+                        "all rows it adds up to at most the profile total. Total: with the ops inside "
+                        "it and their backward nodes (gelu includes its mul), so rows overlap, as CPU "
+                        "total does.")
+
+
+def sort_field(sort_by: str | None, group_by: str = "name") -> str | None:
+    """The row field a ``--sort`` key orders by, for a table grouping (one spelling everywhere:
+    PyTorch's ``sort_by`` names, :data:`profiler.aggregate.SORT_KEYS`).
+
+    Raises:
+        CLIError: a key that is not a column of these rows.
+    """
     from gradtrace.profiler.aggregate import SORT_KEYS  # noqa: PLC0415
 
-    if sort_by is not None and sort_by not in SORT_KEYS:
+    if sort_by is None:
+        return None
+    if group_by == "forward-op":
+        field = SORT_KEYS.get(sort_by, sort_by)
+        if field not in FORWARD_OP_SORT_FIELDS:
+            raise CLIError(f"unknown sort key {sort_by!r} for forward-op rows; use one of: "
+                           f"{', '.join(FORWARD_OP_SORT_FIELDS)}")
+        return field
+    if sort_by not in SORT_KEYS:
         raise CLIError(f"unknown sort key {sort_by!r}; use one of: {', '.join(sorted(SORT_KEYS))}")
+    return SORT_KEYS[sort_by]
+
+
+def _check_sort(sort_by: str | None, group_by: str = "name") -> None:
+    sort_field(sort_by, group_by)
+
+
+def check_sort_data(data, sort_by: str | None) -> None:
+    """A sort key the profile has no data for orders rows arbitrarily: refuse it, naming the
+    option that records that data.
+
+    Raises:
+        CLIError: e.g. ``--sort flops`` on a profile recorded without ``--with-flops``.
+    """
+    from gradtrace.profiler.aggregate import SORT_KEYS  # noqa: PLC0415
+
+    field = SORT_KEYS.get(sort_by or "", sort_by or "")
+    meta = data.metadata
+    if field == "flops" and not (meta.get("with_flops") or data.analysis.flops.any()):
+        raise CLIError(f"--sort {sort_by}: this profile has no FLOP estimates; record it with "
+                       "--with-flops (profiler.profile(with_flops=True))")
+    if "memory" in field and not data.n_memory_records:
+        raise CLIError(f"--sort {sort_by}: this profile has no memory records; record it with "
+                       "--memory (profiler.profile(profile_memory=True))")
+    if "cuda" in field and "memory" in field and not data.has_cuda_memory:
+        raise CLIError(f"--sort {sort_by}: this profile has no GPU memory records; record it on a "
+                       "GPU with --memory (profiler.profile(profile_memory=True))")
+    if "cuda" in field and "memory" not in field and not data.has_device_time:
+        raise CLIError(f"--sort {sort_by}: this profile has no GPU (CUDA) times; record it on a GPU "
+                       "with the cuda activity (the default when a GPU is usable; "
+                       "profiler.profile(activities=['cpu', 'cuda']))")
+
+
+def _has_modules(data) -> bool:
+    """True when some event is an ``nn.Module: ...`` range (the name alone can be interned
+    by a collector that then dropped the ranges)."""
+    import numpy as np  # noqa: PLC0415
+
+    ids = [i for i, s in enumerate(data.strings) if s.startswith("nn.Module:")]
+    return bool(ids) and bool(np.isin(data.event_columns["name_id"], ids).any())
 
 
 def _check_group(data, group_by: str, stack_n: int) -> None:
@@ -34,7 +102,7 @@ def _check_group(data, group_by: str, stack_n: int) -> None:
                            "(profiler.profile(with_stack=True)) to group by stack")
         if stack_n < 1:
             raise CLIError(f"--stack-n must be at least 1, got {stack_n}")
-    if group_by == "module" and not any(s.startswith("nn.Module:") for s in data.strings):
+    if group_by == "module" and not _has_modules(data):
         raise CLIError("this profile has no nn.Module ranges; record it with --with-modules "
                        "(profiler.profile(with_modules=True)) to group by module")
 
@@ -51,7 +119,8 @@ def _footer(data, key_avgs) -> list[str]:
     return lines
 
 
-def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, device_rows: bool):
+def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, device_rows: bool,
+          per_step: bool = False):
     """The library's rows for a table: (rows sorted and cut, their columns, totals, the
     key_averages behind them or None, the field to highlight)."""
     from gradtrace.profiler import columns  # noqa: PLC0415
@@ -59,8 +128,9 @@ def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, de
 
     if group_by == "forward-op":
         summary = data.forward_backward_summary()
-        return _sorted_fb_rows(summary, sort_by, limit), summary.columns(), {}, None, (
-            "forward_backward_cuda_time_total" if _wants_cuda(sort_by) else "forward_backward_cpu_time_total")
+        field = sort_field(sort_by, group_by) or "forward_backward_self_cpu_time_total"
+        rows = sorted(summary, key=lambda r: getattr(r, field), reverse=True)
+        return (rows[:limit] if limit and limit > 0 else rows), summary.columns(), {}, None, field
     if group_by == "module":
         rows = data.module_summary()
         total = data.total_average().self_cpu_time_total
@@ -70,19 +140,16 @@ def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, de
     sort_key = sort_by or ("self_cuda_time_total" if data.has_device_time else "self_cpu_time_total")
     key_avgs = data.key_averages(group_by_input_shape=group_by == "shape",
                                  group_by_stack_n=stack_n if group_by == "stack" else 0,
-                                 group_by_device=device_rows, merge_steps=True)
+                                 group_by_device=device_rows, merge_steps=not per_step)
     from gradtrace.cli.render import sort_metric  # noqa: PLC0415
 
     return (sort_rows(key_avgs, sort_key, limit), key_avgs.columns(), key_avgs.totals, key_avgs,
             sort_metric(sort_key))
 
 
-def _wants_cuda(sort_by: str | None) -> bool:
-    return bool(sort_by) and ("cuda" in sort_by or "device" in sort_by)
-
-
 def profile_tables(data, *, sort_by: str | None = None, limit: int = 20, group_by: str = "name",
-                   stack_n: int = 3, device_rows: bool = False, plain: bool = False, title: str | None = None):
+                   stack_n: int = 3, device_rows: bool = False, per_step: bool = False,
+                   plain: bool = False, title: str | None = None, width: int | None = None):
     """The rich renderable for ``gradtrace table`` (pure: profile in, table out).
 
     The rows, their grouping and their columns are the profiler's (``key_averages``,
@@ -94,35 +161,29 @@ def profile_tables(data, *, sort_by: str | None = None, limit: int = 20, group_b
     """
     from . import render  # noqa: PLC0415
 
-    _check_sort(sort_by)
+    _check_sort(sort_by, group_by)
+    check_sort_data(data, sort_by)
     _check_group(data, group_by, stack_n)
-    rows, specs, totals, key_avgs, highlight = _rows(data, sort_by, limit, group_by, stack_n, device_rows)
+    rows, specs, totals, key_avgs, highlight = _rows(data, sort_by, limit, group_by, stack_n, device_rows,
+                                                     per_step)
     default_title = {"forward-op": "Forward + backward cost per forward op",
                      "module": "Time per nn.Module (forward + backward)"}.get(group_by)
-    footer = _footer(data, key_avgs) if key_avgs is not None else ()
+    footer = _footer(data, key_avgs) if key_avgs is not None else (
+        [FORWARD_OP_EXPLAINED] if group_by == "forward-op" else ())
     return render.spec_table(rows, specs, totals, title=title or default_title, plain=plain,
-                             highlight=highlight, footer=footer)
-
-
-def _sorted_fb_rows(summary, sort_by: str | None, limit: int):
-    rows = list(summary)
-    if sort_by:
-        if _wants_cuda(sort_by):
-            rows.sort(key=lambda r: r.forward_backward_cuda_time_total, reverse=True)
-        elif sort_by == "count":
-            rows.sort(key=lambda r: r.count, reverse=True)
-    return rows[:limit] if limit and limit > 0 else rows
+                             highlight=highlight, footer=footer, width=width)
 
 
 def table_json(data, *, sort_by: str | None = None, limit: int = 20, group_by: str = "name",
-               stack_n: int = 3, device_rows: bool = False) -> list[dict]:
+               stack_n: int = 3, device_rows: bool = False, per_step: bool = False) -> list[dict]:
     """The rows of ``gradtrace table --json``: every field of the rows, keyed by column id
     (PyTorch's field names, percentages as ``<field>_percent``), times in microseconds."""
     from gradtrace.profiler import columns  # noqa: PLC0415
 
-    _check_sort(sort_by)
+    _check_sort(sort_by, group_by)
+    check_sort_data(data, sort_by)
     _check_group(data, group_by, stack_n)
-    rows, specs, totals, _, _ = _rows(data, sort_by, limit, group_by, stack_n, device_rows)
+    rows, specs, totals, _, _ = _rows(data, sort_by, limit, group_by, stack_n, device_rows, per_step)
     shares = [s for s in specs if s.kind == "percent"]
     return [dict(r.to_dict(), **columns.row_values(r, shares, totals)) for r in rows]
 
@@ -140,20 +201,20 @@ def cmd_table(args) -> int:
 
     if args.group_by not in GROUPS:
         raise CLIError(f"unknown group {args.group_by!r}; use one of: {', '.join(GROUPS)}")
-    _check_sort(args.sort)
+    _check_sort(args.sort, args.group_by)
     if Path(args.file).is_dir() and any(Path(args.file).glob("rank*.gtprof")):
         from .ranks import cmd_rank_table  # noqa: PLC0415 - a run folder of ranks (--nproc)
 
         return cmd_rank_table(args)
     data = load_profile(args.file)
     opts = dict(sort_by=args.sort, limit=args.limit, group_by=args.group_by,
-                stack_n=args.stack_n, device_rows=args.device_rows)
+                stack_n=args.stack_n, device_rows=args.device_rows, per_step=args.per_step)
     if args.json:
         rows = table_json(data, **opts)
         sys.stdout.write(json.dumps(rows, indent=1, default=_json_default) + "\n")
         return 0
     console, plain = make_console()
-    emit(console, profile_tables(data, plain=plain, **opts), plain)
+    emit(console, profile_tables(data, plain=plain, width=console.width, **opts), plain)
     if args.group_by == "forward-op" and data.metadata.get("source") == "torch_trace":
         # A torch trace pairs backward with forward ops by sequence number, not one to one.
         from gradtrace.profiler.torch_trace import forward_backward_pairing  # noqa: PLC0415
@@ -209,7 +270,8 @@ def cmd_export(args) -> int:
         call = lambda: fn(data, str(out), **kwargs)  # noqa: E731
     else:
         call = lambda: bound(str(out), **kwargs)  # noqa: E731
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.parent.is_dir():
+        raise CLIError(f"{out}: the folder {out.parent} does not exist; create it first or write elsewhere")
     try:
         call()
     except (ValueError, KeyError) as exc:
@@ -245,17 +307,14 @@ def cmd_view(args) -> int:
     load_profile(args.file)  # fail fast, one line, before the server starts
     if args.compare:
         load_profile(args.compare)
-    url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '') else args.host}:{args.port}/"
+    open_browser = None
     if not args.no_browser:
-        import threading  # noqa: PLC0415
         import webbrowser  # noqa: PLC0415
 
-        threading.Timer(1.0, lambda: webbrowser.open(url)).start()
+        open_browser = webbrowser.open
     try:
-        if args.compare:
-            serve(args.file, host=args.host, port=args.port, compare=args.compare)
-        else:
-            serve(args.file, host=args.host, port=args.port)
+        serve(args.file, host=args.host, port=args.port, compare=args.compare,
+              verbose=args.verbose, on_listening=open_browser)
     except OSError as exc:
         raise CLIError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
                        "try another --port") from None
@@ -275,11 +334,16 @@ def cmd_diff(args) -> int:
     diff = getattr(profiler, "diff", None)
     if diff is None:
         raise CLIError("this gradtrace has no profiler.diff; upgrade gradtrace")
+    sort_field(args.sort, args.by)          # the table's spellings, checked the same way
     a = load_profile(args.a)
     b = load_profile(args.b)
+    try:
+        check_sort_data(a, args.sort)
+    except CLIError:
+        check_sort_data(b, args.sort)     # refused only when neither profile has the data
     by = "forward_backward" if args.by == "forward-op" else "name"
     try:
-        result = diff(a, b, by=by, sort_by=args.sort)
+        result = diff(a, b, by=by, sort_by=args.sort, merge_steps=not args.per_step)
     except ValueError as exc:
         raise CLIError(f"{exc}") from None
     if args.json:
@@ -289,5 +353,5 @@ def cmd_diff(args) -> int:
         return 0
     console, plain = make_console()
     console.print(f"A = {args.a}\nB = {args.b}", soft_wrap=True)
-    emit(console, diff_table(result, limit=args.limit, plain=plain), plain)
+    emit(console, diff_table(result, limit=args.limit, plain=plain, width=console.width), plain)
     return 0

@@ -122,7 +122,7 @@ def cmd_demo(args) -> int:
     if interrupted:
         console.print(f"interrupted after {len(losses)} step(s); partial profile saved to {paths[-1]}")
         return EXIT_INTERRUPTED
-    emit(console, demo_report(data, limit=args.limit, plain=plain), plain)
+    emit(console, demo_report(data, limit=args.limit, plain=plain, width=console.width), plain)
     path = paths[-1]
     console.print(f"\nprofile saved to {path}", soft_wrap=True)
     console.print("next:\n"
@@ -132,7 +132,7 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def demo_report(data, limit: int = 15, plain: bool = False):
+def demo_report(data, limit: int = 15, plain: bool = False, width: int | None = None):
     """The operator table and the forward+backward summary of a demo's profile."""
     from rich.console import Group  # noqa: PLC0415
     from rich.text import Text  # noqa: PLC0415
@@ -141,8 +141,8 @@ def demo_report(data, limit: int = 15, plain: bool = False):
 
     return Group(
         Text(""),
-        profile_tables(data, limit=limit, plain=plain, title="Operators (key_averages)"),
+        profile_tables(data, limit=limit, plain=plain, title="Operators (key_averages)", width=width),
         Text(""),
         profile_tables(data, limit=10, group_by="forward-op", plain=plain,
-                       title="Forward + backward cost per forward op"),
+                       title="Forward + backward cost per forward op", width=width),
     )

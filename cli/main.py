@@ -39,6 +39,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; see {self.prog} --help\n")
 
 
+def _limit(text: str) -> int:
+    """``--limit N``: a count of rows, 0 for all; a negative count is a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of rows, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (all rows) or more, got {value}")
+    return value
+
+
 class _Help(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog):
         super().__init__(prog, max_help_position=30, width=100)
@@ -82,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="workload to train (default: mlp)")
     p.add_argument("--device", help="cpu or cuda (default: cuda when a GPU is usable, else cpu)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the workload's, a few)")
-    p.add_argument("--limit", type=int, default=15, help="rows of the operator table (default 15)")
+    p.add_argument("--limit", type=_limit, default=15, help="rows of the operator table (default 15)")
     _add_profiling_flags(p)
     p.set_defaults(handler="gradtrace.cli.demo:cmd_demo")
 
@@ -114,12 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sort", metavar="KEY", default=None,
                    help="self_cpu_time_total (default), cpu_time_total, self_cuda_time_total, "
                         "cuda_time_total, count, cpu_memory_usage, flops, ...")
-    p.add_argument("--limit", type=int, default=20, help="at most N rows (0: all; default 20)")
+    p.add_argument("--limit", type=_limit, default=20, help="at most N rows (0: all; default 20)")
     p.add_argument("--group-by", default="name", metavar="{" + ",".join(GROUPS) + "}",
                    help="rows per op name (default), name+input shape, name+call site, "
                         "nn.Module class, or forward op with its backward cost")
     p.add_argument("--stack-n", type=int, default=3, help="frames kept for --group-by stack (default 3)")
     p.add_argument("--device-rows", action="store_true", help="one row per op and device (cpu, cuda:0)")
+    p.add_argument("--per-step", action="store_true",
+                   help="one row per ProfilerStep#N (default: one ProfilerStep#* row for all steps)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON (times in microseconds)")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_table")
 
@@ -144,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     p.add_argument("--compare", metavar="B", help="a second profile (or torch trace) for the Compare page")
+    p.add_argument("--verbose", "-v", action="store_true", help="log every HTTP request to stderr")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_view")
 
     p = sub.add_parser("diff", formatter_class=_Help, help="compare two profiles",
@@ -151,13 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="example:\n  gradtrace diff before.gtprof after.gtprof --limit 15")
     p.add_argument("a", metavar="A", help="the baseline profile (.gtprof or torch trace)")
     p.add_argument("b", metavar="B", help="the new profile (.gtprof or torch trace)")
-    p.add_argument("--limit", type=int, default=20, help="at most N rows (0: all; default 20)")
+    p.add_argument("--limit", type=_limit, default=20, help="at most N rows (0: all; default 20)")
     p.add_argument("--by", choices=("name", "forward-op"), default="name",
                    help="rows per op name (default) or per forward op with its backward cost")
     p.add_argument("--sort", metavar="METRIC", default=None,
                    help="order by the size of the change in: self_cpu_time_total (default), "
                         "cpu_time_total, self_cuda_time_total, cuda_time_total, count; with "
                         "--by forward-op: forward_backward_cpu_time_total (default), backward_cpu_time_total, ...")
+    p.add_argument("--per-step", action="store_true",
+                   help="one row per ProfilerStep#N (default: one ProfilerStep#* row for all steps)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_diff")
 
@@ -173,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", formatter_class=_Help, help="run the benchmark scripts",
                        description="Run the scripts in benchmarks/ and print their tables.",
                        epilog="example:\n  gradtrace bench --quick --only engine_overhead")
-    p.add_argument("--quick", action="store_true", help="small sizes and repeats; results go to a temp dir")
+    p.add_argument("--quick", action="store_true", help="small sizes and repeats")
+    p.add_argument("--save", action="store_true",
+                   help="write each benchmark's JSON results to benchmarks/results/ (default: not kept)")
     p.add_argument("--only", action="append", metavar="NAME", help="run only this benchmark (repeatable)")
     p.add_argument("--dir", default=None, help="benchmarks directory (default: the checkout's benchmarks/)")
     p.set_defaults(handler="gradtrace.cli.bench:cmd_bench")

@@ -28,8 +28,8 @@ from rich.text import Text
 
 from gradtrace.profiler.format import format_time, pick_time_unit
 
-__all__ = ["PLAIN_BOX", "WIDTH", "make_console", "emit", "short_site", "is_plain", "spec_table",
-           "fit_columns", "header_lines", "diff_table", "bench_table", "sort_metric"]
+__all__ = ["PLAIN_BOX", "WIDTH", "make_console", "plain_width", "emit", "short_site", "shorten", "is_plain",
+           "spec_table", "fit_columns", "header_lines", "diff_table", "bench_table", "sort_metric"]
 
 WIDTH = 100
 
@@ -60,8 +60,17 @@ def is_plain(file=None) -> bool:
         return True
 
 
+def plain_width() -> int:
+    """Width of plain output (a pipe, a file): ``$COLUMNS`` when set, else :data:`WIDTH`."""
+    try:
+        return max(40, int(os.environ["COLUMNS"]))
+    except (KeyError, ValueError):
+        return WIDTH
+
+
 def make_console(file=None, stderr: bool = False) -> tuple[Console, bool]:
-    """A console at most :data:`WIDTH` columns wide, and whether it is plain.
+    """A console as wide as the terminal (plain output: :func:`plain_width`), and whether it
+    is plain; tables take ``console.width`` as the width to fit.
 
     Returns:
         (console, plain): plain consoles have no colour system and no highlighting.
@@ -69,10 +78,9 @@ def make_console(file=None, stderr: bool = False) -> tuple[Console, bool]:
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     plain = is_plain(stream)
     if plain:
-        return Console(file=stream, width=WIDTH, color_system=None, highlight=False,
+        return Console(file=stream, width=plain_width(), color_system=None, highlight=False,
                        emoji=False, markup=False), True
-    probe = Console(file=stream)
-    return Console(file=stream, width=min(probe.width, WIDTH), highlight=False, markup=False), False
+    return Console(file=stream, highlight=False, markup=False), False
 
 
 def emit(console: Console, renderable, plain: bool) -> None:
@@ -131,14 +139,34 @@ def sort_metric(sort_by: str | None) -> str:
     return SORT_KEYS.get(sort_by or "self_cpu_time_total", "self_cpu_time_total")
 
 
-# Left out first when a table would be wider than WIDTH (the per-call averages, then the
-# inclusive memory and shares, ...); ``--json`` always has every column.
+# Left out first when a table would be wider than the terminal (the per-call averages, then
+# the inclusive memory and shares, ...); ``--json`` always has every column.
 _DROP_ORDER = ("cuda_time", "cpu_time", "cuda_memory_usage", "cpu_memory_usage", "cpu_time_total_percent",
-               "self_cuda_memory_usage", "self_cpu_memory_usage", "cuda_time_total",
-               "backward_self_cpu_time_total", "backward_self_cuda_time_total", "self_cuda_time_total",
-               "cuda_time_total", "self_cpu_time_total", "backward_count")
-_WIDE_TEXT = {"input_shapes": 16, "stack": 16, "backward_names": 14}
-_NAME_WIDTH = {"name": 36, "module": 24, "device": 7, "call_site": 26, "scope": 10}
+               "self_cuda_memory_usage", "self_cpu_memory_usage", "backward_count",
+               "backward_self_cpu_time_total", "backward_self_cuda_time_total", "cuda_time_total",
+               "self_cuda_time_total", "cpu_time_total", "self_cpu_time_total")
+# The narrowest a text column is squeezed to before numeric columns are left out.
+_MIN_TEXT = {"name": 14, "module": 12, "call_site": 34, "input_shapes": 18, "stack": 34,
+             "backward_names": 16, "device": 6, "scope": 6}
+
+
+def shorten(text: str, width: int, plain: bool = False) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis in the middle, keeping both ends
+    (``aten::empty_…strided``, ``record_torch…py(32): main``): the one way the tables shorten a
+    name; a multi-line cell is shortened line by line. Plain output writes the ellipsis as
+    ``...`` (ASCII only). Full names are in ``--json`` and the dashboard."""
+    mark = "..." if plain else "…"
+    lines = []
+    for line in text.split("\n"):
+        if len(line) > width:
+            if width <= len(mark):
+                line = line[:width]
+            else:
+                head = (width - len(mark) + 1) // 2
+                tail = width - len(mark) - head
+                line = line[:head] + mark + (line[-tail:] if tail else "")
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def header_lines(header: str, unit: str | None = None, width: int = 9) -> str:
@@ -172,46 +200,64 @@ def _column_cells(spec, rows, totals) -> tuple[str, list[str]]:
     return (header if spec.kind == "text" else header_lines(header)), texts
 
 
-def _max_width(spec, wide: bool) -> int | None:
-    if spec.id in _WIDE_TEXT:
-        return None
-    if spec.kind == "text":
-        return 24 if spec.id == "name" and wide else _NAME_WIDTH.get(spec.id, 16)
-    return None
+def _natural(header: str, texts: list[str]) -> int:
+    """The widest line of a column, header included."""
+    return max((len(line) for t in [header, *texts] for line in t.split("\n")), default=0)
 
 
-def _width(spec, header: str, texts: list[str], wide: bool) -> int:
-    """Characters the column takes, its padding included."""
-    if spec.id in _WIDE_TEXT:
-        return _WIDE_TEXT[spec.id] + 2
-    longest = max((len(line) for t in [header, *texts] for line in t.split("\n")), default=0)
-    cap = _max_width(spec, wide)
-    return (min(longest, cap) if cap else longest) + 2
+def _min_text(spec, header: str, natural: int) -> int:
+    return min(natural, max(_MIN_TEXT.get(spec.id, 12), max(len(w) for w in header.split("\n"))))
 
 
-def fit_columns(columns: list, width: int = WIDTH) -> tuple[list, list]:
-    """Leave columns out, in :data:`_DROP_ORDER`, until the rest fit in ``width`` characters.
+def fit_columns(columns: list, width: int = WIDTH) -> tuple[list, list, dict]:
+    """Fit columns in ``width`` characters: text columns shrink (down to a minimum), then
+    numeric columns are left out in :data:`_DROP_ORDER` until the rest fit.
 
     Args:
-        columns: (spec, header, cells, width) tuples.
+        columns: (spec, header, cells, natural width) tuples.
     Returns:
-        (kept, left out), both in their original order.
+        (kept, left out, spec id -> width of each text column), in their original order.
     """
+    # Each column takes its width plus 2 (padding and the divider), less 2 for the last.
+    def need(cols) -> int:
+        numbers = sum(c[3] + 2 for c in cols if c[0].kind != "text")
+        texts = sum(_min_text(c[0], c[1], c[3]) + 2 for c in cols if c[0].kind == "text")
+        return numbers + texts - 2
+
     kept = list(columns)
     for drop in _DROP_ORDER:
-        if sum(c[3] for c in kept) <= width:
+        if need(kept) <= width:
             break
         kept = [c for c in kept if c[0].id != drop]
-    return kept, [c for c in columns if c not in kept]
+    # Each text column starts at its minimum (when the numbers leave room for the minimums;
+    # else at 4) and what is left is shared out, a character at a time, among those that
+    # want more, up to their natural width.
+    texts = [c for c in kept if c[0].kind == "text"]
+    floor = need(kept) <= width
+    widths = {c[0].id: min(c[3], _min_text(c[0], c[1], c[3]) if floor else 4) for c in texts}
+    room = width - sum(c[3] + 2 for c in kept if c[0].kind != "text") - 2 * len(texts) + 2
+    room -= sum(widths.values())
+    wanting = [c for c in texts if widths[c[0].id] < c[3]]
+    while room > 0 and wanting:
+        for c in list(wanting):
+            if room <= 0:
+                break
+            widths[c[0].id] += 1
+            room -= 1
+            if widths[c[0].id] >= c[3]:
+                wanting.remove(c)
+    return kept, [c for c in columns if c not in kept], widths
 
 
 def spec_table(rows: Sequence, specs: list, totals: dict | None = None, *, title: str | None = None,
                plain: bool = False, highlight: str | None = None, footer: Sequence[str] = (),
-               fit: bool = True):
+               fit: bool = True, width: int | None = None):
     """Rows as a rich table with one column per :class:`profiler.columns.ColumnSpec`.
 
     Headers are the spec's (PyTorch's) headers, broken into lines; each time column picks its
     own unit from its largest value and states it in the header, so cells are bare numbers.
+    Text cells too long for their column are shortened by :func:`shorten` (never wrapped
+    mid-word).
 
     Args:
         rows: row objects with the specs' fields (times in microseconds).
@@ -219,31 +265,35 @@ def spec_table(rows: Sequence, specs: list, totals: dict | None = None, *, title
         totals: field -> the 100% of its percentage column (us).
         highlight: the field whose largest values are highlighted.
         footer: lines shown under the table.
-        fit: leave columns out (:func:`fit_columns`) so the table fits in :data:`WIDTH`; a
-            line under the table names them.
+        fit: fit the table in ``width`` (:func:`fit_columns`); a line under the table names
+            the columns left out.
+        width: characters available (the console's width; default :data:`WIDTH`).
     Returns:
         A rich renderable: the table, then the footer lines.
     """
     totals = totals or {}
-    wide = any(s.id in _WIDE_TEXT for s in specs)
+    width = width or WIDTH
     columns = []
     for spec in specs:
         header, texts = _column_cells(spec, rows, totals)
-        columns.append((spec, header, texts, _width(spec, header, texts, wide)))
-    columns, left_out = fit_columns(columns) if fit else (columns, [])
+        columns.append((spec, header, texts, _natural(header, texts)))
+    if fit:
+        columns, left_out, text_widths = fit_columns(columns, width)
+    else:
+        left_out, text_widths = [], {c[0].id: c[3] for c in columns if c[0].kind == "text"}
     table = _table(title, plain)
-    for spec, header, _, _ in columns:
-        cap = _max_width(spec, wide)
-        if spec.id in _WIDE_TEXT:
-            table.add_column(header, overflow="fold", min_width=_WIDE_TEXT[spec.id])
-        elif spec.kind == "text":
-            table.add_column(header, justify="left", no_wrap=True, overflow="ellipsis", max_width=cap,
-                             min_width=min(cap, 7))
+    cells = []
+    for spec, header, texts, _ in columns:
+        if spec.kind == "text":
+            w = text_widths[spec.id]
+            table.add_column(header, justify="left", no_wrap=True, overflow="crop", width=w)
+            cells.append([shorten(t, w, plain) for t in texts])
         else:
             table.add_column(header, justify="right", no_wrap=True)
+            cells.append(texts)
     values = [float(getattr(r, highlight)) for r in rows] if highlight else [0.0] * len(rows)
     for k, style in enumerate(_row_styles(values, plain)):
-        table.add_row(*[c[2][k] for c in columns], style=style or None)
+        table.add_row(*[c[k] for c in cells], style=style or None)
     notes = list(footer)
     if left_out and rows:
         notes.append("left out to fit: " + ", ".join(c[0].header for c in left_out) + " (--json has every column)")
@@ -252,16 +302,20 @@ def spec_table(rows: Sequence, specs: list, totals: dict | None = None, *, title
     return Group(table, Text("\n".join(notes), style="" if plain else "dim"))
 
 
-def diff_table(result, *, limit: int | None = None, plain: bool = False, title: str | None = None):
+def diff_table(result, *, limit: int | None = None, plain: bool = False, title: str | None = None,
+               width: int | None = None):
     """The rows of :func:`profiler.diff` (a ``ProfileDiff``): regressions red, improvements green.
 
     Columns: name (and call site), calls in A and B, then the sort metric in A and B, its change
     (B - A) and relative change; the CPU total's relative change when the sort metric is a self
     time. A row is red when B is slower on the sort metric, green when faster.
 
+    Names too long for the ``width`` left by the numbers are shortened by :func:`shorten`.
+
     Returns:
         A rich renderable: the table, then the totals.
     """
+    width = width or WIDTH
     rows = list(result)
     if limit is not None and limit > 0:
         rows = rows[:limit]
@@ -271,10 +325,16 @@ def diff_table(result, *, limit: int | None = None, plain: bool = False, title: 
 
     calls = COLUMNS["count"].header
     table = _table(title, plain)
-    _name_column(table, max_width=28)
     with_sites = any(r.call_site for r in rows)
+    # About 10 characters per number column; what is left goes to the name (and call site).
+    room = max(14, width - 11 * (6 + (metric.startswith("self_"))) - 2)
+    name_w = min(max((len(r.name) for r in rows), default=4), room // 2 if with_sites else room)
+    name_w = max(name_w, 4)
+    site_w = max(9, room - name_w - 2)
+    table.add_column("Name", justify="left", no_wrap=True, overflow="crop", width=name_w)
     if with_sites:
-        table.add_column(COLUMNS["call_site"].header, no_wrap=True, overflow="ellipsis", max_width=24)
+        site_w = min(site_w, max((len(short_site(r.call_site or "")) for r in rows), default=9))
+        table.add_column(COLUMNS["call_site"].header, no_wrap=True, overflow="crop", width=max(site_w, 9))
     unit = pick_time_unit([r.a.get(metric, 0.0) for r in rows] + [r.b.get(metric, 0.0) for r in rows])
     delta_unit = pick_time_unit(r.delta(metric) for r in rows)
     headers = [header_lines(f"{calls} A"), header_lines(f"{calls} B"), header_lines(f"{label} A", unit),
@@ -287,7 +347,8 @@ def diff_table(result, *, limit: int | None = None, plain: bool = False, title: 
         table.add_column(header, justify="right", no_wrap=True)
     for r in rows:
         delta = r.delta(metric)
-        cells = [r.name] + ([short_site(r.call_site or "")] if with_sites else [])
+        cells = [shorten(r.name, name_w, plain)] + ([shorten(short_site(r.call_site or ""), max(site_w, 9), plain)]
+                                             if with_sites else [])
         cells += [str(r.count_a) if r.status != "only_b" else "-",
                   str(r.count_b) if r.status != "only_a" else "-",
                   format_time(r.a.get(metric, 0.0), unit, suffix=False),

@@ -132,7 +132,11 @@ def _report(session, paths, args, status: int, interrupted: bool) -> None:
            f"script exited with status {status}; partial profile" if status else "profile")
     if not args.quiet and not interrupted:
         console, plain = make_console()
-        emit(console, profile_tables(session.main_data, limit=15, plain=plain), plain)
+        emit(console, profile_tables(session.main_data, limit=15, plain=plain, width=console.width), plain)
     for p in paths:
         err.print(f"gradtrace: {why} saved to {p}")
+    dropped = session.dropped_at_stop
+    if dropped and dropped[1] > dropped[0]:     # more than the tail after the last step()
+        err.print(f"gradtrace: steps {dropped[0]}-{dropped[1]} began a --schedule cycle the script "
+                  "did not finish; not saved")
     err.print(f"next: gradtrace table {paths[-1]} --group-by forward-op  |  gradtrace view {paths[-1]}")

@@ -79,7 +79,7 @@ class Session:
     cycles: list = field(default_factory=list)
     prof: object = None
     stopping: bool = False
-    partial_at_stop: bool = False
+    dropped_at_stop: list | None = None     # steps of a cut-short cycle not saved
 
     def start(self):
         from gradtrace import profiler  # noqa: PLC0415
@@ -93,10 +93,11 @@ class Session:
         return self.prof
 
     def _keep(self, prof) -> None:
-        # A schedule cycle cut short by stop() (the script ended mid-cycle) is marked so that
-        # it does not replace the last complete cycle in ``out``.
+        # A schedule cycle cut short by stop() (the script ended mid-cycle, e.g. the range
+        # after the last step()) is dropped when a complete cycle exists: one run, one file.
         if self.stopping and self.options.schedule is not None and self.cycles:
-            self.partial_at_stop = True
+            self.dropped_at_stop = prof.profile_data.metadata.get("steps")
+            return
         self.cycles.append(prof.profile_data)
 
     def stop(self) -> list[Path]:
@@ -113,21 +114,16 @@ class Session:
         if not self.cycles:
             return []
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        complete = self.cycles[:-1] if self.partial_at_stop else self.cycles
         paths = []
-        for k, data in enumerate(complete[:-1]):
+        for k, data in enumerate(self.cycles[:-1]):
             path = self.out.with_name(f"{self.out.stem}.cycle{k}{self.out.suffix}")
             data.save(path)
             paths.append(path)
-        if self.partial_at_stop:
-            path = self.out.with_name(f"{self.out.stem}.partial{self.out.suffix}")
-            self.cycles[-1].save(path)
-            paths.append(path)
-        complete[-1].save(self.out)
+        self.cycles[-1].save(self.out)
         paths.append(self.out)
         return paths
 
     @property
     def main_data(self):
         """The profile written to ``out`` (the last complete cycle)."""
-        return self.cycles[-2] if self.partial_at_stop else self.cycles[-1]
+        return self.cycles[-1]

@@ -467,21 +467,31 @@ class ForwardBackwardRow:
     Attributes:
         name, call_site, count: the forward op, its innermost frame (or None), its calls.
         self_cpu_time_total, cpu_time_total, self_cuda_time_total, cuda_time_total: forward.
-        backward_*: the same sums over the backward nodes it caused; backward_count,
-            backward_names: how many, and their names.
-        forward_backward_cpu_time_total, forward_backward_cuda_time_total: forward total +
-            backward total, what the op costs a training step.
+        backward_cpu_time_total, backward_cuda_time_total: total time of the backward nodes
+            it caused, its parts' nodes included (a composite such as gelu is charged for the
+            MulBackward0 of its mul); backward_count, backward_names: those nodes.
+        backward_self_cpu_time_total, backward_self_cuda_time_total: self time of the nodes
+            the op created itself (not its parts'), so no node is counted for two rows.
+        forward_backward_self_cpu_time_total (and _cuda_): self forward + self backward. Over
+            all rows these add up to at most the profile's total: no time is counted twice.
+        forward_backward_cpu_time_total (and _cuda_): forward total + backward total, what
+            the op costs a training step with its parts; rows overlap (mul inside gelu is in
+            both), as CPU total does in the operator table.
     """
 
     __slots__ = ("name", "call_site", "count", "backward_count", "backward_names",
                  "self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total",
                  "backward_self_cpu_time_total", "backward_cpu_time_total",
                  "backward_self_cuda_time_total", "backward_cuda_time_total",
-                 "forward_backward_cpu_time_total", "forward_backward_cuda_time_total")
+                 "forward_backward_self_cpu_time_total", "forward_backward_cpu_time_total",
+                 "forward_backward_self_cuda_time_total", "forward_backward_cuda_time_total")
 
     def __init__(self, **values):
         for name, value in values.items():
             setattr(self, name, value)
+        self.forward_backward_self_cpu_time_total = self.self_cpu_time_total + self.backward_self_cpu_time_total
+        self.forward_backward_self_cuda_time_total = (self.self_cuda_time_total
+                                                      + self.backward_self_cuda_time_total)
         self.forward_backward_cpu_time_total = self.cpu_time_total + self.backward_cpu_time_total
         self.forward_backward_cuda_time_total = self.cuda_time_total + self.backward_cuda_time_total
 
@@ -538,9 +548,13 @@ def forward_backward_summary(data: "ProfileData") -> ForwardBackwardSummary:
 
     # A backward node counts for the forward op that created it and for every forward op
     # enclosing that one (a composite such as "mean" is charged for the nodes of its parts).
+    # Self backward time goes to the creating op only (the first pass), so it is never counted
+    # for two rows.
     linked = np.flatnonzero(a.forward_event >= 0)
     pairs_b, pairs_g = [], []
     owner = a.forward_event[linked]
+    direct_g = group_of_event[owner]
+    direct_b, direct_g = linked[direct_g >= 0], direct_g[direct_g >= 0]
     while len(linked):
         g = group_of_event[owner]
         pairs_b.append(linked[g >= 0])
@@ -558,8 +572,11 @@ def forward_backward_summary(data: "ProfileData") -> ForwardBackwardSummary:
 
     f_self_cpu, f_cpu = fsum(a.self_cpu_ns), fsum(a.cpu_total_ns)
     f_self_cuda, f_cuda = fsum(a.self_cuda_ns), fsum(a.cuda_total_ns)
-    b_self_cpu, b_cpu = bsum(a.self_cpu_ns), bsum(a.cpu_total_ns)
-    b_self_cuda, b_cuda = bsum(a.self_cuda_ns), bsum(a.cuda_total_ns)
+    def dsum(arr):
+        return _group_sums(direct_g, n_groups, arr[direct_b])
+
+    b_cpu, b_cuda = bsum(a.cpu_total_ns), bsum(a.cuda_total_ns)
+    b_self_cpu, b_self_cuda = dsum(a.self_cpu_ns), dsum(a.self_cuda_ns)
     f_count = np.bincount(group, minlength=n_groups)
     b_count = np.bincount(bwd_group, minlength=n_groups)
     names_by_group: list[set] = [set() for _ in range(n_groups)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from .aggregate import SORT_KEYS
 from .columns import COLUMNS
 from .data import ProfileData, load
 from .format import format_time
@@ -27,8 +28,10 @@ __all__ = ["diff", "ProfileDiff", "DiffRow", "NAME_METRICS", "FORWARD_BACKWARD_M
 NAME_METRICS = {m: COLUMNS[m].header for m in (
     "self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total")}
 FORWARD_BACKWARD_METRICS = {m: COLUMNS[m].header for m in (
-    "self_cpu_time_total", "cpu_time_total", "backward_cpu_time_total", "forward_backward_cpu_time_total",
-    "self_cuda_time_total", "cuda_time_total", "backward_cuda_time_total", "forward_backward_cuda_time_total")}
+    "self_cpu_time_total", "cpu_time_total", "backward_self_cpu_time_total", "backward_cpu_time_total",
+    "forward_backward_self_cpu_time_total", "forward_backward_cpu_time_total",
+    "self_cuda_time_total", "cuda_time_total", "backward_self_cuda_time_total", "backward_cuda_time_total",
+    "forward_backward_self_cuda_time_total", "forward_backward_cuda_time_total")}
 _TABLE_METRICS = {  # shown by default (all are in rows())
     "name": ["self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total"],
     "forward_backward": ["forward_backward_cpu_time_total", "backward_cpu_time_total",
@@ -193,12 +196,12 @@ def _as_data(profile) -> ProfileData:
     raise TypeError(f"diff() needs a ProfileData, a profiler.profile or a profile path, got {type(profile).__name__}")
 
 
-def _side(data: ProfileData, by: str) -> dict:
+def _side(data: ProfileData, by: str, merge_steps: bool) -> dict:
     """key -> (name, call_site, count, {metric: us}) for one profile."""
     metrics = _VIEWS[by]
     out: dict = {}
     if by == "name":
-        for r in data.key_averages():
+        for r in data.key_averages(merge_steps=merge_steps):
             out[(r.key, None)] = (r.key, None, r.count, {m: float(getattr(r, m)) for m in metrics})
     else:
         for r in data.forward_backward_summary():
@@ -207,7 +210,8 @@ def _side(data: ProfileData, by: str) -> dict:
     return out
 
 
-def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None) -> ProfileDiff:
+def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
+         merge_steps: bool = True) -> ProfileDiff:
     """Compare profile B against profile A.
 
     Args:
@@ -215,17 +219,20 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None) -> 
         by: "name" (one row per op name) or "forward_backward" (one row per forward op and
             call site, with the cost of the backward nodes it caused).
         sort_by: metric whose absolute change orders the rows (default ``self_cpu_time_total``
-            by name, ``forward_backward_cpu_time_total`` for forward_backward).
+            by name, ``forward_backward_cpu_time_total`` for forward_backward); the table's
+            spellings (:data:`profiler.aggregate.SORT_KEYS`, e.g. ``self_device_time_total``).
+        merge_steps: one "ProfilerStep#*" row for all ``ProfilerStep#N`` ranges, as the
+            tables show them (False: a row per step).
     Returns:
         A :class:`ProfileDiff`.
     """
     if by not in _VIEWS:
         raise ValueError(f"by={by!r}: expected one of {list(_VIEWS)}")
-    sort_by = sort_by or _DEFAULT_SORT[by]
+    sort_by = SORT_KEYS.get(sort_by, sort_by) if sort_by else _DEFAULT_SORT[by]
     if sort_by not in _VIEWS[by] and sort_by != "count":
         raise ValueError(f"sort_by={sort_by!r}: expected 'count' or one of {list(_VIEWS[by])}")
     a, b = _as_data(profile_a), _as_data(profile_b)
-    side_a, side_b = _side(a, by), _side(b, by)
+    side_a, side_b = _side(a, by, merge_steps), _side(b, by, merge_steps)
     zeros = {m: 0.0 for m in _VIEWS[by]}
     rows = []
     for key in list(side_a) + [k for k in side_b if k not in side_a]:

@@ -95,7 +95,11 @@ class profile:
         self.with_flops = with_flops
         self.with_modules = with_modules
         self.schedule = schedule if schedule is not None else _always_record
-        self.record_steps = schedule is not None
+        # Unlike torch (which marks steps only under a schedule), every step() marks a
+        # ProfilerStep#N range, so the time between ops (data loading, Python) is part of a
+        # step. Without a schedule, the range opened at start is kept only once step() is
+        # called: a profile of code that never calls step() has no ProfilerStep#0.
+        self.record_steps = True
         self.on_trace_ready = on_trace_ready
         self.step_num = 0
         self.profile_data: ProfileData | None = None
@@ -150,6 +154,8 @@ class profile:
         if _active is not self:
             raise RuntimeError("profiler.profile.stop() called while this profiler is not running")
         try:
+            if self.step_num == 0 and self.schedule is _always_record:
+                self._step_range = None     # never closed, so never recorded (see __init__)
             self._close_step_range()
             self._transit(self._action, ProfilerAction.NONE, stopping=True)
         finally:
@@ -168,7 +174,7 @@ class profile:
 
     def _transit(self, previous: ProfilerAction, current: ProfilerAction, stopping: bool = False) -> None:
         if previous in _RECORDING and (previous is ProfilerAction.RECORD_AND_SAVE or current not in _RECORDING):
-            if previous is ProfilerAction.RECORD and not stopping and self.record_steps:
+            if previous is ProfilerAction.RECORD and not stopping and self.schedule is not _always_record:
                 warnings.warn("profiler schedule: incomplete cycle (RECORD followed by "
                               f"{current.name}); saving what was recorded", stacklevel=3)
             # From step() the step counter has already moved on to the next step.

@@ -15,6 +15,7 @@ import uuid
 import warnings
 from collections import OrderedDict
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from dash import Dash, Input, Output, State, dcc, html, no_update
@@ -137,7 +138,8 @@ def _layout(app: Dash, view: ProfileView | None, error: str | None, max_upload_m
             html.Div(className="gt-brand", children=[html.Span("gradtrace", className="gt-logo"),
                                                      html.Span("profile viewer", className="gt-sub")]),
             html.Div(view.label if view else "no profile", id="profile-label", className="gt-profile-label"),
-            html.Span(f"up to {max_upload_mb:g} MB · bigger: gradtrace view FILE", className="gt-sub"),
+            html.Span(f"Open profile… reads files up to {max_upload_mb:g} MB; for a bigger one, "
+                      "run gradtrace view FILE", className="gt-sub", id="open-limit"),
             dcc.Upload(id="open-upload", max_size=int(max_upload_mb * 1e6), multiple=False,
                        className="gt-open", children=html.Button("Open profile…", className="gt-button")),
         ]),
@@ -190,6 +192,8 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
                   Output("open-error", "children"), Input("open-upload", "contents"),
                   State("open-upload", "filename"), prevent_initial_call=True)
     def open_profile(contents, filename):
+        if contents is None:
+            raise PreventUpdate     # no file chosen yet
         try:
             data = decode_upload(contents, filename, max_bytes)
         except UploadError as exc:
@@ -201,13 +205,13 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
 
     @app.callback(Output("ops-grid", "rowData"), Output("ops-grid", "columnDefs"),
                   Input("ops-group", "value"), Input("ops-metric", "value"), Input("ops-device", "value"),
-                  State("profile-key", "data"), prevent_initial_call=True)
-    def operators_table(group_by, metric, device, key):
+                  Input("ops-steps", "value"), State("profile-key", "data"), prevent_initial_call=True)
+    def operators_table(group_by, metric, device, steps, key):
         view = registry.get(key)
         if view is None:
             raise PreventUpdate
         cols = pages.operator_columns(view, group_by, device, metric)
-        return pages.row_data(pages.operator_rows(view, group_by)), cols
+        return pages.row_data(pages.operator_rows(view, group_by, "per_step" in (steps or []))), cols
 
     @app.callback(Output("ops-grid", "dashGridOptions"), Input("ops-search", "value"),
                   State("ops-grid", "dashGridOptions"), prevent_initial_call=True)
@@ -217,12 +221,13 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
         return options
 
     @app.callback(Output("ops-details", "children"), Input("ops-grid", "cellClicked"),
-                  State("ops-group", "value"), State("profile-key", "data"), prevent_initial_call=True)
-    def operator_details(cell, group_by, key):
+                  State("ops-group", "value"), State("ops-steps", "value"), State("profile-key", "data"),
+                  prevent_initial_call=True)
+    def operator_details(cell, group_by, steps, key):
         view = registry.get(key)
         if view is None or not cell or cell.get("rowId") is None:
             raise PreventUpdate
-        return pages.operator_details(view, group_by, int(cell["rowId"]))
+        return pages.operator_details(view, group_by, int(cell["rowId"]), "per_step" in (steps or []))
 
     # ---------------------------------------------------------------- forward + backward
 
@@ -436,8 +441,8 @@ def _memory_page(view: ProfileView):
     return pages.memory_page(view, fig, view.memory_by_op(), peak_rows)
 
 
-def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None) -> list:
-    rows, cols, sort_by = diff_table(a.data, b.data, by, metric)
+def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None, per_step: bool = False) -> list:
+    rows, cols, sort_by = diff_table(a.data, b.data, by, metric, merge_steps=not per_step)
     for r in rows:  # bar labels: one per row (forward ops repeat across call sites)
         site = (r.get("call_site") or "").rsplit("/", 1)[-1]
         r["label"] = f"{r['name']} @ {site}" if site else r["name"]
@@ -458,8 +463,8 @@ def _register_compare(app: Dash, registry: _Registry, max_bytes: int) -> None:
                   State("cmp-upload", "filename"), State("profile-key", "data"), prevent_initial_call=True)
     def compare_upload(contents, filename, key):
         a = registry.get(key)
-        if a is None:
-            raise PreventUpdate
+        if a is None or contents is None:
+            raise PreventUpdate     # the page was just drawn (e.g. with --compare B): no upload yet
         try:
             data = decode_upload(contents, filename, max_bytes)
         except UploadError as exc:
@@ -478,38 +483,71 @@ def _register_compare(app: Dash, registry: _Registry, max_bytes: int) -> None:
         return [{"label": v, "value": k} for k, v in options.items()], value
 
     @app.callback(Output("cmp-body", "children"), Input("compare-key", "data"), Input("cmp-metric", "value"),
-                  Input("cmp-by", "value"), State("profile-key", "data"))
-    def compare_body(compare_key, metric, by, key):
+                  Input("cmp-by", "value"), Input("cmp-steps", "value"), State("profile-key", "data"))
+    def compare_body(compare_key, metric, by, steps, key):
         a, b = registry.get(key), registry.get(compare_key)
         if a is None or b is None:
             return html.Div("Upload profile B to compare it with A.", className="gt-note")
         if metric not in metric_options(by, True):
             raise PreventUpdate  # the metric list is being switched to the other view
-        return _compare_body(a, b, by, metric)
+        return _compare_body(a, b, by, metric, "per_step" in (steps or []))
 
 
 # --------------------------------------------------------------------------- serve
 
 
 def serve(path, host: str = "127.0.0.1", port: int = 8050, *, compare=None,
-          max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, debug: bool = False) -> None:
-    """Load ``path`` and serve the dashboard until interrupted.
+          max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, verbose: bool = False,
+          on_listening: Callable[[str], object] | None = None) -> None:
+    """Load ``path`` and serve the dashboard with waitress until interrupted.
 
     Binds to 127.0.0.1 unless ``host`` says otherwise; any other address prints a warning
     (the dashboard has no authentication: whoever reaches the port reads the profile).
+    waitress is a production WSGI server: no development-server banner, and its request log
+    (one line per request) is shown only when ``verbose``.
 
     Raises:
         viewer.UploadError: the file cannot be read (one line: file name and problem).
+        OSError: the address cannot be bound (e.g. the port is in use); raised before
+            anything is printed.
+
+    Args:
+        on_listening: called with the URL once the port is bound (e.g. to open a browser).
     """
+    import logging  # noqa: PLC0415
+
+    from waitress.server import create_server  # noqa: PLC0415 - only when serving
+
     view = ProfileView(load_path(path), Path(path).name)
     app = create_app(view, compare=compare, max_upload_mb=max_upload_mb)
+    wsgi = app.server
+    if verbose:
+        wsgi = _log_requests(app.server)
+    logging.getLogger("waitress").setLevel(logging.INFO if verbose else logging.ERROR)
+    server = create_server(wsgi, host=host, port=port, threads=4)   # binds now: OSError if busy
     if not _is_loopback(host):
         message = (f"gradtrace view: serving on {host}:{port}, reachable from other machines. The "
                    f"dashboard has no authentication; anyone who can connect can read this profile.")
         warnings.warn(message, stacklevel=2)
         print(f"WARNING: {message}", file=sys.stderr)
-    print(f"gradtrace view: {Path(path).name} on http://{host}:{port}/", file=sys.stderr)
-    app.run(host=host, port=port, debug=debug)
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}/"
+    print(f"gradtrace view: {Path(path).name} on {url} (Ctrl-C to stop)", file=sys.stderr)
+    if on_listening is not None:
+        on_listening(url)
+    try:
+        server.run()
+    finally:
+        server.close()
+
+
+def _log_requests(wsgi):
+    """A WSGI app that prints one line per request (method, path, status) to stderr."""
+    def logged(environ, start_response):
+        def start(status, headers, exc_info=None):
+            print(f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')} {status}", file=sys.stderr)
+            return start_response(status, headers, exc_info)
+        return wsgi(environ, start)
+    return logged
 
 
 def _is_loopback(host: str) -> bool:

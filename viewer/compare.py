@@ -28,10 +28,11 @@ def _metrics(by: str) -> dict[str, str]:
     return NAME_METRICS if by == "name" else FORWARD_BACKWARD_METRICS
 
 
-def diff_table(a: ProfileData, b: ProfileData, by: str = "name", sort_by: str | None = None
-               ) -> tuple[list[dict], list[dict], str]:
-    """Rows (with an ``id``), grid columns, and the metric the rows are sorted by."""
-    result = profiler.diff(a, b, by=by, sort_by=sort_by)
+def diff_table(a: ProfileData, b: ProfileData, by: str = "name", sort_by: str | None = None,
+               merge_steps: bool = True) -> tuple[list[dict], list[dict], str]:
+    """Rows (with an ``id``), grid columns, and the metric the rows are sorted by;
+    ``ProfilerStep#N`` rows merged into ``ProfilerStep#*`` unless ``merge_steps`` is False."""
+    result = profiler.diff(a, b, by=by, sort_by=sort_by, merge_steps=merge_steps)
     rows = []
     for k, r in enumerate(result.rows()):
         clean = {key: (None if isinstance(v, float) and not math.isfinite(v) else v) for key, v in r.items()}

@@ -19,6 +19,8 @@ from .timeline import KINDS, MERGED_COLOUR, Lane, Window
 __all__ = ["esc", "phase_split_figure", "top_ops_figure", "fwdbwd_figure", "timeline_figure",
            "memory_figure", "memory_by_op_figure", "diff_figure", "downsample_steps"]
 
+# Legends go above the plot on the left: the plot toolbar (modebar) sits on the right.
+LEGEND = dict(orientation="h", y=1.02, x=0, xanchor="left", yanchor="bottom")
 PHASE_COLOURS = {"forward": "#3b82f6", "backward": "#f97316", "optimizer": "#a855f7", "other": "#cbd5e1"}
 FONT = dict(family="Inter, system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=12, color="#1f2937")
 
@@ -57,6 +59,30 @@ def phase_split_figure(splits: dict[str, dict[str, int]]) -> go.Figure:
     return _base_layout(fig, 90 + 50 * len(labels), title=dict(text="Where step time goes", font_size=14))
 
 
+def step_phase_figure(steps: list[dict]) -> go.Figure:
+    """One stacked bar per training step (``ProfilerStep#N``): forward, backward, optimizer
+    and other (step time outside ops), so each bar is the step's wall time.
+
+    Args:
+        steps: :meth:`ProfileView.step_phases` rows (ns).
+    """
+    fig = go.Figure()
+    x = [s["step"].rsplit("#", 1)[-1] for s in steps]
+    for phase in PHASES:
+        ms = [s[phase] / 1e6 for s in steps]
+        pct = [100 * s[phase] / max(s["duration"], 1) for s in steps]
+        fig.add_trace(go.Bar(
+            x=x, y=ms, name=phase, marker_color=PHASE_COLOURS[phase],
+            hovertemplate=[f"step {n}<br>{phase}: {m:.3f} ms ({p:.1f}% of the step)<extra></extra>"
+                           for n, m, p in zip(x, ms, pct)]))
+    fig.update_layout(barmode="stack", bargap=0.15 if len(steps) < 50 else 0.0,
+                      legend=dict(LEGEND, traceorder="normal"))
+    fig.update_xaxes(title_text="step (ProfilerStep#N)", type="category",
+                     nticks=min(len(steps), 20))
+    fig.update_yaxes(title_text="wall time (ms)", rangemode="tozero")
+    return _base_layout(fig, 300)
+
+
 def top_ops_figure(rows: list[dict], clock: str = "cpu") -> go.Figure:
     """Horizontal bars of the top ops by self time (rows from ``ProfileView.top_ops``)."""
     key = f"self_{clock}_time_total"
@@ -85,10 +111,13 @@ def fwdbwd_figure(rows: list[dict], top_n: int = 15, clock: str = "cpu") -> go.F
         fig.add_trace(go.Bar(
             x=labels, y=[r[key] / 1e3 for r in rows], name=name, marker_color=colour,
             hovertemplate=[f"{lab}<br>{name}: {format_time(r[key])}<extra></extra>" for lab, r in zip(labels, rows)]))
-    fig.update_layout(barmode="stack", legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    fig.update_layout(barmode="stack", legend=LEGEND)
     fig.update_yaxes(title_text=f"{clock.upper()} time (ms)")
     fig.update_xaxes(tickangle=-30, automargin=True)
-    return _base_layout(fig, 420, title=dict(text=f"Forward + backward cost, top {len(rows)}", font_size=14))
+    fig = _base_layout(fig, 420, title=dict(text=f"Forward + backward cost, top {len(rows)}", font_size=14,
+                                            y=0.98, yanchor="top"))
+    fig.update_layout(margin_t=64)      # the title on the first line, the legend under it
+    return fig
 
 
 def _short_site(site: str, width: int = 40) -> str:
@@ -216,7 +245,7 @@ def memory_figure(series: dict[str, tuple[np.ndarray, np.ndarray]],
                                      hovertemplate=f"peak {format_bytes(pb)} at {pt:.3f} ms<br>in {esc(pop) or '(no op)'}<extra></extra>"))
     fig.update_xaxes(title_text="time since profile start (ms)")
     fig.update_yaxes(title_text="allocated (MB)", rangemode="tozero")
-    fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    fig.update_layout(legend=LEGEND)
     return _base_layout(fig, 380)
 
 

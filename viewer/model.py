@@ -197,6 +197,36 @@ class ProfileView:
         other = int(self_ns[phase == _NO_PHASE].sum())
         return PhaseSplit(per[0], per[1], per[2], max(other, 0))
 
+    def step_phases(self) -> list[dict]:
+        """Each ``ProfilerStep#N`` range split by phase (CPU, ns): the self time of the events
+        that start inside it, per phase, and ``other``: the rest of the step's wall time (data
+        loading, Python between ops), so the four add up to the step's duration.
+
+        Returns:
+            One dict per step, in order: ``step`` (its name), ``duration`` and each phase of
+            :data:`PHASES`. Empty when the profile has no step ranges.
+        """
+        steps = self.data.step_ranges()
+        if not steps:
+            return []
+        cols, a = self.data.event_columns, self.data.analysis
+        starts = np.array([s for _, s, _ in steps], dtype=np.int64)
+        ends = np.array([e for _, _, e in steps], dtype=np.int64)
+        ev_start = cols["start_ns"]
+        k = np.searchsorted(starts, ev_start, side="right") - 1
+        inside = (k >= 0) & (ev_start < ends[np.maximum(k, 0)])
+        out = []
+        per_phase = {}
+        for p, code in (("forward", _FORWARD), ("backward", _BACKWARD), ("optimizer", _OPTIMIZER)):
+            pick = inside & (self.phase == code)
+            per_phase[p] = np.bincount(k[pick], weights=a.self_cpu_ns[pick], minlength=len(steps))
+        for i, (name, s0, e0) in enumerate(steps):
+            row = {"step": name, "duration": int(e0 - s0)}
+            row.update({p: int(per_phase[p][i]) for p in per_phase})
+            row["other"] = max(0, row["duration"] - sum(row[p] for p in per_phase))
+            out.append(row)
+        return out
+
     def top_ops(self, n: int = 10, clock: str = "cpu") -> list[dict]:
         """The ``n`` op names with the most self time (user scopes excluded: their self time
         is the gaps between ops, not an op)."""
@@ -228,27 +258,32 @@ class ProfileView:
 
     # ------------------------------------------------------------ operators
 
-    def key_averages(self, group_by: str = "name"):
-        """The profiler's ``key_averages()`` for an Operators grouping (cached)."""
+    def key_averages(self, group_by: str = "name", per_step: bool = False):
+        """The profiler's ``key_averages()`` for an Operators grouping (cached); the
+        ``ProfilerStep#N`` rows merged into one ``ProfilerStep#*`` row unless ``per_step``,
+        as in ``gradtrace table``."""
         if group_by not in GROUPINGS:
             raise ValueError(f"group_by={group_by!r}: expected one of {', '.join(GROUPINGS)}")
-        if group_by not in self._key_averages:
-            self._key_averages[group_by] = self.data.key_averages(**_KEY_AVERAGES_ARGS[group_by])
-        return self._key_averages[group_by]
+        key = (group_by, bool(per_step))
+        if key not in self._key_averages:
+            self._key_averages[key] = self.data.key_averages(merge_steps=not per_step,
+                                                             **_KEY_AVERAGES_ARGS[group_by])
+        return self._key_averages[key]
 
-    def rows(self, group_by: str = "name") -> list[dict]:
+    def rows(self, group_by: str = "name", per_step: bool = False) -> list[dict]:
         """Grid rows for a grouping (see :func:`group_rows`)."""
-        if group_by not in self._rows:
-            self._rows[group_by] = group_rows(self.key_averages(group_by))
-        return self._rows[group_by]
+        key = (group_by, bool(per_step))
+        if key not in self._rows:
+            self._rows[key] = group_rows(self.key_averages(group_by, per_step))
+        return self._rows[key]
 
-    def events_of_row(self, group_by: str, row_id: int) -> np.ndarray:
-        return self.key_averages(group_by).events_of(int(row_id))
+    def events_of_row(self, group_by: str, row_id: int, per_step: bool = False) -> np.ndarray:
+        return self.key_averages(group_by, per_step).events_of(int(row_id))
 
-    def row_details(self, group_by: str, row_id: int, call_limit: int = 200) -> dict:
+    def row_details(self, group_by: str, row_id: int, call_limit: int = 200, per_step: bool = False) -> dict:
         """Calls, shapes, stacks and forward/backward counterparts of one Operators row."""
         data, a, cols = self.data, self.data.analysis, self.data.event_columns
-        idx = self.events_of_row(group_by, row_id)
+        idx = self.events_of_row(group_by, row_id, per_step)
         if not len(idx):
             return {"name": "", "calls": [], "shapes": [], "stacks": [], "counterparts": [], "n_calls": 0}
         name = data.name_of(int(idx[0]))
@@ -326,24 +361,41 @@ class ProfileView:
     # ------------------------------------------------------------ memory
 
     def memory_by_op(self) -> list[dict]:
-        """Per op name: bytes allocated and freed inside the op itself, allocation count."""
+        """Per op name: bytes its own allocations took (children not included), how much of
+        that was freed before the profile ended (wherever the free happened: a tensor is
+        usually freed outside the op that made it), what was still held (net), and the number
+        of allocations. A free is matched to its allocation by device and address."""
         data, a = self.data, self.data.analysis
         mem = data.memory_columns
         ev = a.memory_event
-        ok = ev >= 0
-        if not ok.any():
+        b = mem["bytes"]
+        allocs = (ev >= 0) & (b > 0)
+        if not allocs.any():
             return []
-        name_of_record = data.event_columns["name_id"][ev[ok]]
-        b = mem["bytes"][ok]
+        freed_bytes = np.zeros(len(b), dtype=np.float64)     # per allocation record
+        order = np.lexsort((mem["time_ns"], mem["addr"], mem["device_id"]))
+        same = ((mem["device_id"][order][1:] == mem["device_id"][order][:-1])
+                & (mem["addr"][order][1:] == mem["addr"][order][:-1]))
+        # A free whose previous record at the same address is an allocation frees that one.
+        pair = same & (b[order][1:] < 0) & (b[order][:-1] > 0)
+        freed_bytes[order[:-1][pair]] = b[order[:-1][pair]]
+        name_of_record = data.event_columns["name_id"][ev[allocs]]
         names, inv = np.unique(name_of_record, return_inverse=True)
         inv = inv.reshape(-1)
-        alloc = np.bincount(inv, weights=np.where(b > 0, b, 0), minlength=len(names))
-        freed = np.bincount(inv, weights=np.where(b < 0, -b, 0), minlength=len(names))
-        n_alloc = np.bincount(inv, weights=(b > 0).astype(np.float64), minlength=len(names))
-        rows = [{"name": data.strings[int(nm)], "allocated": int(al), "freed": int(fr),
-                 "net": int(al - fr), "allocations": int(na)}
-                for nm, al, fr, na in zip(names, alloc, freed, n_alloc)]
-        return sorted(rows, key=lambda r: -r["allocated"])
+        alloc = np.bincount(inv, weights=b[allocs], minlength=len(names))
+        freed = np.bincount(inv, weights=freed_bytes[allocs], minlength=len(names))
+        n_alloc = np.bincount(inv, minlength=len(names))
+        merged: dict[str, dict] = {}
+        for nm, al, fr, na in zip(names, alloc, freed, n_alloc):
+            name = data.strings[int(nm)]
+            if name.startswith("ProfilerStep#"):
+                name = "ProfilerStep#*"         # merged, as in the operator tables
+            row = merged.setdefault(name, {"name": name, "allocated": 0, "freed": 0, "net": 0, "allocations": 0})
+            row["allocated"] += int(al)
+            row["freed"] += int(fr)
+            row["net"] += int(al - fr)
+            row["allocations"] += int(na)
+        return sorted(merged.values(), key=lambda r: -r["allocated"])
 
     def memory_devices(self) -> list[str]:
         dev = self.data.memory_columns["device_id"]

@@ -16,7 +16,7 @@ from .graph import EDGE_LEGEND, build_graph, steps_of
 from gradtrace.profiler import columns as C
 from gradtrace.profiler.format import format_time
 
-from .model import GROUPINGS, ProfileView
+from .model import GROUPINGS, PHASES, PhaseSplit, ProfileView
 
 PAGES = [  # (path, tab label)
     ("/", "Overview"),
@@ -120,10 +120,15 @@ def empty_page(message: str) -> html.Div:
 def overview_page(view: ProfileView) -> html.Div:
     s = view.summary()
     has_cuda = view.data.has_device_time
-    splits = {"CPU": view.phase_split("cpu").as_dict()}
+    steps = view.step_phases()
+    # With step ranges, CPU shares are of the steps' wall time, so "other" is the time
+    # outside ops (data loading, Python); without them, of the self time of all ranges.
+    cpu_split = (PhaseSplit(*(sum(st[p] for st in steps) for p in PHASES)) if steps
+                 else view.phase_split("cpu"))
+    cuda_split = view.phase_split("cuda")
+    splits = {"CPU": cpu_split.as_dict()}
     if has_cuda:
-        splits["CUDA"] = view.phase_split("cuda").as_dict()
-    cpu_split, cuda_split = view.phase_split("cpu"), view.phase_split("cuda")
+        splits["CUDA"] = cuda_split.as_dict()
     cards = [
         card("Device", s["devices"], f"activities: {s['activities']}"),
         card("Steps", s["steps"], f"{s['threads']} thread(s)"),
@@ -154,12 +159,22 @@ def overview_page(view: ProfileView) -> html.Div:
             html.Div(className="gt-col-wide", children=[
                 section("Step time by phase",
                         dcc.Graph(id="ov-phase", figure=figures.phase_split_figure(splits), config=GRAPH_CONFIG),
-                        note="Self time of the ranges in each phase: forward ops, backward nodes, "
-                             "optimizer scopes; 'other' is time no phase claims (step overhead, gaps "
-                             "inside user scopes).")]),
+                        note=("Share of the steps' wall time: self time of forward ops, backward "
+                              "nodes and optimizer scopes; 'other' is the rest of the steps (time "
+                              "outside ops)." if steps else
+                              "Self time of the ranges in each phase: forward ops, backward nodes, "
+                              "optimizer scopes; 'other' is time no phase claims."))]),
             html.Div(className="gt-col-narrow", children=[
-                section("CPU vs CUDA", text_table(["clock", "phase", "self time", "share"], split_rows))]),
+                section("CPU vs CUDA", text_table(["clock", "phase", "time", "share"], split_rows))]),
         ]),
+        section("Time per step", dcc.Graph(id="ov-steps", figure=figures.step_phase_figure(steps),
+                                           config=GRAPH_CONFIG),
+                note="Each bar is one ProfilerStep#N, from one step() call to the next: forward, "
+                     "backward and optimizer self time, and 'other', the rest of the step (data "
+                     "loading, Python between ops).", id="ov-steps-section") if steps else
+        html.Div("No ProfilerStep ranges: call prof.step() (profiler.current().step() under "
+                 "gradtrace run) once per training step to see time per step.", className="gt-note",
+                 id="ov-steps-section"),
         section("Top 10 ops by self time", *charts, id="ov-top"),
     ])
 
@@ -203,8 +218,15 @@ def operator_columns(view: ProfileView, group_by: str, device: str, metric: str)
     return cols
 
 
-def operator_rows(view: ProfileView, group_by: str) -> list[dict]:
-    return view.rows(group_by)
+def operator_rows(view: ProfileView, group_by: str, per_step: bool = False) -> list[dict]:
+    return view.rows(group_by, per_step)
+
+
+def per_step_toggle(id_: str) -> dcc.Checklist:
+    """The switch that shows ``ProfilerStep#N`` rows one per step instead of merged into
+    ``ProfilerStep#*`` (``gradtrace table --per-step``)."""
+    return dcc.Checklist(id=id_, options=[{"label": " one row per ProfilerStep#N", "value": "per_step"}],
+                         value=[], className="gt-radio", inline=True)
 
 
 def operators_page(view: ProfileView) -> html.Div:
@@ -224,6 +246,7 @@ def operators_page(view: ProfileView) -> html.Div:
                                     () if has_cuda else ("cuda", "both"))),
             control("Search", dcc.Input(id="ops-search", type="search", placeholder="filter rows…",
                                         debounce=True, className="gt-input")),
+            control("Steps", per_step_toggle("ops-steps")),
         ]),
         html.Div(f"{len(view.rows('name'))} ops · {view.data.n_events:,} events · click a row for its "
                  f"calls, shapes, stacks and forward/backward counterparts", className="gt-note",
@@ -235,8 +258,8 @@ def operators_page(view: ProfileView) -> html.Div:
     ])
 
 
-def operator_details(view: ProfileView, group_by: str, row_id: int) -> list:
-    d = view.row_details(group_by, row_id)
+def operator_details(view: ProfileView, group_by: str, row_id: int, per_step: bool = False) -> list:
+    d = view.row_details(group_by, row_id, per_step=per_step)
     if not d["n_calls"]:
         return [html.Div("No events for this row.", className="gt-note")]
     counter = d["counterparts"]
@@ -428,7 +451,7 @@ def memory_page(view: ProfileView, figure, by_op_rows: list[dict], peak_rows: li
                      "allocations over time.", className="gt-callout")])
     cols = [{"field": "name", "headerName": "Op", "pinned": "left", "flex": 2, "minWidth": 180},
             num_col("allocated", "Allocated", BYTES_FMT, 120, sort="desc", cellClass="gt-sorted"),
-            num_col("freed", "Freed", BYTES_FMT, 120), num_col("net", "Net (self mem)", BYTES_FMT, 130),
+            num_col("freed", "Freed", BYTES_FMT, 120), num_col("net", "Net (held at end)", BYTES_FMT, 140),
             num_col("allocations", "# Allocations", INT_FMT, 120)]
     rows = [dict(r, id=k) for k, r in enumerate(by_op_rows)]
     return html.Div(id="page-memory", children=[
@@ -441,7 +464,9 @@ def memory_page(view: ProfileView, figure, by_op_rows: list[dict], peak_rows: li
                 dcc.Graph(id="mem-by-op-figure", figure=figures.memory_by_op_figure(by_op_rows), config=GRAPH_CONFIG)]),
             html.Div(className="gt-col-half", children=[
                 section("Memory by op", grid("mem-grid", rows, cols, height=380),
-                        note="Bytes allocated and freed inside each op itself (children not included).")]),
+                        note="Bytes each op allocated itself (children not included); Freed: how "
+                             "much of that was freed before the profile ended, wherever the free "
+                             "happened; Net: what was still held.")]),
         ]),
     ])
 
@@ -458,11 +483,12 @@ def compare_page(view: ProfileView, max_upload_mb: float, b_label: str | None) -
             dcc.Upload(id="cmp-upload", max_size=int(max_upload_mb * 1e6), multiple=False,
                        className="gt-upload", children=html.Div([
                            "Drop profile B here or ", html.A("choose a file"),
-                           f" (up to {max_upload_mb:g} MB; bigger: gradtrace diff A B)"])),
+                           f" (up to {max_upload_mb:g} MB; for bigger files run gradtrace diff A B)"])),
             control("Compare", radio("cmp-by", VIEWS, "name")),
             control("Sorted by change of", dcc.Dropdown(
                 id="cmp-metric", options=[{"label": v, "value": k} for k, v in metrics.items()],
                 value="self_cpu_time_total", clearable=False, className="gt-dropdown")),
+            control("Steps", per_step_toggle("cmp-steps")),
         ]),
         html.Div(id="cmp-error", className="gt-error-slot"),
         html.Div(f"A = {view.label} · B = {b_label or '(none yet: upload one)'}", id="cmp-caption",

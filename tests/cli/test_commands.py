@@ -92,11 +92,94 @@ def test_export_chrome_stacks_speedscope(demo_profile, tmp_path):
 
 
 def test_bench_quick_one_script():
+    kept = ROOT / "benchmarks" / "results" / "engine_overhead.json"
+    before = kept.stat().st_mtime_ns if kept.exists() else None
     res = run_cli("bench", "--quick", "--only", "engine_overhead")
     assert res.returncode == 0, res.stderr
+    assert "results not kept" in res.stdout
+    assert (kept.stat().st_mtime_ns if kept.exists() else None) == before   # the checkout is untouched
     assert "== engine_overhead" in res.stdout and "--repeats 1" in res.stdout
     assert "engine_overhead  ok" in res.stdout
     assert "numpy" in res.stdout                        # the script's own table is shown
+
+
+_FAKE_BENCH = """\
+import argparse, json, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _results import RESULTS_DIR
+p = argparse.ArgumentParser(); p.add_argument("--json", default=None); args = p.parse_args()
+with open(os.path.join(RESULTS_DIR, "side.json"), "w") as f:   # a script that ignores --json
+    f.write("{}")
+if args.json:
+    with open(args.json, "w") as f:
+        json.dump({"ok": 1}, f)
+print("tiny done")
+"""
+
+
+@pytest.mark.parametrize("save", [False, True])
+def test_bench_writes_results_only_with_save(tmp_path, save):
+    bench = tmp_path / "benchmarks"
+    (bench / "results").mkdir(parents=True)
+    (bench / "_results.py").write_text((ROOT / "benchmarks" / "_results.py").read_text())
+    (bench / "tiny.py").write_text(_FAKE_BENCH)
+    res = run_cli("bench", "--dir", bench, *(["--save"] if save else []))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "tiny done" in res.stdout
+    written = sorted(p.name for p in (bench / "results").iterdir())
+    assert written == (["side.json", "tiny.json"] if save else [])
+    assert ("results kept in" if save else "results not kept") in res.stdout
+
+
+def test_table_per_step_and_merged_steps(tmp_path):
+    """``gradtrace run`` without --schedule: each step() is a ProfilerStep#N; the table merges
+    them into ProfilerStep#* unless --per-step; diff merges the same way."""
+    script = tmp_path / "steps.py"
+    script.write_text("import time\nfrom gradtrace import autograd as ag, profiler\n"
+                      "x = ag.randn(8, requires_grad=True)\n"
+                      "for _ in range(4):\n    time.sleep(0.01)\n    (x * x).sum().backward()\n"
+                      "    profiler.current().step()\n")
+    out = tmp_path / "steps.gtprof"
+    res = run_cli("run", "-q", "-o", out, script)
+    assert res.returncode == 0, res.stderr
+    merged = json.loads(run_cli("table", out, "--json", "--limit", "0").stdout)
+    names = [r["name"] for r in merged]
+    assert "ProfilerStep#*" in names and not any(n.startswith("ProfilerStep#") and n[-1].isdigit() for n in names)
+    step = next(r for r in merged if r["name"] == "ProfilerStep#*")
+    assert step["count"] == 5 and step["self_cpu_time_total"] >= 4 * 10_000   # the sleeps are step time
+    per_step = json.loads(run_cli("table", out, "--json", "--limit", "0", "--per-step").stdout)
+    assert {f"ProfilerStep#{k}" for k in range(4)} <= {r["name"] for r in per_step}
+    diff_rows = json.loads(run_cli("diff", out, out, "--json", "--limit", "0").stdout)
+    assert [r["name"] for r in diff_rows].count("ProfilerStep#*") == 1
+    diff_rows = json.loads(run_cli("diff", out, out, "--json", "--limit", "0", "--per-step").stdout)
+    assert sum(r["name"].startswith("ProfilerStep#") for r in diff_rows) == 5
+
+
+def test_schedule_run_leaves_one_file(tmp_path):
+    script = tmp_path / "steps.py"
+    script.write_text("from gradtrace import autograd as ag, profiler\nx = ag.randn(8)\n"
+                      "for _ in range(6):\n    x * 2.0\n    profiler.current().step()\n")
+    out = tmp_path / "runs" / "s.gtprof"
+    res = run_cli("run", "-q", "--schedule", "0,0,6", "-o", out, script)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in out.parent.iterdir()) == ["s.gtprof"]
+
+
+def test_forward_op_sort_keys_are_the_tables(small_profile):
+    for key in ("self_cpu_time_total", "cpu_time_total", "count", "forward_backward_self_cpu_time_total"):
+        table = run_cli("table", small_profile, "--group-by", "forward-op", "--sort", key)
+        diff = run_cli("diff", small_profile, small_profile, "--by", "forward-op", "--sort", key)
+        assert table.returncode == 0 and diff.returncode == 0, (key, table.stderr, diff.stderr)
+
+
+def test_table_width_follows_columns_and_names_are_shortened(demo_profile):
+    narrow = run_cli("table", demo_profile, "--group-by", "stack", env=cli_env(COLUMNS="90")).stdout
+    wide = run_cli("table", demo_profile, "--group-by", "stack", env=cli_env(COLUMNS="160")).stdout
+    assert max(map(len, narrow.splitlines())) <= 90
+    assert 100 < max(map(len, wide.splitlines())) <= 160
+    assert all(ord(ch) < 128 for ch in narrow)              # plain: "..." not "…"
+    full = {r["name"] for r in json.loads(run_cli("table", demo_profile, "--json", "--limit", "0").stdout)}
+    assert all(len(n) <= 160 for n in full)
 
 
 def test_diff_end_to_end(demo_profile, tmp_path):
@@ -136,11 +219,23 @@ BAD = [
     ("export bad metric", lambda p, t: ["export", p, "--stacks", t / "s", "--metric", "x"], "metric"),
     ("view missing file", lambda p, t: ["view", t / "nope.gtprof", "--no-browser"], "no such file"),
     ("diff missing file", lambda p, t: ["diff", p, t / "nope.gtprof"], "nope.gtprof"),
-    ("diff bad sort", lambda p, t: ["diff", p, p, "--sort", "fastest"], "sort_by='fastest'"),
+    ("diff bad sort", lambda p, t: ["diff", p, p, "--sort", "fastest"], "unknown sort key 'fastest'"),
     ("run missing script", lambda p, t: ["run", t / "nope.py"], "no such file"),
     ("run bad schedule", lambda p, t: ["run", "--schedule", "1,x", t / "nope.py"], "--schedule"),
     ("unknown option", lambda p, t: ["table", p, "--colour"], "unrecognized arguments"),
     ("bench unknown", lambda p, t: ["bench", "--only", "nope"], "unknown benchmark nope"),
+    # A sort or grouping the profile has no data for names the option that records it.
+    ("sort flops unrecorded", lambda p, t: ["table", p, "--sort", "flops"], "--with-flops"),
+    ("sort cuda unrecorded", lambda p, t: ["table", p, "--sort", "self_cuda_time_total"], "cuda activity"),
+    ("sort memory unrecorded", lambda p, t: ["table", p, "--sort", "cpu_memory_usage"], "--memory"),
+    ("diff sort cuda unrecorded", lambda p, t: ["diff", p, p, "--sort", "cuda_time_total"], "cuda activity"),
+    ("group by module unrecorded", lambda p, t: ["table", p, "--group-by", "module"], "--with-modules"),
+    ("forward-op unknown sort", lambda p, t: ["table", p, "--group-by", "forward-op", "--sort", "flops"],
+     "for forward-op rows"),
+    ("negative limit", lambda p, t: ["table", p, "--limit", "-3"], "--limit: must be 0"),
+    ("diff negative limit", lambda p, t: ["diff", p, p, "--limit", "-1"], "--limit: must be 0"),
+    ("export into a missing folder", lambda p, t: ["export", p, "--chrome", t / "missing" / "x.json"],
+     "does not exist"),
 ]
 
 

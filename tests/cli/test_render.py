@@ -38,13 +38,16 @@ Self CPU time total: 10.000ms
 
 FORWARD_BACKWARD = """\
 Forward + backward cost per forward op
-                                               Bwd CPU
-          # of  Self CPU  CPU total  Bwd Self    total   Fwd+Bwd  # Bwd
-Name     Calls      (ms)       (ms)  CPU (ms)     (ms)  CPU (ms)  Calls  Backward Nodes
----------------------------------------------------------------------------------------
-linear       1     1.000      4.000     2.500    2.500     6.500      1  AddmmBackward0
-matmul       1     3.000      3.000     0.000    0.000     3.000      0
-relu         1     0.500      0.500     0.800    0.800     1.300      1  ReluBackward0
+                                              Bwd CPU   Fwd+Bwd    Fwd+Bwd
+         # of  Self CPU  CPU total  Bwd Self    total  Self CPU  CPU total  # Bwd
+Name    Calls      (ms)       (ms)  CPU (ms)     (ms)      (ms)       (ms)  Calls  Backward Nodes
+-------------------------------------------------------------------------------------------------
+linear      1     1.000      4.000     2.500    2.500     3.500      6.500      1  AddmmBackward0
+matmul      1     3.000      3.000     0.000    0.000     3.000      3.000      0
+relu        1     0.500      0.500     0.800    0.800     1.300      1.300      1  ReluBackward0
+Self: the op's own time and that of the backward nodes it created itself; over all rows it adds up
+to at most the profile total. Total: with the ops inside it and their backward nodes (gelu includes
+its mul), so rows overlap, as CPU total does.
 """
 
 SHAPES = """\
@@ -165,13 +168,13 @@ def _slower_relu():
 
 
 DIFF = """\
-             # of     # of  Self CPU  Self CPU  Change   Change  CPU total
-Name      Calls A  Calls B    A (ms)    B (ms)    (ms)        %   change %
---------------------------------------------------------------------------
-relu            1        1     2.000     3.000  +1.000  +50.00%    +50.00%
-matmul          1        1     1.000     0.250  -0.750  -75.00%    -75.00%
-softmax         1        -     0.500     0.000  -0.500     gone       gone
-conv2d          -        1     0.000     0.100  +0.100      new        new
+            # of     # of  Self CPU  Self CPU  Change   Change  CPU total
+Name     Calls A  Calls B    A (ms)    B (ms)    (ms)        %   change %
+-------------------------------------------------------------------------
+relu           1        1     2.000     3.000  +1.000  +50.00%    +50.00%
+matmul         1        1     1.000     0.250  -0.750  -75.00%    -75.00%
+softmax        1        -     0.500     0.000  -0.500     gone       gone
+conv2d         -        1     0.000     0.100  +0.100      new        new
 Self CPU time total: A 3.500ms, B 3.350ms (-4.29%)
 4 rows, sorted by the size of the change in self_cpu_time_total; red: B slower, green: B faster
 """

@@ -44,6 +44,8 @@ def test_view_serves_the_dashboard(small_profile):
     err = proc.stderr.read()
     assert body is not None, err
     assert status == 200 and "<html" in body.lower()
+    # waitress, not the development server; no request log without --verbose.
+    assert "development server" not in err and "GET /" not in err, err
 
 
 def test_view_bad_port_is_one_line(small_profile):
@@ -51,3 +53,16 @@ def test_view_bad_port_is_one_line(small_profile):
                           "--port", "70000"], cwd=ROOT, env=cli_env(), capture_output=True, text=True,
                          timeout=TIMEOUT)
     assert res.returncode == 2 and "--port 70000" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_view_on_a_busy_port_is_one_line_exit_2(small_profile):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        res = subprocess.run([sys.executable, "-m", "gradtrace.cli", "view", str(small_profile), "--no-browser",
+                              "--port", str(port)], cwd=ROOT, env=cli_env(), capture_output=True, text=True,
+                             timeout=TIMEOUT)
+    err = res.stderr.strip()
+    assert res.returncode == 2 and len(err.splitlines()) == 1, err
+    assert "try another --port" in err and "http://" not in err and "Traceback" not in err

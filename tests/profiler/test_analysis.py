@@ -163,13 +163,31 @@ def test_forward_backward_summary():
     mean = rows[("mean", "train.py(11): forward")]
     assert mean.backward_names == ["DivBackward0", "SumBackward0"]
     assert mean.backward_cpu_time_total == pytest.approx(0.030)
-    assert mean.backward_self_cpu_time_total == pytest.approx(0.026)
+    # ... but its self columns hold only what it did itself: the nodes are its parts'.
+    assert mean.backward_self_cpu_time_total == pytest.approx(0.0)
+    sum_row = rows[("sum", "train.py(11): forward")]
+    assert sum_row.backward_self_cpu_time_total == pytest.approx(0.020)
+    assert mean.forward_backward_self_cpu_time_total == pytest.approx(mean.self_cpu_time_total)
     # "div" run inside DivBackward0 is not a forward op.
     div = rows[("div", "train.py(11): forward")]
     assert div.count == 1
     assert ("div", "engine.py(1): run") not in rows
     text = data.forward_backward_summary().table()
-    assert "Fwd+Bwd CPU" in text and "Call Site" in text and "DivBackward0, SumBackward0" in text
+    assert "Fwd+Bwd CPU total" in text and "Fwd+Bwd Self CPU" in text and "Call Site" in text
+    assert "DivBackward0, SumBackward0" in text
+
+
+def test_forward_backward_self_columns_never_double_count():
+    """Self forward + self backward over all forward-op rows is at most the profile's total
+    (composites and their parts are not counted twice); totals may overlap."""
+    for data in (_fwd_bwd_profile(), training_profile(3_000)):
+        rows = data.forward_backward_summary()
+        total_us = data.total_average().self_cpu_time_total
+        self_sum = sum(r.forward_backward_self_cpu_time_total for r in rows)
+        assert 0 < self_sum <= total_us + 1e-6
+        for r in rows:
+            assert r.backward_self_cpu_time_total <= r.backward_cpu_time_total + 1e-9
+            assert r.forward_backward_self_cpu_time_total <= r.forward_backward_cpu_time_total + 1e-9
 
 
 def test_group_by_input_shape_and_stack():

@@ -107,3 +107,32 @@ def test_save_profile_handler_writes_one_file_per_cycle(tmp_path):
     works = [[e.name for e in profiler.load(f).events() if e.name.startswith("work")] for f in files]
     assert works == [["work1"], ["work3"], ["work5"]]
 
+
+
+def test_every_step_records_a_step_range_without_a_schedule():
+    """As torch's profiler under a schedule, but always: ProfilerStep#N spans from one step()
+    to the next, so time between ops (a data-loading sleep) belongs to a step."""
+    import time
+
+    x = ag.randn(4)
+    with profiler.profile() as prof:
+        for _ in range(3):
+            time.sleep(0.002)                   # outside every op, inside the step
+            x * 2.0
+            prof.step()
+    data = prof.profile_data
+    names = [n for n, _, _ in data.step_ranges()]
+    assert names == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    (_, s0, e0), (_, s1, _) = data.step_ranges()[:2]
+    assert e0 <= s1 and e0 - s0 >= 2_000_000        # the sleep is inside step 0
+    # Merged, the steps are one row holding the time outside ops.
+    merged = {r.key: r for r in data.key_averages(merge_steps=True)}
+    assert merged["ProfilerStep#*"].count == 4
+    assert merged["ProfilerStep#*"].self_cpu_time_total >= 3 * 2000
+
+
+def test_no_step_call_no_step_range():
+    x = ag.randn(4)
+    with profiler.profile() as prof:
+        x * 2.0
+    assert prof.profile_data.step_ranges() == []

@@ -66,6 +66,14 @@ def profiles(tmp_path_factory):
     }
 
 
+@pytest.fixture(scope="session")
+def step_profiles(tmp_path_factory):
+    """A 3-step GPT from ``gradtrace demo gpt --steps 3`` and a 100-step run without a schedule."""
+    d = tmp_path_factory.mktemp("step_profiles")
+    return {"gpt3": str(workloads.demo_profile(d / "gpt3.gtprof", "gpt", 3)),
+            "steps100": str(workloads.many_steps_profile(d / "steps100.gtprof", 100))}
+
+
 def _bad_file(path: Path) -> Path:
     path.write_bytes(b"\x93GTPROF\n" + b"\x01\x00\x00\x00" + b"\xff\xff\x00\x00" + b"{not json")
     return path

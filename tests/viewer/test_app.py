@@ -57,9 +57,20 @@ def test_upload_request_size_is_capped(profiles):
     assert app.server.config["MAX_CONTENT_LENGTH"] < 3 * 10**6
 
 
+class _FakeServer:
+    def run(self):
+        pass
+
+    def close(self):
+        pass
+
+
 def test_serve_binds_loopback_by_default_and_warns_otherwise(profiles, monkeypatch, capsys):
+    import waitress.server
+
     calls = []
-    monkeypatch.setattr(dash.Dash, "run", lambda self, **kw: calls.append(kw))
+    monkeypatch.setattr(waitress.server, "create_server",
+                        lambda app, **kw: calls.append(kw) or _FakeServer())
     viewer.serve(profiles["mlp"])
     assert calls[-1]["host"] == "127.0.0.1" and calls[-1]["port"] == 8050
     with warnings.catch_warnings(record=True) as caught:
@@ -67,9 +78,21 @@ def test_serve_binds_loopback_by_default_and_warns_otherwise(profiles, monkeypat
         viewer.serve(profiles["mlp"], host="0.0.0.0", port=9000)
     assert calls[-1]["host"] == "0.0.0.0"
     assert any("no authentication" in str(w.message) for w in caught)
-    assert "WARNING" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "WARNING" in err and "development server" not in err
     assert app_module._is_loopback("::1") and app_module._is_loopback("localhost")
     assert not app_module._is_loopback("192.168.1.5")
+
+
+def test_serve_reports_a_busy_port_before_printing_a_url(profiles, capsys):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(OSError):
+            viewer.serve(profiles["mlp"], port=busy.getsockname()[1])
+    assert "http://" not in capsys.readouterr().err
 
 
 def test_serve_refuses_a_bad_file(profiles):

@@ -327,3 +327,69 @@ def test_markup_in_names_is_text(dash_duo, profiles, shot):
             assert dash_duo.driver.execute_script(
                 "return document.querySelector('#gr-cyto')._cyreg.cy.nodes()"
                 ".filter(n => n.data('label').startsWith('<img')).length") >= 1
+
+
+# --------------------------------------------------------------------------- steps (issue 18)
+
+
+def _step_traces(dash_duo):
+    return wait_until(lambda: plot_traces(dash_duo, "ov-steps"), what="per-step figure")
+
+
+@pytest.mark.parametrize("name, n_steps", [("gpt3", 3), ("steps100", 101)])
+def test_overview_per_step_chart(dash_duo, step_profiles, shot, name, n_steps):
+    """The Overview's per-step chart: one bar per ProfilerStep#N stacked by phase, 'other'
+    being the step time outside ops; shares include that time."""
+    data = profiler.load(step_profiles[name])
+    steps = data.step_ranges()
+    assert len(steps) == n_steps
+    app = viewer.create_app(step_profiles[name])
+    start(dash_duo, app)
+    traces = _step_traces(dash_duo)
+    assert [t[1] for t in traces] == ["forward", "backward", "optimizer", "other"]
+    assert all(t[0] == "bar" and t[2] == n_steps for t in traces)
+    # Each bar adds up to its step's wall time (ms).
+    totals = dash_duo.driver.execute_script(
+        "const gd = document.querySelector('#ov-steps .js-plotly-plot');"
+        "return gd._fullData[0].y.map((_, i) => gd._fullData.reduce((s, t) => s + t.y[i], 0));")
+    for total, (_, s0, e0) in zip(totals, steps):
+        assert total == pytest.approx((e0 - s0) / 1e6, rel=0.02, abs=0.01)
+    shares = dash_duo.find_element("#page-overview .gt-col-narrow").text
+    other_share = next(line for line in shares.splitlines() if line.startswith("CPU other"))
+    if name == "steps100":      # 1 ms of sleep per step: most of the step is outside ops
+        assert float(other_share.split()[-1].rstrip("%")) > 30, other_share
+    assert_clean(dash_duo)
+    shot(f"overview-steps-{name}")
+
+
+def test_operators_and_compare_merge_steps_with_a_toggle(dash_duo, step_profiles, shot):
+    app = viewer.create_app(step_profiles["steps100"], compare=step_profiles["steps100"])
+    start(dash_duo, app, "/operators")
+    names = wait_until(lambda: grid_column(dash_duo, "ops-grid", "name"), what="operator rows")
+    assert "ProfilerStep#*" in names and len(names) < 20
+    dash_duo.find_element("#ops-steps input").click()
+    wait_until(lambda: sum(n.startswith("ProfilerStep#") for n in grid_column(dash_duo, "ops-grid", "name")) == 101,
+               what="one row per step", show=lambda: len(grid_column(dash_duo, "ops-grid", "name")))
+    # Compare with --compare B: no error before any upload, steps merged, then per step.
+    goto(dash_duo, "/compare", "#cmp-grid")
+    assert dash_duo.find_element("#cmp-error").text == ""
+    merged = wait_until(lambda: grid_column(dash_duo, "cmp-grid", "name"), what="diff rows")
+    assert merged.count("ProfilerStep#*") == 1 and len(merged) < 20
+    dash_duo.find_element("#cmp-steps input").click()
+    wait_until(lambda: sum(n.startswith("ProfilerStep#") for n in grid_column(dash_duo, "cmp-grid", "name")) == 101,
+               what="diff rows per step")
+    assert dash_duo.find_element("#cmp-error").text == ""
+    assert_clean(dash_duo)
+    shot("compare-with-B")
+
+
+def test_memory_freed_column_and_header_text(dash_duo, profiles, shot):
+    app = viewer.create_app(profiles["cnn"])
+    start(dash_duo, app, "/memory")
+    wait_until(lambda: grid_rows(dash_duo, "mem-grid"), what="memory by op rows")
+    freed = wait_until(lambda: grid_column(dash_duo, "mem-grid", "freed"), what="freed column")
+    assert sum(freed) > 0
+    header = dash_duo.find_element("#open-limit").text
+    assert "reads files up to" in header and "·" not in header
+    assert_clean(dash_duo)
+    shot("memory-freed")

@@ -35,13 +35,14 @@ def small():
         {"name": "Optimizer.step#SGD.step", "start": 81, "end": 95, "scope": U},
         {"name": "sub", "start": 82, "end": 90},
     ]
-    memory = [{"time": 4, "bytes": 32}, {"time": 50, "bytes": 64}, {"time": 60, "bytes": -32}]
+    memory = [{"time": 4, "bytes": 32, "addr": 1}, {"time": 50, "bytes": 64, "addr": 2},
+              {"time": 60, "bytes": -32, "addr": 1}]
     return ProfileView(synthetic.from_events(events, memory, {"profile_memory": True}), "small")
 
 
 def test_rows_agree_with_key_averages(mlp):
     rows = {r["name"]: r for r in mlp.rows("name")}
-    ka = mlp.data.key_averages()
+    ka = mlp.data.key_averages(merge_steps=True)       # as the CLI table: one ProfilerStep#* row
     assert set(rows) == {r.key for r in ka}
     for r in ka:
         row = rows[r.key]
@@ -106,9 +107,35 @@ def test_fwdbwd_rows_and_sentence(small, mlp):
 
 
 def test_memory_by_op(small):
+    """Freed: how much of the op's own allocations was freed later, wherever the free ran
+    (matmul's 32 bytes are freed inside MmBackward0)."""
     rows = {r["name"]: r for r in small.memory_by_op()}
-    assert rows["matmul"]["allocated"] == 32
-    assert rows["MmBackward0"] == {"name": "MmBackward0", "allocated": 64, "freed": 32, "net": 32, "allocations": 1}
+    assert rows["matmul"] == {"name": "matmul", "allocated": 32, "freed": 32, "net": 0, "allocations": 1}
+    assert rows["MmBackward0"] == {"name": "MmBackward0", "allocated": 64, "freed": 0, "net": 64, "allocations": 1}
+
+
+def test_memory_by_op_frees_in_a_real_profile(mlp):
+    rows = mlp.memory_by_op()
+    assert rows and sum(r["freed"] for r in rows) > 0          # not always 0 B
+    assert all(0 <= r["freed"] <= r["allocated"] and r["net"] == r["allocated"] - r["freed"] for r in rows)
+
+
+def test_step_phases_add_up_to_each_step(small, mlp):
+    (step,) = small.step_phases()
+    assert step["step"] == "ProfilerStep#0" and step["duration"] == 100
+    assert sum(step[p] for p in ("forward", "backward", "optimizer", "other")) == 100
+    assert step["backward"] > 0 and step["optimizer"] > 0 and step["other"] > 0
+    for st in mlp.step_phases():
+        assert st["other"] >= 0 and sum(st[p] for p in ("forward", "backward", "optimizer", "other")) >= st["duration"]
+
+
+def test_operator_rows_merge_steps_unless_per_step(mlp):
+    merged = [r["name"] for r in mlp.rows("name")]
+    per_step = [r["name"] for r in mlp.rows("name", per_step=True)]
+    n_steps = len(mlp.data.step_ranges())
+    assert n_steps >= 2
+    assert merged.count("ProfilerStep#*") == 1 and not any(n[-1].isdigit() and n.startswith("ProfilerStep#") for n in merged)
+    assert sum(n.startswith("ProfilerStep#") for n in per_step) == n_steps
 
 
 def test_merge_runs():

@@ -94,3 +94,36 @@ def xss_profile(path):
 def synthetic_profile(path, n_events: int, **kwargs):
     synthetic.training_profile(n_events, **kwargs).save(path)
     return path
+
+
+def many_steps_profile(path, steps: int = 100, sleep_s: float = 0.001):
+    """``steps`` tiny training steps, each with a ``sleep_s`` "data loading" pause outside
+    every op, profiled without a schedule: every ``prof.step()`` marks a ProfilerStep#N."""
+    import time
+
+    w = ag.randn(8, 8).requires_grad_()
+    x = ag.randn(4, 8)
+    with profiler.profile() as prof:
+        for _ in range(steps):
+            time.sleep(sleep_s)
+            with profiler.record_function("forward"):
+                loss = (x @ w).tanh().sum()
+            with profiler.record_function("backward"):
+                loss.backward()
+            with profiler.record_function("Optimizer.step#SGD.step"), ag.no_grad():
+                w.sub_(w.grad * 0.01)
+                w.grad = None
+            prof.step()
+    prof.save(path)
+    return path
+
+
+def demo_profile(path, workload: str = "gpt", steps: int = 3):
+    """``gradtrace demo WORKLOAD --steps N`` on the CPU, as a user runs it."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "gradtrace.cli", "demo", workload, "--steps", str(steps),
+                          "--device", "cpu", "--out", str(path)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return path
