@@ -62,11 +62,7 @@ def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, de
         return _sorted_fb_rows(summary, sort_by, limit), summary.columns(), {}, None, (
             "forward_backward_cuda_time_total" if _wants_cuda(sort_by) else "forward_backward_cpu_time_total")
     if group_by == "module":
-        rows = data.module_summary()
-        total = data.total_average().self_cpu_time_total
-        specs = columns.select(columns.MODULE_COLUMNS, columns.available(data, module=True))
-        return (rows[:limit] if limit and limit > 0 else rows), specs, {"self_cpu_time_total": total}, None, \
-            "self_cpu_time_total"
+        return _module_tree_rows(data, limit)
     sort_key = sort_by or ("self_cuda_time_total" if data.has_device_time else "self_cpu_time_total")
     key_avgs = data.key_averages(group_by_input_shape=group_by == "shape",
                                  group_by_stack_n=stack_n if group_by == "stack" else 0,
@@ -75,6 +71,29 @@ def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, de
 
     return (sort_rows(key_avgs, sort_key, limit), key_avgs.columns(), key_avgs.totals, key_avgs,
             sort_metric(sort_key))
+
+
+def _module_tree_rows(data, limit: int):
+    """The module tree in tree order (cut after ``limit`` nodes), its columns and totals."""
+    from gradtrace.profiler import columns  # noqa: PLC0415
+    from gradtrace.profiler.module_tree import flatten, module_tree  # noqa: PLC0415
+
+    nodes = flatten(module_tree(data))
+    specs = columns.select(columns.MODULE_TREE_COLUMNS, columns.available(data, module=True))
+    totals = {"forward_backward_cpu_time_total": data.total_average().self_cpu_time_total}
+    return (nodes[:limit] if limit and limit > 0 else nodes), specs, totals, None, "forward_backward_cpu_time_total"
+
+
+def _module_footer(data, limit: int) -> list[str]:
+    from gradtrace.profiler.module_tree import flatten, module_tree  # noqa: PLC0415
+
+    n = len(flatten(module_tree(data)))
+    lines = ["Fwd: the module's forward ops; Bwd: the backward nodes they created (by sequence_nr); "
+             "Self: outside child modules; total: with them. Fwd+Bwd CPU % is of the profile's "
+             "self CPU time, (no module) included."]
+    if limit and 0 < limit < n:
+        lines.append(f"{n - limit} more modules below (--limit 0 shows the whole tree)")
+    return lines
 
 
 def _wants_cuda(sort_by: str | None) -> bool:
@@ -98,8 +117,10 @@ def profile_tables(data, *, sort_by: str | None = None, limit: int = 20, group_b
     _check_group(data, group_by, stack_n)
     rows, specs, totals, key_avgs, highlight = _rows(data, sort_by, limit, group_by, stack_n, device_rows)
     default_title = {"forward-op": "Forward + backward cost per forward op",
-                     "module": "Time per nn.Module (forward + backward)"}.get(group_by)
+                     "module": "Forward + backward time per nn.Module (the module tree)"}.get(group_by)
     footer = _footer(data, key_avgs) if key_avgs is not None else ()
+    if group_by == "module":
+        footer = _module_footer(data, limit)
     return render.spec_table(rows, specs, totals, title=title or default_title, plain=plain,
                              highlight=highlight, footer=footer)
 
@@ -122,9 +143,27 @@ def table_json(data, *, sort_by: str | None = None, limit: int = 20, group_by: s
 
     _check_sort(sort_by)
     _check_group(data, group_by, stack_n)
+    if group_by == "module":
+        return _module_tree_json(data)
     rows, specs, totals, _, _ = _rows(data, sort_by, limit, group_by, stack_n, device_rows)
     shares = [s for s in specs if s.kind == "percent"]
     return [dict(r.to_dict(), **columns.row_values(r, shares, totals)) for r in rows]
+
+
+def _module_tree_json(data) -> list[dict]:
+    """The whole module tree as nested rows (``children``), with the share of each node."""
+    from gradtrace.profiler.module_tree import module_tree  # noqa: PLC0415
+
+    whole = data.total_average().self_cpu_time_total
+
+    def share(d: dict) -> dict:
+        d["forward_backward_cpu_time_total_percent"] = (
+            100.0 * d["forward_backward_cpu_time_total"] / whole if whole else 0.0)
+        for c in d["children"]:
+            share(c)
+        return d
+
+    return [share(root.to_dict()) for root in module_tree(data)]
 
 
 def _json_default(o):

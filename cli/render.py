@@ -138,7 +138,7 @@ _DROP_ORDER = ("cuda_time", "cpu_time", "cuda_memory_usage", "cpu_memory_usage",
                "backward_self_cpu_time_total", "backward_self_cuda_time_total", "self_cuda_time_total",
                "cuda_time_total", "self_cpu_time_total", "backward_count")
 _WIDE_TEXT = {"input_shapes": 16, "stack": 16, "backward_names": 14}
-_NAME_WIDTH = {"name": 36, "module": 24, "device": 7, "call_site": 26, "scope": 10}
+_NAME_WIDTH = {"name": 36, "module": 30, "device": 7, "call_site": 26, "scope": 10}
 
 
 def header_lines(header: str, unit: str | None = None, width: int = 9) -> str:
