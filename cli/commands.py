@@ -180,8 +180,8 @@ def cmd_table(args) -> int:
     if args.group_by not in GROUPS:
         raise CLIError(f"unknown group {args.group_by!r}; use one of: {', '.join(GROUPS)}")
     _check_sort(args.sort)
-    if Path(args.file).is_dir() and any(Path(args.file).glob("rank*.gtprof")):
-        from .ranks import cmd_rank_table  # noqa: PLC0415 - a run folder of ranks (--nproc)
+    if Path(args.file).is_dir():
+        from .ranks import cmd_rank_table  # noqa: PLC0415 - a run folder: --nproc ranks or torch traces
 
         return cmd_rank_table(args)
     data = load_profile(args.file)

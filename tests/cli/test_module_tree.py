@@ -64,3 +64,4 @@ def test_cli_end_to_end_on_a_gradtrace_demo(demo_profile):
     root = tree[0]
     assert root["depth"] == 0 and root["children"] and root["children"][0]["depth"] == 1
     assert all(c["backward_cpu_time_total"] > 0 for c in root["children"] if c["module"].startswith("Linear"))
+
