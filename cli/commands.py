@@ -281,7 +281,15 @@ def cmd_view(args) -> int:
         raise CLIError("this gradtrace has no viewer.serve (the dashboard of issue 8 is not installed)")
     if not 0 < args.port < 65536:
         raise CLIError(f"--port {args.port}: give a port between 1 and 65535")
-    load_profile(args.file)  # fail fast, one line, before the server starts
+    if Path(args.file).is_dir():   # a run folder of ranks: the dashboard's Ranks page
+        from gradtrace.profiler.ranks import load_run  # noqa: PLC0415
+
+        try:
+            load_run(args.file)
+        except (FileNotFoundError, ValueError) as exc:
+            raise CLIError(str(exc)) from None
+    else:
+        load_profile(args.file)  # fail fast, one line, before the server starts
     if args.compare:
         load_profile(args.compare)
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '') else args.host}:{args.port}/"
