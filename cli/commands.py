@@ -180,7 +180,9 @@ def cmd_table(args) -> int:
     if args.group_by not in GROUPS:
         raise CLIError(f"unknown group {args.group_by!r}; use one of: {', '.join(GROUPS)}")
     _check_sort(args.sort)
-    if Path(args.file).is_dir():
+    from gradtrace.profiler.ranks import is_run_dir  # noqa: PLC0415
+
+    if is_run_dir(args.file):
         from .ranks import cmd_rank_table  # noqa: PLC0415 - a run folder: --nproc ranks or torch traces
 
         return cmd_rank_table(args)
@@ -281,9 +283,9 @@ def cmd_view(args) -> int:
         raise CLIError("this gradtrace has no viewer.serve (the dashboard of issue 8 is not installed)")
     if not 0 < args.port < 65536:
         raise CLIError(f"--port {args.port}: give a port between 1 and 65535")
-    if Path(args.file).is_dir():   # a run folder of ranks: the dashboard's Ranks page
-        from gradtrace.profiler.ranks import load_run  # noqa: PLC0415
+    from gradtrace.profiler.ranks import is_run_dir, load_run  # noqa: PLC0415
 
+    if is_run_dir(args.file):   # a run folder of ranks: the dashboard's Ranks page
         try:
             load_run(args.file)
         except (FileNotFoundError, ValueError) as exc:

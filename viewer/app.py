@@ -514,7 +514,7 @@ def serve(path, host: str = "127.0.0.1", port: int = 8050, *, compare=None,
         viewer.UploadError: the file cannot be read (one line: file name and problem).
     """
     ranks = None
-    if Path(path).is_dir():   # a run folder: rank profiles or torch traces, one per rank
+    if ranks_page.is_run_dir(path):   # a run folder: rank profiles or torch traces, one per rank
         view, ranks = ranks_page.open_run(path)
     else:
         view = ProfileView(load_path(path), Path(path).name)

@@ -12,13 +12,13 @@ from pathlib import Path
 import plotly.graph_objects as go
 from dash import dcc, html
 
-from gradtrace.profiler.ranks import load_run, summarize_run
+from gradtrace.profiler.ranks import is_run_dir, load_run, summarize_run
 
 from .figures import FONT, esc
 from .model import ProfileView
 from .pages import GRAPH_CONFIG, section, text_table
 
-__all__ = ["PATH", "PAGE", "open_run", "page", "step_figure", "breakdown_figure", "summary_of"]
+__all__ = ["PATH", "PAGE", "is_run_dir", "open_run", "page", "step_figure", "breakdown_figure", "summary_of"]
 
 PATH = "/ranks"
 PAGE = (PATH, "Ranks")

@@ -21,4 +21,12 @@ def test_table_of_a_folder_of_torch_traces(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     res = run_cli("table", empty)
-    assert res.returncode != 0 and "nor torch traces" in res.stderr
+    assert res.returncode == 2 and "is a directory" in res.stderr
+
+
+def test_view_of_a_folder_with_a_rankless_trace_is_one_line(tmp_path):
+    from tests.profiler.rank_traces import rank_trace
+
+    (tmp_path / "a.json").write_text(json.dumps(rank_trace(0, with_rank=False)))
+    res = run_cli("view", tmp_path, "--no-browser")
+    assert res.returncode == 2 and "no rank" in res.stderr and len(res.stderr.strip().splitlines()) == 1
