@@ -132,11 +132,7 @@ def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, de
         rows = sorted(summary, key=lambda r: getattr(r, field), reverse=True)
         return (rows[:limit] if limit and limit > 0 else rows), summary.columns(), {}, None, field
     if group_by == "module":
-        rows = data.module_summary()
-        total = data.total_average().self_cpu_time_total
-        specs = columns.select(columns.MODULE_COLUMNS, columns.available(data, module=True))
-        return (rows[:limit] if limit and limit > 0 else rows), specs, {"self_cpu_time_total": total}, None, \
-            "self_cpu_time_total"
+        return _module_tree_rows(data, limit)
     sort_key = sort_by or ("self_cuda_time_total" if data.has_device_time else "self_cpu_time_total")
     key_avgs = data.key_averages(group_by_input_shape=group_by == "shape",
                                  group_by_stack_n=stack_n if group_by == "stack" else 0,
@@ -145,6 +141,29 @@ def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, de
 
     return (sort_rows(key_avgs, sort_key, limit), key_avgs.columns(), key_avgs.totals, key_avgs,
             sort_metric(sort_key))
+
+
+def _module_tree_rows(data, limit: int):
+    """The module tree in tree order (cut after ``limit`` nodes), its columns and totals."""
+    from gradtrace.profiler import columns  # noqa: PLC0415
+    from gradtrace.profiler.module_tree import flatten, module_tree  # noqa: PLC0415
+
+    nodes = flatten(module_tree(data))
+    specs = columns.select(columns.MODULE_TREE_COLUMNS, columns.available(data, module=True))
+    totals = {"forward_backward_cpu_time_total": data.total_average().self_cpu_time_total}
+    return (nodes[:limit] if limit and limit > 0 else nodes), specs, totals, None, "forward_backward_cpu_time_total"
+
+
+def _module_footer(data, limit: int) -> list[str]:
+    from gradtrace.profiler.module_tree import flatten, module_tree  # noqa: PLC0415
+
+    n = len(flatten(module_tree(data)))
+    lines = ["Fwd: the module's forward ops; Bwd: the backward nodes they created (by sequence_nr); "
+             "Self: outside child modules; total: with them. Fwd+Bwd CPU % is of the profile's "
+             "self CPU time, (no module) included."]
+    if limit and 0 < limit < n:
+        lines.append(f"{n - limit} more modules below (--limit 0 shows the whole tree)")
+    return lines
 
 
 def profile_tables(data, *, sort_by: str | None = None, limit: int = 20, group_by: str = "name",
@@ -167,9 +186,11 @@ def profile_tables(data, *, sort_by: str | None = None, limit: int = 20, group_b
     rows, specs, totals, key_avgs, highlight = _rows(data, sort_by, limit, group_by, stack_n, device_rows,
                                                      per_step)
     default_title = {"forward-op": "Forward + backward cost per forward op",
-                     "module": "Time per nn.Module (forward + backward)"}.get(group_by)
+                     "module": "Forward + backward time per nn.Module (the module tree)"}.get(group_by)
     footer = _footer(data, key_avgs) if key_avgs is not None else (
         [FORWARD_OP_EXPLAINED] if group_by == "forward-op" else ())
+    if group_by == "module":
+        footer = _module_footer(data, limit)
     return render.spec_table(rows, specs, totals, title=title or default_title, plain=plain,
                              highlight=highlight, footer=footer, width=width)
 
@@ -183,9 +204,27 @@ def table_json(data, *, sort_by: str | None = None, limit: int = 20, group_by: s
     _check_sort(sort_by, group_by)
     check_sort_data(data, sort_by)
     _check_group(data, group_by, stack_n)
+    if group_by == "module":
+        return _module_tree_json(data)
     rows, specs, totals, _, _ = _rows(data, sort_by, limit, group_by, stack_n, device_rows, per_step)
     shares = [s for s in specs if s.kind == "percent"]
     return [dict(r.to_dict(), **columns.row_values(r, shares, totals)) for r in rows]
+
+
+def _module_tree_json(data) -> list[dict]:
+    """The whole module tree as nested rows (``children``), with the share of each node."""
+    from gradtrace.profiler.module_tree import module_tree  # noqa: PLC0415
+
+    whole = data.total_average().self_cpu_time_total
+
+    def share(d: dict) -> dict:
+        d["forward_backward_cpu_time_total_percent"] = (
+            100.0 * d["forward_backward_cpu_time_total"] / whole if whole else 0.0)
+        for c in d["children"]:
+            share(c)
+        return d
+
+    return [share(root.to_dict()) for root in module_tree(data)]
 
 
 def _json_default(o):
@@ -202,8 +241,10 @@ def cmd_table(args) -> int:
     if args.group_by not in GROUPS:
         raise CLIError(f"unknown group {args.group_by!r}; use one of: {', '.join(GROUPS)}")
     _check_sort(args.sort, args.group_by)
-    if Path(args.file).is_dir() and any(Path(args.file).glob("rank*.gtprof")):
-        from .ranks import cmd_rank_table  # noqa: PLC0415 - a run folder of ranks (--nproc)
+    from gradtrace.profiler.ranks import is_run_dir  # noqa: PLC0415
+
+    if is_run_dir(args.file):
+        from .ranks import cmd_rank_table  # noqa: PLC0415 - a run folder: --nproc ranks or torch traces
 
         return cmd_rank_table(args)
     data = load_profile(args.file)
@@ -304,7 +345,15 @@ def cmd_view(args) -> int:
         raise CLIError("this gradtrace has no viewer.serve (the dashboard of issue 8 is not installed)")
     if not 0 < args.port < 65536:
         raise CLIError(f"--port {args.port}: give a port between 1 and 65535")
-    load_profile(args.file)  # fail fast, one line, before the server starts
+    from gradtrace.profiler.ranks import is_run_dir, load_run  # noqa: PLC0415
+
+    if is_run_dir(args.file):   # a run folder of ranks: the dashboard's Ranks page
+        try:
+            load_run(args.file)
+        except (FileNotFoundError, ValueError) as exc:
+            raise CLIError(str(exc)) from None
+    else:
+        load_profile(args.file)  # fail fast, one line, before the server starts
     if args.compare:
         load_profile(args.compare)
     open_browser = None

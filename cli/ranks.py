@@ -1,4 +1,5 @@
-"""``gradtrace table RUN_DIR``: the per-rank summary of a run folder (profiler/ranks.py)."""
+"""``gradtrace table RUN_DIR``: the per-rank summary of a run folder (profiler/ranks.py): the
+``rank*.gtprof`` files of ``gradtrace run --nproc``, or one torch.profiler trace per rank."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import sys
 from rich import box
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from .errors import CLIError
 
@@ -34,7 +36,16 @@ def rank_tables(summary: dict, plain: bool = False) -> Group:
         s.add_column(col, justify="right")
     for row in summary["steps"]:
         s.add_row(row["step"], str(row["slowest_rank"]), _ms(row["step_ns"]), _ms(row["spread_ns"]))
-    return Group(t, s)
+    basis = set(summary.get("basis", {}).values())
+    notes = []
+    if "device" in basis:
+        notes.append("compute, communication and idle of torch traces with GPU work: the device's kernels "
+                     "(communication: NCCL and other collective kernels)")
+    if "host" in basis:
+        notes.append("compute, communication and idle of the others: the host's ops and communication ranges")
+    if summary.get("clock"):
+        notes.append(f"common clock: {summary['clock']}")
+    return Group(t, s, Text("\n".join(notes), style="" if plain else "dim"))
 
 
 def cmd_rank_table(args) -> int:
@@ -44,7 +55,7 @@ def cmd_rank_table(args) -> int:
 
     try:
         summary = summarize_run(load_run(args.file))
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         raise CLIError(str(exc)) from None
     if args.json:
         sys.stdout.write(json.dumps(summary, indent=1) + "\n")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
 __all__ = ["ColumnSpec", "COLUMNS", "OPERATOR_COLUMNS", "FORWARD_BACKWARD_COLUMNS", "MODULE_COLUMNS",
-           "KINDS", "operator_columns", "value", "row_values", "cells"]
+           "MODULE_TREE_COLUMNS", "KINDS", "operator_columns", "value", "row_values", "cells"]
 
 KINDS = ("text", "time", "percent", "bytes", "count", "flops")
 PERCENT_SUFFIX = "_percent"
@@ -104,6 +104,11 @@ COLUMNS: dict[str, ColumnSpec] = {c.id: c for c in (
     _spec("backward_names", "Backward Nodes", "text"),
     # module_summary() rows: self time split by the phase it ran in.
     _spec("forward_self_cpu_time_total", "Fwd Self CPU", "time"),
+    # module_tree() nodes: forward and backward time of a module, self and with its children.
+    _spec("forward_cpu_time_total", "Fwd CPU total", "time"),
+    _spec("forward_backward_cpu_time_total_percent", "Fwd+Bwd CPU %", "percent"),
+    _spec("forward_self_cuda_time_total", "Fwd Self CUDA", "time", "cuda"),
+    _spec("forward_cuda_time_total", "Fwd CUDA total", "time", "cuda"),
 )}
 
 OPERATOR_COLUMNS = ("name", "device", "module", "scope",
@@ -123,6 +128,14 @@ FORWARD_BACKWARD_COLUMNS = ("name", "call_site", "count",
 MODULE_COLUMNS = ("module", "self_cpu_time_total_percent", "self_cpu_time_total", "cpu_time_total",
                   "forward_self_cpu_time_total", "backward_self_cpu_time_total",
                   "self_cuda_time_total", "cuda_time_total", "count")
+# The module tree (``gradtrace table --group-by module``, the dashboard's Modules page); the
+# percentage is of the profile's Σ self CPU time.
+MODULE_TREE_COLUMNS = ("module", "forward_self_cpu_time_total", "forward_cpu_time_total",
+                       "backward_self_cpu_time_total", "backward_cpu_time_total",
+                       "forward_backward_cpu_time_total", "forward_backward_cpu_time_total_percent",
+                       "forward_self_cuda_time_total", "forward_cuda_time_total",
+                       "backward_self_cuda_time_total", "backward_cuda_time_total",
+                       "forward_backward_cuda_time_total", "count")
 
 
 def available(data: "ProfileData", *, shapes: bool = False, stack: bool = False, module: bool = False,

@@ -8,10 +8,17 @@ True)``, ``module_summary()``, ``gradtrace table --group-by module`` and the das
 * a backward node belongs to the module of the forward op that created it (matched on
   sequence_nr and thread), and ops run inside a backward node go with the node; a backward
   node whose forward op is not in the profile belongs to no module — it ran outside every
-  module's forward, so its enclosing ranges say nothing.
+  module's forward, so its enclosing ranges say nothing. A backward range without a link of
+  its own around a linked one (torch's ``evaluate_function: X`` around the node ``X``) goes
+  with the node it wraps.
+
+Torch traces name module *instances* (``nn.Module: Linear_0``, ``Linear_1``: a counter per
+class); the class is the name without that suffix. The per-instance tree is
+:mod:`profiler.module_tree`.
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,14 +28,24 @@ from .analysis import depth_levels
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
-__all__ = ["MODULE_PREFIX", "NO_MODULE", "module_of_events", "ModuleRow", "module_summary"]
+__all__ = ["MODULE_PREFIX", "NO_MODULE", "module_of_events", "module_owner", "module_label",
+           "ModuleRow", "module_summary"]
 
 MODULE_PREFIX = "nn.Module:"
 NO_MODULE = "(no module)"
+_INSTANCE_SUFFIX = re.compile(r"_\d+$")
 
 
-def _module_label(name: str) -> str:
+def module_label(name: str) -> str:
+    """The module named by a range: ``"nn.Module: Linear_0"`` -> ``"Linear_0"``."""
     return name[len(MODULE_PREFIX):].strip()
+
+
+def _class_label(data: "ProfileData", name: str) -> str:
+    label = module_label(name)
+    if data.metadata.get("source") == "torch_trace":
+        label = _INSTANCE_SUFFIX.sub("", label)
+    return label
 
 
 def module_event_mask(data: "ProfileData") -> np.ndarray:
@@ -50,9 +67,21 @@ def module_owner(data: "ProfileData") -> np.ndarray:
         owner[idx] = np.where(is_module[idx], idx, owner[a.parent[idx]])
     bwd_root = a.backward_ancestor
     in_bwd = np.flatnonzero(bwd_root >= 0)
-    fwd_of = a.forward_event[bwd_root[in_bwd]]
+    fwd_of = _wrapped_links(data)[bwd_root[in_bwd]]
     owner[in_bwd] = np.where(fwd_of >= 0, owner[np.maximum(fwd_of, 0)], -1)
     return owner
+
+
+def _wrapped_links(data: "ProfileData") -> np.ndarray:
+    """``analysis.forward_event``, with an unlinked backward range that directly wraps a linked
+    one taking that one's forward op (a torch node inside its ``evaluate_function`` range)."""
+    a = data.analysis
+    link = a.forward_event.astype(np.int64).copy()
+    child = np.flatnonzero((link >= 0) & (a.parent >= 0))
+    wrapper = a.parent[child]
+    pick = (link[wrapper] < 0) & (a.backward_ancestor[wrapper] == wrapper)
+    link[wrapper[pick]] = link[child[pick]]
+    return link
 
 
 def module_of_events(data: "ProfileData") -> tuple[np.ndarray, list[str]]:
@@ -66,7 +95,7 @@ def module_of_events(data: "ProfileData") -> tuple[np.ndarray, list[str]]:
     name_id = data.event_columns["name_id"]
     names_of = np.where(owner >= 0, name_id[np.maximum(owner, 0)], -1)
     uniq, inv = np.unique(names_of, return_inverse=True)
-    labels = [_module_label(data.strings[int(u)]) if u >= 0 else NO_MODULE for u in uniq.tolist()]
+    labels = [_class_label(data, data.strings[int(u)]) if u >= 0 else NO_MODULE for u in uniq.tolist()]
     # Two string ids can name one class ("nn.Module: Linear" and "nn.Module:Linear").
     classes = [NO_MODULE] + sorted(set(labels) - {NO_MODULE})
     class_of_label = np.array([classes.index(lab) for lab in labels], dtype=np.int64)

@@ -1,20 +1,29 @@
-"""A run folder of ranks (``rank0.gtprof``, ``rank1.gtprof`` ... from ``gradtrace run --nproc``)
-analysed together: per rank and step, where the time went.
+"""A run folder of ranks analysed together: per rank and step, where the time went.
+
+A run folder holds one profile per rank: ``rank0.gtprof``, ``rank1.gtprof`` ... (``gradtrace
+run --nproc``), or torch.profiler traces (``*.json``, ``*.json.gz``), one per rank, the rank
+read from the trace's ``distributedInfo.rank``, else from the file name (``rank1``,
+``rank_1``, ``rank-1``).
 
 For one step of one rank (a ``ProfilerStep#N`` range; the whole profile when there is none):
 
-* **compute**: time inside forward ops and backward nodes, minus the communication ranges
-  nested in them (DDP launches and waits from inside AccumulateGrad);
-* **communication**: time a collective was in flight, from its launch to its completion
-  (``distributed_collectives`` in the profile's metadata), union over collectives;
-* **exposed communication**: the part of it the host spent inside communication ranges
-  (``record_param_comms`` launches and ``{backend}:wait`` waits), not computing;
-* **hidden** = communication − exposed: in flight while the host computed;
-* **idle**: the rest of the step (Python between ops, data loading, the optimizer's own code).
+* **communication**: time a collective was in flight. gradtrace profiles: from launch to
+  completion (``distributed_collectives`` in the metadata) and the host's communication
+  ranges; torch traces with GPU work: the collective kernels (NCCL...) on the device; torch
+  traces without: the host's communication ops. A communication range or kernel is one whose
+  name says so (:data:`COMMUNICATION`: nccl, all_reduce, reduce_scatter, all_gather,
+  broadcast of a backend, all_to_all, ``record_param_comms``, ``{backend}:wait``);
+* **compute**: on the host, time inside forward ops and backward nodes outside communication
+  ranges; on the device (torch traces with GPU work), the other kernels, memcpys and memsets;
+* **exposed communication**: on the host, the part of the step spent inside communication
+  ranges; on the device, collective time with no compute kernel running beside it;
+* **hidden** = communication − exposed (overlapped with compute);
+* **idle**: the rest of the step (host: Python between ops, data loading, the optimizer's own
+  code; device: no kernel running).
 
 Steps are compared across ranks by their number; the slowest rank of each step is the one
-the others wait for (a straggler). Per-step durations need no common clock; all ranks of one
-machine share ``perf_counter_ns`` (CLOCK_MONOTONIC) anyway.
+the others wait for (a straggler). Per-step durations need no common clock; step starts are
+put on one (see :func:`common_clock`) to show which rank started late.
 Pure functions over loaded profiles; nothing here imports the engine.
 """
 from __future__ import annotations
@@ -26,22 +35,61 @@ import numpy as np
 
 from .data import load
 from .records import Scope
+from .torch_trace import is_torch_trace
 
-__all__ = ["load_run", "rank_steps", "summarize_run", "merge", "overlap_ns", "RUN_FILE"]
+__all__ = ["load_run", "run_files", "is_run_dir", "rank_steps", "summarize_run", "common_clock", "merge",
+           "overlap_ns", "intersect", "RUN_FILE", "COMMUNICATION"]
 
 RUN_FILE = re.compile(r"^rank(\d+)\.gtprof$")
+TRACE_FILE = re.compile(r"\.json(\.gz)?$", re.IGNORECASE)
+RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+COMMUNICATION = re.compile(r"nccl|all_?reduce|reduce_?scatter|all_?gather|all_?to_?all|"
+                           r"(gloo|mpi|c10d)\S*broadcast|record_param_comms|:wait$", re.IGNORECASE)
+
+
+def run_files(run_dir) -> list[Path]:
+    """The profiles of a run folder: its ``rank{R}.gtprof`` files, else its torch traces."""
+    paths = sorted(p for p in Path(run_dir).iterdir() if p.is_file())
+    native = [p for p in paths if RUN_FILE.match(p.name)]
+    return native or [p for p in paths if TRACE_FILE.search(p.name) and is_torch_trace(p)]
+
+
+def is_run_dir(path) -> bool:
+    """True for a folder with rank profiles or torch traces in it."""
+    return Path(path).is_dir() and bool(run_files(path))
 
 
 def load_run(run_dir) -> dict:
-    """``{rank: ProfileData}`` for the ``rank{R}.gtprof`` files of a run folder."""
-    found = {}
-    for path in Path(run_dir).iterdir():
+    """``{rank: ProfileData}`` for the profiles of a run folder (see :func:`run_files`).
+
+    Raises:
+        FileNotFoundError: the folder holds no rank profile nor torch trace.
+        ValueError: a trace whose rank is neither in ``distributedInfo`` nor in its file
+            name, or two profiles of one rank.
+    """
+    found: dict = {}
+    for path in run_files(run_dir):
+        data = load(path)
         m = RUN_FILE.match(path.name)
-        if m:
-            found[int(m.group(1))] = load(path)
+        rank = int(m.group(1)) if m else _trace_rank(data, path)
+        if rank in found:
+            raise ValueError(f"{path}: a second profile of rank {rank} in {run_dir}")
+        found[rank] = data
     if not found:
-        raise FileNotFoundError(f"{run_dir}: no rank*.gtprof files (gradtrace run --nproc N writes them)")
+        raise FileNotFoundError(f"{run_dir}: no rank*.gtprof files (gradtrace run --nproc N writes them) "
+                                "nor torch traces (*.json, *.json.gz)")
     return dict(sorted(found.items()))
+
+
+def _trace_rank(data, path: Path) -> int:
+    info = data.metadata.get("distributed_info")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+        return rank
+    m = RANK_IN_NAME.search(path.name)
+    if m:
+        return int(m.group(1))
+    raise ValueError(f"{path}: no rank (no distributedInfo.rank in the trace, no rankN in its name)")
 
 
 def merge(intervals) -> list:
@@ -69,32 +117,57 @@ def overlap_ns(a: list, b: list) -> int:
     return total
 
 
-def _length(a: list) -> int:
-    return sum(e - s for s, e in a)
+def intersect(a: list, b: list) -> list:
+    """The intersection of two merged interval lists, merged."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            out.append([lo, hi])
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _communication_names(names: list) -> np.ndarray:
+    return np.array([COMMUNICATION.search(s) is not None for s in names] or [False])
+
+
+def _device_mode(data) -> bool:
+    """Torch traces with GPU work are broken down on the device; the rest on the host."""
+    return data.metadata.get("source") == "torch_trace" and data.has_device_time
+
+
+def _steps_of(data) -> list:
+    cols = data.event_columns
+    starts, ends = cols["start_ns"], cols["end_ns"]
+    return data.step_ranges() or [("all", int(data.metadata.get("start_time_ns", starts.min() if len(starts) else 0)),
+                                   int(data.metadata.get("end_time_ns", ends.max() if len(ends) else 0)))]
 
 
 def rank_steps(data) -> list[dict]:
     """Per step of one rank's profile: step, compute, communication, exposed, hidden, idle (ns).
 
     Returns:
-        One dict per step: ``step`` (its name), ``start_ns``, ``step_ns``, ``compute_ns``,
-        ``communication_ns``, ``exposed_ns``, ``hidden_ns``, ``idle_ns``.
+        One dict per step: ``step`` (its name), ``start_ns`` (on the profile's clock),
+        ``step_ns``, ``compute_ns``, ``communication_ns``, ``exposed_ns``, ``hidden_ns``,
+        ``idle_ns``.
     """
+    if _device_mode(data):
+        return _device_steps(data)
     cols = data.event_columns
-    names = data.strings
     starts, ends, scope = cols["start_ns"], cols["end_ns"], cols["scope"]
-    comm_ids = [i for i, s in enumerate(names) if s == "record_param_comms" or s.endswith(":wait")]
-    is_comm = np.isin(cols["name_id"], comm_ids) & (scope == Scope.USER_SCOPE)
+    is_comm = _communication_names(data.strings)[cols["name_id"]] & (ends > starts)
     is_op = (scope == Scope.FUNCTION) | (scope == Scope.BACKWARD_FUNCTION)
     comm = merge(zip(starts[is_comm], ends[is_comm]))
     ops = merge(zip(starts[is_op], ends[is_op]))
     entries = data.metadata.get("distributed_collectives") or []
     in_flight = merge([(e["start_ns"], e["completed_ns"]) for e in entries
                        if e.get("completed_ns", -1) >= 0] + [tuple(c) for c in comm])
-    steps = data.step_ranges() or [("all", int(data.metadata.get("start_time_ns", starts.min() if len(starts) else 0)),
-                                    int(data.metadata.get("end_time_ns", ends.max() if len(ends) else 0)))]
     rows = []
-    for name, s, e in steps:
+    for name, s, e in _steps_of(data):
         window = [[s, e]]
         exposed = overlap_ns(comm, window)
         flight = overlap_ns(in_flight, window)
@@ -107,30 +180,85 @@ def rank_steps(data) -> list[dict]:
     return rows
 
 
+def _device_steps(data) -> list[dict]:
+    """:func:`rank_steps` from the GPU work of a torch trace, clipped to each step's range
+    (kernels launched late in a step and run after its end count in the next)."""
+    cols = data.event_columns
+    d0, d1 = cols["device_start_ns"], cols["device_end_ns"]
+    on_device = np.flatnonzero((d0 >= 0) & (d1 > d0))
+    is_comm = _communication_names(data.strings)[cols["name_id"][on_device]]
+    comm = merge(zip(d0[on_device[is_comm]], d1[on_device[is_comm]]))
+    compute = merge(zip(d0[on_device[~is_comm]], d1[on_device[~is_comm]]))
+    busy = merge([tuple(x) for x in comm + compute])
+    both = intersect(comm, compute)
+    rows = []
+    for name, s, e in _steps_of(data):
+        window = [[s, e]]
+        flight, hidden = overlap_ns(comm, window), overlap_ns(both, window)
+        step_ns = e - s
+        rows.append({"step": name, "start_ns": s, "step_ns": step_ns, "compute_ns": overlap_ns(compute, window),
+                     "communication_ns": flight, "exposed_ns": flight - hidden, "hidden_ns": hidden,
+                     "idle_ns": max(step_ns - overlap_ns(busy, window), 0)})
+    return rows
+
+
+def common_clock(profiles: dict) -> tuple[dict, str]:
+    """Offsets that put every rank's times on one clock, and which clock that is.
+
+    * gradtrace run folders: the ranks of one machine share ``perf_counter_ns``; no offset.
+    * torch traces that all have a wall clock (``baseTimeNanoseconds``; the importer keeps it
+      as ``wall_clock_base_ns``): times become wall-clock times, as exact as the machines'
+      clocks agree.
+    * otherwise: each rank's first ``ProfilerStep`` starts at the same moment.
+
+    Returns:
+        ({rank: ns to add to that rank's times}, a phrase naming the clock).
+    """
+    metas = {r: d.metadata for r, d in profiles.items()}
+    if all(m.get("source") != "torch_trace" for m in metas.values()):
+        return dict.fromkeys(profiles, 0), "perf_counter_ns (shared by the ranks of one machine)"
+    if all(isinstance(m.get("wall_clock_base_ns"), int) for m in metas.values()):
+        return ({r: m["wall_clock_base_ns"] - int(m.get("start_time_ns", 0)) for r, m in metas.items()},
+                "wall clock (each trace's baseTimeNanoseconds)")
+    return ({r: -_steps_of(d)[0][1] for r, d in profiles.items()},
+            "first ProfilerStep of each rank (the traces have no common clock)")
+
+
 def summarize_run(profiles: dict) -> dict:
-    """Per-rank means over steps, and the slowest rank of each step.
+    """Per-rank means over steps, the slowest rank of each step, and every step of every rank.
 
     Args:
         profiles: ``{rank: ProfileData}`` (see :func:`load_run`).
     Returns:
         ``{"ranks": [{"rank", "steps", "step_ns", "compute_ns", "communication_ns",
         "exposed_ns", "hidden_ns", "idle_ns", "hidden_share", "slowest_in"}],
-        "steps": [{"step", "slowest_rank", "step_ns", "spread_ns"}]}``; times are means in ns,
-        ``hidden_share`` is hidden / communication (None without communication), and
-        ``slowest_in`` counts the steps in which that rank was the slowest.
+        "steps": [{"step", "slowest_rank", "step_ns", "spread_ns", "start_spread_ns"}],
+        "step_times": [{"rank", "step", "start_ns", "step_ns", ...}], "clock": str,
+        "basis": {rank: "host" or "device"}}``; times are means in ns, ``hidden_share`` is
+        hidden / communication (None without communication), ``slowest_in`` counts the steps
+        in which that rank was the slowest; in ``step_times``, ``start_ns`` is on the common
+        clock (:func:`common_clock`), from the earliest step start of the run.
     """
     per_rank = {rank: rank_steps(data) for rank, data in profiles.items()}
+    offsets, clock = common_clock(profiles)
+    starts = [row["start_ns"] + offsets[rank] for rank, rows in per_rank.items() for row in rows]
+    origin = min(starts) if starts else 0
     by_step: dict = {}
+    step_times = []
     for rank, rows in per_rank.items():
         for row in rows:
-            by_step.setdefault(row["step"], {})[rank] = row["step_ns"]
+            by_step.setdefault(row["step"], {})[rank] = row
+            step_times.append(dict(row, rank=rank, start_ns=row["start_ns"] + offsets[rank] - origin))
     steps = []
     slowest_count = dict.fromkeys(per_rank, 0)
-    for step, times in by_step.items():
+    for step, rows in by_step.items():
+        times = {rank: row["step_ns"] for rank, row in rows.items()}
         slowest = max(times, key=times.get)
         slowest_count[slowest] += 1
+        aligned = [row["start_ns"] + offsets[rank] for rank, row in rows.items()]
         steps.append({"step": step, "slowest_rank": slowest, "step_ns": times[slowest],
-                      "spread_ns": times[slowest] - min(times.values())})
+                      "spread_ns": times[slowest] - min(times.values()),
+                      "start_spread_ns": max(aligned) - min(aligned)})
     ranks = []
     keys = ("step_ns", "compute_ns", "communication_ns", "exposed_ns", "hidden_ns", "idle_ns")
     for rank, rows in per_rank.items():
@@ -138,4 +266,5 @@ def summarize_run(profiles: dict) -> dict:
         share = mean["hidden_ns"] / mean["communication_ns"] if mean["communication_ns"] else None
         ranks.append({"rank": rank, "steps": len(rows), **mean, "hidden_share": share,
                       "slowest_in": slowest_count[rank]})
-    return {"ranks": ranks, "steps": steps}
+    basis = {rank: "device" if _device_mode(data) else "host" for rank, data in profiles.items()}
+    return {"ranks": ranks, "steps": steps, "step_times": step_times, "clock": clock, "basis": basis}

@@ -13,7 +13,8 @@ How the trace's events become profile events:
   ``evaluate_function`` range around the node's own range, both with the node's sequence
   number: the inner one keeps it (it is the node), so a node is not counted twice.
 * ``user_annotation`` (``ProfilerStep#N``, ``record_function`` ranges) and module ranges
-  (``python_function`` named ``nn.Module: Linear_0``, kept as ``nn.Module: Linear``) →
+  (``python_function`` named ``nn.Module: Linear_0``: the instance, kept as named, so the
+  module tree of :mod:`profiler.module_tree` tells ``Linear_0`` from ``Linear_1``) →
   USER_SCOPE. Other ``python_function`` events are Python frames: an op's stack is the chain
   of frames around it (``Python parent id``), torch's own frames left out.
 * ``cuda_runtime``/``cuda_driver`` → ops of their thread (``cudaLaunchKernel`` rows, as in
@@ -59,7 +60,6 @@ __all__ = ["is_torch_trace", "read_torch_trace", "forward_backward_pairing", "Pa
 OVERRUN_TOLERANCE_NS = 1_000
 MODULE_PREFIX = "nn.Module: "
 _BACKWARD_NAME = re.compile(r"(^autograd::engine::evaluate_function: )|(Backwards?\d*$)|(AccumulateGrad$)")
-_MODULE_INSTANCE = re.compile(r"_\d+$")
 # Frames of torch itself and of C functions say nothing about the user's call site.
 _HIDDEN_FRAMES = ("torch/", "<built-in", MODULE_PREFIX)
 _REPAIR_ROUNDS = 4
@@ -191,22 +191,18 @@ class _Builder:
         return ids
 
     def _scopes(self, cat, name_id, fwd_tid):
-        """(is_frame, scope) per raw CPU row; module ranges are renamed to their class."""
+        """(is_frame, scope) per raw CPU row."""
         n_names = len(self.strings)
         used = np.unique(name_id)
         backward_name = np.zeros(n_names, dtype=bool)
         module_name = np.zeros(n_names, dtype=bool)
-        rename = np.arange(n_names)
         for sid in used.tolist():
             s = self.strings[sid]
             backward_name[sid] = _BACKWARD_NAME.search(s) is not None
-            if s.startswith(MODULE_PREFIX):
-                module_name[sid] = True
-                rename[sid] = self.intern(_MODULE_INSTANCE.sub("", s))
+            module_name[sid] = s.startswith(MODULE_PREFIX)
         is_python = cat == PYTHON_FUNCTION
         is_module = is_python & module_name[name_id]
         is_backward = (cat == CPU_OP) & ((fwd_tid > 0) | backward_name[name_id])
-        name_id[is_module] = rename[name_id[is_module]]
         scope = np.full(len(cat), int(Scope.FUNCTION), dtype=np.int64)
         scope[(cat == USER_ANNOTATION) | is_module] = Scope.USER_SCOPE
         scope[is_backward] = Scope.BACKWARD_FUNCTION

@@ -23,7 +23,7 @@ from dash.exceptions import PreventUpdate
 
 from gradtrace.profiler import ProfileData
 
-from . import figures, pages
+from . import figures, modules_page, pages, ranks_page
 from .compare import diff_table, metric_options
 from .graph import build_graph, node_details, steps_of
 from .loading import DEFAULT_MAX_UPLOAD_MB, UploadError, decode_upload, load_path
@@ -36,6 +36,9 @@ __all__ = ["create_app", "serve"]
 
 ASSETS = Path(__file__).with_name("assets")
 MAIN = "main"
+# The pages of pages.py, with Modules after "Forward + backward" and Ranks last.
+PAGES = [p for base in pages.PAGES
+         for p in ([base, modules_page.PAGE] if base[0] == "/forward-backward" else [base])] + [ranks_page.PAGE]
 
 
 class _Registry:
@@ -47,6 +50,7 @@ class _Registry:
         self._timelines: dict[str, TimelineIndex] = {}
         self._lock = threading.Lock()
         self.capacity = capacity
+        self.ranks: dict | None = None     # summary of a run folder (gradtrace view RUN_DIR)
 
     def add(self, view: ProfileView, key: str | None = None) -> str:
         key = key or f"u{uuid.uuid4().hex}"
@@ -79,7 +83,7 @@ class _Registry:
 
 
 def create_app(profile_or_path: ProfileData | str | Path | None = None, *, compare=None,
-               max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, title: str = "gradtrace") -> Dash:
+               max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, title: str = "gradtrace", ranks: dict | None = None) -> Dash:
     """Build the dashboard for a profile.
 
     Args:
@@ -89,10 +93,13 @@ def create_app(profile_or_path: ProfileData | str | Path | None = None, *, compa
         compare: optionally a second profile (or path) preloaded on the Compare page.
         max_upload_mb: largest file accepted by the upload buttons.
         title: browser tab title.
+        ranks: a run folder's :func:`profiler.ranks.summarize_run` for the Ranks page
+            (:func:`viewer.ranks_page.open_run`); without it the page shows the open profile.
     Returns:
         The ``dash.Dash`` app (``app.server`` is the Flask server).
     """
     registry = _Registry()
+    registry.ranks = ranks
     startup_error = None
     if profile_or_path is not None:
         try:
@@ -129,7 +136,7 @@ def _as_view(profile_or_path) -> ProfileView:
 
 def _layout(app: Dash, view: ProfileView | None, error: str | None, max_upload_mb: float, compare_key):
     nav = [dcc.Link(label, href=app.get_relative_path(path), id=f"nav-{path.strip('/') or 'overview'}",
-                    className="gt-tab") for path, label in pages.PAGES]
+                    className="gt-tab") for path, label in PAGES]
     return html.Div(className="gt-app", children=[
         dcc.Location(id="url"),
         dcc.Store(id="profile-key", data=MAIN if view is not None else None),
@@ -157,7 +164,7 @@ def _error_box(message: str) -> html.Div:
 
 
 def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_upload_mb: float) -> None:
-    route = {app.get_relative_path(path).rstrip("/") or "/": path for path, _ in pages.PAGES}
+    route = {app.get_relative_path(path).rstrip("/") or "/": path for path, _ in PAGES}
 
     @app.callback(Output("page", "children"), Input("url", "pathname"), Input("profile-key", "data"),
                   State("compare-key", "data"))
@@ -176,17 +183,21 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
             return pages.graph_page(view)
         if path == "/memory":
             return _memory_page(view)
+        if path == modules_page.PATH:
+            return modules_page.page(view)
+        if path == ranks_page.PATH:
+            return ranks_page.page(registry.ranks or ranks_page.summary_of(view), single=registry.ranks is None)
         if path == "/compare":
             b = registry.get(compare_key)
             return pages.compare_page(view, max_upload_mb, b.label if b else None)
         return pages.overview_page(view)
 
-    nav_outputs = [Output(f"nav-{p.strip('/') or 'overview'}", "className") for p, _ in pages.PAGES]
+    nav_outputs = [Output(f"nav-{p.strip('/') or 'overview'}", "className") for p, _ in PAGES]
 
     @app.callback(nav_outputs, Input("url", "pathname"))
     def highlight_tab(pathname):
         path = route.get((pathname or "/").rstrip("/") or "/", "/")
-        return ["gt-tab gt-tab-active" if p == path else "gt-tab" for p, _ in pages.PAGES]
+        return ["gt-tab gt-tab-active" if p == path else "gt-tab" for p, _ in PAGES]
 
     @app.callback(Output("profile-key", "data"), Output("profile-label", "children"),
                   Output("open-error", "children"), Input("open-upload", "contents"),
@@ -302,6 +313,7 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
         return pages.node_details_panel(node_details(view, event))
 
     _register_compare(app, registry, max_bytes)
+    modules_page.register_callbacks(app, registry.get)
 
 
 def _steps(view: ProfileView):
@@ -518,8 +530,12 @@ def serve(path, host: str = "127.0.0.1", port: int = 8050, *, compare=None,
 
     from waitress.server import create_server  # noqa: PLC0415 - only when serving
 
-    view = ProfileView(load_path(path), Path(path).name)
-    app = create_app(view, compare=compare, max_upload_mb=max_upload_mb)
+    ranks = None
+    if ranks_page.is_run_dir(path):   # a run folder: rank profiles or torch traces, one per rank
+        view, ranks = ranks_page.open_run(path)
+    else:
+        view = ProfileView(load_path(path), Path(path).name)
+    app = create_app(view, compare=compare, max_upload_mb=max_upload_mb, ranks=ranks)
     wsgi = app.server
     if verbose:
         wsgi = _log_requests(app.server)

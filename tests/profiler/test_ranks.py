@@ -1,6 +1,11 @@
-"""profiler/ranks.py on hand-written intervals (the run-folder path is tested end to end in
-tests/cli/test_run_nproc.py)."""
-from gradtrace.profiler.ranks import merge, overlap_ns
+"""profiler/ranks.py on hand-written intervals and on a folder of torch traces, one per rank
+(the gradtrace run-folder path is tested end to end in tests/cli/test_run_nproc.py)."""
+import json
+
+import pytest
+
+from gradtrace.profiler.ranks import COMMUNICATION, intersect, load_run, merge, overlap_ns, summarize_run
+from tests.profiler.rank_traces import EXPECTED, rank_trace, write_rank_traces
 
 
 def test_merge_joins_overlapping_and_touching_intervals_and_drops_empty_ones():
@@ -13,3 +18,83 @@ def test_overlap_of_two_interval_lists():
     assert overlap_ns(comm, compute) == 5 + 5
     assert overlap_ns(comm, [[40, 50]]) == 0
     assert overlap_ns(comm, comm) == 20
+
+
+# --------------------------------------------------------------------------- torch traces, one per rank
+
+def test_intersect_of_two_interval_lists():
+    assert intersect(merge([[0, 10], [20, 30]]), merge([[5, 25]])) == [[5, 10], [20, 25]]
+    assert intersect([[0, 1]], [[2, 3]]) == []
+
+
+@pytest.mark.parametrize("name, is_comm", [
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", True), ("record_param_comms", True), ("nccl:all_reduce", True),
+    ("c10d::allreduce_", True), ("gloo:broadcast", True), ("c10d::_reduce_scatter_base_", True),
+    ("c10d::allgather_", True), ("mpi:wait", True), ("aten::broadcast_tensors", False), ("aten::mm", False),
+    ("ampere_sgemm_128x64_nn", False)])
+def test_communication_names(name, is_comm):
+    assert (COMMUNICATION.search(name) is not None) is is_comm
+
+
+def test_folder_of_torch_traces_per_rank_and_step(tmp_path):
+    write_rank_traces(tmp_path)
+    profiles = load_run(tmp_path)
+    assert list(profiles) == [0, 1]                      # ranks from distributedInfo, not the file names
+    summary = summarize_run(profiles)
+    keys = ("step_ns", "compute_ns", "communication_ns", "exposed_ns", "hidden_ns", "idle_ns")
+    for rank, rows in EXPECTED.items():
+        got = [tuple(r[k] / 1e3 for k in keys) for r in summary["step_times"] if r["rank"] == rank]
+        assert got == [pytest.approx(row) for row in rows], rank
+    assert [(s["step"], s["slowest_rank"], s["spread_ns"]) for s in summary["steps"]] == [
+        ("ProfilerStep#1", 0, 0), ("ProfilerStep#2", 1, 500_000)]
+    rank1 = summary["ranks"][1]
+    assert rank1["step_ns"] == 1_250_000 and rank1["slowest_in"] == 1
+    assert rank1["hidden_share"] == pytest.approx(200 / 900)
+    # Common clock: baseTimeNanoseconds; rank 1's trace starts 50 us later.
+    assert summary["clock"].startswith("wall clock")
+    starts = {(r["rank"], r["step"]): r["start_ns"] for r in summary["step_times"]}
+    assert starts[0, "ProfilerStep#1"] == 0 and starts[1, "ProfilerStep#1"] == 50_000
+    assert starts[1, "ProfilerStep#2"] == 1_050_000
+    assert summary["basis"] == {0: "device", 1: "device"}
+    for r in summary["step_times"]:   # the parts of a step add up to it
+        assert r["compute_ns"] + r["exposed_ns"] + r["idle_ns"] == r["step_ns"]
+
+
+def test_rank_from_file_name_and_first_step_clock(tmp_path):
+    for rank in (0, 1):
+        doc = rank_trace(rank, with_rank=False)
+        del doc["baseTimeNanoseconds"]
+        for e in doc["traceEvents"]:
+            e["ts"] += 7_000 * rank     # unrelated clocks: align on the first ProfilerStep
+        (tmp_path / f"job_rank_{rank}.pt.trace.json").write_text(json.dumps(doc))
+    summary = summarize_run(load_run(tmp_path))
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+    assert summary["clock"].startswith("first ProfilerStep")
+    assert {r["start_ns"] for r in summary["step_times"] if r["step"] == "ProfilerStep#1"} == {0}
+
+
+def test_rank_missing_or_repeated_is_an_error(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps(rank_trace(0, with_rank=False)))
+    with pytest.raises(ValueError, match="no rank"):
+        load_run(tmp_path)
+    (tmp_path / "a.json").write_text(json.dumps(rank_trace(0)))
+    (tmp_path / "b.json").write_text(json.dumps(rank_trace(0)))
+    with pytest.raises(ValueError, match="second profile of rank 0"):
+        load_run(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="nor torch traces"):
+        load_run(empty)
+
+
+def test_host_breakdown_of_a_cpu_trace(tmp_path):
+    """Without GPU work, communication is the host's collective ops (gloo)."""
+    ev = [{"ph": "X", "cat": c, "name": n, "pid": 1, "tid": 1, "ts": t, "dur": d, "args": {}}
+          for c, n, t, d in (("user_annotation", "ProfilerStep#1", 0, 1000), ("cpu_op", "aten::mm", 100, 300),
+                             ("cpu_op", "record_param_comms", 500, 200), ("cpu_op", "gloo:all_reduce", 510, 150))]
+    (tmp_path / "rank0.json").write_text(json.dumps({"traceEvents": ev, "distributedInfo": {"rank": 0}}))
+    summary = summarize_run(load_run(tmp_path))
+    row = summary["step_times"][0]
+    assert (row["compute_ns"], row["communication_ns"], row["exposed_ns"], row["idle_ns"]) == (
+        300_000, 200_000, 200_000, 500_000)
+    assert summary["basis"] == {0: "host"}

@@ -68,8 +68,8 @@ def test_fixture_maps_ops_scopes_modules_shapes_stacks_memory():
     assert meta["record_shapes"] and meta["with_stack"] and meta["with_modules"] and meta["profile_memory"]
     assert [s[0] for s in data.step_ranges()] == ["ProfilerStep#1", "ProfilerStep#2"]
     user = set(_names(data, Scope.USER_SCOPE))
-    assert {"forward", "backward", "Optimizer.step#SGD.step", "nn.Module: Linear", "nn.Module: ReLU"} <= user
-    assert not any(n.endswith("_0") for n in user)          # module instances kept as classes
+    assert {"forward", "backward", "Optimizer.step#SGD.step", "nn.Module: Linear_0", "nn.Module: Linear_1",
+            "nn.Module: ReLU_0"} <= user                     # module instances kept as named
     backward = set(_names(data, Scope.BACKWARD_FUNCTION))
     assert {"MseLossBackward0", "AddmmBackward0", "TBackward0", "ReluBackward0"} <= backward
     assert "autograd::engine::evaluate_function: AddmmBackward0" in backward

@@ -1,0 +1,128 @@
+"""The Ranks page: a run folder's ranks side by side (``gradtrace view RUN_DIR``).
+
+The numbers are :func:`profiler.ranks.summarize_run`'s (the same as ``gradtrace table
+RUN_DIR``): per rank, the mean step split into compute, exposed communication and idle, and
+each step's time on each rank, so a straggler stands out. A single profile shows as one rank.
+Figure builders are pure functions of the summary.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import plotly.graph_objects as go
+from dash import dcc, html
+
+from gradtrace.profiler.ranks import is_run_dir, load_run, summarize_run
+
+from .figures import FONT, esc
+from .model import ProfileView
+from .pages import GRAPH_CONFIG, section, text_table
+
+__all__ = ["PATH", "PAGE", "is_run_dir", "open_run", "page", "step_figure", "breakdown_figure", "summary_of"]
+
+PATH = "/ranks"
+PAGE = (PATH, "Ranks")
+PARTS = (("compute_ns", "compute", "#3b82f6"), ("exposed_ns", "exposed communication", "#ef4444"),
+         ("idle_ns", "idle", "#cbd5e1"))
+
+
+def open_run(run_dir) -> tuple[ProfileView, dict]:
+    """The lowest rank's profile (for the other pages) and the run's summary.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`profiler.ranks.load_run`.
+    """
+    profiles = load_run(run_dir)
+    rank, data = next(iter(profiles.items()))
+    data.analysis  # noqa: B018 - analyse up front
+    return ProfileView(data, f"{Path(run_dir).name} (rank {rank} of {len(profiles)})"), summarize_run(profiles)
+
+
+def summary_of(view: ProfileView) -> dict:
+    """A one-rank summary of a single profile (its rank from the metadata, else 0)."""
+    if "_rank_summary" not in view.__dict__:
+        info = view.data.metadata.get("distributed_info") or {}
+        rank = info.get("rank", view.data.metadata.get("rank", 0))
+        view.__dict__["_rank_summary"] = summarize_run({rank if isinstance(rank, int) else 0: view.data})
+    return view.__dict__["_rank_summary"]
+
+
+def step_figure(summary: dict) -> go.Figure:
+    """Grouped bars: each step's time on each rank (ms); the slowest rank of a step outlined."""
+    # A step whose ranks took the same time has no straggler to outline.
+    slowest = {s["step"]: s["slowest_rank"] for s in summary["steps"] if s["spread_ns"] > 0}
+    steps = [s["step"] for s in summary["steps"]]
+    fig = go.Figure()
+    for r in summary["ranks"]:
+        rows = {t["step"]: t for t in summary["step_times"] if t["rank"] == r["rank"]}
+        ms = [rows[s]["step_ns"] / 1e6 if s in rows else None for s in steps]
+        fig.add_trace(go.Bar(
+            x=[esc(s) for s in steps], y=ms, name=f"rank {r['rank']}",
+            marker_line_width=[3 if slowest.get(s) == r["rank"] else 0 for s in steps],
+            marker_line_color="#111827",
+            hovertemplate=[f"rank {r['rank']} · {esc(s)}<br>step {m:.3f} ms<br>starts at "
+                           f"{rows[s]['start_ns'] / 1e6:.3f} ms<extra></extra>" if s in rows else ""
+                           for s, m in zip(steps, ms)]))
+    fig.update_layout(barmode="group", template="plotly_white", font=FONT, height=340,
+                      margin=dict(l=10, r=20, t=36, b=30), legend=dict(orientation="h", y=-0.2),
+                      title=dict(text="Step time per rank (outlined: the slowest rank of the step)", font_size=14))
+    fig.update_yaxes(title_text="step time (ms)")
+    return fig
+
+
+def breakdown_figure(summary: dict) -> go.Figure:
+    """Stacked horizontal bars: each rank's mean step as compute, exposed communication, idle."""
+    labels = [f"rank {r['rank']}" for r in summary["ranks"]]
+    fig = go.Figure()
+    for key, name, colour in PARTS:
+        ms = [r[key] / 1e6 for r in summary["ranks"]]
+        fig.add_trace(go.Bar(y=labels, x=ms, name=name, orientation="h", marker_color=colour,
+                             hovertemplate=[f"{lab}: {name} {m:.3f} ms<extra></extra>" for lab, m in zip(labels, ms)]))
+    fig.update_layout(barmode="stack", template="plotly_white", font=FONT, height=150 + 40 * len(labels),
+                      margin=dict(l=10, r=20, t=36, b=30),
+                      legend=dict(orientation="h", y=-0.6, traceorder="normal"),
+                      title=dict(text="Mean step per rank", font_size=14))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="ms")
+    return fig
+
+
+def _ms(ns) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def page(summary: dict, single: bool = False) -> html.Div:
+    """The Ranks page of a run's summary (``single``: the summary of the one open profile)."""
+    rank_rows = [[r["rank"], r["steps"], _ms(r["step_ns"]), _ms(r["compute_ns"]), _ms(r["communication_ns"]),
+                  _ms(r["exposed_ns"]), _ms(r["hidden_ns"]),
+                  "-" if r["hidden_share"] is None else f"{100 * r['hidden_share']:.1f}",
+                  _ms(r["idle_ns"]), r["slowest_in"]] for r in summary["ranks"]]
+    step_rows = [[s["step"], s["slowest_rank"], _ms(s["step_ns"]), _ms(s["spread_ns"]),
+                  _ms(s.get("start_spread_ns", 0))] for s in summary["steps"]]
+    basis = set(summary.get("basis", {}).values())
+    how = ("device kernels: communication is NCCL and other collective kernels, compute the other kernels"
+           if basis == {"device"} else "host ranges: communication ranges (record_param_comms, collectives, "
+           "waits) and the ops outside them")
+    children = []
+    if single:
+        children.append(html.Div("One profile open: its steps as one rank. Open a run folder (one profile or "
+                                 "torch trace per rank) with gradtrace view RUN_DIR to compare ranks.",
+                                 className="gt-callout", id="rk-single"))
+    children += [
+        html.Div(className="gt-row", children=[
+            html.Div(className="gt-col-half", children=[
+                dcc.Graph(id="rk-steps", figure=step_figure(summary), config=GRAPH_CONFIG)]),
+            html.Div(className="gt-col-half", children=[
+                dcc.Graph(id="rk-breakdown", figure=breakdown_figure(summary), config=GRAPH_CONFIG)]),
+        ]),
+        section("Ranks (mean per step, ms)",
+                text_table(["Rank", "Steps", "Step", "Compute", "Communication", "Exposed comm", "Hidden comm",
+                            "Hidden %", "Idle", "Slowest in"], rank_rows),
+                note=f"From the {how}. Exposed: communication nothing else overlapped; hidden: overlapped "
+                     f"with compute. Common clock: {summary.get('clock', '-')}.", id="rk-table"),
+        section("Slowest rank per step",
+                text_table(["Step", "Slowest rank", "Its step (ms)", "Spread (ms)", "Start spread (ms)"], step_rows),
+                note="Spread: slowest minus fastest rank's step time; start spread: how far apart the "
+                     "ranks started the step on the common clock.", id="rk-slowest"),
+    ]
+    return html.Div(id="page-ranks", children=children)
