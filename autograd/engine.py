@@ -582,7 +582,7 @@ def _call_instrumented(task, node, grads, ops):
     if _RF.on and node.__class__ is not GraphRoot:
         meta = node.input_metadata
         rec = _rf.begin(_BACKWARD, node.name(), node.sequence_nr, node.thread_id, None,
-                        meta[0][2]._name if meta else "cpu", meta[0][3] if meta else None)
+                        meta[0][2]._name if meta else "cpu", meta[0][3] if meta else None, node)
     anomaly = ops.anomaly
     if anomaly:
         parent, _THREAD.current_node = _THREAD.current_node, node

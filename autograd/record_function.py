@@ -8,7 +8,8 @@ each range is one :class:`RecordFunction` object (``__slots__``) handed to ``sta
 Correlation is exact: a forward op's record carries the ``sequence_nr`` of the node it created
 (-1 when it created none) and a backward node's record carries the node's own ``sequence_nr``
 and the id of the thread that created it (``fwd_thread_id``). The pair
-(``sequence_nr``, ``fwd_thread_id``) names exactly one forward record.
+(``sequence_nr``, ``fwd_thread_id``) names exactly one forward record. A backward record also
+carries its ``node``, so that a profiler can record the graph's edges (``node.next_edges``).
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ class RecordFunction:
     """One range: what the callbacks see. Built only when a callback wants this scope."""
 
     __slots__ = ("name", "scope", "sequence_nr", "fwd_thread_id", "thread_id", "inputs",
-                 "device", "stream", "_active", "_ctx")
+                 "device", "stream", "node", "_active", "_ctx")
 
     def __repr__(self):
         return (f"RecordFunction(name={self.name!r}, scope={RecordScope(self.scope).name}, "
@@ -213,13 +214,17 @@ def _describe_inputs(inputs) -> list:
 
 
 def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,
-          inputs=None, device="cpu", stream=None):
-    """Open a range; returns the record to pass to :func:`end`, or None if nobody listens."""
+          inputs=None, device="cpu", stream=None, node=None):
+    """Open a range; returns the record to pass to :func:`end`, or None if nobody listens.
+
+    ``node``: the autograd node a BACKWARD_FUNCTION range runs (the profiler reads its
+    ``next_edges`` once, when it stops); None for every other range.
+    """
     fast = _fast[scope]
     if fast is None:
-        return _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream)
+        return _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, node)
     cbs, needs_inputs = fast
-    rec = _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs)
+    rec = _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs, node)
     if len(cbs) == 1:
         # One callback (a profiler): its context is kept as it is, no pairs list.
         cb = cbs[0]
@@ -231,7 +236,7 @@ def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,
     return rec
 
 
-def _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs):
+def _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs, node):
     """A new record's fields; the callbacks' contexts are filled in by the caller."""
     rec = RecordFunction()
     rec.name = name
@@ -242,10 +247,11 @@ def _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, nee
     rec.inputs = _describe_inputs(inputs) if needs_inputs and inputs is not None else None
     rec.device = device
     rec.stream = stream
+    rec.node = node
     return rec
 
 
-def _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream):
+def _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, node):
     """begin() with thread-local callbacks or sampling: which callbacks hear this range is
     decided per range."""
     cbs = _global_by_scope[scope]
@@ -261,7 +267,7 @@ def _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stre
             needs_inputs = needs_inputs or cb.needs_inputs
     if not active:
         return None
-    rec = _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs)
+    rec = _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs, node)
     rec._active = [(cb, cb.start(rec) if cb.start is not None else None) for cb in active]
     return rec
 

@@ -26,6 +26,8 @@ from gradtrace.autograd import record_function as rf
 
 from .data import ProfileData
 from .fileformat import gradtrace_version
+from gradtrace.autograd.node import AccumulateGrad
+
 from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope, empty_columns
 
 __all__ = ["Collector", "record_function", "gpu_available"]
@@ -47,8 +49,8 @@ def _device_properties(name: str) -> dict:
 
 
 # Row layout of the per-thread event buffers.
-_NAME, _SCOPE, _START, _END, _SEQ, _FWD_TID, _DEVICE, _STREAM, _GPU_PAIR, _INPUTS, _STACK = range(11)
-_EVENT_WIDTH = 11
+_NAME, _SCOPE, _START, _END, _SEQ, _FWD_TID, _DEVICE, _STREAM, _GPU_PAIR, _INPUTS, _STACK, _NODE = range(12)
+_EVENT_WIDTH = 12
 _ROW = struct.Struct(f"={_EVENT_WIDTH}q")   # native order, like array("q")
 # Row layout of the per-thread memory buffers.
 _M_TIME, _M_BYTES, _M_TOTAL, _M_DEVICE, _M_ADDR = range(5)
@@ -66,12 +68,15 @@ _MAX_STACK_DEPTH = 32
 
 
 class _ThreadBuffers:
-    __slots__ = ("events", "memory", "gpu_events")
+    __slots__ = ("events", "memory", "gpu_events", "nodes")
 
     def __init__(self):
         self.events = array("q")
         self.memory = array("q")
         self.gpu_events: list = []
+        # The autograd nodes the backward ranges ran, kept (alive, so that ``id()`` stays
+        # unique) until stop reads their edges: one append per backward range, nothing more.
+        self.nodes: list = []
 
 
 class Collector:
@@ -175,9 +180,14 @@ class Collector:
                 if inputs_id is None:
                     inputs_id = intern_in(inputs_table, key)
             stream = rec.stream
+            node = rec.node
+            node_ix = -1
+            if node is not None:
+                node_ix = len(buf.nodes)
+                buf.nodes.append(node)
             buf.events.frombytes(pack_row(
                 name_id, rec.scope, t_start, t_end, seq, rec.fwd_thread_id, device_id,
-                stream.ptr if stream is not None else 0, pair, inputs_id, stack_id))
+                stream.ptr if stream is not None else 0, pair, inputs_id, stack_id, node_ix))
 
         if not gpu and not with_stack:
             # The common CPU case: the context is just the start time, and there is no GPU
@@ -284,7 +294,8 @@ class Collector:
         end_ns = time.perf_counter_ns()
         self.remove_callbacks()
         device_region_ns = self._resolve_gpu_times()
-        events = self._event_columns()
+        events, node_of_event = self._event_columns()
+        nodes, edges = self._graph_columns(node_of_event)
         memory = self._memory_columns()
         metadata = {
             "gradtrace_version": gradtrace_version(),
@@ -307,7 +318,7 @@ class Collector:
         if dist is not None:
             metadata.update(dist.profile_metadata(self._start_ns, end_ns))
         metadata.update(extra_metadata or {})
-        return ProfileData(events, memory, self._strings, metadata)
+        return ProfileData(events, memory, self._strings, metadata, node_columns=nodes, edge_columns=edges)
 
     # ------------------------------------------------------------------ building columns
 
@@ -328,10 +339,16 @@ class Collector:
             self._device_times[tid] = times
         return region
 
-    def _event_columns(self) -> dict:
+    def _event_columns(self) -> tuple[dict, np.ndarray]:
+        """The events table, and the graph node id of each event (-1: none)."""
         parts, threads, device_times = [], [], []
+        self._graph_nodes: list = []   # node id -> one node object with that id
+        node_ids: dict[int, int] = {}
         for tid, buf in self._buffers.items():
             rows = np.frombuffer(buf.events, dtype=np.int64).reshape(-1, _EVENT_WIDTH)
+            ids = np.array([self._node_id(n, node_ids) for n in buf.nodes] + [-1], dtype=np.int64)
+            rows = rows.copy()
+            rows[:, _NODE] = ids[rows[:, _NODE]]     # buffer index -> profile node id
             parts.append(rows)
             threads.append(np.full(len(rows), tid, dtype=np.int64))
             times = np.array(self._device_times.get(tid) or [], dtype=np.int64).reshape(-1, 2)
@@ -340,7 +357,7 @@ class Collector:
             dev[pair >= 0] = times[pair[pair >= 0]]
             device_times.append(dev)
         if not parts:
-            return empty_columns(EVENT_COLUMNS)
+            return empty_columns(EVENT_COLUMNS), np.zeros(0, np.int64)
         rows = np.concatenate(parts)
         thread = np.concatenate(threads)
         dev = np.concatenate(device_times)
@@ -362,7 +379,41 @@ class Collector:
             "fwd_thread_id": rows[:, _FWD_TID], "device_id": rows[:, _DEVICE],
             "stream": rows[:, _STREAM], "device_start_ns": dev[:, 0], "device_end_ns": dev[:, 1],
             "shapes_id": shapes_id, "dtypes_id": dtypes_id, "stack_id": stack_id,
-        }
+        }, rows[:, _NODE]
+
+    def _node_id(self, node, node_ids: dict) -> int:
+        """The profile's id of ``node``: one per node object, except that every AccumulateGrad
+        of one leaf shares the leaf's id (PyTorch numbers them all 2**64-1, and the engine
+        makes a new one whenever the old graph is gone)."""
+        key = id(node.variable) if node.__class__ is AccumulateGrad else id(node)
+        nid = node_ids.get(key)
+        if nid is None:
+            nid = node_ids[key] = len(self._graph_nodes)
+            self._graph_nodes.append(node)
+        return nid
+
+    def _graph_columns(self, node_of_event: np.ndarray) -> tuple[dict, dict]:
+        """The nodes table (which node each backward event ran) and the edges between nodes
+        that ran: read once here, from the nodes kept since their ranges closed."""
+        events = np.flatnonzero(node_of_event >= 0)
+        nodes = {"event": events, "node_id": node_of_event[events]}
+        ids = {id(n): k for k, n in enumerate(self._graph_nodes)}
+        ids.update((id(n.variable), k) for k, n in enumerate(self._graph_nodes) if n.__class__ is AccumulateGrad)
+        src, dst, input_nr = [], [], []
+        for k, node in enumerate(self._graph_nodes):
+            for edge in node.next_edges:
+                if edge is None:
+                    continue
+                nxt = edge[0]
+                j = ids.get(id(nxt.variable) if nxt.__class__ is AccumulateGrad else id(nxt))
+                if j is not None:            # a next node that never ran is not in the profile
+                    src.append(k)
+                    dst.append(j)
+                    input_nr.append(edge[1])
+        self._graph_nodes = []                # let the graph go
+        edges = {"node_id": np.array(src, np.int64), "next_node_id": np.array(dst, np.int64),
+                 "input_nr": np.array(input_nr, np.int32)}
+        return nodes, edges
 
     def _input_string_ids(self, inputs_ids: np.ndarray):
         n = len(self._inputs)

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import aggregate, fileformat, torch_trace
 from .analysis import EventAnalysis, analyze
-from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope
+from .records import EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, Scope, empty_columns
 from .validate import parse_shapes, valid_text
 
 __all__ = ["ProfileData", "load"]
@@ -30,17 +30,24 @@ class ProfileData:
         strings: the string table; ``*_id`` columns index into it.
         metadata: dict (schema_version, gradtrace_version, activities, devices, options,
             start_time_ns, wall_clock_base_ns...).
+        node_columns, edge_columns: the backward graph (``records.NODE_COLUMNS`` /
+            ``EDGE_COLUMNS``): which node each backward event ran, and the nodes' edges;
+            empty for a profile without it (schema 1, a torch trace).
     """
 
     def __init__(self, event_columns: dict, memory_columns: dict, strings: list, metadata: dict,
-                 *, input_shapes: dict[int, list] | None = None):
+                 *, input_shapes: dict[int, list] | None = None, node_columns: dict | None = None,
+                 edge_columns: dict | None = None):
         """Args:
-            event_columns, memory_columns, strings, metadata: the attributes below.
+            event_columns, memory_columns, strings, metadata, node_columns, edge_columns:
+                the attributes below.
             input_shapes: shapes_id -> parsed shapes, when a reader has parsed them already
                 (``profiler.load`` does, as part of validating the file); else parsed on use.
         """
         self.event_columns = _as_table(event_columns, EVENT_COLUMNS, "event")
         self.memory_columns = _as_table(memory_columns, MEMORY_COLUMNS, "memory")
+        self.node_columns = _as_table(node_columns or empty_columns(NODE_COLUMNS), NODE_COLUMNS, "node")
+        self.edge_columns = _as_table(edge_columns or empty_columns(EDGE_COLUMNS), EDGE_COLUMNS, "edge")
         # Lone surrogates (a non-UTF-8 file name in a stack) could not be saved or printed.
         self.strings = [valid_text(s) for s in strings]
         self.metadata = dict(metadata)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .records import EVENT_COLUMNS, MEMORY_COLUMNS
+from .records import EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, empty_columns
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
@@ -35,7 +35,7 @@ __all__ = ["MAGIC", "SCHEMA_VERSION", "FILE_SUFFIX", "ProfileFormatError", "save
            "gradtrace_version"]
 
 MAGIC = b"\x93GTPROF\n"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 2: the backward graph (nodes and edges tables); 1 is still read
 FILE_SUFFIX = ".gtprof"
 _PREAMBLE = struct.Struct("<8sII")
 _COMPRESSION_LEVEL = 1   # fast enough to save every cycle; still far below 64 B/event
@@ -44,6 +44,13 @@ _COMPRESSION_LEVEL = 1   # fast enough to save every cycle; still far below 64 B
 _ENCODINGS = {
     "events": {"start_ns": "delta", "end_ns": "minus:start_ns"},
     "memory": {"time_ns": "delta", "total_allocated": "delta"},
+    "nodes": {"event": "delta"},
+    "edges": {},
+}
+# The tables of each schema version, in file order.
+_TABLES = {
+    "events": (EVENT_COLUMNS, 1), "memory": (MEMORY_COLUMNS, 1),
+    "nodes": (NODE_COLUMNS, 2), "edges": (EDGE_COLUMNS, 2),
 }
 _ALLOWED_DTYPES = {"|i1", "<i2", "<i4", "<i8"}
 # zlib can inflate ~1000:1; this writer (level 1) stays under ~230:1 per column and ~15:1 per
@@ -92,7 +99,9 @@ def save(data: "ProfileData", path) -> None:
     offset = 0
     tables = {}
     for table_name, columns, schema in (("events", data.event_columns, EVENT_COLUMNS),
-                                        ("memory", data.memory_columns, MEMORY_COLUMNS)):
+                                        ("memory", data.memory_columns, MEMORY_COLUMNS),
+                                        ("nodes", data.node_columns, NODE_COLUMNS),
+                                        ("edges", data.edge_columns, EDGE_COLUMNS)):
         entries = []
         for name, dtype in schema.items():
             encoding = _ENCODINGS[table_name].get(name, "raw")
@@ -235,8 +244,10 @@ def read(path, *, max_raw_bytes: int | None = None) -> ValidProfile:
     _check_expansion(path, header, len(blob), max_raw_bytes)
     tables = header["tables"]
     try:
-        events = _read_table(path, payload, tables.get("events"), EVENT_COLUMNS, "events")
-        memory = _read_table(path, payload, tables.get("memory"), MEMORY_COLUMNS, "memory")
+        # A table newer than the file's schema is empty (a version 1 file has no graph).
+        read_tables = {name: _read_table(path, payload, tables.get(name), schema, name)
+                       if schema_version >= since else empty_columns(schema)
+                       for name, (schema, since) in _TABLES.items()}
         text = _read_blob(path, payload, header["strings"], "string table").decode("utf-8", "surrogatepass")
         strings = json.loads(text)
     except ProfileFormatError:
@@ -245,4 +256,5 @@ def read(path, *, max_raw_bytes: int | None = None) -> ValidProfile:
         raise ProfileFormatError(path, f"corrupted profile: unreadable string table ({type(exc).__name__})") from None
     except MemoryError:
         raise ProfileFormatError(path, "not enough memory to load this profile") from None
-    return validate_profile(path, events, memory, strings, header["metadata"])
+    return validate_profile(path, read_tables["events"], read_tables["memory"], strings, header["metadata"],
+                            read_tables["nodes"], read_tables["edges"])

@@ -1,9 +1,13 @@
 """The raw record schema shared by the collector, the analysis and the profile file.
 
-A profile is two tables of integer columns plus a string table:
+A profile is four tables of integer columns plus a string table:
 
 * **events**: one row per RecordFunction range (forward op, backward node, user scope).
 * **memory**: one row per tensor-storage allocation (``bytes > 0``) or free (``bytes < 0``).
+* **nodes**: one row per backward range whose autograd node the collector saw: which node
+  (a profile-unique id) the range ran. An AccumulateGrad node is identified by the leaf it
+  accumulates into, so a parameter keeps one node id in every step.
+* **edges**: the backward graph: one row per (node, next node) edge whose two ends both ran.
 
 Strings (op names, input shapes, stacks, device names) are stored once in ``strings`` and
 referenced by index; ``-1`` means "none". Nothing here imports the engine: the scope values
@@ -16,7 +20,7 @@ import re
 
 import numpy as np
 
-__all__ = ["Scope", "EVENT_COLUMNS", "MEMORY_COLUMNS", "empty_columns", "NO_DEVICE_TIME", "valid_text",
+__all__ = ["Scope", "EVENT_COLUMNS", "MEMORY_COLUMNS", "NODE_COLUMNS", "EDGE_COLUMNS", "empty_columns", "NO_DEVICE_TIME", "valid_text",
            "device_index"]
 
 
@@ -54,6 +58,18 @@ MEMORY_COLUMNS: dict[str, np.dtype] = {
     "device_id": np.dtype(np.int32),        # index into strings
     "addr": np.dtype(np.int64),
     "thread_id": np.dtype(np.int32),
+}
+
+# Schema version 2: the backward graph. Node ids are dense (0 .. n-1) within one profile.
+NODE_COLUMNS: dict[str, np.dtype] = {
+    "event": np.dtype(np.int64),            # row of the BACKWARD_FUNCTION event in events
+    "node_id": np.dtype(np.int64),          # the node that range ran
+}
+
+EDGE_COLUMNS: dict[str, np.dtype] = {
+    "node_id": np.dtype(np.int64),          # the node whose output gradient flows...
+    "next_node_id": np.dtype(np.int64),     # ...into this node (its next_edges entry)
+    "input_nr": np.dtype(np.int32),         # ...as this input of it (Edge.input_nr)
 }
 
 NO_DEVICE_TIME = -1

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope, valid_text
+from .records import EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, Scope, empty_columns, valid_text
 
 __all__ = ["ProfileFormatError", "ValidProfile", "validate_profile", "valid_text", "parse_shapes",
            "MAX_TIME_SPAN_NS", "MAX_METADATA_DEPTH"]
@@ -212,6 +212,26 @@ def _check_shapes(path, events: dict, strings: list[str]) -> dict[int, list]:
     return shapes
 
 
+def _check_graph(path, events: dict, nodes: dict, edges: dict) -> None:
+    """The backward graph's ids: each node row names a distinct backward event and a node id
+    in ``[0, n)`` (ids are dense), each edge two node ids that occur in the nodes table."""
+    event, node_id = nodes["event"], nodes["node_id"]
+    n_events = len(events["start_ns"])
+    if len(event):
+        if event.min() < 0 or event.max() >= n_events or len(np.unique(event)) != len(event):
+            raise ProfileFormatError(path, "corrupted profile: a graph node's event is out of range or repeated")
+        if np.any(events["scope"][event] != Scope.BACKWARD_FUNCTION):
+            raise ProfileFormatError(path, "corrupted profile: a graph node's event is not a backward node")
+        if node_id.min() < 0 or node_id.max() >= len(event):
+            raise ProfileFormatError(path, "corrupted profile: a graph node id is out of range")
+    known = np.unique(node_id)
+    for col in (edges["node_id"], edges["next_node_id"]):
+        if len(col) and not np.all(np.isin(col, known)):
+            raise ProfileFormatError(path, "corrupted profile: a graph edge names a node that is not in the profile")
+    if len(edges["input_nr"]) and edges["input_nr"].min() < 0:
+        raise ProfileFormatError(path, "corrupted profile: a graph edge has a negative input_nr")
+
+
 class ValidProfile(NamedTuple):
     """A profile's checked parts, in ``ProfileData``'s argument order."""
 
@@ -220,9 +240,12 @@ class ValidProfile(NamedTuple):
     strings: list
     metadata: dict
     input_shapes: dict
+    node_columns: dict
+    edge_columns: dict
 
 
-def validate_profile(path, events: dict, memory: dict, strings, metadata):
+def validate_profile(path, events: dict, memory: dict, strings, metadata, nodes: dict | None = None,
+                     edges: dict | None = None):
     """Check a profile's parts: what every analysis, export and page trusts.
 
     Args:
@@ -231,6 +254,8 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata):
             ``MEMORY_COLUMNS``, equal lengths within a table).
         strings: the string table (a list of str).
         metadata: the metadata object.
+        nodes, edges: the backward graph (``records.NODE_COLUMNS`` / ``EDGE_COLUMNS``);
+            None: the profile has none (schema 1, a torch trace).
     Returns:
         A :class:`ValidProfile`: the parts, strings made valid UTF-8 and input shapes parsed,
         ready for ``ProfileData(*parts)`` (:func:`profiler.load` builds it; this module stays
@@ -240,7 +265,10 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata):
     """
     if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
         raise ProfileFormatError(path, "corrupted profile: the string table is not a list of strings")
-    for table, schema, what in ((events, EVENT_COLUMNS, "events"), (memory, MEMORY_COLUMNS, "memory")):
+    nodes = nodes if nodes is not None else empty_columns(NODE_COLUMNS)
+    edges = edges if edges is not None else empty_columns(EDGE_COLUMNS)
+    for table, schema, what in ((events, EVENT_COLUMNS, "events"), (memory, MEMORY_COLUMNS, "memory"),
+                                (nodes, NODE_COLUMNS, "nodes"), (edges, EDGE_COLUMNS, "edges")):
         if set(table) != set(schema) or len({len(c) for c in table.values()}) > 1:
             raise ProfileFormatError(path, f"corrupted profile: the {what} columns do not match the schema")
     metadata = validate_metadata(path, metadata)
@@ -248,6 +276,7 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata):
     _check_scopes(path, events)
     _check_times(path, events, memory)
     _check_memory(path, memory)
+    _check_graph(path, events, nodes, edges)
     strings = [valid_text(s) for s in strings]
     shapes = _check_shapes(path, events, strings)
-    return ValidProfile(events, memory, strings, metadata, shapes)
+    return ValidProfile(events, memory, strings, metadata, shapes, nodes, edges)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from dash import Dash, Input, Output, State, dcc, html, no_update
+from dash import ClientsideFunction, Dash, Input, Output, State, callback_context, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from gradtrace.profiler import ProfileData
@@ -287,30 +287,46 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
 
     # ---------------------------------------------------------------- autograd graph
 
-    @app.callback(Output("gr-cyto", "elements"), Output("gr-status", "children"),
-                  Input("gr-step", "value"), Input("gr-clock", "value"), Input("gr-options", "value"),
-                  Input("gr-limit", "value"), State("profile-key", "data"), prevent_initial_call=True)
-    def graph_elements(step, clock, options, limit, key):
+    @app.callback(Output("gr-cyto", "elements"), Output("gr-status", "children"), Output("gr-collapsed", "data"),
+                  Input("gr-step", "value"), Input("gr-clock", "value"), Input("gr-colour-by", "value"),
+                  Input("gr-expand", "n_clicks"), Input("gr-fit", "n_clicks"), Input("gr-cyto", "tapNodeData"),
+                  State("gr-collapsed", "data"), State("profile-key", "data"), prevent_initial_call=True)
+    def graph_elements(step, clock, colour_by, _expand, _fit, tapped, collapsed, key):
         view = registry.get(key)
         steps = _steps(view) if view is not None else []
         if not steps or step is None or not 0 <= int(step) < len(steps):
             raise PreventUpdate
-        options = options or []
-        g = build_graph(view, steps[int(step)], clock or "cpu", max_nodes=int(limit or 400),
-                        show_backward_ops="inner" in options, top_level_only="collapse" in options)
-        status = g.note or f"{g.n_nodes} nodes, {g.n_edges} edges"
-        return g.elements, status
+        prop = callback_context.triggered[0]["prop_id"] if callback_context.triggered else ""
+        collapsed = list(collapsed or [])
+        if prop == "gr-cyto.tapNodeData":
+            # A click on a group's box or on a collapsed group toggles it; on a node, the
+            # details callback answers.
+            if not tapped or tapped.get("kind") not in ("group", "collapsed"):
+                raise PreventUpdate
+            k = str(tapped.get("key", ""))
+            collapsed = [c for c in collapsed if c != k] if k in collapsed else collapsed + [k]
+        elif prop == "gr-expand.n_clicks":
+            collapsed = []
+        elif prop in ("gr-fit.n_clicks", "gr-step.value"):
+            collapsed = None                     # the readable first view
+        g = build_graph(view, steps[int(step)], clock or "cpu", colour_by or "self", collapsed)
+        return g.elements, pages._graph_status(g), g.collapsed
 
     @app.callback(Output("gr-details", "children"), Input("gr-cyto", "tapNodeData"),
                   State("profile-key", "data"), prevent_initial_call=True)
     def graph_node(node, key):
         view = registry.get(key)
-        if view is None or not node or "event" not in node:
+        if view is None or not node or "event" not in node or node.get("kind") in ("group", "collapsed"):
             raise PreventUpdate
         event = int(node["event"])
         if not 0 <= event < view.data.n_events:
             raise PreventUpdate
         return pages.node_details_panel(node_details(view, event))
+
+    app.clientside_callback(ClientsideFunction("gradtrace", "graphView"), Output("gr-cyto", "className"),
+                            Input("gr-cyto", "elements"))
+    app.clientside_callback(ClientsideFunction("gradtrace", "graphSearch"), Output("gr-search-status", "children"),
+                            Input("gr-search", "value"), State("gr-cyto", "elements"), prevent_initial_call=True)
 
     _register_compare(app, registry, max_bytes)
     modules_page.register_callbacks(app, registry.get)

@@ -1,18 +1,23 @@
-"""The autograd graph of one training step, derived from a profile, with a layered layout.
+"""The autograd graph of one training step: forward ops, backward nodes and AccumulateGrad,
+with the edges the engine had, grouped by module.
 
-A profile records time ranges, not tensor edges, so the graph shows what the ranges prove:
-
-* **nests** (solid, grey): a composite forward op ran the op below it (``linear`` ran
-  ``matmul`` and ``add``);
-* **next** (solid): execution order — the next forward op of the same parent, and the next
-  backward node the engine ran;
+* **Edges** (solid, grey): the backward graph as recorded (profile schema 2: the nodes and edges
+  tables): a node's gradient flows into the next node. A profile without them (schema 1, a
+  torch trace) shows no edges between nodes, and says so.
 * **created** (dashed, red): the forward op created that backward node — exact, matched on
   (sequence_nr, thread).
+* **Groups**: the ranges that enclose the forward ops — ``nn.Module`` ranges and composite ops
+  (``linear`` ran ``matmul`` and ``add``) — are Cytoscape compound nodes; a backward node
+  goes with its forward op, an AccumulateGrad with the first node that feeds it. A collapsed
+  group is one node, edges rerouted to it.
 
-Positions are computed here (a layered layout: one layer per forward nesting depth, then the
-backward nodes, then what they ran; left to right in execution order, a backward node under
-the forward op that created it) and passed to Cytoscape as a ``preset`` layout: the browser
-then only draws, which stays fast for thousands of nodes where ``dagre`` would not finish.
+The layout is computed here and handed to Cytoscape as ``preset`` (the browser only draws,
+which stays fast for thousands of nodes): it reads top to bottom in forward order — a row per
+rank, where a node's rank is one more than that of the nodes whose outputs its forward op
+consumed (the backward edges reversed); a backward node sits to the right of its forward op,
+an AccumulateGrad (the parameter) one row above the node that feeds it. Groups too large to
+read are collapsed at first, deepest first, until the step fits in about
+:data:`READABLE_UNITS` nodes.
 """
 from __future__ import annotations
 
@@ -25,13 +30,16 @@ from gradtrace.profiler import Scope
 
 from .model import ProfileView
 
-__all__ = ["Step", "AutogradGraph", "steps_of", "build_graph", "colour_scale", "EDGE_LEGEND"]
+__all__ = ["Step", "AutogradGraph", "steps_of", "build_graph", "colour_scale", "node_details",
+           "EDGE_LEGEND", "READABLE_UNITS"]
 
-X_GAP, Y_GAP = 130, 120
+SLOT_W, PAIR_DX, Y_GAP = 360, 170, 78
+READABLE_UNITS = 90
 EDGE_LEGEND = (
-    "The profile records time ranges, not tensor edges. Solid grey: a composite op ran the op "
-    "below it. Solid blue: execution order (next forward op; next backward node the engine ran). "
-    "Dashed red: the forward op created that backward node — exact, matched by (sequence_nr, thread)."
+    "Read top to bottom in forward order. Solid grey arrows: the backward graph as the engine "
+    "ran it (a node's gradient flows into the next node). Dashed red: the forward op that created "
+    "the backward node, matched exactly by (sequence_nr, thread). Boxes group what ran inside a "
+    "module or composite op: click a box's title to collapse or expand it."
 )
 
 
@@ -83,13 +91,27 @@ def steps_of(view: ProfileView, limit: int = 500) -> list[Step]:
 
 @dataclass
 class AutogradGraph:
-    """Nodes and edges as Cytoscape elements, plus counts for the page."""
+    """Cytoscape elements of one step, plus what the page says about them.
+
+    Attributes:
+        elements: nodes (with preset positions), group boxes and edges.
+        n_nodes: nodes drawn (a collapsed group counts once; group boxes do not count).
+        n_total: forward ops and backward nodes of the step.
+        n_edges: edges drawn.
+        note: a line for the page (what is collapsed, what the profile lacks).
+        groups: keys of every group of the step (for expand/collapse).
+        collapsed: keys of the groups drawn collapsed.
+        has_edges: whether the profile recorded the backward graph's edges.
+    """
 
     elements: list[dict]
     n_nodes: int
     n_total: int
     n_edges: int
     note: str
+    groups: list[str]
+    collapsed: list[str]
+    has_edges: bool
 
 
 PALETTE = ["#fff7bc", "#fee391", "#fec44f", "#fe9929", "#ec7014", "#cc4c02", "#8c2d04"]
@@ -111,202 +133,327 @@ def colour_scale(values: np.ndarray) -> list[str]:
     return [PALETTE[i] for i in k]
 
 
-def build_graph(view: ProfileView, step: Step, clock: str = "cpu", max_nodes: int = 400,
-                show_backward_ops: bool = False, top_level_only: bool = False) -> AutogradGraph:
-    """The graph of ``step``: forward ops, backward nodes (and optionally the ops they ran).
+def _metric(view: ProfileView, colour_by: str, clock: str) -> np.ndarray:
+    a = view.data.analysis
+    if clock == "cuda":
+        return a.self_cuda_ns if colour_by == "self" else a.cuda_total_ns
+    return a.self_cpu_ns if colour_by == "self" else a.cpu_total_ns
+
+
+# --------------------------------------------------------------------------- what one step holds
+
+
+@dataclass
+class _Step:
+    """The events of a step's graph and how they connect (event indices throughout)."""
+
+    fwd: np.ndarray                  # forward ops that created a backward node
+    bwd: np.ndarray                  # outermost backward nodes
+    fwd_of: dict                     # backward event -> its drawn forward op
+    edges: list                      # (backward event, next backward event), deduplicated
+    node_id: dict                    # backward event -> graph node id
+    chain: dict                      # drawn event -> enclosing group events, outermost first
+    has_edges: bool
+
+
+def _collect(view: ProfileView, step: Step) -> _Step:
+    data, a, cols = view.data, view.data.analysis, view.data.event_columns
+    start, end, scope = cols["start_ns"], cols["end_ns"], cols["scope"]
+    n = data.n_events
+    in_win = (cols["thread_id"] == step.thread) & (start >= step.start_ns) & (end <= step.end_ns)
+    fwd = np.flatnonzero(in_win & (scope == Scope.FUNCTION) & (a.backward_ancestor < 0) & (cols["sequence_nr"] >= 0))
+    is_fwd = np.zeros(n, bool)
+    is_fwd[fwd] = True
+    outer_bwd = (scope == Scope.BACKWARD_FUNCTION) & (a.backward_ancestor == np.arange(n))
+    linked = outer_bwd & (a.forward_event >= 0) & is_fwd[np.maximum(a.forward_event, 0)]
+    bwd = np.flatnonzero(linked | (outer_bwd & in_win))
+    fwd_of = {int(b): int(a.forward_event[b]) for b in bwd.tolist() if linked[b]}
+    # The recorded graph, restricted to the step's nodes.
+    nodes, graph = data.node_columns, data.edge_columns
+    node_of_event = np.full(n, -1, np.int64)
+    node_of_event[nodes["event"]] = nodes["node_id"]
+    ids = node_of_event[bwd]
+    event_of_node = np.full(int(nodes["node_id"].max()) + 1 if len(nodes["node_id"]) else 0, -1, np.int64)
+    event_of_node[ids[ids >= 0][::-1]] = bwd[ids >= 0][::-1]     # a node run twice: its first run
+    edges = []
+    if len(event_of_node) and len(graph["node_id"]):
+        src, dst = event_of_node[graph["node_id"]], event_of_node[graph["next_node_id"]]
+        keep = (src >= 0) & (dst >= 0)
+        edges = sorted(set(zip(src[keep].tolist(), dst[keep].tolist())))
+    chain = _group_chains(view, fwd, is_fwd, step)
+    for b in bwd.tolist():
+        chain[b] = chain[fwd_of[b]] if b in fwd_of else ()
+    # An AccumulateGrad (a parameter) goes with the first node that feeds it.
+    for src, dst in edges:
+        if dst not in fwd_of and not chain[dst] and chain[src]:
+            chain[dst] = chain[src]
+    return _Step(fwd, bwd, fwd_of, edges, {int(b): int(node_of_event[b]) for b in bwd.tolist()},
+                 chain, bool(len(nodes["event"])))
+
+
+def _group_chains(view, fwd, is_fwd, step: Step) -> dict:
+    """For each forward op, the ranges that enclose it and group it: ``nn.Module`` ranges and
+    composite ops (forward ops that created no node themselves), outermost first."""
+    data, a, cols = view.data, view.data.analysis, view.data.event_columns
+    module_names = {i for i, s in enumerate(data.strings) if s.startswith("nn.Module:")}
+    chain: dict[int, tuple] = {}
+    for f in fwd.tolist():
+        groups = []
+        p = int(a.parent[f])
+        while p >= 0 and int(cols["start_ns"][p]) >= step.start_ns:
+            sc = int(cols["scope"][p])
+            if (sc == Scope.FUNCTION and not is_fwd[p]) or (sc == Scope.USER_SCOPE and int(cols["name_id"][p]) in module_names):
+                groups.append(p)
+            p = int(a.parent[p])
+        chain[f] = tuple(reversed(groups))
+    return chain
+
+
+def _group_keys(view, st: _Step) -> dict[int, str]:
+    """A key per group event that names the same group in every step: the labels of its
+    enclosing groups and its own, each with its rank among same-named siblings."""
+    keys: dict[int, str] = {}
+    seen: dict[tuple, int] = {}
+    for g in sorted({g for c in st.chain.values() for g in c}):
+        parents = next(c[:c.index(g)] for c in st.chain.values() if g in c)
+        parent_key = keys[parents[-1]] if parents else ""
+        label = _group_label(view, g)
+        k = seen.get((parent_key, label), 0)
+        seen[(parent_key, label)] = k + 1
+        keys[g] = f"{parent_key}/{label}#{k}"
+    return keys
+
+
+def _group_label(view, g: int) -> str:
+    name = view.data.name_of(g)
+    return name.split(":", 1)[1].strip() if name.startswith("nn.Module:") else name
+
+
+# --------------------------------------------------------------------------- building
+
+
+def build_graph(view: ProfileView, step: Step, clock: str = "cpu", colour_by: str = "self",
+                collapsed: list[str] | None = None) -> AutogradGraph:
+    """The graph of ``step`` as Cytoscape elements with positions.
 
     Args:
-        clock: "cpu" or "cuda": which self time colours the nodes.
-        max_nodes: above this, only the most expensive forward ops (forward + backward
-            cost) and their backward nodes are kept.
-        show_backward_ops: also show ops that ran inside backward nodes.
-        top_level_only: collapse composite ops (hide the ops they ran).
+        clock: "cpu" or "cuda": which time colours the nodes.
+        colour_by: "self" or "total" time.
+        collapsed: keys of the groups to draw collapsed; None: collapse deepest-first until
+            about :data:`READABLE_UNITS` nodes remain (the first view).
+    Returns:
+        An :class:`AutogradGraph`.
     """
-    data, a, cols = view.data, view.data.analysis, view.data.event_columns
-    start, end = cols["start_ns"], cols["end_ns"]
-    scope = cols["scope"]
-    in_win = (cols["thread_id"] == step.thread) & (start >= step.start_ns) & (end <= step.end_ns)
-    fwd = np.flatnonzero(in_win & (scope == Scope.FUNCTION) & (a.backward_ancestor < 0) & (view.phase == 0))
-    if top_level_only and len(fwd):
-        fwd_set = np.zeros(data.n_events, bool)
-        fwd_set[fwd] = True
-        fwd = fwd[~fwd_set[np.maximum(a.parent[fwd], 0)] | (a.parent[fwd] < 0)]
-    is_fwd = np.zeros(data.n_events, bool)
-    is_fwd[fwd] = True
-    linked = np.flatnonzero(a.forward_event >= 0)
-    # A backward node belongs to the forward op that created it or, when that op is hidden
-    # (collapsed composites), to the nearest shown op that ran it.
-    owner_of = _shown_owner(a.forward_event, a.parent, is_fwd)
-    bwd_linked = linked[owner_of[linked] >= 0] if len(linked) else linked
-    bwd_in_win = np.flatnonzero(in_win & (scope == Scope.BACKWARD_FUNCTION))
-    bwd = np.union1d(bwd_linked, bwd_in_win)
-    # Only outermost backward nodes (a node run inside another node's range is its op).
-    bwd = bwd[a.backward_ancestor[bwd] == bwd]
-    inner = np.zeros(0, np.int64)
-    if show_backward_ops:
-        inner = np.flatnonzero(np.isin(a.backward_ancestor, bwd) & (scope == Scope.FUNCTION))
-    n_total = len(fwd) + len(bwd) + len(inner)
-    note = ""
-    if n_total > max_nodes:
-        fwd, bwd, inner, note = _top_cost_subgraph(view, fwd, bwd, inner, max_nodes, clock, owner_of)
-    nodes = np.concatenate([fwd, bwd, inner]).astype(np.int64)
-    kinds = ["forward"] * len(fwd) + ["backward"] * len(bwd) + ["backward op"] * len(inner)
-    pos = _layered_positions(view, fwd, bwd, inner, owner_of)
-    self_time = (a.self_cpu_ns if clock == "cpu" else a.self_cuda_ns)[nodes]
-    colours = colour_scale(self_time)
-    elements = []
-    for k, (ev, kind) in enumerate(zip(nodes.tolist(), kinds)):
-        name = data.name_of(ev)
-        shape = "round-rectangle" if kind == "forward" else ("diamond" if name == "AccumulateGrad" else "ellipse")
-        if kind == "backward op":
-            shape = "rectangle"
-        elements.append({
-            "data": {"id": f"e{ev}", "label": name, "event": ev, "kind": kind, "colour": colours[k],
-                     "text_colour": "#ffffff" if colours[k] in DARK else "#111827",
-                     "shape": shape, "self_us": round(float(self_time[k]) / 1e3, 3)},
-            "position": {"x": pos[ev][0], "y": pos[ev][1]},
-        })
-    edges = _edges(view, fwd, bwd, inner, owner_of)
-    for src, dst, kind in edges:
-        elements.append({"data": {"id": f"{kind}-{src}-{dst}", "source": f"e{src}", "target": f"e{dst}",
-                                  "kind": kind}, "classes": kind})
-    return AutogradGraph(elements, len(nodes), n_total, len(edges), note)
+    st = _collect(view, step)
+    keys = _group_keys(view, st)
+    depth = {g: len(next(c[:c.index(g)] for c in st.chain.values() if g in c)) for g in keys}
+    items = np.concatenate([st.fwd, st.bwd]).astype(np.int64).tolist()
+    if collapsed is None:
+        collapsed_set = _auto_collapse(st, items, keys, depth)
+    else:
+        collapsed_set = set(collapsed) & set(keys.values())
+    # The drawn element of each item: itself, or the outermost collapsed group around it.
+    element_of: dict[int, str] = {}
+    collapsed_group_of: dict[int, int] = {}
+    for ev in items:
+        outer = next((g for g in st.chain[ev] if keys[g] in collapsed_set), None)
+        element_of[ev] = f"e{ev}" if outer is None else f"g{outer}"
+        if outer is not None:
+            collapsed_group_of[ev] = outer
+    pos = _layout(view, st, items, element_of)
+    metric = _metric(view, colour_by, clock)
+    values: dict[str, float] = {}
+    members: dict[str, list[int]] = {}
+    for ev in items:
+        values[element_of[ev]] = values.get(element_of[ev], 0.0) + float(metric[ev])
+        members.setdefault(element_of[ev], []).append(ev)
+    drawn = list(values)
+    colours = dict(zip(drawn, colour_scale(np.array([values[d] for d in drawn]))))
+    elements = _group_boxes(view, st, items, keys, collapsed_set, collapsed_group_of)
+    for el in drawn:
+        ev = members[el][0]
+        colour = colours[el]
+        data = {"id": el, "colour": colour, "text_colour": "#ffffff" if colour in DARK else "#111827",
+                "time_us": round(values[el] / 1e3, 3),
+                "parent": _parent_box(st.chain[ev], keys, collapsed_set, stop=collapsed_group_of.get(ev))}
+        if el.startswith("g"):
+            g = collapsed_group_of[ev]
+            names = sorted({view.data.name_of(m) for m in members[el]})
+            data.update(label=f"{_group_label(view, g)} ▸ {len(members[el])}", kind="collapsed", key=keys[g],
+                        event=g, members=" ".join(names))
+        else:
+            data.update(label=_node_label(view, st, ev), event=ev, kind=_kind(view, st, ev))
+        if data["parent"] is None:
+            del data["parent"]
+        elements.append({"data": data, "position": {"x": pos[el][0], "y": pos[el][1]}, "classes": data["kind"]})
+    n_edges = 0
+    seen = set()
+    for src, dst in st.edges:
+        pair = (element_of[src], element_of[dst])
+        if pair[0] != pair[1] and pair not in seen:
+            seen.add(pair)
+            elements.append({"data": {"id": f"flow-{pair[0]}-{pair[1]}", "source": pair[0], "target": pair[1],
+                                      "kind": "flow"}, "classes": "flow"})
+    for b, f in st.fwd_of.items():
+        if element_of[f] != element_of[b]:
+            pair = (element_of[f], element_of[b])
+            if pair not in seen:
+                seen.add(pair)
+                elements.append({"data": {"id": f"created-{pair[0]}-{pair[1]}", "source": pair[0],
+                                          "target": pair[1], "kind": "created"}, "classes": "created"})
+    n_edges = len(seen)
+    notes = []
+    if not st.has_edges:
+        notes.append("This profile has no recorded graph edges (profile schema 1 or a torch trace): "
+                     "nodes are placed in execution order and only forward→backward links are drawn.")
+    if collapsed_set:
+        notes.append(f"{len(collapsed_set)} of {len(keys)} groups collapsed (click a box to expand; "
+                     "“Expand all” shows every node).")
+    return AutogradGraph(elements, len(drawn), len(items), n_edges, " ".join(notes),
+                         sorted(keys.values()), sorted(collapsed_set), st.has_edges)
 
 
-def _shown_owner(forward_event: np.ndarray, parent: np.ndarray, shown: np.ndarray) -> np.ndarray:
-    """For each event: its forward op, or that op's nearest shown ancestor (-1: none)."""
-    owner = forward_event.copy()
-    todo = np.flatnonzero(owner >= 0)
-    while len(todo):
-        ok = shown[owner[todo]]
-        rest = todo[~ok]
-        owner[rest] = parent[owner[rest]]
-        todo = rest[owner[rest] >= 0]
-    return owner
+def _kind(view, st: _Step, ev: int) -> str:
+    if int(view.data.event_columns["scope"][ev]) == Scope.FUNCTION:
+        return "forward"
+    return "accumulate" if view.data.name_of(ev) == "AccumulateGrad" else "backward"
 
 
-def _top_cost_subgraph(view, fwd, bwd, inner, max_nodes, clock, owner_of):
-    """Keep the most expensive forward ops (own self time + self time of their nodes) and
-    the backward nodes they created; unlinked nodes (AccumulateGrad) by their own cost."""
-    a = view.data.analysis
-    self_ns = a.self_cpu_ns if clock == "cpu" else a.self_cuda_ns
-    cost = {int(e): int(self_ns[e]) for e in fwd}
-    owner = {}
-    for b in bwd.tolist():
-        f = int(owner_of[b])
-        if f in cost:
-            cost[f] += int(self_ns[b])
-            owner[b] = f
-    ranked = sorted(cost, key=lambda e: -cost[e])
-    keep_fwd: set[int] = set()
-    budget = max_nodes
-    nodes_per_fwd = {f: 1 for f in cost}
-    for b, f in owner.items():
-        nodes_per_fwd[f] += 1
-    for f in ranked:
-        if nodes_per_fwd[f] > budget:
+def _node_label(view, st: _Step, ev: int) -> str:
+    name = view.data.name_of(ev)
+    if name == "AccumulateGrad" and st.node_id.get(ev, -1) >= 0:
+        return f"AccumulateGrad #{st.node_id[ev]}"     # the leaf's id: the same in every step
+    return name
+
+
+def _parent_box(chain: tuple, keys: dict, collapsed: set, stop=None) -> str | None:
+    """The innermost expanded group box around an element (None: top level)."""
+    parent = None
+    for g in chain:
+        if g == stop or keys[g] in collapsed:
             break
-        keep_fwd.add(f)
-        budget -= nodes_per_fwd[f]
-    unowned = [b for b in bwd.tolist() if b not in owner]
-    unowned.sort(key=lambda b: -int(self_ns[b]))
-    keep_bwd = {b for b, f in owner.items() if f in keep_fwd} | set(unowned[:max(budget, 0)])
-    new_fwd = np.array(sorted(keep_fwd), dtype=np.int64)
-    new_bwd = np.array(sorted(keep_bwd), dtype=np.int64)
-    new_inner = inner[np.isin(a.backward_ancestor[inner], new_bwd)] if len(inner) else inner
-    kept = len(new_fwd) + len(new_bwd) + len(new_inner)
-    total = len(fwd) + len(bwd) + len(inner)
-    note = (f"Showing the {kept} most expensive of {total} nodes (forward ops ranked by their own "
-            f"plus their backward nodes' self {clock.upper()} time). Raise the node limit to see more.")
-    return new_fwd, new_bwd, new_inner, note
+        parent = f"g{g}"
+    return parent
 
 
-def _layered_positions(view, fwd, bwd, inner, owner_of) -> dict[int, tuple[float, float]]:
-    """Layer = forward nesting depth, then backward nodes, then the ops they ran; order in a
-    layer = execution order; a backward node sits under the forward op that created it."""
-    a, cols = view.data.analysis, view.data.event_columns
-    pos: dict[int, tuple[float, float]] = {}
-    fwd_layers = 0
-    if len(fwd):
-        # Layer of a forward op = how many shown forward ops enclose it (user scopes such
-        # as nn.Module ranges do not count).
-        shown = set(fwd.tolist())
-        order = fwd[np.argsort(cols["start_ns"][fwd], kind="stable")]
-        layer: dict[int, int] = {}
-        for x, ev in enumerate(order.tolist()):
-            p = int(a.parent[ev])
-            while p >= 0 and p not in shown:
-                p = int(a.parent[p])
-            layer[ev] = layer[p] + 1 if p >= 0 else 0
-            pos[ev] = (x * X_GAP, layer[ev] * Y_GAP)
-        fwd_layers = max(layer.values()) + 1
-    bwd_y = (fwd_layers + 0.5) * Y_GAP
-    occupied: set[tuple[int, int]] = set()
-    order = bwd[np.argsort(cols["start_ns"][bwd], kind="stable")] if len(bwd) else bwd
-    last_x = len(fwd) * X_GAP
-    for ev in order.tolist():
-        f = int(owner_of[ev])
-        if f in pos:
-            x = pos[f][0]
-            row = 0
-        else:  # no forward op in view (AccumulateGrad): next to the node that ran before it
-            x = last_x - X_GAP // 2
-            row = 1
-        while (int(x), row) in occupied:
-            row += 1
-        occupied.add((int(x), row))
-        pos[ev] = (x, bwd_y + row * Y_GAP * 0.75)
-        last_x = x
-    max_bwd_row = max((r for _, r in occupied), default=0)
-    inner_y = bwd_y + (max_bwd_row + 1.2) * Y_GAP * 0.75
-    if len(inner):
-        order = inner[np.argsort(cols["start_ns"][inner], kind="stable")]
-        used: dict[int, int] = {}
-        for ev in order.tolist():
-            owner = int(a.backward_ancestor[ev])
-            ox = pos.get(owner, (0, 0))[0]
-            k = used.get(owner, 0)
-            used[owner] = k + 1
-            pos[ev] = (ox + k * 24, inner_y + k * Y_GAP * 0.5)
+def _group_boxes(view, st: _Step, items, keys, collapsed, collapsed_group_of) -> list[dict]:
+    """Compound nodes for the expanded groups that hold something drawn."""
+    boxes: dict[int, dict] = {}
+    for ev in items:
+        stop = collapsed_group_of.get(ev)
+        parent = None
+        for g in st.chain[ev]:
+            if g == stop or keys[g] in collapsed:
+                break
+            if g not in boxes:
+                data = {"id": f"g{g}", "label": _group_label(view, g), "kind": "group", "key": keys[g], "event": g}
+                if parent is not None:
+                    data["parent"] = parent
+                boxes[g] = {"data": data, "classes": "group"}
+            parent = f"g{g}"
+    return [boxes[g] for g in sorted(boxes)]
+
+
+def _auto_collapse(st: _Step, items, keys: dict, depth: dict) -> set[str]:
+    """Keys to collapse for a readable first view: the deepest group level at which the step
+    has at most READABLE_UNITS drawn nodes (nothing, if it already has)."""
+    if not keys:
+        return set()
+    max_depth = max(depth.values())
+    for d in range(max_depth + 1, -1, -1):
+        chosen = {g for g, k in depth.items() if k == d}
+        units = {next((f"g{g}" for g in st.chain[ev] if g in chosen), f"e{ev}") for ev in items}
+        if len(units) <= READABLE_UNITS or d == 0:
+            return {keys[g] for g in chosen}
+    return set()
+
+
+def _layout(view, st: _Step, items, element_of) -> dict[str, tuple[float, float]]:
+    """Positions: a row per forward rank, a forward op with its backward node to the right,
+    an AccumulateGrad above the node that feeds it; rows centred, ordered by group then by
+    the mean position of the row above."""
+    cols = view.data.event_columns
+    # A slot: a forward op with its backward node, a collapsed group, or a lone backward node.
+    slot_of = {}
+    for ev in items:
+        el = element_of[ev]
+        if el.startswith("e") and ev in st.fwd_of:
+            f = st.fwd_of[ev]
+            slot_of[ev] = f"e{f}" if element_of[f] == f"e{f}" else el
+        else:
+            slot_of[ev] = el
+    first_ev: dict[str, int] = {}
+    for ev in sorted(items, key=lambda e: int(cols["start_ns"][e])):
+        first_ev.setdefault(slot_of[ev], ev)
+    slots = list(first_ev)               # in start order
+    paired = {slot_of[b] for b in st.fwd_of if element_of[b] != slot_of[b]}
+    accumulate = {slot_of[ev] for ev in items if view.data.name_of(ev) == "AccumulateGrad" and slot_of[ev].startswith("e")}
+    # Forward order: the next node of a backward edge ran its forward op earlier.
+    before: dict[str, set] = {s: set() for s in slots}
+    feeders: dict[str, set] = {s: set() for s in slots}
+    for src, dst in st.edges:
+        a_, b_ = slot_of[src], slot_of[dst]
+        if a_ == b_:
+            continue
+        if b_ in accumulate:
+            feeders[b_].add(a_)
+        else:
+            before[a_].add(b_)
+    rank = _ranks([s for s in slots if s not in accumulate], before) if st.has_edges else \
+        {s: k for k, s in enumerate(s for s in slots if s not in accumulate)}
+    for s in accumulate:
+        rank[s] = min((rank[f] for f in feeders[s] if f in rank), default=1) - 1
+    low = min(rank.values(), default=0)
+    rows: dict[int, list[str]] = {}
+    for s in slots:
+        rows.setdefault(rank[s] - low, []).append(s)
+    x_of: dict[str, float] = {}
+    pos: dict[str, tuple[float, float]] = {}
+    for r in sorted(rows):
+        def key(s):
+            near = [x_of[p] for p in before[s] | feeders[s] if p in x_of]
+            return (st.chain.get(first_ev[s], ()), sum(near) / len(near) if near else 0.0, int(cols["start_ns"][first_ev[s]]))
+        row = sorted(rows[r], key=key)
+        for k, s in enumerate(row):
+            x_of[s] = (k - (len(row) - 1) / 2) * SLOT_W
+    for ev in items:
+        s, el = slot_of[ev], element_of[ev]
+        x, y = x_of[s], (rank[s] - low) * Y_GAP
+        if el != s:                      # a backward node beside its forward op
+            x += PAIR_DX / 2
+        elif s in paired:
+            x -= PAIR_DX / 2             # a forward op with its backward node beside it
+        pos[el] = (round(x, 1), round(y, 1))
     return pos
 
 
-def _edges(view, fwd, bwd, inner, owner_of) -> list[tuple[int, int, str]]:
-    a, cols = view.data.analysis, view.data.event_columns
-    shown = set(np.concatenate([fwd, bwd, inner]).tolist())
-    edges = []
-    # nests: nearest shown forward ancestor -> op.
-    fwd_set = set(fwd.tolist())
-    for ev in fwd.tolist():
-        p = int(a.parent[ev])
-        while p >= 0 and p not in fwd_set:
-            p = int(a.parent[p])
-        if p >= 0:
-            edges.append((p, ev, "nests"))
-    # next (forward): consecutive ops with the same shown parent.
-    by_parent: dict[int, list[int]] = {}
-    for ev in fwd[np.argsort(cols["start_ns"][fwd], kind="stable")].tolist():
-        p = int(a.parent[ev])
-        while p >= 0 and p not in fwd_set:
-            p = int(a.parent[p])
-        by_parent.setdefault(p, []).append(ev)
-    for seq in by_parent.values():
-        edges += [(x, y, "next") for x, y in zip(seq, seq[1:])]
-    # next (backward): engine execution order.
-    order = bwd[np.argsort(cols["start_ns"][bwd], kind="stable")].tolist()
-    edges += [(x, y, "next") for x, y in zip(order, order[1:])]
-    # created: exact forward -> backward pairs.
-    for b in bwd.tolist():
-        f = int(owner_of[b])
-        if f in shown:
-            edges.append((f, b, "created"))
-    # ran: backward node -> ops inside it.
-    for ev in inner.tolist():
-        owner = int(a.backward_ancestor[ev])
-        if owner in shown:
-            edges.append((owner, ev, "nests"))
-    return edges
-
+def _ranks(slots: list[str], before: dict[str, set]) -> dict[str, int]:
+    """Longest-path ranks (Kahn's order); a cycle, which a collapsed group can make, is
+    broken at its earliest slot."""
+    indeg = {s: 0 for s in slots}
+    after: dict[str, list] = {s: [] for s in slots}
+    for s in slots:
+        for p in before[s]:
+            if p in indeg:
+                indeg[s] += 1
+                after[p].append(s)
+    rank = {s: 0 for s in slots}
+    ready = [s for s in slots if indeg[s] == 0]
+    done = set()
+    order = list(slots)                  # slots are in start order: the earliest breaks a cycle
+    while len(done) < len(slots):
+        if not ready:
+            ready = [next(s for s in order if s not in done)]
+        s = ready.pop()
+        if s in done:
+            continue
+        done.add(s)
+        for t in after[s]:
+            rank[t] = max(rank[t], rank[s] + 1)
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                ready.append(t)
+    return rank
 
 def node_details(view: ProfileView, event: int) -> dict:
     """What the details panel shows for a clicked node."""
@@ -328,8 +475,26 @@ def node_details(view: ProfileView, event: int) -> dict:
         "self_cuda_us": a.self_cuda_ns[i] / 1e3, "cuda_total_us": a.cuda_total_ns[i] / 1e3,
         "forward_op": data.name_of(f) if f >= 0 else "",
         "backward_nodes": [data.name_of(int(c)) for c in created[:20]],
+        **_graph_neighbours(data, i),
         "stack": data.stack_of(int(a.stack_id[i])),
-        # The profile format (schema 1) has no records of hooks or saved tensors.
+        # The profile format has no records of hooks or saved tensors.
         "hooks": "not recorded in this profile",
         "saved_tensors": "not recorded in this profile",
     }
+
+
+def _graph_neighbours(data, event: int) -> dict:
+    """The recorded graph around a backward event: its node id, the nodes its gradient flows
+    into, and the nodes whose gradients flow into it (names; empty without a graph)."""
+    nodes, edges = data.node_columns, data.edge_columns
+    at = np.flatnonzero(nodes["event"] == event)
+    if not len(at):
+        return {"node_id": None, "next_nodes": [], "fed_by": []}
+    nid = int(nodes["node_id"][at[0]])
+    first = {}
+    for e, n in zip(nodes["event"].tolist(), nodes["node_id"].tolist()):
+        first.setdefault(n, e)
+    nxt = edges["next_node_id"][edges["node_id"] == nid].tolist()
+    prev = edges["node_id"][edges["next_node_id"] == nid].tolist()
+    return {"node_id": nid, "next_nodes": [data.name_of(first[n]) for n in nxt][:20],
+            "fed_by": [data.name_of(first[n]) for n in prev][:20]}

@@ -374,16 +374,27 @@ def timeline_page(view: ProfileView, figure, status: str, link_options: list[dic
 
 GRAPH_STYLESHEET = [
     {"selector": "node", "style": {
-        "label": "data(label)", "background-color": "data(colour)", "shape": "data(shape)",
-        "width": 96, "height": 34, "font-size": 11, "text-valign": "center", "text-halign": "center",
-        "text-wrap": "ellipsis", "text-max-width": 90, "border-width": 1, "border-color": "#475569",
-        "color": "data(text_colour)"}},
-    {"selector": "node[kind = 'backward op']", "style": {"width": 70, "height": 24, "font-size": 9}},
+        "label": "data(label)", "background-color": "data(colour)", "shape": "round-rectangle",
+        "width": 150, "height": 30, "font-size": 12, "text-valign": "center", "text-halign": "center",
+        "text-wrap": "ellipsis", "text-max-width": 146, "border-width": 1, "border-color": "#475569",
+        "color": "data(text_colour)", "font-family": "Inter, system-ui, sans-serif"}},
+    {"selector": "node.backward", "style": {"shape": "ellipse", "border-color": "#c2410c"}},
+    {"selector": "node.accumulate", "style": {"shape": "diamond", "width": 170, "height": 36, "font-size": 11,
+                                              "text-max-width": 130}},
+    {"selector": "node.collapsed", "style": {"shape": "round-rectangle", "border-width": 2, "border-style": "double",
+                                             "border-color": "#1e293b", "font-weight": 600, "width": 190,
+                                             "text-max-width": 184}},
+    {"selector": "node.group", "style": {
+        "background-color": "#f1f5f9", "background-opacity": 0.55, "border-color": "#94a3b8",
+        "border-style": "dashed", "shape": "round-rectangle", "label": "data(label)", "color": "#334155",
+        "text-valign": "top", "text-halign": "center", "font-size": 12, "font-weight": 600, "padding": 10,
+        "text-wrap": "none", "text-max-width": 1000}},
     {"selector": "node:selected", "style": {"border-width": 3, "border-color": "#111827"}},
+    {"selector": "node.found", "style": {"border-width": 4, "border-color": "#2563eb", "underlay-color": "#93c5fd",
+                                         "underlay-opacity": 0.6, "underlay-padding": 6}},
     {"selector": "edge", "style": {"width": 1.4, "curve-style": "bezier", "target-arrow-shape": "triangle",
                                    "arrow-scale": 0.8}},
-    {"selector": ".nests", "style": {"line-color": "#94a3b8", "target-arrow-color": "#94a3b8"}},
-    {"selector": ".next", "style": {"line-color": "#60a5fa", "target-arrow-color": "#60a5fa"}},
+    {"selector": ".flow", "style": {"line-color": "#64748b", "target-arrow-color": "#64748b"}},
     {"selector": ".created", "style": {"line-color": "#dc2626", "target-arrow-color": "#dc2626",
                                        "line-style": "dashed", "width": 1.2, "curve-style": "straight"}},
 ]
@@ -398,30 +409,42 @@ def graph_page(view: ProfileView) -> html.Div:
         html.Div(className="gt-toolbar", children=[
             control("Step", dcc.Dropdown(id="gr-step", options=options, value=0 if steps else None,
                                          clearable=False, className="gt-dropdown")),
-            control("Colour by self", radio("gr-clock", {"cpu": "CPU", "cuda": "CUDA"}, "cpu",
-                                            () if has_cuda else ("cuda",))),
-            control("Show", dcc.Checklist(id="gr-options", inline=True, className="gt-radio", value=[], options=[
-                {"label": "ops inside backward nodes", "value": "inner"},
-                {"label": "collapse composite ops", "value": "collapse"}])),
-            control("Node limit", dcc.Input(id="gr-limit", type="number", min=20, max=5000, step=20, value=400,
-                                            debounce=True, className="gt-input gt-input-small")),
+            control("Colour by", radio("gr-colour-by", {"self": "self time", "total": "total time"}, "self")),
+            control("Clock", radio("gr-clock", {"cpu": "CPU", "cuda": "CUDA"}, "cpu",
+                                   () if has_cuda else ("cuda",))),
+            control("Groups", html.Div([
+                html.Button("Expand all", id="gr-expand", className="gt-button", n_clicks=0),
+                html.Button("Collapse to fit", id="gr-fit", className="gt-button", n_clicks=0,
+                            style={"marginLeft": "6px"})])),
+            control("Find a node", dcc.Input(id="gr-search", type="search", placeholder="name, e.g. MmBackward0",
+                                             debounce=True, className="gt-input")),
+            html.Div(id="gr-search-status", className="gt-note"),
         ]),
         html.Div(EDGE_LEGEND, className="gt-note"),
-        html.Div(g.note if g else "", id="gr-status", className="gt-note gt-warn"),
+        html.Div(_graph_status(g), id="gr-status", className="gt-note gt-warn"),
+        dcc.Store(id="gr-collapsed", data=g.collapsed if g else []),
         html.Div(className="gt-row", children=[
             html.Div(className="gt-col-wide", children=[
-                cyto.Cytoscape(id="gr-cyto", elements=g.elements if g else [], layout={"name": "preset", "fit": True},
-                               stylesheet=GRAPH_STYLESHEET, minZoom=0.05, maxZoom=3,
-                               style={"width": "100%", "height": "640px"}, className="gt-cyto"),
+                cyto.Cytoscape(id="gr-cyto", elements=g.elements if g else [],
+                               layout={"name": "preset", "fit": False, "animate": False},
+                               stylesheet=GRAPH_STYLESHEET, minZoom=0.05, maxZoom=3, boxSelectionEnabled=False,
+                               style={"width": "100%", "height": "calc(100vh - 300px)", "minHeight": "520px"},
+                               className="gt-cyto"),
                 html.Div(className="gt-legend", children=[
-                    html.Span("■", style={"color": "#fff7bc"}), " less self time … ",
+                    html.Span("■", style={"color": "#fff7bc"}), " less time … ",
                     html.Span("■", style={"color": "#8c2d04"}), " more  ·  rounded box: forward op · ellipse: "
-                    "backward node · diamond: AccumulateGrad"]),
+                    "backward node · diamond: AccumulateGrad (the leaf's id) · double border: a collapsed group"]),
             ]),
             html.Div(id="gr-details", className="gt-col-narrow gt-details",
                      children=html.Div("Click a node for its details.", className="gt-note")),
         ]),
     ])
+
+
+def _graph_status(g) -> str:
+    if g is None:
+        return "No training step in this profile."
+    return f"{g.n_nodes} nodes shown ({g.n_total} ops and nodes in the step), {g.n_edges} edges. {g.note}"
 
 
 def node_details_panel(d: dict) -> list:
@@ -434,6 +457,10 @@ def node_details_panel(d: dict) -> list:
         rows.append(["created by forward op", d["forward_op"]])
     if d["backward_nodes"]:
         rows.append(["created backward node", ", ".join(d["backward_nodes"])])
+    if d.get("node_id") is not None:
+        rows.append(["graph node id", d["node_id"]])
+        rows.append(["gradient flows into", ", ".join(d["next_nodes"]) or "— (a leaf)"])
+        rows.append(["gradient comes from", ", ".join(d["fed_by"]) or "— (the root)"])
     rows += [["hooks", d["hooks"]], ["saved tensors", d["saved_tensors"]]]
     return [html.H3(d["name"], className="gt-mono", id="gr-details-name"),
             text_table(["field", "value"], rows, "gt-table gt-kv"),

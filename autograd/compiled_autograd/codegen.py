@@ -134,7 +134,7 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
         dev = str(meta[0][2]) if meta else "cpu"
         st = const(meta[0][3], "T") if meta else "None"
         emit(f"{indent}_r = _begin(_BW, {info[j]['name']!r}, _n.sequence_nr, _n.thread_id, "
-             f"None, {dev!r}, {st})")
+             f"None, {dev!r}, {st}, _n)")
         emit(f"{indent}try:")
         return indent + "    "
 

@@ -400,7 +400,7 @@ def test_gpu_collection_path_with_a_fake_device(monkeypatch):
     def rec(name, scope=0):
         r = ag.record_function.RecordFunction()
         r.name, r.scope, r.sequence_nr, r.fwd_thread_id, r.thread_id = name, scope, -1, 0, 1
-        r.inputs, r.device, r.stream = None, "cuda:0", stream
+        r.inputs, r.device, r.stream, r.node = None, "cuda:0", stream, None
         return r
 
     outer = rec("linear")

@@ -228,29 +228,30 @@ def test_autograd_graph_click_node(dash_duo, profiles, shot):
     start(dash_duo, app, "/graph")
     count = wait_until(lambda: dash_duo.driver.execute_script(
         "const c = document.querySelector('#gr-cyto'); const cy = c && c._cyreg && c._cyreg.cy;"
-        "return cy ? [cy.nodes().length, cy.edges('.created').length, cy.edges().length] : null;"), what="cytoscape")
-    nodes, created, edges = count
-    assert nodes > 10 and created > 5 and edges > created
-    # Click the MmBackward0 node on the canvas at its rendered position.
-    pos = dash_duo.driver.execute_script(
+        "return cy && cy.zoom() !== 1 ? [cy.nodes().length, cy.edges('.created').length, cy.edges('.flow').length] : null;"),
+        what="cytoscape")
+    nodes, created, flow = count
+    assert nodes > 10 and created > 5 and flow > 5
+    # Click the MmBackward0 node on the canvas where it is drawn (offsets from the centre).
+    dx, dy = dash_duo.driver.execute_script(
         "const cy = document.querySelector('#gr-cyto')._cyreg.cy;"
-        "const n = cy.nodes().filter(n => n.data('label') === 'MmBackward0')[0];"
-        "const p = n.renderedPosition(); return [p.x, p.y];")
+        "const n = cy.nodes().filter(n => n.data('label') === 'MmBackward0')[0]; cy.center(n);"
+        "const p = n.renderedPosition(); return [p.x - cy.width() / 2, p.y - cy.height() / 2];")
     from selenium.webdriver.common.action_chains import ActionChains
 
     canvas = dash_duo.find_element("#gr-cyto")
-    # Selenium 4.2 (what dash[testing] pins) measures the offset from the top-left corner.
-    ActionChains(dash_duo.driver).move_to_element_with_offset(canvas, pos[0], pos[1]).click().perform()
+    ActionChains(dash_duo.driver).move_to_element(canvas).move_by_offset(round(dx), round(dy)).click().perform()
     dash_duo.wait_for_text_to_equal("#gr-details-name", "MmBackward0", timeout=10)
     details = dash_duo.find_element("#gr-details").text
     assert "sequence_nr" in details and "created by forward op" in details and "matmul" in details
-    assert "hooks" in details and "saved tensors" in details
-    # Colour by CUDA is disabled on a CPU profile; collapsing composites ("mean" ran "sum"
-    # and "mul") hides their parts.
+    assert "hooks" in details and "saved tensors" in details and "gradient flows into" in details
+    # Colour by CUDA is disabled on a CPU profile; "Collapse to fit" on a small graph keeps
+    # every node, "Expand all" too.
     assert dash_duo.find_element("#gr-clock input[value='cuda']").get_attribute("disabled")
-    dash_duo.find_element("#gr-options input[value='collapse']").click()
+    dash_duo.find_element("#gr-colour-by input[value='total']").click()
+    dash_duo.find_element("#gr-expand").click()
     wait_until(lambda: dash_duo.driver.execute_script(
-        "return document.querySelector('#gr-cyto')._cyreg.cy.nodes().length") < nodes, what="collapsed graph")
+        "return document.querySelector('#gr-cyto')._cyreg.cy.nodes('.collapsed').length") == 0, what="expanded")
     assert_clean(dash_duo)
     shot("graph")
 

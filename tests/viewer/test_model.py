@@ -8,7 +8,7 @@ import pytest
 
 from gradtrace import profiler
 from gradtrace.profiler import Scope, synthetic
-from gradtrace.viewer.graph import build_graph, colour_scale, node_details, steps_of
+from gradtrace.viewer.graph import colour_scale
 from gradtrace.viewer.loading import UploadError, decode_upload
 from gradtrace.viewer.model import ProfileView, phase_of_events
 from gradtrace.viewer.timeline import TimelineIndex, _merge_runs
@@ -162,62 +162,6 @@ def test_timeline_window_is_bounded():
     assert (zoom.start < lo + 20_000).all() and (zoom.end > lo).all()
     # Lanes: one band per thread, rows = nesting depth.
     assert [lane.label for lane in index.lanes] == ["thread 1", "thread 2", "thread 3", "thread 4"]
-
-
-def test_graph_edges_and_layout(mlp):
-    steps = steps_of(mlp)
-    assert len(steps) == 3 and steps[0].label.startswith("ProfilerStep#")
-    g = build_graph(mlp, steps[0])
-    nodes = [e for e in g.elements if "source" not in e["data"]]
-    edges = [e["data"] for e in g.elements if "source" in e["data"]]
-    a = mlp.data.analysis
-    by_id = {n["data"]["id"]: n for n in nodes}
-    created = [e for e in edges if e["kind"] == "created"]
-    # Every dashed edge is an exact (sequence_nr, thread) pair.
-    for e in created:
-        f, b = by_id[e["source"]]["data"]["event"], by_id[e["target"]]["data"]["event"]
-        assert a.forward_event[b] == f
-    linked_bwd = [n for n in nodes if n["data"]["kind"] == "backward" and n["data"]["label"] != "AccumulateGrad"]
-    assert len(created) == len(linked_bwd) > 5
-    # Layered: forward ops above backward nodes; a linked node sits under its op.
-    for e in created:
-        fp, bp = by_id[e["source"]]["position"], by_id[e["target"]]["position"]
-        assert fp["x"] == bp["x"] and fp["y"] < bp["y"]
-    assert len({(n["position"]["x"], n["position"]["y"]) for n in nodes}) == len(nodes)
-
-
-def test_graph_top_cost_subgraph_and_collapse(mlp):
-    step = steps_of(mlp)[0]
-    full = build_graph(mlp, step)
-    small = build_graph(mlp, step, max_nodes=8)
-    assert small.n_nodes <= 8 < full.n_nodes and "most expensive" in small.note
-    collapsed = build_graph(mlp, step, top_level_only=True)
-    assert collapsed.n_nodes < full.n_nodes
-    labels = [e["data"]["label"] for e in collapsed.elements if "source" not in e["data"]]
-    assert "mean" in labels and "sum" not in labels
-
-
-def test_graph_steps_without_profiler_step_ranges():
-    events = []
-    for k in range(3):
-        t = k * 100
-        events += [{"name": "mul", "start": t, "end": t + 10, "sequence_nr": k},
-                   {"name": "MulBackward0", "start": t + 20, "end": t + 30, "scope": B, "sequence_nr": k,
-                    "fwd_thread_id": 1},
-                   {"name": "sub", "start": t + 40, "end": t + 50}]
-    view = ProfileView(synthetic.from_events(events))
-    steps = steps_of(view)
-    assert len(steps) == 3
-    g = build_graph(view, steps[1])
-    # An iteration ends with its backward pass; ops after it open the next one.
-    assert {e["data"].get("label") for e in g.elements if "source" not in e["data"]} == {"sub", "mul", "MulBackward0"}
-
-
-def test_node_details(mlp):
-    cols = mlp.data.event_columns
-    b = int(np.flatnonzero((cols["scope"] == B) & (cols["sequence_nr"] >= 0))[0])
-    d = node_details(mlp, b)
-    assert d["forward_op"] and d["sequence_nr"] >= 0 and d["hooks"].startswith("not recorded")
 
 
 def test_colour_scale():

@@ -1,0 +1,127 @@
+"""The autograd graph page in headless Chromium on a 3-step GPT and a 100-step run: it opens
+readable, search highlights and centres, a click shows a node and its counterpart, a group
+collapses and expands, the step selector switches steps. Screenshots: test-artifacts/viewer/."""
+from __future__ import annotations
+
+import pytest
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from gradtrace import viewer
+
+from .test_browser import assert_clean, start, wait_until
+from .workloads import workload_profile
+
+pytestmark = pytest.mark.browser
+
+CY = "const cy = document.querySelector('#gr-cyto')._cyreg.cy;"
+
+
+@pytest.fixture(scope="module")
+def gpt(tmp_path_factory):
+    return str(workload_profile(tmp_path_factory.mktemp("gpt") / "gpt3.gtprof", "gpt", steps=3))
+
+
+@pytest.fixture(scope="module")
+def gpt100(tmp_path_factory):
+    return str(workload_profile(tmp_path_factory.mktemp("gpt100") / "gpt100.gtprof", "gpt", steps=100))
+
+
+def _cy(dash_duo, js):
+    return dash_duo.driver.execute_script(CY + js)
+
+
+def _ready(dash_duo):
+    """Wait until the graph is drawn and its first view set (zoom no longer Cytoscape's 1)."""
+    return wait_until(lambda: dash_duo.driver.execute_script(
+        "const c = document.querySelector('#gr-cyto'); const cy = c && c._cyreg && c._cyreg.cy;"
+        "return cy && cy.nodes().length && cy.zoom() !== 1 ? [cy.nodes().length, cy.zoom()] : null;"),
+        what="graph drawn")
+
+
+def _click_node(dash_duo, selector_js):
+    """Click a node where it is drawn (offsets from the canvas's centre, which every Selenium
+    version moves to the same way)."""
+    dx, dy = _cy(dash_duo, f"const n = {selector_js}; const p = n.renderedPosition();"
+                           "return [p.x - cy.width() / 2, p.y - cy.height() / 2];")
+    canvas = dash_duo.find_element("#gr-cyto")
+    ActionChains(dash_duo.driver).move_to_element(canvas).move_by_offset(round(dx), round(dy)).click().perform()
+
+
+def _legible_labels(dash_duo) -> int:
+    """Nodes in the viewport whose label is drawn at 9 px or more."""
+    return _cy(dash_duo, "const ext = cy.extent(); return cy.nodes().filter(n => !n.isParent() &&"
+                         " n.position('x') > ext.x1 && n.position('x') < ext.x2 && n.position('y') > ext.y1 &&"
+                         " n.position('y') < ext.y2).length * (cy.zoom() * 12 >= 9 ? 1 : 0);")
+
+
+def test_graph_opens_readable_and_reacts(dash_duo, gpt, shot):
+    app = viewer.create_app(gpt)
+    start(dash_duo, app, "/graph")
+    n_nodes, zoom = _ready(dash_duo)
+    assert zoom >= 0.45, zoom                       # labels 12 px * zoom: at least ~5.4 px... and
+    assert _legible_labels(dash_duo) >= 8           # ...at least 8 nodes readable in the first view
+    edges = _cy(dash_duo, "return [cy.edges('.flow').length, cy.edges('.created').length, cy.nodes('.group').length,"
+                          " cy.nodes('.collapsed').length, cy.nodes('.accumulate').length];")
+    flow, created, groups, collapsed, acc = edges
+    assert flow > 20 and created > 10 and groups + collapsed > 3 and acc > 0, edges
+    shot("graph_gpt_first_view")
+
+    # Search in the first view finds the collapsed groups that hold a match.
+    search = dash_duo.find_element("#gr-search")
+    search.send_keys("MmBackward0\n")
+    wait_until(lambda: "match" in dash_duo.find_element("#gr-search-status").text, what="search status")
+    assert _cy(dash_duo, "return cy.nodes('.found').length;") >= 1
+
+    # A click on a collapsed group expands it: more nodes.
+    before = _cy(dash_duo, "return cy.nodes().length;")
+    _cy(dash_duo, "cy.center(cy.nodes('.collapsed')[0]); return 1;")
+    _click_node(dash_duo, "cy.nodes('.collapsed')[0]")
+    wait_until(lambda: _cy(dash_duo, "return cy.nodes().length;") > before, what="group expanded",
+               show=lambda: _cy(dash_duo, "return [cy.nodes().length, cy.nodes(':selected').map(n => n.id())];"))
+
+    # Expand all; search again: every MmBackward0 highlighted, the first centred.
+    dash_duo.find_element("#gr-expand").click()
+    wait_until(lambda: _cy(dash_duo, "return cy.nodes('.collapsed').length;") == 0, what="expanded")
+    shot("graph_gpt_expanded")
+    search.send_keys(Keys.CONTROL, "a")
+    search.send_keys("MmBackward\n")
+    # The first match is selected and centred (AddmmBackward0 and MmBackward0 both match).
+    wait_until(lambda: _cy(dash_duo, "const n = cy.nodes('.found:selected')[0]; const p = n.renderedPosition();"
+                                     "return Math.abs(p.x - cy.width()/2) < 40 && Math.abs(p.y - cy.height()/2) < 40;"),
+               what="found node centred")
+    assert _cy(dash_duo, "return cy.nodes('.found').length;") >= 4
+    shot("graph_gpt_search")
+
+    # A click on the found node: its times, edges and the forward op that created it.
+    _cy(dash_duo, "cy.center(cy.nodes('.found').filter(n => n.data('label') === 'MmBackward0')[0]); return 1;")
+    _click_node(dash_duo, "cy.nodes('.found').filter(n => n.data('label') === 'MmBackward0')[0]")
+    dash_duo.wait_for_text_to_equal("#gr-details-name", "MmBackward0", timeout=10)
+    details = dash_duo.find_element("#gr-details").text
+    for word in ("self CPU", "created by forward op", "matmul", "gradient flows into", "graph node id", "input shapes"):
+        assert word in details, details
+    shot("graph_gpt_details")
+    assert_clean(dash_duo)
+
+
+def test_graph_100_steps(dash_duo, gpt100, shot):
+    app = viewer.create_app(gpt100)
+    start(dash_duo, app, "/graph")
+    _ready(dash_duo)
+    before = _cy(dash_duo, "return cy.nodes().map(n => n.id()).join();")
+    dash_duo.find_element("#gr-step").click()
+    ActionChains(dash_duo.driver).send_keys("ProfilerStep#100").perform()
+    # The dropdown lists a few options at a time; the search leaves the one wanted.
+    option = wait_until(lambda: [o for o in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[role='option']")
+                                 if "ProfilerStep#100" in o.text], what="step 100 in the list",
+                        show=lambda: [o.text for o in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[role='option']")][:5])
+    option[0].click()
+    wait_until(lambda: "ProfilerStep#100" in dash_duo.find_element("#gr-step").text, what="step 100 chosen",
+               show=lambda: dash_duo.find_element("#gr-step").get_attribute("outerHTML")[:1500])
+    # A new step: other events, so other element ids.
+    wait_until(lambda: _cy(dash_duo, "return cy.nodes().map(n => n.id()).join();") != before, what="step 100 drawn")
+    n_nodes, zoom = _ready(dash_duo)
+    assert zoom >= 0.45 and _legible_labels(dash_duo) >= 8
+    shot("graph_gpt100_last_step")
+    assert_clean(dash_duo)
