@@ -31,6 +31,7 @@ from gradtrace.profiler.format import format_bytes, format_time
 
 from .model import ProfileView
 from .timeline import TimelineIndex
+from .timeline_figure import BAR_BUDGET, timeline_figure
 
 __all__ = ["create_app", "serve"]
 
@@ -258,24 +259,38 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
     @app.callback(Output("tl-graph", "figure"), Output("tl-status", "children"), Output("tl-details", "children"),
                   Output("tl-window", "data"),
                   Input("tl-graph", "relayoutData"), Input("tl-graph", "clickData"), Input("tl-link-op", "value"),
-                  Input("tl-reset", "n_clicks"), State("tl-window", "data"), State("profile-key", "data"),
-                  prevent_initial_call=True)
-    def timeline_update(relayout, click, link_op, reset, window, key):
+                  Input("tl-reset", "n_clicks"), Input("tl-step", "value"), State("tl-window", "data"),
+                  State("profile-key", "data"), prevent_initial_call=True)
+    def timeline_update(relayout, click, link_op, reset, step, window, key):
         # The visible window lives in a small store: the browser never sends the figure back.
+        # With it, the figure's ``uirevision``: plotly keeps the user's zoom while it stays the
+        # same, so it changes whenever the server moves the window (a step, a reset).
         from dash import ctx  # noqa: PLC0415
 
         index = registry.timeline(key)
         if index is None:
             raise PreventUpdate
         prop = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
-        x_range = tuple(window) if isinstance(window, list) and len(window) == 2 else None
+        window = window if isinstance(window, dict) else {}
+        rng = window.get("range")
+        x_range = tuple(rng) if isinstance(rng, list) and len(rng) == 2 else None
+        revision = str(window.get("revision", "timeline"))
         if prop == "tl-graph.relayoutData":
             new = _relayout_range(relayout)
             if new is None:
                 raise PreventUpdate
             x_range = None if new == "auto" else new
         elif prop == "tl-reset.n_clicks":
-            x_range = None
+            x_range, revision = None, f"reset-{reset}"
+        elif prop == "tl-step.value":
+            steps = _steps(index.view)
+            if step is None or not 0 <= int(step) < len(steps):
+                raise PreventUpdate
+            # The step's range with a little margin on both sides.
+            s = steps[int(step)]
+            lo, hi = s.start_ns - index.view.time_origin_ns, s.end_ns - index.view.time_origin_ns
+            pad = (hi - lo) * 0.01
+            x_range, revision = (lo - pad, hi + pad), f"step-{step}"
         details = no_update
         selected = _clicked_event(click)
         if prop == "tl-graph.clickData":
@@ -283,7 +298,8 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
                 raise PreventUpdate
             details = _timeline_details(registry.get(key), selected)
         fig, status = _timeline_figure(index, x_range, link_op, selected)
-        return fig, status, details, list(x_range) if x_range else None
+        fig.update_layout(uirevision=revision)
+        return fig, status, details, {"range": list(x_range) if x_range else None, "revision": revision}
 
     # ---------------------------------------------------------------- autograd graph
 
@@ -371,14 +387,15 @@ def _timeline_page(registry: _Registry, key: str):
     cols = view.data.event_columns
     fwd_names = np.unique(cols["name_id"][(cols["scope"] == 0) & (cols["sequence_nr"] >= 0)])
     options = [{"label": view.data.strings[int(n)], "value": int(n)} for n in fwd_names]
-    return pages.timeline_page(view, fig, status, options)
+    steps = [{"label": s.label, "value": k} for k, s in enumerate(_steps(view))]
+    return pages.timeline_page(view, fig, status, options, steps)
 
 
 def _timeline_figure(index: TimelineIndex, x_range, link_op, selected):
     view = index.view
     data, a, cols = view.data, view.data.analysis, view.data.event_columns
     lo, hi = (x_range if x_range else (None, None))
-    window = index.query(lo, hi)
+    window = index.query(lo, hi, budget=BAR_BUDGET)
     names = [data.strings[int(n)] for n in cols["name_id"][window.event]] if len(window.event) else []
     dur = (window.end - window.start) / 1e3
     lanes = index.lanes
@@ -410,7 +427,7 @@ def _timeline_figure(index: TimelineIndex, x_range, link_op, selected):
         links.append((fx, row_of[f], bx, row_of[b]))
         highlight.append((cols["start_ns"][b] - origin, cols["end_ns"][b] - origin, row_of[b]))
     x_axis = (window.x0 / 1e6, window.x1 / 1e6) if x_range else None
-    fig = figures.timeline_figure(window, lanes, names, hover, links, x_axis, highlight)
+    fig = timeline_figure(window, index, names, hover, links, x_axis, highlight)
     shown = len(window.start)
     status = (f"{window.n_in_window:,} of {len(index):,} ranges in view · {shown:,} drawn one by one, "
               f"{len(window.merged_start):,} merged segments ({int(window.merged_count.sum()):,} short ranges)")

@@ -351,18 +351,22 @@ def fwdbwd_page(view: ProfileView) -> html.Div:
 # --------------------------------------------------------------------------- timeline
 
 
-def timeline_page(view: ProfileView, figure, status: str, link_options: list[dict]) -> html.Div:
+def timeline_page(view: ProfileView, figure, status: str, link_options: list[dict],
+                  step_options: list[dict] = ()) -> html.Div:
     return html.Div(id="page-timeline", children=[
         dcc.Store(id="tl-window"),
         html.Div(className="gt-toolbar", children=[
+            control("Zoom to step", dcc.Dropdown(id="tl-step", options=list(step_options), placeholder="a step",
+                                                 clearable=False, className="gt-dropdown")),
             control("Forward → backward links for", dcc.Dropdown(
                 id="tl-link-op", options=link_options, placeholder="an op (or click a range)",
                 clearable=True, className="gt-dropdown")),
             html.Button("Reset zoom", id="tl-reset", className="gt-button"),
         ]),
         html.Div(status, id="tl-status", className="gt-note"),
-        dcc.Graph(id="tl-graph", figure=figure, config=dict(GRAPH_CONFIG, scrollZoom=True),
-                  className="gt-timeline"),
+        # The plot fills the window's height: rows stay tall enough for their names.
+        dcc.Graph(id="tl-graph", figure=figure, config=dict(GRAPH_CONFIG, scrollZoom=True, responsive=True),
+                  className="gt-timeline", style={"height": "calc(100vh - 250px)", "minHeight": "480px"}),
         html.Div(id="tl-details", className="gt-details",
                  children=html.Div("Drag to zoom, scroll to zoom, shift-drag to pan; click a range to see "
                                    "its details and its forward/backward counterpart.", className="gt-note")),

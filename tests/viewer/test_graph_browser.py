@@ -125,3 +125,41 @@ def test_graph_100_steps(dash_duo, gpt100, shot):
     assert zoom >= 0.45 and _legible_labels(dash_duo) >= 8
     shot("graph_gpt100_last_step")
     assert_clean(dash_duo)
+
+
+@pytest.fixture(scope="module")
+def chain1000(tmp_path_factory):
+    """One step of 500 forward ops and their 500 backward nodes, in 50 modules."""
+    import gradtrace.autograd as ag
+    from gradtrace import profiler
+
+    ag.manual_seed(0)
+    w = ag.randn(8, 8).requires_grad_()
+    with profiler.profile(with_modules=True) as prof:
+        with profiler.record_function("ProfilerStep#0"):
+            y = ag.randn(4, 8)
+            for _ in range(50):
+                with profiler.record_function("nn.Module: Block"):
+                    for _ in range(5):
+                        y = (y @ w).tanh()
+            y.sum().backward()
+    path = tmp_path_factory.mktemp("chain") / "chain.gtprof"
+    prof.save(path)
+    return str(path)
+
+
+def test_graph_thousand_nodes_renders(dash_duo, chain1000, shot):
+    app = viewer.create_app(chain1000)
+    start(dash_duo, app, "/graph")
+    _ready(dash_duo)
+    dash_duo.driver.execute_script("window._t0 = performance.now();")
+    dash_duo.find_element("#gr-expand").click()
+    n = wait_until(lambda: _cy(dash_duo, "return cy.nodes().length >= 1000 ? cy.nodes().length : 0;"),
+                   what="1,000 nodes drawn", timeout=60)
+    # Time from the click to the drawn graph, measured in the page (printed, not asserted).
+    ms = dash_duo.driver.execute_script("return performance.now() - window._t0;")
+    print(f"\ngraph page: {n} nodes drawn {ms:.0f} ms after 'Expand all'")
+    # tanh→mm and mm→tanh along the chain, and every mm into w's AccumulateGrad.
+    assert _cy(dash_duo, "return cy.edges('.flow').length;") >= 740
+    shot("graph_1000_nodes")
+    assert_clean(dash_duo)
