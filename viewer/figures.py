@@ -14,9 +14,8 @@ import plotly.graph_objects as go
 from gradtrace.profiler.format import format_bytes, format_time
 
 from .model import PHASES
-from .timeline import KINDS, MERGED_COLOUR, Lane, Window
 
-__all__ = ["esc", "phase_split_figure", "top_ops_figure", "fwdbwd_figure", "timeline_figure",
+__all__ = ["esc", "phase_split_figure", "top_ops_figure", "fwdbwd_figure",
            "memory_figure", "memory_by_op_figure", "diff_figure", "downsample_steps"]
 
 # Legends go above the plot on the left: the plot toolbar (modebar) sits on the right.
@@ -123,85 +122,6 @@ def fwdbwd_figure(rows: list[dict], top_n: int = 15, clock: str = "cpu") -> go.F
 def _short_site(site: str, width: int = 40) -> str:
     site = site.rsplit("/", 1)[-1]
     return site if len(site) <= width else "…" + site[-width:]
-
-
-def timeline_figure(window: Window, lanes: list[Lane], names: list[str], hover: list[str],
-                    links: list[tuple[float, float, float, float]] = (), x_range=None,
-                    highlight: list[tuple[float, float, float]] = ()) -> go.Figure:
-    """WebGL timeline: one line trace per kind of range, ``[start, end, NaN]`` segments.
-
-    Args:
-        window: from :meth:`viewer.timeline.TimelineIndex.query` (ns).
-        lanes: row bands, for the y axis labels.
-        names: label of each individually drawn segment (already escaped), same order as
-            ``window.start``.
-        hover: hover text of each such segment (already escaped).
-        links: forward→backward arrows as (x0_ns, row0, x1_ns, row1).
-        highlight: (start_ns, end_ns, row) of selected ranges, drawn on top.
-    """
-    fig = go.Figure()
-    for kind, (label, colour) in KINDS.items():
-        pick = np.flatnonzero(window.kind == kind)
-        if not len(pick):
-            continue
-        xs, ys = _segments(window.start[pick], window.end[pick], window.row[pick])
-        text = np.repeat(np.asarray(hover, dtype=object)[pick], 3) if len(hover) else None
-        # A plain list: dcc.Graph reads clickData's customdata from the figure's data, where a
-        # base64 typed array (what plotly.py makes of numpy) stays undecoded.
-        ev = np.repeat(window.event[pick], 3).tolist()
-        fig.add_trace(go.Scattergl(
-            x=xs, y=ys, mode="lines", name=label, line=dict(color=colour, width=11),
-            hovertext=text, hoverinfo="text", customdata=ev, connectgaps=False))
-    for kind in np.unique(window.merged_kind).tolist():
-        pick = np.flatnonzero(window.merged_kind == kind)
-        label, colour = KINDS.get(kind, ("ranges", MERGED_COLOUR))
-        xs, ys = _segments(window.merged_start[pick], window.merged_end[pick], window.merged_row[pick])
-        text = np.repeat(np.array([f"{c:,} {label}s merged at this zoom — zoom in to split"
-                                   for c in window.merged_count[pick].tolist()], dtype=object), 3)
-        fig.add_trace(go.Scattergl(
-            x=xs, y=ys, mode="lines", name=f"{label} (merged, zoom in)", line=dict(color=colour, width=11),
-            opacity=0.45, hovertext=text, hoverinfo="text", customdata=[-1] * len(xs)))
-    if len(highlight):
-        hs = np.array(highlight, dtype=np.float64)
-        xs, ys = _segments(hs[:, 0], hs[:, 1], hs[:, 2])
-        fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", name="selected",
-                                   line=dict(color="#dc2626", width=13), hoverinfo="skip"))
-    if len(links):
-        lx, ly = [], []
-        for x0, r0, x1, r1 in links:
-            lx += [x0 / 1e6, x1 / 1e6, None]
-            ly += [r0, r1, None]
-        fig.add_trace(go.Scatter(x=lx, y=ly, mode="lines+markers", name="forward → backward",
-                                 line=dict(color="#dc2626", width=1.5, dash="dash"),
-                                 marker=dict(size=7, symbol="arrow", angleref="previous", color="#dc2626"),
-                                 hoverinfo="skip"))
-    n_rows = max(sum(lane.rows for lane in lanes), 1)
-    tickvals = [lane.first_row + (lane.rows - 1) / 2 for lane in lanes]
-    fig.update_yaxes(autorange=False, range=[n_rows - 0.5, -0.7], fixedrange=True,
-                     tickvals=tickvals, ticktext=[esc(lane.label) for lane in lanes], showgrid=False,
-                     zeroline=False)
-    shapes = [dict(type="line", xref="paper", x0=0, x1=1, y0=lane.first_row - 0.5, y1=lane.first_row - 0.5,
-                   line=dict(color="#e5e7eb", width=1)) for lane in lanes[1:]]
-    fig.update_xaxes(title_text="time since profile start (ms)", showgrid=True, gridcolor="#f1f5f9",
-                     range=list(x_range) if x_range else [window.x0 / 1e6, window.x1 / 1e6])
-    fig.update_layout(shapes=shapes, hovermode="closest", dragmode="zoom", uirevision="timeline",
-                      legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"),
-                      showlegend=True)
-    return _base_layout(fig, min(900, 150 + 24 * n_rows))
-
-
-def _segments(start_ns, end_ns, row) -> tuple[np.ndarray, np.ndarray]:
-    """[start, end, NaN] triples (x in ms) for one WebGL line trace."""
-    n = len(start_ns)
-    xs = np.empty(3 * n, dtype=np.float64)
-    xs[0::3] = np.asarray(start_ns, dtype=np.float64) / 1e6
-    xs[1::3] = np.asarray(end_ns, dtype=np.float64) / 1e6
-    xs[2::3] = np.nan
-    ys = np.empty(3 * n, dtype=np.float64)
-    ys[0::3] = row
-    ys[1::3] = row
-    ys[2::3] = np.nan
-    return xs, ys
 
 
 def downsample_steps(t: np.ndarray, y: np.ndarray, max_points: int = 4000) -> tuple[np.ndarray, np.ndarray]:

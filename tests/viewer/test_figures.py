@@ -5,7 +5,6 @@ import numpy as np
 import plotly.graph_objects as go
 
 from gradtrace.viewer import figures
-from gradtrace.viewer.timeline import Lane, Window
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -46,39 +45,6 @@ def test_fwdbwd_figure_top_n():
     assert [t.name for t in fig.data] == ["forward", "backward it caused"]
     assert fig.data[0].x == ("op29", "op28", "op27", "op26", "op25")
     assert fig.data[1].y == (0.5,) * 5
-
-
-def _window(n=3, merged=2):
-    return Window(
-        x0=0, x1=1000, start=np.arange(n) * 100, end=np.arange(n) * 100 + 50, row=np.arange(n) % 2,
-        kind=np.array([0, 1, 2][:n], dtype=np.int8), event=np.arange(n),
-        merged_start=np.arange(merged) * 10 + 600, merged_end=np.arange(merged) * 10 + 605,
-        merged_row=np.zeros(merged, np.int64), merged_count=np.full(merged, 7),
-        merged_kind=np.zeros(merged, np.int8), n_in_window=n + 7 * merged)
-
-
-def test_timeline_figure_one_webgl_trace_per_kind():
-    w = _window()
-    lanes = [Lane("thread 1", 0, 2)]
-    fig = figures.timeline_figure(w, lanes, ["a", "b", "c"], ["ha", "hb", "hc"])
-    kinds = [(t.type, t.name) for t in fig.data]
-    assert kinds == [("scattergl", "forward op"), ("scattergl", "backward node"), ("scattergl", "user scope"),
-                     ("scattergl", "forward op (merged, zoom in)")]
-    fwd = fig.data[0]
-    # [start, end, NaN] in ms.
-    assert np.allclose(np.asarray(fwd.x, dtype=float)[:2], [0, 50e-6]) and np.isnan(np.asarray(fwd.x, dtype=float)[2])
-    assert list(fwd.customdata) == [0, 0, 0] and list(fwd.hovertext) == ["ha"] * 3
-    assert fig.layout.yaxis.fixedrange is True and fig.layout.yaxis.ticktext == ("thread 1",)
-
-
-def test_timeline_figure_links_and_highlight():
-    w = _window()
-    fig = figures.timeline_figure(w, [Lane("thread 1", 0, 2)], ["a", "b", "c"], ["", "", ""],
-                                  links=[(25.0, 0, 125.0, 1)], highlight=[(0, 50, 0)])
-    names = [t.name for t in fig.data]
-    assert "selected" in names and "forward → backward" in names
-    link = fig.data[names.index("forward → backward")]
-    assert link.line.dash == "dash" and list(link.x)[:2] == [25e-6, 125e-6]
 
 
 def test_downsample_keeps_peaks():
