@@ -225,6 +225,29 @@ def _channel_shape(x, n):
 
 
 @defcomposite("batch_norm")
+def _update_running(running_mean, running_var, mean, unbiased_var, momentum: float) -> None:
+    """Move the running statistics (arrays updated in place, versions bumped) toward this
+    batch's: ``running = (1 - momentum) * running + momentum * batch``, as PyTorch."""
+    with no_grad():
+        for t, value in ((running_mean, mean), (running_var, unbiased_var)):
+            t.data *= 1 - momentum
+            t.data += momentum * value
+            t._vc[0] += 1
+
+
+def _with_running_stats(input, running_mean, running_var, shape, eps):  # noqa: A002
+    return (input - ops.reshape(running_mean, shape)) * ops.rsqrt(ops.reshape(running_var, shape) + eps)
+
+
+def _affine(out, weight, bias, shape):
+    """The per-channel scale and shift of a normalization (either may be None)."""
+    if weight is not None:
+        out = out * ops.reshape(weight, shape)
+    if bias is not None:
+        out = out + ops.reshape(bias, shape)
+    return out
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5):
     """Normalize over every dim but the channel dim (1). In training, batch statistics are
@@ -248,25 +271,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
             raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                              f"training, got input of shape {list(input.shape)}")
         if running_mean is not None:
-            with no_grad():
-                rm, rv = running_mean.data, running_var.data
-                rm *= 1 - momentum
-                rm += momentum * mean.data.reshape(c)
-                rv *= 1 - momentum
-                rv += momentum * n / (n - 1) * var.data.reshape(c)
-                running_mean._vc[0] += 1
-                running_var._vc[0] += 1
+            _update_running(running_mean, running_var, mean.data.reshape(c),
+                            n / (n - 1) * var.data.reshape(c), momentum)
         out = centered * ops.rsqrt(var + eps)
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("batch_norm: running_mean and running_var are needed in eval mode")
-        out = (input - ops.reshape(running_mean, shape)) * ops.rsqrt(
-            ops.reshape(running_var, shape) + eps)
-    if weight is not None:
-        out = out * ops.reshape(weight, shape)
-    if bias is not None:
-        out = out + ops.reshape(bias, shape)
-    return out
+        out = _with_running_stats(input, running_mean, running_var, shape, eps)
+    return _affine(out, weight, bias, shape)
 
 
 @defcomposite("layer_norm")
@@ -302,11 +314,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     var = (centered * centered).mean(dim=2, keepdim=True)
     out = ops.reshape(centered * ops.rsqrt(var + eps), input.shape)
     shape = _channel_shape(input, c)
-    if weight is not None:
-        out = out * ops.reshape(weight, shape)
-    if bias is not None:
-        out = out + ops.reshape(bias, shape)
-    return out
+    return _affine(out, weight, bias, shape)
 
 
 @defcomposite("dropout")
@@ -993,26 +1001,15 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         var = (centered * centered).mean(dim=dims, keepdim=True)
         if running_mean is not None and running_var is not None:
             n = input.numel() // (input.shape[0] * c)
-            with no_grad():
-                rm, rv = running_mean.data, running_var.data
-                rm *= 1 - momentum
-                rm += momentum * mean.data.reshape(input.shape[0], c).mean(0)
-                rv *= 1 - momentum
-                rv += momentum * (var.data.reshape(input.shape[0], c) * (n / max(n - 1, 1))).mean(0)
-                running_mean._vc[0] += 1
-                running_var._vc[0] += 1
+            _update_running(running_mean, running_var, mean.data.reshape(input.shape[0], c).mean(0),
+                            (var.data.reshape(input.shape[0], c) * (n / max(n - 1, 1))).mean(0), momentum)
         out = centered * ops.rsqrt(var + eps)
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("instance_norm: running_mean and running_var are needed when "
                                "use_input_stats=False")
-        out = (input - ops.reshape(running_mean, shape)) * ops.rsqrt(
-            ops.reshape(running_var, shape) + eps)
-    if weight is not None:
-        out = out * ops.reshape(weight, shape)
-    if bias is not None:
-        out = out + ops.reshape(bias, shape)
-    return out
+        out = _with_running_stats(input, running_mean, running_var, shape, eps)
+    return _affine(out, weight, bias, shape)
 
 
 # --------------------------------------------------------------------------- more losses
