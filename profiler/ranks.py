@@ -205,7 +205,9 @@ def _device_steps(data) -> list[dict]:
 def common_clock(profiles: dict) -> tuple[dict, str]:
     """Offsets that put every rank's times on one clock, and which clock that is.
 
-    * gradtrace run folders: the ranks of one machine share ``perf_counter_ns``; no offset.
+    * gradtrace run folders: times from the moment every rank left the process group's start
+      barrier (``distributed_info["start_barrier_ns"]``), on one machine or several; older
+      folders without it: the ranks of one machine share ``perf_counter_ns``, no offset.
     * torch traces that all have a wall clock (``baseTimeNanoseconds``; the importer keeps it
       as ``wall_clock_base_ns``): times become wall-clock times, as exact as the machines'
       clocks agree.
@@ -216,6 +218,9 @@ def common_clock(profiles: dict) -> tuple[dict, str]:
     """
     metas = {r: d.metadata for r, d in profiles.items()}
     if all(m.get("source") != "torch_trace" for m in metas.values()):
+        barriers = {r: (m.get("distributed_info") or {}).get("start_barrier_ns") for r, m in metas.items()}
+        if all(isinstance(b, int) and b > 0 for b in barriers.values()):
+            return {r: -b for r, b in barriers.items()}, "the process group's start barrier"
         return dict.fromkeys(profiles, 0), "perf_counter_ns (shared by the ranks of one machine)"
     if all(isinstance(m.get("wall_clock_base_ns"), int) for m in metas.values()):
         return ({r: m["wall_clock_base_ns"] - int(m.get("start_time_ns", 0)) for r, m in metas.items()},

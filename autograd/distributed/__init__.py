@@ -58,6 +58,7 @@ class _ProcessGroup:
         # Arguments of the collectives run while a profiler listened (bounded: a long job
         # with a profiler attached for a few steps keeps the last ones).
         self.log: collections.deque = collections.deque(maxlen=100_000)
+        self.start_ns = 0   # perf_counter_ns when the start barrier was passed
 
 
 _group: _ProcessGroup | None = None
@@ -121,6 +122,10 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     else:
         raise ValueError(f"unknown backend {backend!r}: expected 'mpi' or 'nccl'")
     _group = _ProcessGroup(transport)
+    # The common clock of the ranks' profiles: every rank leaves this barrier at about the
+    # same moment, so times measured from it line up across processes and machines.
+    transport.barrier("the process group's start barrier").wait()
+    _group.start_ns = time.perf_counter_ns()
 
 
 def destroy_process_group(group=None) -> None:
@@ -368,7 +373,8 @@ def profile_metadata(start_ns: int, end_ns: int) -> dict:
     transport = _group.backend
     entries = [dict(e) for e in _group.log if start_ns <= e["start_ns"] <= end_ns]
     return {"distributed_info": {"backend": transport.name, "rank": transport.rank,
-                                 "world_size": transport.world_size},
+                                 "world_size": transport.world_size,
+                                 "start_barrier_ns": _group.start_ns},
             "distributed_collectives": entries}
 
 

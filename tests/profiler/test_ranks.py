@@ -98,3 +98,20 @@ def test_host_breakdown_of_a_cpu_trace(tmp_path):
     assert (row["compute_ns"], row["communication_ns"], row["exposed_ns"], row["idle_ns"]) == (
         300_000, 200_000, 200_000, 500_000)
     assert summary["basis"] == {0: "host"}
+
+
+def test_gradtrace_ranks_share_the_process_groups_start_barrier():
+    """Each rank's profile records when it left init_process_group's barrier; the run's
+    clock starts there, whatever each process's perf_counter origin (machines differ)."""
+    from gradtrace.profiler import synthetic
+    from gradtrace.profiler.ranks import common_clock
+
+    def rank(r, barrier_ns):
+        return synthetic.from_events([{"name": "ProfilerStep#1", "start": barrier_ns + 1000, "end": barrier_ns + 5000,
+                                       "scope": 2}],
+                                     metadata={"distributed_info": {"backend": "mpi", "rank": r, "world_size": 2,
+                                                                    "start_barrier_ns": barrier_ns}})
+
+    offsets, clock = common_clock({0: rank(0, 10_000_000), 1: rank(1, 987_654_321)})
+    assert clock == "the process group's start barrier"
+    assert offsets == {0: -10_000_000, 1: -987_654_321}   # both steps start 1 us after it
