@@ -234,7 +234,12 @@ class Tensor:
                 device = a
         t = self
         if dtype is not None and numpy.dtype(dtype) != self.data.dtype:
-            t = dispatch.apply_op(dispatch.OPS["to_dtype"], (t,), {"dtype": numpy.dtype(dtype)})
+            dtype = numpy.dtype(dtype)
+            t = dispatch.apply_op(dispatch.OPS["to_dtype"], (t,), {"dtype": dtype})
+            if dtype.kind not in "fc" and t.requires_grad:
+                # As PyTorch: an integer or bool tensor never requires grad (its values are
+                # not differentiable in the input), so a cast there ends the history.
+                t = t.detach()
         if device is not None:
             dev = backend.device(device)
             if dev is not t._device:

@@ -558,6 +558,25 @@ def _setitem(self, key, value):
     index_put_(self, _index_key(key), value)
 
 
+# --------------------------------------------------------------------------- augmented assignment
+
+
+def _augmented(name, inplace):
+    def method(self, other):
+        return getattr(self, inplace)(other)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``self {name[2:-2]}= other`` in place, as PyTorch: ``self.{inplace}(other)``."
+    return method
+
+
+# As PyTorch, `x += y` changes x in place (aliases see it, the version counter moves, saved-tensor
+# checks apply), where Python would otherwise rebind x to a new tensor.
+for _name, _inplace in (("__iadd__", "add_"), ("__isub__", "sub_"), ("__imul__", "mul_"),
+                        ("__itruediv__", "div_"), ("__ipow__", "pow_")):
+    expose(methods=_name)(_augmented(_name, _inplace))
+
+
 # --------------------------------------------------------------------------- casts
 
 

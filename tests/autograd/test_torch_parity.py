@@ -258,3 +258,35 @@ def test_added_ops_gradients_at_ties_and_zeros():
     np.testing.assert_allclose(gx.numpy(), [[0.0, 0.0], [0.6, 0.8]])   # torch: 0 at distance 0
     x = leaf([1.0, 2.0])
     assert x.sign().requires_grad and x.floor().requires_grad           # torch: True
+
+
+def test_integer_and_bool_casts_end_the_history():
+    # PyTorch: x.long().requires_grad and x.bool().requires_grad are False, and
+    # (x.long().double()*3 + x).sum().backward() gives x.grad == [1, 1].
+    x = ag.tensor([1.7, -2.3], dtype="float64", requires_grad=True)
+    assert not x.long().requires_grad and not x.bool().requires_grad and not x.int().requires_grad
+    assert x.float().requires_grad
+    (x.long().double() * 3 + x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])
+
+
+def test_augmented_assignment_is_in_place():
+    # PyTorch: `a += 1` changes the tensor itself (an alias sees it) and bumps its version;
+    # on a tensor saved for backward, the backward then raises.
+    a = ag.tensor([1.0, 2.0])
+    alias = a
+    a += 1
+    a *= 3
+    a -= 1
+    a /= 2
+    a **= 2
+    assert alias is a
+    np.testing.assert_allclose(alias.numpy(), [6.25, 16.0])   # ((x + 1) * 3 - 1) / 2, squared
+    x = ag.tensor([1.0, 2.0], dtype="float64", requires_grad=True)
+    y = x * 1
+    z = y * y                      # saves y
+    version = y._version
+    y += 1
+    assert y._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
