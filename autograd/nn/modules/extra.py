@@ -3,11 +3,8 @@ InstanceNorm2d, 1-D and adaptive pooling, resizing, and the loss modules of the 
 losses. Each is a thin holder of arguments over :mod:`autograd.nn.functional`."""
 from __future__ import annotations
 
-import math
-
 from .. import functional as F
-from .. import init
-from .layers import _NormBase, _empty
+from .layers import _NormBase, _conv_parameters, _reset_conv
 from .module import Module
 
 __all__ = ["Unflatten", "Conv1d", "BatchNorm1d", "InstanceNorm1d", "InstanceNorm2d",
@@ -45,9 +42,6 @@ class Conv1d(Module):
                  dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
                  device=None, dtype=None):
         super().__init__()
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv1d: in_channels {in_channels} and out_channels "
-                             f"{out_channels} must be divisible by groups={groups}")
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise ValueError(f"Conv1d: padding_mode must be 'zeros', 'reflect', 'replicate' or "
                              f"'circular', got {padding_mode!r}")
@@ -55,19 +49,11 @@ class Conv1d(Module):
         self.kernel_size, self.stride = (_single(kernel_size),), (_single(stride),)
         self.padding = padding if isinstance(padding, str) else (_single(padding),)
         self.dilation, self.groups, self.padding_mode = (_single(dilation),), groups, padding_mode
-        self.weight = _empty((out_channels, in_channels // groups, self.kernel_size[0]), device,
-                             dtype)
-        if bias:
-            self.bias = _empty((out_channels,), device, dtype)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _conv_parameters(self, "Conv1d", in_channels, out_channels, groups, self.kernel_size, bias,
+                         device, dtype)
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            bound = 1 / math.sqrt(self.weight.shape[1] * self.kernel_size[0])
-            init.uniform_(self.bias, -bound, bound)
+        _reset_conv(self)
 
     def forward(self, input):  # noqa: A002
         x, padding = input, self.padding

@@ -18,6 +18,28 @@ def _empty(shape, device, dtype):
     return Parameter(_empty_t(*shape, device=device, dtype=dtype))
 
 
+def _conv_parameters(conv, name: str, in_channels: int, out_channels: int, groups: int,
+                     kernel_size: tuple, bias: bool, device, dtype) -> None:
+    """A convolution's weight (out, in/groups, *kernel) and bias, initialised as PyTorch's."""
+    if in_channels % groups or out_channels % groups:
+        raise ValueError(f"{name}: in_channels {in_channels} and out_channels "
+                         f"{out_channels} must be divisible by groups={groups}")
+    conv.weight = _empty((out_channels, in_channels // groups) + tuple(kernel_size), device, dtype)
+    if bias:
+        conv.bias = _empty((out_channels,), device, dtype)
+    else:
+        conv.register_parameter("bias", None)
+    _reset_conv(conv)
+
+
+def _reset_conv(conv) -> None:
+    init.kaiming_uniform_(conv.weight, a=math.sqrt(5))
+    if conv.bias is not None:
+        fan_in = math.prod(conv.weight.shape[1:])     # in/groups * the kernel's size
+        bound = 1 / math.sqrt(fan_in)
+        init.uniform_(conv.bias, -bound, bound)
+
+
 class Identity(Module):
     def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
         return input
@@ -56,25 +78,13 @@ class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True, device=None, dtype=None):
         super().__init__()
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: in_channels {in_channels} and out_channels "
-                             f"{out_channels} must be divisible by groups={groups}")
         k = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, k
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        self.weight = _empty((out_channels, in_channels // groups) + k, device, dtype)
-        if bias:
-            self.bias = _empty((out_channels,), device, dtype)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _conv_parameters(self, "Conv2d", in_channels, out_channels, groups, k, bias, device, dtype)
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.shape[1] * self.kernel_size[0] * self.kernel_size[1]
-            bound = 1 / math.sqrt(fan_in)
-            init.uniform_(self.bias, -bound, bound)
+        _reset_conv(self)
 
     def forward(self, input):  # noqa: A002 - PyTorch's name (forward(input=x))
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
