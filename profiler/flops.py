@@ -73,7 +73,12 @@ def _conv_flops(shapes) -> int:
 
 
 def estimate_flops(name: str, shapes: list) -> int:
-    """FLOPs of one call of ``name`` on inputs of ``shapes`` (list of shape lists); 0 if unknown."""
+    """FLOPs of one call of ``name`` on inputs of ``shapes`` (list of shape lists); 0 if unknown.
+
+    An input that is a list of tensors (a list of shapes, as torch traces record ``aten::cat``'s)
+    counts as no shape: the formulas below read plain shapes only.
+    """
+    shapes = [s if s is None or all(type(d) is int for d in s) else [] for s in shapes or ()]
     if not shapes:
         return 0
     base = name.rsplit("::", 1)[-1].lower()

@@ -234,6 +234,8 @@ FLOP_CASES = [
     ("relu", [[7]], 7),
     ("sum", [[4, 4]], 0),
     ("matmul", [], 0),
+    ("aten::mm", [[[8, 4], [8, 4]], [4, 2]], 0),     # a tensor-list input (torch traces): no estimate
+    ("aten::cat", [[[8, 4], [8, 4]], []], 0),
 ]
 
 
