@@ -7,7 +7,9 @@ the ``mpi`` extra). Weak scaling: every rank trains the same MLP on its own batc
 reducer's own cost is in the baseline). Step time is the slowest rank's, median over steps.
 The hidden share comes from profiled steps (profiler/ranks.py): communication in flight while
 the host ran backward, over all time in flight. On a machine with fewer cores than ranks, the
-ranks share cores and the numbers say more about that than about MPI.
+ranks share cores and the numbers say more about that than about MPI. The ranks' BLAS threads
+are set as ``gradtrace run --nproc`` sets them (cli/launch.py): without that, every rank's
+OpenBLAS spins one thread per core and 2 ranks on 2 cores ran 20 to 50 times slower.
 
 Usage: python benchmarks/data_parallel.py [--steps 20] [--width 512] [--batch 64] [--quick]
 """
@@ -16,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -111,16 +112,25 @@ def run_worker(args) -> None:
 
 
 def mpirun(n: int, argv: list) -> dict:
-    exe = shutil.which("mpirun") or shutil.which("mpirun", path=os.path.dirname(sys.executable))
-    if exe is None:
-        sys.exit("this benchmark needs Open MPI's mpirun: pip install 'gradtrace[mpi]'")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    res = subprocess.run([exe, "-n", str(n), "--oversubscribe", sys.executable, os.path.abspath(__file__),
-                          *argv], capture_output=True, text=True, env=env, timeout=1800)
+    """One ``mpirun -n N`` job of this script, started as ``gradtrace run --nproc N`` starts
+    its ranks (root's permission, each rank's share of the cores for BLAS)."""
+    from gradtrace.cli.errors import CLIError
+    from gradtrace.cli.launch import mpirun_env, mpirun_path
+
+    try:
+        exe = mpirun_path()
+    except CLIError as exc:
+        sys.exit(f"this benchmark needs Open MPI's mpirun: {exc}")
+    env, env_args, threads = mpirun_env(n)
+    res = subprocess.run([exe, "-n", str(n), "--oversubscribe", *env_args, sys.executable,
+                          os.path.abspath(__file__), *argv], capture_output=True, text=True, env=env,
+                         timeout=1800)
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
     if res.returncode != 0 or not lines:
         sys.exit(f"mpirun -n {n} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
-    return json.loads(lines[0][len("RESULT "):])
+    result = json.loads(lines[0][len("RESULT "):])
+    result["blas_threads"] = threads if threads is not None else env.get("OMP_NUM_THREADS", "default")
+    return result
 
 
 def main() -> None:
@@ -148,11 +158,12 @@ def main() -> None:
     base = steps[0]["step_ms"]
     print(f"\nDDP step time, MLP {args.layers}x{args.width} ({steps[0]['params']:,} params, "
           f"{steps[0]['buckets']} buckets of <= {args.bucket_mb} MB), {args.batch} rows per rank")
-    print(f"{'ranks':>5} {'step ms':>9} {'vs 1 rank':>9} {'rows/s':>9} {'hidden comm':>12}")
+    print(f"{'ranks':>5} {'BLAS threads':>12} {'step ms':>9} {'vs 1 rank':>9} {'rows/s':>9} {'hidden comm':>12}")
     for s in steps:
         rows_s = s["ranks"] * args.batch / (s["step_ms"] / 1e3)
         hidden = "-" if s["ranks"] == 1 else f"{100 * s['hidden_share']:.1f}%"
-        print(f"{s['ranks']:>5} {s['step_ms']:>9.2f} {s['step_ms'] / base:>8.2f}x {rows_s:>9.0f} {hidden:>12}")
+        print(f"{s['ranks']:>5} {s['blas_threads']!s:>12} {s['step_ms']:>9.2f} {s['step_ms'] / base:>8.2f}x "
+              f"{rows_s:>9.0f} {hidden:>12}")
     sizes = [4 << 10, 64 << 10, 1 << 20] if args.quick else [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20]
     bws = [mpirun(n, ["--worker", "bandwidth", "--repeats", str(args.repeats), "--sizes", *map(str, sizes)])
            for n in (2, 3)]
