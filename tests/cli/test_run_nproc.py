@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from gradtrace import profiler
+from gradtrace.cli import launch
 from tests.cli.conftest import run_cli
 
 pytestmark = pytest.mark.skipif(
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs mpi4py and Open MPI's mpirun (pip install 'gradtrace[mpi]')")
 
 TRAIN = """\
+import os
 import numpy as np
 import gradtrace.autograd as ag
 from gradtrace import profiler
@@ -39,6 +41,7 @@ for step in range(3):
     opt.step()
     profiler.current().step()
 print("trained", rank, len(ddp._buckets))
+print("threads", rank, os.environ.get("OMP_NUM_THREADS"))
 """
 
 
@@ -56,6 +59,11 @@ def test_every_rank_writes_its_profile_with_its_collectives(tmp_path):
     assert "2 rank profile(s) saved in" in res.stderr
     n_buckets = int(res.stdout.split("trained 0 ")[1].split()[0])
     assert n_buckets > 1
+    # each rank's BLAS got its share of the cores (unless this environment chose a count)
+    threads = launch.rank_blas_threads(2, launch._usable_cores(), False, os.environ)
+    expected = str(threads) if threads is not None else os.environ.get("OMP_NUM_THREADS")
+    for rank in range(2):
+        assert f"threads {rank} {expected}\n" in res.stdout, res.stdout
     for rank in range(2):
         data = profiler.load(run_dir / f"rank{rank}.gtprof")
         meta = data.metadata
