@@ -111,9 +111,10 @@ def run_worker(args) -> None:
     dist.destroy_process_group()
 
 
-def mpirun(n: int, argv: list) -> dict:
+def mpirun(n: int, argv: list, blas_threads: int | None = None) -> dict:
     """One ``mpirun -n N`` job of this script, started as ``gradtrace run --nproc N`` starts
-    its ranks (root's permission, each rank's share of the cores for BLAS)."""
+    its ranks (root's permission, each rank's share of the cores for BLAS), or with
+    ``blas_threads`` per rank."""
     from gradtrace.cli.errors import CLIError
     from gradtrace.cli.launch import mpirun_env, mpirun_path
 
@@ -122,6 +123,9 @@ def mpirun(n: int, argv: list) -> dict:
     except CLIError as exc:
         sys.exit(f"this benchmark needs Open MPI's mpirun: {exc}")
     env, env_args, threads = mpirun_env(n)
+    if blas_threads is not None:
+        threads = blas_threads
+        env["OMP_NUM_THREADS"], env_args = str(threads), ["-x", "OMP_NUM_THREADS"]
     res = subprocess.run([exe, "-n", str(n), "--oversubscribe", *env_args, sys.executable,
                           os.path.abspath(__file__), *argv], capture_output=True, text=True, env=env,
                          timeout=1800)
@@ -154,10 +158,16 @@ def main() -> None:
         return
     common = ["--steps", str(args.steps), "--warmup", str(args.warmup), "--width", str(args.width),
               "--layers", str(args.layers), "--batch", str(args.batch), "--bucket-mb", str(args.bucket_mb)]
-    steps = [mpirun(n, common + ["--worker", "step"]) for n in (1, 2, 3)]
-    base = steps[0]["step_ms"]
+    # One rank twice: with every core for its BLAS (what a single process gets), and with one
+    # thread, as each of 2 or 3 ranks on two cores gets: the second is the baseline of
+    # "vs 1 rank", so that the ratio measures DDP and sharing the cores, not BLAS threading.
+    steps = [mpirun(1, common + ["--worker", "step"]),
+             mpirun(1, common + ["--worker", "step"], blas_threads=1)]
+    steps += [mpirun(n, common + ["--worker", "step"]) for n in (2, 3)]
+    base = steps[1]["step_ms"]
     print(f"\nDDP step time, MLP {args.layers}x{args.width} ({steps[0]['params']:,} params, "
-          f"{steps[0]['buckets']} buckets of <= {args.bucket_mb} MB), {args.batch} rows per rank")
+          f"{steps[0]['buckets']} buckets of <= {args.bucket_mb} MB), {args.batch} rows per rank, "
+          f"{os.cpu_count()} cores; 'vs 1 rank': against 1 rank with 1 BLAS thread")
     print(f"{'ranks':>5} {'BLAS threads':>12} {'step ms':>9} {'vs 1 rank':>9} {'rows/s':>9} {'hidden comm':>12}")
     for s in steps:
         rows_s = s["ranks"] * args.batch / (s["step_ms"] / 1e3)
