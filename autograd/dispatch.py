@@ -133,7 +133,12 @@ class OpNode(Node):
         vals = []
         for s in self._saved:
             if s.__class__ is SavedVariable:
-                vals.append(s.unpack(self) if differentiable else s.unpack_data(self))
+                # The array itself when it is there and unchanged (nearly always, and read
+                # here without a call); hooks, a freed save or a stale version go the long way.
+                d = s.data
+                if differentiable or d is None or s.vc[0] != s.version:
+                    d = s.unpack(self) if differentiable else s.unpack_data(self)
+                vals.append(d)
             else:
                 vals.append(s)
         return vals

@@ -151,7 +151,7 @@ def capture(nodes, key, root_edges):
     recorder = Recorder(nodes, fields)
     task = _engine.GraphTask(True, False, accumulate=True)
     _engine.execute(task, root_edges, [None] * len(root_edges),
-                    calls=(recorder.tensor_pre_hooks, recorder.call_function))
+                    calls=(recorder.tensor_pre_hooks, recorder.call_function, False))
     info = [_node_info(node, field) for node, field in zip(nodes, fields)]
     root_meta = [node.input_metadata[nr][:2] for node, nr in root_edges]
     return Program(key, info, recorder.steps, recorder.n_regs, recorder.maybe_none,
