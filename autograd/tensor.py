@@ -345,6 +345,56 @@ class Tensor:
         return int(self.item())
 
 
+# The slots a view's properties wrap.
+_GRAD_FN = Tensor.__dict__["grad_fn"]
+_REQUIRES_GRAD = Tensor.__dict__["requires_grad"]
+
+
+class View(Tensor):
+    """A tensor made by a view op (indexing with slices, transpose, permute, expand, a reshape
+    that copies nothing): it shares its base's storage and version counter (PyTorch's
+    ``DifferentiableViewMeta``).
+
+    Its ``grad_fn`` is checked on every read: when the shared version moved since it was made
+    (the base, or another view of it, was modified in place), it is regenerated from the
+    base's current history (:func:`~.dispatch.regenerate_view_grad_fn`). A plain tensor's
+    ``grad_fn`` stays a plain slot read, so only views pay for the check.
+
+    Attributes:
+        _base: the root base (never itself a view).
+        _view_steps: the view ops from the base to this view (:data:`~.views.ViewSteps`).
+        _attr_version: the version ``grad_fn`` was made at.
+        _no_grad_view: made with grad mode off (PyTorch's ``CreationMeta::NO_GRAD_MODE``).
+    """
+
+    __slots__ = ("_view_steps", "_attr_version", "_no_grad_view")
+
+    @property
+    def grad_fn(self):
+        fn = _GRAD_FN.__get__(self)
+        if self._attr_version == self._vc[0]:
+            return fn
+        return dispatch.regenerate_view_grad_fn(self, fn)
+
+    @grad_fn.setter
+    def grad_fn(self, fn):
+        _GRAD_FN.__set__(self, fn)
+
+    @property
+    def requires_grad(self):
+        # A view of a base that gains history in place gains it too (PyTorch's view of a
+        # tensor that did not require grad, after ``base.mul_(w)``).
+        if _REQUIRES_GRAD.__get__(self):
+            return True
+        if self._attr_version == self._vc[0] or self._no_grad_view:
+            return False
+        return self.grad_fn is not None
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        _REQUIRES_GRAD.__set__(self, value)
+
+
 def _is_dtype(value) -> bool:
     """Whether a positional argument of ``Tensor.to`` names a dtype (not a device)."""
     if isinstance(value, numpy.dtype) or (isinstance(value, type) and issubclass(value, numpy.generic)):
@@ -598,4 +648,5 @@ def rand_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
 _new_tensor = object.__new__
 _init_tensor = Tensor._init
 dispatch.Tensor = Tensor
+dispatch.View = View
 dispatch._init_tensor = _init_tensor
