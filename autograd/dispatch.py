@@ -149,57 +149,6 @@ class OpNode(Node):
             self._saved = None
 
 
-class CopySlices(Node):
-    """The base's node after an in-place op on one of its views (PyTorch's ``CopySlices``).
-
-    Its edges are the base's previous history followed by the in-place op's other inputs. The
-    gradient of the base is the incoming gradient outside the view's region, and inside it
-    the in-place op's gradient for its ``self`` (the view before the write). The in-place op's
-    node ``fn`` is not in the graph itself: this node calls it, which is why it carries
-    ``fn``'s sequence number and thread (a profiler pairs it with the forward op).
-    """
-
-    __slots__ = ("_fn", "_steps", "_array_f")
-
-    def __init__(self, base_edge, fn, steps: ViewSteps, base_shape, array_f):
-        """
-        Args:
-            base_edge: where the base's gradient went before the write (None: nowhere).
-            fn: the node the in-place op recorded, its input 0 being the view.
-            steps: how the view is made from the base.
-            base_shape: the base's shape.
-            array_f: the array functions of the device (``dispatch.ArrayF(xp)``), to build
-                the region's mask.
-        """
-        super().__init__((base_edge, *fn.next_edges[1:]), fn.sequence_nr)
-        self.thread_id = fn.thread_id
-        _shape, dtype, device, stream = fn.input_metadata[0]
-        self.input_metadata = ((tuple(base_shape), dtype, device, stream),)
-        self._fn = fn
-        self._steps = steps
-        self._array_f = array_f
-
-    def apply(self, grads, F):
-        g = grads[0]
-        view_grad = views.replay(F, g, self._steps)
-        result = list(self._fn.apply([view_grad], F))
-        if self.next_edges[0] is None:
-            result[0] = None
-            return result
-        inner = result[0] if result[0] is not None else F.zeros_like(view_grad)
-        result[0] = F.where(self._region(), views.scatter(F, inner, self._steps), g)
-        return result
-
-    def _region(self):
-        """Boolean mask, shaped like the base, of the elements the view covers."""
-        af = self._array_f
-        shape = self._fn.input_metadata[0][0]
-        return views.scatter(af, af.xp.ones(shape, dtype=bool), self._steps) != 0
-
-    def release_variables(self) -> None:
-        self._fn.release_variables()
-
-
 def _saved_accessors(input_names) -> dict:
     """The ``_saved_<name>`` and ``_raw_saved_<name>`` properties of an op's node class."""
     props = {}
@@ -591,7 +540,7 @@ def _describe(inputs) -> str:
     parts = []
     for x in inputs:
         if isinstance(x, Tensor):
-            parts.append(f"{x.data.dtype}{list(x.data.shape)} on {x._device}")
+            parts.append(f"{x._data.dtype}{list(x._data.shape)} on {x._device}")
         else:
             parts.append(type(x).__name__)
     return ", ".join(parts)
@@ -651,7 +600,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
                 dev = d
             if x.requires_grad:
                 mask |= bit
-            datas.append(x.data)
+            datas.append(x._data)
         else:
             datas.append(x)
         bit <<= 1
@@ -859,7 +808,7 @@ def regenerate_view_grad_fn(view, fn):
     version = view._vc[0]
     ops = _THREAD.ops
     dev = base._device
-    cur, data = base, base.data
+    cur, data = base, base._data
     for op, attrs, _meta in view._view_steps:
         out = op.fwd(dev.xp, data, **attrs) if attrs else op.fwd(dev.xp, data)
         cur = _record(op, (cur,), (data,), attrs, 1, -1, dev, ops, out, [0])
@@ -912,17 +861,17 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     if not recording:
         with _no_grad_scope():
             out = apply_op(op, inputs, attrs)
-        _write_into(op, self, out.data)
+        _write_into(op, self, out._data)
         self._vc[0] += 1
         if _THREAD.ops.fw_level:
             _move_tangent(out, self)
         return self
     # When the rules need input 0's old values, which the write destroys, they get a copy.
     needs_old = 0 in op.save_plan(mask)[1]
-    old = Tensor._make(self.data.copy() if needs_old else self.data, self.requires_grad,
+    old = Tensor._make(self._data.copy() if needs_old else self._data, self.requires_grad,
                        self.grad_fn, self._output_nr, [0], self._device)
     out = apply_op(op, (old,) + inputs[1:], attrs)
-    _write_into(op, self, out.data)
+    _write_into(op, self, out._data)
     self._vc[0] += 1
     node = out.grad_fn
     if base is not None:
@@ -948,13 +897,64 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     return self
 
 
+class CopySlices(Node):
+    """The base's node after an in-place op on one of its views (PyTorch's ``CopySlices``).
+
+    Its edges are the base's previous history followed by the in-place op's other inputs. The
+    gradient of the base is the incoming gradient outside the view's region, and inside it
+    the in-place op's gradient for its ``self`` (the view before the write). The in-place op's
+    node ``fn`` is not in the graph itself: this node calls it, which is why it carries
+    ``fn``'s sequence number and thread (a profiler pairs it with the forward op).
+    """
+
+    __slots__ = ("_fn", "_steps", "_array_f")
+
+    def __init__(self, base_edge, fn, steps: ViewSteps, base_shape, array_f):
+        """
+        Args:
+            base_edge: where the base's gradient went before the write (None: nowhere).
+            fn: the node the in-place op recorded, its input 0 being the view.
+            steps: how the view is made from the base.
+            base_shape: the base's shape.
+            array_f: the array functions of the device (``dispatch.ArrayF(xp)``), to build
+                the region's mask.
+        """
+        super().__init__((base_edge, *fn.next_edges[1:]), fn.sequence_nr)
+        self.thread_id = fn.thread_id
+        _shape, dtype, device, stream = fn.input_metadata[0]
+        self.input_metadata = ((tuple(base_shape), dtype, device, stream),)
+        self._fn = fn
+        self._steps = steps
+        self._array_f = array_f
+
+    def apply(self, grads, F):
+        g = grads[0]
+        view_grad = views.replay(F, g, self._steps)
+        result = list(self._fn.apply([view_grad], F))
+        if self.next_edges[0] is None:
+            result[0] = None
+            return result
+        inner = result[0] if result[0] is not None else F.zeros_like(view_grad)
+        result[0] = F.where(self._region(), views.scatter(F, inner, self._steps), g)
+        return result
+
+    def _region(self):
+        """Boolean mask, shaped like the base, of the elements the view covers."""
+        af = self._array_f
+        shape = self._fn.input_metadata[0][0]
+        return views.scatter(af, af.xp.ones(shape, dtype=bool), self._steps) != 0
+
+    def release_variables(self) -> None:
+        self._fn.release_variables()
+
+
 def _rebase_view(view, base, node) -> None:
     """After an in-place op on ``view`` recorded ``node``: the base's history goes through a
     CopySlices node, and the view (whose version is now ahead of its ``grad_fn``) replays
     itself on it when its ``grad_fn`` is next read."""
     base_edge = _gradient_edge(base) if base.requires_grad else None
     dev = base._device
-    base.grad_fn = CopySlices(base_edge, node, view._view_steps, base.data.shape,
+    base.grad_fn = CopySlices(base_edge, node, view._view_steps, base._data.shape,
                                     ArrayF(dev.xp))
     base._output_nr = 0
     base.requires_grad = True
@@ -968,12 +968,12 @@ def _move_tangent(out, self) -> None:
 
 
 def _write_into(op, self, data) -> None:
-    if data.shape != self.data.shape:
+    if data.shape != self._data.shape:
         raise RuntimeError(
-            f"{op.name}_: output with shape {list(self.data.shape)} doesn't match the "
+            f"{op.name}_: output with shape {list(self._data.shape)} doesn't match the "
             f"broadcast shape {list(data.shape)}")
     try:
-        self.data[...] = data
+        self._data[...] = data
     except ValueError as exc:  # e.g. a read-only broadcast view
         raise RuntimeError(f"{op.name}_: cannot write into this tensor in place ({exc})") from None
 

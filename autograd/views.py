@@ -21,7 +21,8 @@ nothing): replaying view ops and their adjoint, and the error messages (PyTorch'
 """
 from __future__ import annotations
 
-__all__ = ["replay", "scatter", "ERR_LEAF_VIEW", "ERR_NO_GRAD_VIEW_INPLACE", "ERR_NO_GRAD_VIEW_REBASED"]
+__all__ = ["ViewSteps", "replay", "replay_array", "scatter", "ERR_LEAF_VIEW",
+           "ERR_NO_GRAD_VIEW_INPLACE", "ERR_NO_GRAD_VIEW_REBASED"]
 
 #: ``(op, attrs, Meta of the op's input)`` per view op, from the base to the view.
 ViewSteps = tuple
@@ -43,6 +44,13 @@ def replay(F, x, steps: ViewSteps):
     """The view ops of ``steps`` applied to ``x`` (an array or a tensor, as ``F`` computes)."""
     for op, attrs, _meta in steps:
         x = getattr(F, op.name)(x, **attrs) if attrs else getattr(F, op.name)(x)
+    return x
+
+
+def replay_array(xp, x, steps: ViewSteps):
+    """The view ops of ``steps`` applied to the array ``x`` by their forwards (a view of it)."""
+    for op, attrs, _meta in steps:
+        x = op.fwd(xp, x, **attrs) if attrs else op.fwd(xp, x)
     return x
 
 

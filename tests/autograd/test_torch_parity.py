@@ -471,3 +471,51 @@ def test_expanded_view_cannot_be_written_in_place():
     b = _x23()[0:1] * 1
     with pytest.raises(RuntimeError, match="mul_"):
         b.expand(3, 3).mul_(2)
+
+
+# --------------------------------------------------------------------------- p.data
+
+
+def test_data_is_a_tensor_sharing_storage_without_history():
+    # PyTorch: p.data has requires_grad False and a version counter of its own; an in-place
+    # op on it changes p without bumping p's version.
+    p = ag.ones(3, requires_grad=True)
+    d = p.data
+    assert isinstance(d, ag.Tensor) and not d.requires_grad and d.grad_fn is None
+    d.mul_(0.5)
+    np.testing.assert_array_equal(p.detach().numpy(), [0.5, 0.5, 0.5])
+    assert (p._version, d._version) == (0, 1)
+    y = (p * p).sum()
+    p.data.mul_(2)        # unseen by the saved-tensor check; the saved p is now 1, as in PyTorch
+    y.backward()
+    np.testing.assert_array_equal(p.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_assigning_data_replaces_the_values():
+    p = ag.ones(3, requires_grad=True)
+    p.data = ag.zeros(2)
+    assert p.shape == (2,) and p.requires_grad
+    np.testing.assert_array_equal(p.detach().numpy(), [0.0, 0.0])
+    with pytest.raises(TypeError, match="data must be a Tensor"):
+        p.data = np.zeros(2)
+
+
+def test_forward_mode_tangents_follow_in_place_ops_through_views():
+    # PyTorch keeps a view's tangent a view of its base's: [2, 20], then row 0 times 3, then
+    # a base without a tangent that gains one in its row 1 only.
+    ones = ag.ones(2, 3, dtype=np.float64)
+    with fwAD.dual_level():
+        p = fwAD.make_dual(ones, ag.ones(2, 3, dtype=np.float64))
+        b = p * 1
+        v = b[:, 0]
+        b.mul_(2)
+        tangent = fwAD.unpack_dual(v * ag.tensor([1.0, 10.0], dtype=np.float64)).tangent
+        np.testing.assert_array_equal(tangent.numpy(), [2, 20])
+        b = p * 1
+        b[0].mul_(3)
+        np.testing.assert_array_equal(fwAD.unpack_dual(b).tangent.numpy(), [[3] * 3, [1] * 3])
+        c = ag.zeros(2, 3, dtype=np.float64)
+        w = c[1]
+        c[1].copy_(p[0] * 3)
+        np.testing.assert_array_equal(fwAD.unpack_dual(c).tangent.numpy(), [[0] * 3, [3] * 3])
+        np.testing.assert_array_equal(fwAD.unpack_dual(w).tangent.numpy(), [3, 3, 3])
