@@ -467,6 +467,18 @@ def test_view_made_in_no_grad_mode_is_not_rebased():
         v.grad_fn
 
 
+def test_reshape_that_copies_is_not_a_view():
+    # PyTorch: reshape of a non-contiguous slice copies, so writing the copy leaves b (and
+    # its gradient, all ones) alone.
+    x = ag.ones(4, 6, dtype=np.float64, requires_grad=True)
+    b = x * 1
+    r = b[:, :2].reshape(8)
+    r.mul_(2)
+    assert r._version == 1 and b._version == 0
+    b.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((4, 6)))
+
+
 def test_expanded_view_cannot_be_written_in_place():
     b = _x23()[0:1] * 1
     with pytest.raises(RuntimeError, match="mul_"):
