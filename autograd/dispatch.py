@@ -39,7 +39,8 @@ from . import views
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
 
 __all__ = ["OpDef", "defop", "defcomposite", "expose", "SELF_ADJOINT", "linear_in", "OPS",
-           "COMPOSITES", "FUNCTIONS", "METHODS", "apply_op", "apply_inplace", "ArrayF", "TensorF", "CopySlices",
+           "COMPOSITES", "FUNCTIONS", "METHODS", "apply_op", "apply_inplace", "ArrayF", "TensorF",
+           "CopySlices",
            "Meta"]
 
 OPS: dict[str, "OpDef"] = {}
@@ -910,7 +911,7 @@ class CopySlices(Node):
 
     __slots__ = ("_fn", "_steps", "_array_f")
 
-    def __init__(self, base_edge, fn, steps: ViewSteps, base_shape, array_f):
+    def __init__(self, base_edge, fn, steps: "views.ViewSteps", base_shape, array_f):
         """
         Args:
             base_edge: where the base's gradient went before the write (None: nowhere).

@@ -389,7 +389,8 @@ VIEW_CASES = [
 ]
 
 
-@pytest.mark.parametrize("fn, value, grad, hvp", VIEW_CASES, ids=[c[0].__name__ for c in VIEW_CASES])
+@pytest.mark.parametrize("fn, value, grad, hvp", VIEW_CASES,
+                         ids=[c[0].__name__ for c in VIEW_CASES])
 def test_in_place_through_views_matches_torch_and_finite_differences(fn, value, grad, hvp):
     x = _x23()
     y = fn(x)
