@@ -115,7 +115,7 @@ def check_nan(node, outputs, xp_of) -> None:
     for i, g in enumerate(outputs):
         if g is None:
             continue
-        data = g.data if hasattr(g, "grad_fn") else g     # a Tensor, an array or a scalar
+        data = g._data if hasattr(g, "grad_fn") else g     # a Tensor, an array or a scalar
         if data.dtype.kind in "fc" and bool(xp_of(data).isnan(data).any()):
             err = RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
             annotate(err, node)

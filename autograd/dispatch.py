@@ -35,10 +35,12 @@ from . import backend
 from . import record_function as _rf
 from .backend import CPU, CPU_STREAM
 from .grad_mode import STATE as _THREAD
+from . import views
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
 
 __all__ = ["OpDef", "defop", "defcomposite", "expose", "SELF_ADJOINT", "linear_in", "OPS",
            "COMPOSITES", "FUNCTIONS", "METHODS", "apply_op", "apply_inplace", "ArrayF", "TensorF",
+           "CopySlices",
            "Meta"]
 
 OPS: dict[str, "OpDef"] = {}
@@ -535,6 +537,7 @@ TensorF = _TensorF()
 # --------------------------------------------------------------------------- dispatch
 
 Tensor = None        # set by autograd.tensor (it imports this module)
+View = None          # its subclass for views, likewise
 _init_tensor = None  # Tensor._init, likewise: the hot path builds results with one call
 _new = object.__new__
 
@@ -543,7 +546,7 @@ def _describe(inputs) -> str:
     parts = []
     for x in inputs:
         if isinstance(x, Tensor):
-            parts.append(f"{x.data.dtype}{list(x.data.shape)} on {x._device}")
+            parts.append(f"{x._data.dtype}{list(x._data.shape)} on {x._device}")
         else:
             parts.append(type(x).__name__)
     return ", ".join(parts)
@@ -603,7 +606,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
                 dev = d
             if x.requires_grad:
                 mask |= bit
-            datas.append(x.data)
+            datas.append(x._data)
         else:
             datas.append(x)
         bit <<= 1
@@ -668,7 +671,7 @@ def _stream_of(dev, ops):
     return ops.cpu_stream if dev is CPU else backend.current_stream(dev)
 
 
-def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc):
+def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=None):
     """The backward node of one op call and the result that has it as ``grad_fn``, built
     without ``Node.__init__`` (this is the hot path, one call per recorded op).
 
@@ -682,6 +685,7 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc):
     Args:
         out: the output array, or for an op with several outputs the tuple of them.
         vc: the result's version counter (a view's is its base's); None for several outputs.
+        result_cls: the result's class (:class:`View` for a view; default Tensor).
 
     Returns:
         The result tensor, or the tuple of them for an op with several outputs.
@@ -715,7 +719,7 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc):
     stream = ops.cpu_stream if dev is CPU else backend.current_stream(dev)
     if vc is not None:
         node.input_metadata = ((out.shape, out.dtype, dev, stream),)
-        result = _init_tensor(_new(Tensor), out, True, node, 0, vc, dev)
+        result = _init_tensor(_new(result_cls or Tensor), out, True, node, 0, vc, dev)
     else:
         node.input_metadata = tuple([(o.shape, o.dtype, dev, stream) for o in out])
         # Integer and boolean outputs (indices) carry no gradient.
@@ -762,14 +766,66 @@ def _forward_grad(op, inputs, attrs, result, state) -> None:
 
 
 def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops):
-    """A view shares its base's version counter, so in-place writes to either are detected."""
-    base = inputs[0]
+    """A view shares its base's storage and version counter, so in-place writes to either are
+    detected, and remembers how it was made from its root base (:mod:`.views`)."""
+    base, data = inputs[0], datas[0]
+    # Of the view ops only reshape may copy (a non-contiguous input); then its result is a
+    # new tensor, as PyTorch's reshape gives. (Checked for it alone: the check costs ~0.4 us.)
+    if op.name == "reshape" and not dev.xp.may_share_memory(out, data):
+        if not mask:
+            return _init_tensor(_new(Tensor), out, False, None, 0, [0], dev)
+        return _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, [0])
+    vc = base._vc
     if mask:
-        result = _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, base._vc)
+        result = _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, View)
     else:
-        result = Tensor._make(out, False, None, 0, base._vc, dev)
-    result._base = base._base if base._base is not None else base
+        result = _init_tensor(_new(View), out, False, None, 0, vc, dev)
+    step = ((op, attrs, Meta(data)),)
+    if base._base is not None:
+        result._base = base._base
+        result._view_steps = base._view_steps + step
+    else:
+        result._base = base
+        result._view_steps = step
+    result._attr_version = vc[0]
+    # PyTorch's creation_meta: a view made with grad mode off may not take part in an
+    # in-place op that is recorded, nor be rebased on one.
+    result._no_grad_view = not ops.grad_enabled
     return result
+
+
+def regenerate_view_grad_fn(view, fn):
+    """The ``grad_fn`` of ``view`` now that its base's version moved past the one ``fn`` was
+    made at: its view ops replayed on the base's current history (PyTorch's
+    ``VariableHooks::grad_fn``). The replay records no profiler range (PyTorch's does not).
+
+    Args:
+        view: a :class:`View`.
+        fn: its stored ``grad_fn`` (None when it was made without history).
+
+    Returns:
+        The new ``grad_fn`` (also stored on the view), or ``fn`` when the base has no history
+        to replay from.
+    """
+    base = view._base
+    if not base.requires_grad:
+        return fn
+    if view._no_grad_view:
+        raise RuntimeError(views.ERR_NO_GRAD_VIEW_REBASED)
+    version = view._vc[0]
+    ops = _THREAD.ops
+    dev = base._device
+    cur, data = base, base._data
+    for op, attrs, _meta in view._view_steps:
+        out = op.fwd(dev.xp, data, **attrs) if attrs else op.fwd(dev.xp, data)
+        cur = _record(op, (cur,), (data,), attrs, 1, -1, dev, ops, out, [0])
+        data = out
+    fn = cur.grad_fn
+    view.grad_fn = fn
+    view._output_nr = 0
+    view.requires_grad = True
+    view._attr_version = version
+    return fn
 
 
 def _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops):
@@ -786,50 +842,130 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     """Run ``op`` on ``(self, *others)`` and write the result into ``self``'s storage.
 
     The tensor's version counter is bumped; when grad is recorded, ``self`` is rebased onto
-    the new node (its old history becomes the node's first edge).
+    the new node (its old history becomes the node's first edge). When ``self`` is a view,
+    its base is rebased instead, on a :class:`CopySlices` node, and the view's own
+    ``grad_fn`` is regenerated from the base's when next read (PyTorch's ``rebase_history``).
     """
     inputs = (self,) + tuple(others)
     mask = 0
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor) and x.requires_grad:
             mask |= 1 << i
-    recording = bool(mask) and _THREAD.ops.grad_enabled and op.differentiable
-    if recording and self.grad_fn is None and self.requires_grad:
+    grad_mode = _THREAD.ops.grad_enabled and op.differentiable
+    recording = bool(mask) and grad_mode
+    base = self._base
+    # A view made in no_grad mode counts as requiring grad when its base does (PyTorch's).
+    if (base is not None and self._no_grad_view and grad_mode
+            and (mask or base.requires_grad)):
+        raise RuntimeError(f"{op.name}_: {views.ERR_NO_GRAD_VIEW_INPLACE}")
+    if recording and base is not None:
+        if base.grad_fn is None and base.requires_grad:
+            raise RuntimeError(f"{op.name}_: {views.ERR_LEAF_VIEW}")
+    elif recording and self.grad_fn is None and self.requires_grad:
         raise RuntimeError(
             f"{op.name}_: a leaf Variable that requires grad is being used in an in-place "
             "operation; use out-of-place ops or wrap it in autograd.no_grad()")
-    if recording and self._base is not None and self._base.requires_grad:
-        raise RuntimeError(
-            f"{op.name}_: in-place on a view of a tensor that requires grad is not supported; "
-            "apply the op to the base tensor or use the out-of-place op")
     if not recording:
         with _no_grad_scope():
             out = apply_op(op, inputs, attrs)
-        _write_into(op, self, out.data)
+        _write_into(op, self, out._data)
         self._vc[0] += 1
         if _THREAD.ops.fw_level:
             _move_tangent(out, self)
         return self
     # When the rules need input 0's old values, which the write destroys, they get a copy.
     needs_old = 0 in op.save_plan(mask)[1]
-    old = Tensor._make(self.data.copy() if needs_old else self.data, self.requires_grad,
+    old = Tensor._make(self._data.copy() if needs_old else self._data, self.requires_grad,
                        self.grad_fn, self._output_nr, [0], self._device)
     out = apply_op(op, (old,) + inputs[1:], attrs)
-    _write_into(op, self, out.data)
+    _write_into(op, self, out._data)
     self._vc[0] += 1
     node = out.grad_fn
-    self.grad_fn = node
-    self._output_nr = 0
-    self.requires_grad = True
+    if base is not None:
+        _rebase_view(self, base, node)
+    else:
+        self.grad_fn = node
+        self._output_nr = 0
+        self.requires_grad = True
     # Whatever the node saved of its output must be checked against self's versions now.
     saved = node._saved
     if saved and saved[0].__class__ is SavedVariable:
-        sv = saved[0]
-        sv.vc = self._vc
-        sv.version = self._vc[0]
+        if base is not None:
+            # The output is the view as it is now, whose history runs through the base's
+            # CopySlices (as PyTorch's SavedVariable with is_inplace_on_view): saved as the
+            # view itself, its grad_fn then the one regenerated from the base.
+            saved[0] = SavedVariable(self)
+        else:
+            sv = saved[0]
+            sv.vc = self._vc
+            sv.version = self._vc[0]
     if _THREAD.ops.fw_level:
         _move_tangent(out, self)
     return self
+
+
+class CopySlices(Node):
+    """The base's node after an in-place op on one of its views (PyTorch's ``CopySlices``).
+
+    Its edges are the base's previous history followed by the in-place op's other inputs. The
+    gradient of the base is the incoming gradient outside the view's region, and inside it
+    the in-place op's gradient for its ``self`` (the view before the write). The in-place op's
+    node ``fn`` is not in the graph itself: this node calls it, which is why it carries
+    ``fn``'s sequence number and thread (a profiler pairs it with the forward op).
+    """
+
+    __slots__ = ("_fn", "_steps", "_array_f")
+
+    def __init__(self, base_edge, fn, steps: "views.ViewSteps", base_shape, array_f):
+        """
+        Args:
+            base_edge: where the base's gradient went before the write (None: nowhere).
+            fn: the node the in-place op recorded, its input 0 being the view.
+            steps: how the view is made from the base.
+            base_shape: the base's shape.
+            array_f: the array functions of the device (``dispatch.ArrayF(xp)``), to build
+                the region's mask.
+        """
+        super().__init__((base_edge, *fn.next_edges[1:]), fn.sequence_nr)
+        self.thread_id = fn.thread_id
+        _shape, dtype, device, stream = fn.input_metadata[0]
+        self.input_metadata = ((tuple(base_shape), dtype, device, stream),)
+        self._fn = fn
+        self._steps = steps
+        self._array_f = array_f
+
+    def apply(self, grads, F):
+        g = grads[0]
+        view_grad = views.replay(F, g, self._steps)
+        result = list(self._fn.apply([view_grad], F))
+        if self.next_edges[0] is None:
+            result[0] = None
+            return result
+        inner = result[0] if result[0] is not None else F.zeros_like(view_grad)
+        result[0] = F.where(self._region(), views.scatter(F, inner, self._steps), g)
+        return result
+
+    def _region(self):
+        """Boolean mask, shaped like the base, of the elements the view covers."""
+        af = self._array_f
+        shape = self._fn.input_metadata[0][0]
+        return views.scatter(af, af.xp.ones(shape, dtype=bool), self._steps) != 0
+
+    def release_variables(self) -> None:
+        self._fn.release_variables()
+
+
+def _rebase_view(view, base, node) -> None:
+    """After an in-place op on ``view`` recorded ``node``: the base's history goes through a
+    CopySlices node, and the view (whose version is now ahead of its ``grad_fn``) replays
+    itself on it when its ``grad_fn`` is next read."""
+    base_edge = _gradient_edge(base) if base.requires_grad else None
+    dev = base._device
+    base.grad_fn = CopySlices(base_edge, node, view._view_steps, base._data.shape,
+                                    ArrayF(dev.xp))
+    base._output_nr = 0
+    base.requires_grad = True
+    view.requires_grad = True
 
 
 def _move_tangent(out, self) -> None:
@@ -839,12 +975,12 @@ def _move_tangent(out, self) -> None:
 
 
 def _write_into(op, self, data) -> None:
-    if data.shape != self.data.shape:
+    if data.shape != self._data.shape:
         raise RuntimeError(
-            f"{op.name}_: output with shape {list(self.data.shape)} doesn't match the "
+            f"{op.name}_: output with shape {list(self._data.shape)} doesn't match the "
             f"broadcast shape {list(data.shape)}")
     try:
-        self.data[...] = data
+        self._data[...] = data
     except ValueError as exc:  # e.g. a read-only broadcast view
         raise RuntimeError(f"{op.name}_: cannot write into this tensor in place ({exc})") from None
 

@@ -105,14 +105,14 @@ def make_root_edges(tensors, grad_tensors, create_graph):
                 f"element {i} of tensors does not require grad and does not have a grad_fn")
         g = grad_tensors[i] if grad_tensors is not None else None
         if g is None:
-            if t.data.size != 1:
+            if t._data.size != 1:
                 raise RuntimeError(
                     f"grad can be implicitly created only for scalar outputs; element {i} has "
                     f"shape {list(t.shape)}: pass gradient= with that shape")
-            g = Tensor._make(t._device.xp.ones(t.data.shape, t.data.dtype), False, None, 0, [0],
+            g = Tensor._make(t._device.xp.ones(t._data.shape, t._data.dtype), False, None, 0, [0],
                              t._device)
         elif not isinstance(g, Tensor):
-            g = Tensor._make(t._device.xp.asarray(g, dtype=t.data.dtype), False, None, 0, [0],
+            g = Tensor._make(t._device.xp.asarray(g, dtype=t._data.dtype), False, None, 0, [0],
                              t._device)
         if g.shape != t.shape:
             raise RuntimeError(
@@ -121,7 +121,7 @@ def make_root_edges(tensors, grad_tensors, create_graph):
         if g._device is not t._device:
             raise RuntimeError(f"grad_output[{i}] is on {g._device} but output[{i}] is on {t._device}")
         edges.append(_gradient_edge(t))
-        grads.append(g if create_graph else g.data)
+        grads.append(g if create_graph else g._data)
     return edges, grads
 
 
@@ -183,7 +183,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for i, (t, g) in enumerate(zip(inputs, results)):
         if g is None:
             if materialize_grads:
-                g = t._device.xp.zeros(t.data.shape, t.data.dtype)
+                g = t._device.xp.zeros(t._data.shape, t._data.dtype)
             elif not allow_unused:
                 raise RuntimeError(
                     f"one of the differentiated Tensors (input {i}, shape {list(t.shape)}) "
@@ -542,7 +542,7 @@ def call_tensor_pre_hooks(task, node, grads):
                 new = fn(t)
                 if new is not None:
                     t = _check_hook_result(new, t, f"hook registered on a tensor of {node.name()}")
-            grads[nr] = t if task.create_graph else t.data
+            grads[nr] = t if task.create_graph else t._data
     if ex is not None and ex.retains_grad_hooks:
         for nr, t in ex.retains_grad_hooks.items():
             if grads[nr] is not None:
@@ -660,7 +660,7 @@ def call_pre_hooks(task, node, grads):
     wrapped = tuple(_wrap(g, metas[i][2]) for i, g in enumerate(grads))
     for fn in tuple(node._extra.pre_hooks.values()):
         wrapped = _hook_result(fn(wrapped), wrapped, f"pre hook of {node.name()}")
-    return [w if task.create_graph or w is None else w.data for w in wrapped]
+    return [w if task.create_graph or w is None else w._data for w in wrapped]
 
 
 def call_post_hooks(task, node, outputs, grads):
@@ -670,7 +670,7 @@ def call_post_hooks(task, node, outputs, grads):
     for fn in tuple(node._extra.post_hooks.values()):
         grad_inputs = _hook_result(fn(grad_inputs, grad_outputs), grad_inputs,
                                    f"hook of {node.name()}")
-    return [g if task.create_graph or g is None else g.data for g in grad_inputs]
+    return [g if task.create_graph or g is None else g._data for g in grad_inputs]
 
 
 def _hook_result(new, current, what):
@@ -737,7 +737,7 @@ def conform(task, node, i, g, shape, dtype):
 
 
 def _xp_of(g):
-    return array_module(getattr(g, "data", g))
+    return array_module(getattr(g, "_data", g))
 
 
 def _expandable(shape, target) -> bool:
@@ -788,17 +788,17 @@ def _accumulate_into_tensor(t, g, create_graph):
             new = g if isinstance(g, Tensor) else _wrap(g, t._device)
             t.grad = new if old is None else old + new
         elif old is None:
-            data = g if _can_steal(g) else (g.data if isinstance(g, Tensor) else g).copy()
+            data = g if _can_steal(g) else (g._data if isinstance(g, Tensor) else g).copy()
             t.grad = Tensor._make(data, False, None, 0, [0], t._device)
         elif old.grad_fn is None and not old.requires_grad and getattr(
-                old.data.flags, "writeable", True) and old.data.shape == t.data.shape:
-            data = g.data if isinstance(g, Tensor) else g
-            old.data += data
+                old._data.flags, "writeable", True) and old._data.shape == t._data.shape:
+            data = g._data if isinstance(g, Tensor) else g
+            old._data += data
             old._vc[0] += 1
         else:
-            data = g.data if isinstance(g, Tensor) else g
+            data = g._data if isinstance(g, Tensor) else g
             with no_grad():
-                t.grad = Tensor._make(old.data + data, False, None, 0, [0], t._device)
+                t.grad = Tensor._make(old._data + data, False, None, 0, [0], t._device)
 
 
 #: How the engine calls nodes: ``(tensor_pre_hooks, call_function, validate)``. Compiled

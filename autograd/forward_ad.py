@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 from typing import NamedTuple
 
+from . import views
 from .grad_mode import STATE
 
 __all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level",
@@ -84,19 +85,26 @@ def make_dual(tensor, tangent, *, level: int | None = None):
 def unpack_dual(tensor, *, level: int | None = None) -> UnpackedDualTensor:
     """(primal view without tangent, tangent or None) at the current level."""
     level = level or STATE.fw_level
-    ex = tensor._extra
-    tangent = ex.get("tangents", {}).get(level) if ex else None
+    tangent = tangent_of(tensor, level)
     return UnpackedDualTensor(tensor.detach() if not tensor.requires_grad else _primal(tensor), tangent)
 
 
 def _primal(t):
     from .tensor import Tensor  # noqa: PLC0415
 
-    p = Tensor._make(t.data, t.requires_grad, t.grad_fn, t._output_nr, t._vc, t._device)
+    p = Tensor._make(t._data, t.requires_grad, t.grad_fn, t._output_nr, t._vc, t._device)
     return p
 
 
 def tangent_of(t, level: int):
+    """The tangent of ``t`` at ``level``, or None. A view's is the same view of its base's
+    tangent, when the base has one, so an in-place op on the base is seen by its views."""
+    base = t._base
+    if base is not None:
+        bt = tangent_of(base, level)
+        if bt is not None:
+            region = views.replay_array(base._device.xp, bt._data, t._view_steps)
+            return bt._make(region, False, None, 0, [0], base._device)
     ex = t._extra
     if not ex:
         return None
@@ -156,7 +164,27 @@ def move_tangent(src, dst) -> None:
     level = STATE.fw_level
     t = tangent_of(src, level)
     ex = dst._extra
-    if t is not None:
+    if t is not None and dst._base is not None:
+        _write_view_tangent(dst, t, level)
+    elif t is not None:
         _tangents(dst)[level] = t
     elif ex and ex.get("tangents"):
         ex["tangents"].pop(level, None)
+
+
+def _write_view_tangent(view, t, level) -> None:
+    """An in-place op on a view changed its base there too: the base's tangent takes ``t`` in
+    the view's region, and the view's tangent is that region of it (PyTorch keeps a view's
+    tangent a view of its base's). The base gets a fresh tangent array, since its old one may
+    be another tensor's tangent as well."""
+    base = view._base
+    xp = base._device.xp
+    old = tangent_of(base, level)
+    arr = old._data.copy() if old is not None else xp.zeros_like(base._data)
+    region = views.replay_array(xp, arr, view._view_steps)
+    if not xp.may_share_memory(region, arr):
+        raise NotImplementedError("forward-mode AD: an in-place op on this view (a reshape "
+                                  "that copies its tangent) cannot update its base's tangent")
+    region[...] = t._data
+    _tangents(base)[level] = t._make(arr, False, None, 0, [0], base._device)
+    _tangents(view)[level] = t._make(region, False, None, 0, [0], base._device)

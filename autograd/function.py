@@ -87,7 +87,7 @@ class BackwardCFunction(FunctionCtx, Node):
             if r is None or self.next_edges[i] is None:
                 out.append(None)
             else:
-                out.append(r if create else r.data)
+                out.append(r if create else r._data)
         return out
 
     def release_variables(self) -> None:
@@ -154,13 +154,13 @@ class Function(metaclass=_FunctionMeta):
                 o._vc[0] += 1
                 o.grad_fn, o._output_nr, o.requires_grad = ctx, i, True
                 res = o
-            elif id(o) in non_diff or o.data.dtype.kind not in "fc":
-                res = Tensor._make(o.data, False, None, 0, o._vc, o._device)
+            elif id(o) in non_diff or o._data.dtype.kind not in "fc":
+                res = Tensor._make(o._data, False, None, 0, o._vc, o._device)
             else:
                 # Outputs that are inputs returned as-is get a new tensor sharing their storage.
-                res = Tensor._make(o.data, True, ctx, i, o._vc if any(o is a for a in args) else [0],
+                res = Tensor._make(o._data, True, ctx, i, o._vc if any(o is a for a in args) else [0],
                                    o._device)
-            metadata.append((o.data.shape, o.data.dtype, o._device, o._device.current_stream()))
+            metadata.append((o._data.shape, o._data.dtype, o._device, o._device.current_stream()))
             results.append(res)
         ctx.input_metadata = tuple(metadata)
         # Save after outputs exist so outputs can be saved (and rebuilt with this node).

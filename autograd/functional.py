@@ -104,7 +104,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, strategy="reverse-m
         for i, x in enumerate(xs):
             for k in range(x.numel()):
                 basis = [zeros(*xj.shape, dtype=xj.dtype, device=xj.device) for xj in xs]
-                basis[i].data.reshape(-1)[k] = 1
+                basis[i]._data.reshape(-1)[k] = 1
                 _, tangents = jvp(func, tuple(xs), tuple(basis), create_graph=create_graph)
                 tangents = (tangents,) if out_single else tangents
                 for j, t in enumerate(tangents):

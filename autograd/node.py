@@ -181,7 +181,7 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         super().__init__((), sequence_nr=MAX_SEQUENCE_NR)
         self.variable = variable
-        data = variable.data
+        data = variable._data
         self.input_metadata = ((data.shape, data.dtype, variable.device,
                                 variable.device.current_stream()),)
 
@@ -218,7 +218,7 @@ class SavedVariable:
     ``unpack_hook(packed)`` must give back a tensor of the same shape and dtype.
     """
 
-    __slots__ = ("tensor", "data", "version", "vc", "is_output", "output_nr", "_freed",
+    __slots__ = ("tensor", "_data", "version", "vc", "is_output", "output_nr", "_freed",
                  "_packed", "_unpack_hook", "_meta")
 
     def __init__(self, tensor, is_output: bool = False):
@@ -236,7 +236,7 @@ class SavedVariable:
         self._packed = None
         self._meta = None
         self.tensor = None if is_output else tensor
-        self.data = tensor.data
+        self._data = tensor._data
         hooks = grad_mode.STATE.saved_hooks
         if hooks:
             pack, unpack = hooks[-1]
@@ -248,12 +248,12 @@ class SavedVariable:
             raise TypeError("register_hooks expects two callables: pack_hook and unpack_hook")
         if self._unpack_hook is not None:
             raise RuntimeError("SavedTensor hooks have already been set on this saved tensor")
-        if self.data is None:
+        if self._data is None:
             raise RuntimeError(ERR_FREED)
         from .tensor import Tensor  # noqa: PLC0415
 
         t = self.tensor if self.tensor is not None else Tensor._make(
-            self.data, False, None, 0, self.vc)
+            self._data, False, None, 0, self.vc)
         self._apply_hooks(pack_hook, unpack_hook, t)
 
     def _apply_hooks(self, pack, unpack, tensor) -> None:
@@ -266,16 +266,16 @@ class SavedVariable:
         finally:
             STATE.saved_hooks = saved
         self._unpack_hook = unpack
-        self._meta = (tensor.data.shape, tensor.data.dtype)
+        self._meta = (tensor._data.shape, tensor._data.dtype)
         self.tensor = None
-        self.data = None
+        self._data = None
 
     def unpack_data(self, node):
         """The saved array (the fast path of a non-differentiable backward)."""
-        data = self.data
+        data = self._data
         if data is None:
             if self._unpack_hook is not None:
-                return self._run_unpack_hook(node).data
+                return self._run_unpack_hook(node)._data
             raise RuntimeError(ERR_FREED if self._freed else "saved tensor is missing")
         if self.vc[0] != self.version:
             raise self._version_error(node)
@@ -285,7 +285,7 @@ class SavedVariable:
         """The saved tensor (with history) for a differentiable backward or a hook."""
         from .tensor import Tensor  # noqa: PLC0415 - tensor imports node
 
-        if self.data is None:
+        if self._data is None:
             if self._unpack_hook is not None:
                 return self._run_unpack_hook(node)
             raise RuntimeError(ERR_FREED if self._freed else "saved tensor is missing")
@@ -293,7 +293,7 @@ class SavedVariable:
             raise self._version_error(node)
         if self.tensor is not None:
             return self.tensor
-        return Tensor._make(self.data, True, node, self.output_nr, self.vc)
+        return Tensor._make(self._data, True, node, self.output_nr, self.vc)
 
     def _run_unpack_hook(self, node):
         from .tensor import Tensor  # noqa: PLC0415
@@ -305,18 +305,18 @@ class SavedVariable:
             raise TypeError(f"unpack hook of a tensor saved by {node.name()} returned a "
                             f"{type(t).__name__}; it must return a Tensor")
         shape, dtype = self._meta
-        if t.data.shape != shape or t.data.dtype != dtype:
+        if t._data.shape != shape or t._data.dtype != dtype:
             raise RuntimeError(
                 f"unpack hook of a tensor saved by {node.name()} returned a tensor of shape "
-                f"{list(t.data.shape)} and dtype {t.data.dtype}; the saved tensor had shape "
+                f"{list(t._data.shape)} and dtype {t._data.dtype}; the saved tensor had shape "
                 f"{list(shape)} and dtype {dtype}")
         if self.is_output and t.grad_fn is None:
             # An output comes back with this node as its history, like PyTorch's.
-            t = Tensor._make(t.data, True, node, self.output_nr, self.vc, t._device)
+            t = Tensor._make(t._data, True, node, self.output_nr, self.vc, t._device)
         return t
 
     def _version_error(self, node) -> RuntimeError:
-        shape, dtype = self._meta if self._meta is not None else (self.data.shape, self.data.dtype)
+        shape, dtype = self._meta if self._meta is not None else (self._data.shape, self._data.dtype)
         where = f"output {self.output_nr} of {node.name()}" if self.is_output else f"an input of {node.name()}"
         return RuntimeError(
             "one of the variables needed for gradient computation has been modified by an "
@@ -328,7 +328,7 @@ class SavedVariable:
 
     def release(self) -> None:
         self.tensor = None
-        self.data = None
+        self._data = None
         self._packed = None
         self._unpack_hook = None
         self._freed = True

@@ -194,7 +194,7 @@ def _describe_inputs(inputs) -> list:
         if cls is float or cls is int:   # the scalar operand of ``y * 2.0``: no lookups
             out.append(_SCALAR)
             continue
-        data = getattr(x, "data", x)
+        data = getattr(x, "_data", x)
         dt = getattr(data, "dtype", None)
         if dt is not None:
             shape = getattr(data, "shape", None)
@@ -206,8 +206,8 @@ def _describe_inputs(inputs) -> list:
                 continue
         if isinstance(x, (bool, int, float, complex)):
             out.append(_SCALAR)
-        elif isinstance(x, (list, tuple)) and x and all(hasattr(getattr(t, "data", t), "shape") for t in x):
-            out.extend((getattr(t, "data", t).shape, str(getattr(t, "data", t).dtype)) for t in x)
+        elif isinstance(x, (list, tuple)) and x and all(hasattr(getattr(t, "_data", t), "shape") for t in x):
+            out.extend((getattr(t, "_data", t).shape, str(getattr(t, "_data", t).dtype)) for t in x)
         else:
             out.append(((), type(x).__name__))
     return out

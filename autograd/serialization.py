@@ -59,7 +59,7 @@ class _Encoder:
             n += 1
             name = f"{path or 'tensor'}#{n}"
         self._by_id[id(obj)] = name
-        arr = obj.data if isinstance(obj, Tensor) else obj
+        arr = obj._data if isinstance(obj, Tensor) else obj
         host = arr if isinstance(arr, numpy.ndarray) else backend.to_device(arr, backend.CPU)
         if host.dtype.newbyteorder("<") not in _DTYPE_NAMES:
             raise TypeError(f"save: cannot store dtype {host.dtype} (at {path or 'the top'}); "

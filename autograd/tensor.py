@@ -42,13 +42,14 @@ class Tensor:
     """An n-dimensional array on a device with autograd history.
 
     Attributes:
-        data: the NumPy or CuPy array.
+        data: a tensor sharing the array, without history (PyTorch's ``.data``); the engine
+            reads the NumPy or CuPy array itself from ``_data``.
         requires_grad: whether gradients are computed for this tensor.
         grad: accumulated gradient (a Tensor) of a leaf, or of a non-leaf after retain_grad().
         grad_fn: the Node that made this tensor (None for leaves).
     """
 
-    __slots__ = ("data", "requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_device",
+    __slots__ = ("_data", "requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_device",
                  "_acc", "_base", "_extra", "__weakref__")
 
     # ------------------------------------------------------------------ construction
@@ -63,7 +64,7 @@ class Tensor:
     @staticmethod
     def _init(t, data, requires_grad, grad_fn, output_nr, vc, dev):
         """Set every field of a new tensor ``t`` (the one place that knows them all)."""
-        t.data = data
+        t._data = data
         t.requires_grad = requires_grad
         t.grad = None
         t.grad_fn = grad_fn
@@ -87,15 +88,29 @@ class Tensor:
 
     # ------------------------------------------------------------------ basic properties
     @property
+    def data(self):
+        """PyTorch's ``.data``: a tensor sharing this one's storage, without history and with
+        a version counter of its own, so ``p.data.mul_(0.5)`` changes ``p`` with no autograd
+        check seeing it. (The array itself is ``_data`` inside the engine.)"""
+        return Tensor._make(self._data, False, None, 0, [0], self._device)
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        self._data = value._data
+        self._device = value._device
+
+    @property
     def shape(self) -> tuple:
-        return self.data.shape
+        return self._data.shape
 
     def size(self, dim: int | None = None):
-        return self.data.shape if dim is None else self.data.shape[dim]
+        return self._data.shape if dim is None else self._data.shape[dim]
 
     @property
     def dtype(self):
-        return self.data.dtype
+        return self._data.dtype
 
     @property
     def device(self):
@@ -103,13 +118,13 @@ class Tensor:
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     def dim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     def numel(self) -> int:
-        return int(self.data.size)
+        return int(self._data.size)
 
     @property
     def is_leaf(self) -> bool:
@@ -136,22 +151,22 @@ class Tensor:
         return self.transpose(-2, -1)
 
     def __len__(self) -> int:
-        if self.data.ndim == 0:
+        if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self.data.shape[0]
+        return self._data.shape[0]
 
     def __iter__(self):
-        if self.data.ndim == 0:
+        if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self.data.shape[0]))
+        return (self[i] for i in range(self._data.shape[0]))
 
     __hash__ = object.__hash__
 
     # ------------------------------------------------------------------ autograd state
     def requires_grad_(self, requires_grad: bool = True):
-        if requires_grad and not _is_float(self.data.dtype):
+        if requires_grad and not _is_float(self._data.dtype):
             raise RuntimeError(
-                f"only Tensors of floating point dtype can require gradients, got {self.data.dtype}")
+                f"only Tensors of floating point dtype can require gradients, got {self._data.dtype}")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables; use detach() to "
@@ -161,7 +176,7 @@ class Tensor:
 
     def detach(self):
         """A tensor sharing storage and version counter, with no history."""
-        return Tensor._make(self.data, False, None, 0, self._vc, self._device)
+        return Tensor._make(self._data, False, None, 0, self._vc, self._device)
 
     def detach_(self):
         self.grad_fn = None
@@ -227,13 +242,13 @@ class Tensor:
         and ignored (copies follow the stream order anyway)."""
         for a in args:
             if isinstance(a, Tensor):
-                device, dtype = a._device, a.data.dtype
+                device, dtype = a._device, a._data.dtype
             elif _is_dtype(a):
                 dtype = a
             elif a is not None:
                 device = a
         t = self
-        if dtype is not None and numpy.dtype(dtype) != self.data.dtype:
+        if dtype is not None and numpy.dtype(dtype) != self._data.dtype:
             dtype = numpy.dtype(dtype)
             t = dispatch.apply_op(dispatch.OPS["to_dtype"], (t,), {"dtype": dtype})
             if dtype.kind not in "fc" and t.requires_grad:
@@ -249,29 +264,29 @@ class Tensor:
         return t
 
     def is_floating_point(self) -> bool:
-        return _is_float(self.data.dtype)
+        return _is_float(self._data.dtype)
 
     # ------------------------------------------------------------------ new_* (PyTorch's)
     # Factories taking this tensor's dtype and device unless told otherwise.
     def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
-        return zeros(*size, dtype=dtype or self.data.dtype, device=device or self._device,
+        return zeros(*size, dtype=dtype or self._data.dtype, device=device or self._device,
                      requires_grad=requires_grad)
 
     def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
-        return ones(*size, dtype=dtype or self.data.dtype, device=device or self._device,
+        return ones(*size, dtype=dtype or self._data.dtype, device=device or self._device,
                     requires_grad=requires_grad)
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
-        return empty(*size, dtype=dtype or self.data.dtype, device=device or self._device,
+        return empty(*size, dtype=dtype or self._data.dtype, device=device or self._device,
                      requires_grad=requires_grad)
 
     def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
-        return full(size, fill_value, dtype=dtype or self.data.dtype,
+        return full(size, fill_value, dtype=dtype or self._data.dtype,
                     device=device or self._device, requires_grad=requires_grad)
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         """A copy of ``data`` with this tensor's dtype and device by default."""
-        return tensor(data, dtype=dtype or self.data.dtype, device=device or self._device,
+        return tensor(data, dtype=dtype or self._data.dtype, device=device or self._device,
                       requires_grad=requires_grad)
 
     def cpu(self):
@@ -285,26 +300,26 @@ class Tensor:
         if self.requires_grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
-        return self.data if self._device is CPU else self.data.get()
+        return self._data if self._device is CPU else self._data.get()
 
     def __array__(self, dtype=None, copy=None):
         arr = self.numpy()
         return arr.astype(dtype) if dtype is not None else arr
 
     def __dlpack__(self, *args, **kwargs):
-        return self.data.__dlpack__(*args, **kwargs)
+        return self._data.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
-        return self.data.__dlpack_device__()
+        return self._data.__dlpack_device__()
 
     def item(self):
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise RuntimeError(
-                f"a Tensor with {self.data.size} elements cannot be converted to Scalar")
-        return self.data.reshape(()).item()
+                f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self._data.reshape(()).item()
 
     def tolist(self):
-        return (self.data if self._device is CPU else self.data.get()).tolist()
+        return (self._data if self._device is CPU else self._data.get()).tolist()
 
     def clone(self):
         return dispatch.apply_op(dispatch.OPS["clone"], (self,))
@@ -313,7 +328,7 @@ class Tensor:
         return self
 
     def __repr__(self):
-        arr = self.data if self._device is CPU else self.data.get()
+        arr = self._data if self._device is CPU else self._data.get()
         body = numpy.array2string(arr, separator=", ", prefix="tensor(", precision=4,
                                   threshold=200)
         extras = []
@@ -328,9 +343,9 @@ class Tensor:
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
 
     def __bool__(self):
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise RuntimeError(
-                f"Boolean value of Tensor with {self.data.size} values is ambiguous")
+                f"Boolean value of Tensor with {self._data.size} values is ambiguous")
         return bool(self.item())
 
     def __float__(self):
@@ -340,9 +355,59 @@ class Tensor:
         return int(self.item())
 
     def __index__(self):
-        if self.data.dtype.kind not in "iu" or self.data.size != 1:
+        if self._data.dtype.kind not in "iu" or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
+
+
+# The slots a view's properties wrap.
+_GRAD_FN = Tensor.__dict__["grad_fn"]
+_REQUIRES_GRAD = Tensor.__dict__["requires_grad"]
+
+
+class View(Tensor):
+    """A tensor made by a view op (indexing with slices, transpose, permute, expand, a reshape
+    that copies nothing): it shares its base's storage and version counter (PyTorch's
+    ``DifferentiableViewMeta``).
+
+    Its ``grad_fn`` is checked on every read: when the shared version moved since it was made
+    (the base, or another view of it, was modified in place), it is regenerated from the
+    base's current history (:func:`~.dispatch.regenerate_view_grad_fn`). A plain tensor's
+    ``grad_fn`` stays a plain slot read, so only views pay for the check.
+
+    Attributes:
+        _base: the root base (never itself a view).
+        _view_steps: the view ops from the base to this view (:data:`~.views.ViewSteps`).
+        _attr_version: the version ``grad_fn`` was made at.
+        _no_grad_view: made with grad mode off (PyTorch's ``CreationMeta::NO_GRAD_MODE``).
+    """
+
+    __slots__ = ("_view_steps", "_attr_version", "_no_grad_view")
+
+    @property
+    def grad_fn(self):
+        fn = _GRAD_FN.__get__(self)
+        if self._attr_version == self._vc[0]:
+            return fn
+        return dispatch.regenerate_view_grad_fn(self, fn)
+
+    @grad_fn.setter
+    def grad_fn(self, fn):
+        _GRAD_FN.__set__(self, fn)
+
+    @property
+    def requires_grad(self):
+        # A view of a base that gains history in place gains it too (PyTorch's view of a
+        # tensor that did not require grad, after ``base.mul_(w)``).
+        if _REQUIRES_GRAD.__get__(self):
+            return True
+        if self._attr_version == self._vc[0] or self._no_grad_view:
+            return False
+        return self.grad_fn is not None
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        _REQUIRES_GRAD.__set__(self, value)
 
 
 def _is_dtype(value) -> bool:
@@ -361,7 +426,7 @@ def _is_dtype(value) -> bool:
 def _to_array(data, dtype, dev):
     """Turn Python data, NumPy/CuPy arrays or tensors into an array on ``dev``."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
     target = numpy.dtype(dtype) if dtype is not None else None
     if backend.is_device_array(data):
         arr = data
@@ -390,7 +455,7 @@ def _flatten(seq):
 
 def _as_host(x):
     if isinstance(x, Tensor):
-        return x.detach().numpy() if x._device is CPU else x.data.get()
+        return x.detach().numpy() if x._device is CPU else x._data.get()
     if isinstance(x, (list, tuple)):
         return [_as_host(v) for v in x]
     return x
@@ -405,7 +470,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     arr = _to_array(data, dtype, dev)
     if isinstance(data, Tensor) or backend.is_device_array(data):
         # (an ndarray's own ``.data`` is a memoryview, so look inside Tensors only)
-        arr = arr.copy() if arr is (data.data if isinstance(data, Tensor) else data) else arr
+        arr = arr.copy() if arr is (data._data if isinstance(data, Tensor) else data) else arr
     t = Tensor._make(arr, False, None, 0, [0], dev or backend.device_of_array(arr))
     if requires_grad:
         t.requires_grad_(True)
@@ -507,7 +572,7 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def _like(t, make, dtype, device, requires_grad):
     dev = device if device is not None else t._device
-    return _factory(dev, lambda xp: make(xp, t.data.shape, _dt(dtype, t.data.dtype)), requires_grad)
+    return _factory(dev, lambda xp: make(xp, t._data.shape, _dt(dtype, t._data.dtype)), requires_grad)
 
 
 def zeros_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -598,4 +663,5 @@ def rand_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
 _new_tensor = object.__new__
 _init_tensor = Tensor._init
 dispatch.Tensor = Tensor
+dispatch.View = View
 dispatch._init_tensor = _init_tensor

@@ -39,7 +39,7 @@ def _generic(task, node, grads):
 
 
 def _unpack(node, p):
-    return node._saved[p]._run_unpack_hook(node).data
+    return node._saved[p]._run_unpack_hook(node)._data
 
 
 def _multi_out(out):

@@ -259,7 +259,7 @@ def _finish(work: _RecordedWork, async_op: bool, *tensors):
 
 
 def _contiguous(t):
-    data = t.data
+    data = t._data
     if not data.flags.c_contiguous:
         raise ValueError("collectives need contiguous tensors; call .contiguous() first")
     return data
@@ -303,7 +303,7 @@ def all_gather(tensor_list: list, tensor, group=None, async_op: bool = False):
 
     def scatter_rows():
         for r, t in enumerate(tensor_list):
-            t.data[...] = out[r]
+            t._data[...] = out[r]
 
     return _finish(_Then(work, scatter_rows), async_op, *tensor_list)
 
@@ -316,7 +316,7 @@ def reduce_scatter(output, input_list: list, op: ReduceOp = ReduceOp.SUM, group=
     if len(input_list) != n:
         raise ValueError(f"reduce_scatter: input_list has {len(input_list)} tensors for a world of {n}")
     xp = output._device.xp
-    send = xp.stack([t.data for t in input_list])
+    send = xp.stack([t._data for t in input_list])
     data = _contiguous(output)
     op = ReduceOp(op)
     work = _collective("reduce_scatter", send,

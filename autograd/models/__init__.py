@@ -158,7 +158,7 @@ class TinyGPT(nn.Module):
         self.tok = nn.Embedding(vocab, dim, dtype=dtype)
         self.pos = nn.Embedding(block, dim, dtype=dtype)
         for emb in (self.tok, self.pos):
-            emb.weight.data *= 0.1
+            emb.weight._data *= 0.1
         self.blocks = nn.ModuleList(nn.TransformerBlock(dim, heads, dropout=dropout, dtype=dtype)
                                     for _ in range(layers))
         self.ln = nn.LayerNorm(dim, dtype=dtype)

@@ -160,7 +160,7 @@ def _plane_indices(window_idx, width, kernel, stride, padding, dilation):
     stride = _pair(stride if stride is not None else kernel, "stride", "max_pool2d")
     padding = _pair(padding, "padding", "max_pool2d")
     dilation = _pair(dilation, "dilation", "max_pool2d")
-    k = window_idx.data
+    k = window_idx._data
     xp = window_idx.device.xp
     ho, wo = k.shape[-2:]
     out_r = xp.arange(ho).reshape(ho, 1)
@@ -230,8 +230,8 @@ def _update_running(running_mean, running_var, mean, unbiased_var, momentum: flo
     batch's: ``running = (1 - momentum) * running + momentum * batch``, as PyTorch."""
     with no_grad():
         for t, value in ((running_mean, mean), (running_var, unbiased_var)):
-            t.data *= 1 - momentum
-            t.data += momentum * value
+            t._data *= 1 - momentum
+            t._data += momentum * value
             t._vc[0] += 1
 
 
@@ -271,8 +271,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
             raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                              f"training, got input of shape {list(input.shape)}")
         if running_mean is not None:
-            _update_running(running_mean, running_var, mean.data.reshape(c),
-                            n / (n - 1) * var.data.reshape(c), momentum)
+            _update_running(running_mean, running_var, mean._data.reshape(c),
+                            n / (n - 1) * var._data.reshape(c), momentum)
         out = centered * ops.rsqrt(var + eps)
     else:
         if running_mean is None or running_var is None:
@@ -342,7 +342,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
 
 def embedding(input, weight, padding_idx=None):  # noqa: A002
     """Rows of ``weight`` at the integer ``input``; the ``padding_idx`` row gets no gradient."""
-    idx = input.data if isinstance(input, Tensor) else input
+    idx = input._data if isinstance(input, Tensor) else input
     if getattr(idx, "dtype", None) is None or idx.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be an integer tensor, got "
                         f"{getattr(idx, 'dtype', type(input).__name__)}")
@@ -361,8 +361,8 @@ def one_hot(t, num_classes: int = -1):
     """Integer classes as a one-hot int64 tensor (no gradient)."""
     xp = t.device.xp
     if num_classes < 0:
-        num_classes = int(t.data.max()) + 1
-    out = (t.data[..., None] == xp.arange(num_classes)).astype("int64")
+        num_classes = int(t._data.max()) + 1
+    out = (t._data[..., None] == xp.arange(num_classes)).astype("int64")
     return Tensor._make(out, False, None, 0, [0], t.device)
 
 
@@ -380,7 +380,7 @@ def _reduce(loss, reduction, op, denom=None):
 
 
 def _check_targets(op, target, n_classes, ignore_index):
-    t = target.data
+    t = target._data
     if t.dtype.kind not in "iu":
         raise TypeError(f"{op}: class-index targets must be an integer tensor, got {t.dtype}")
     if not t.size:
@@ -408,7 +408,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
                            f"{[input.shape[0]] + list(input.shape[2:])}, got {list(target.shape)}")
     _check_targets("nll_loss", target, c, ignore_index)
     valid = target != ignore_index
-    safe = Tensor._make(target.device.xp.where(valid.data, target.data, 0), False, None, 0, [0],
+    safe = Tensor._make(target.device.xp.where(valid._data, target._data, 0), False, None, 0, [0],
                         target.device)
     picked = ops.squeeze(_call("gather", input, ops.unsqueeze(safe, 1), dim=1), 1)
     w = valid.to(dtype=input.dtype)
@@ -450,7 +450,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,  # noqa:
         if reduction == "mean":
             valid = (target != ignore_index).to(dtype=input.dtype)
             if weight is not None:
-                safe = Tensor._make(target.device.xp.where(valid.data > 0, target.data, 0), False,
+                safe = Tensor._make(target.device.xp.where(valid._data > 0, target._data, 0), False,
                                     None, 0, [0], target.device)
                 valid = valid * _call("embedding", weight, safe)
             return nll.sum() / valid.sum()
@@ -463,7 +463,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,  # noqa:
     loss = nll * (1 - label_smoothing) + smooth * label_smoothing
     if reduction == "mean":
         if weight is not None:
-            safe = Tensor._make(target.device.xp.where(valid.data > 0, target.data, 0), False,
+            safe = Tensor._make(target.device.xp.where(valid._data > 0, target._data, 0), False,
                                 None, 0, [0], target.device)
             return loss.sum() / (valid * _call("embedding", weight, safe)).sum()
         return loss.sum() / valid.sum()
@@ -834,7 +834,7 @@ def adaptive_max_pool2d(input, output_size, return_indices: bool = False):  # no
             win = input[:, :, h0:h1, w0:w1]
             cols.append(win.amax(dim=(2, 3)))
             if return_indices:
-                arg = win.data.reshape(win.shape[0], win.shape[1], -1).argmax(-1)
+                arg = win._data.reshape(win.shape[0], win.shape[1], -1).argmax(-1)
                 idx_cols.append((h0 + arg // (w1 - w0)) * w + w0 + arg % (w1 - w0))
         rows.append(ops.stack(cols, -1))
         if return_indices:
@@ -1001,8 +1001,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         var = (centered * centered).mean(dim=dims, keepdim=True)
         if running_mean is not None and running_var is not None:
             n = input.numel() // (input.shape[0] * c)
-            _update_running(running_mean, running_var, mean.data.reshape(input.shape[0], c).mean(0),
-                            (var.data.reshape(input.shape[0], c) * (n / max(n - 1, 1))).mean(0), momentum)
+            _update_running(running_mean, running_var, mean._data.reshape(input.shape[0], c).mean(0),
+                            (var._data.reshape(input.shape[0], c) * (n / max(n - 1, 1))).mean(0), momentum)
         out = centered * ops.rsqrt(var + eps)
     else:
         if running_mean is None or running_var is None:

@@ -39,7 +39,7 @@ def _fans(t):
 
 def _write(t, values):
     with no_grad():
-        t.data[...] = values
+        t._data[...] = values
         t._vc[0] += 1
     return t
 

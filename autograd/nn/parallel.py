@@ -118,15 +118,15 @@ class DistributedDataParallel(Module):
             tensors += [b for b in self.module.buffers() if b is not None]
         groups: dict = {}
         for t in tensors:
-            groups.setdefault((t._device, t.data.dtype), []).append(t)
+            groups.setdefault((t._device, t._data.dtype), []).append(t)
         for (dev, dtype), group in groups.items():
-            flat = dev.xp.concatenate([t.data.ravel() for t in group])
+            flat = dev.xp.concatenate([t._data.ravel() for t in group])
             dist.broadcast(Tensor._make(flat, False, None, 0, [0], dev), src=0)
             offset = 0
             with no_grad():
                 for t in group:
-                    n = t.data.size
-                    t.data[...] = flat[offset:offset + n].reshape(t.data.shape)
+                    n = t._data.size
+                    t._data[...] = flat[offset:offset + n].reshape(t._data.shape)
                     t._vc[0] += 1
                     offset += n
 
@@ -137,10 +137,10 @@ class DistributedDataParallel(Module):
         done = []
         for i in reversed(range(len(self._params))):
             p = self._params[i]
-            key = (p._device, p.data.dtype)
+            key = (p._device, p._data.dtype)
             members, size, limit = open_buckets.get(key, ([], 0, _FIRST_BUCKET_BYTES))
             members.append(i)
-            size += p.data.nbytes
+            size += p._data.nbytes
             if size >= min(limit, self.bucket_bytes_cap):
                 done.append(members)
                 members, size, limit = [], 0, self.bucket_bytes_cap
@@ -152,9 +152,9 @@ class DistributedDataParallel(Module):
             offset = 0
             for i in members:
                 b.offsets.append(offset)
-                offset += self._params[i].data.size
+                offset += self._params[i]._data.size
             p0 = self._params[members[0]]
-            b.buffer = p0._device.xp.zeros(offset, p0.data.dtype)
+            b.buffer = p0._device.xp.zeros(offset, p0._data.dtype)
             buckets.append(b)
         return buckets
 
@@ -232,12 +232,12 @@ class DistributedDataParallel(Module):
         b = self._bucket_of[i]
         slot = b.params.index(i)
         off = b.offsets[slot]
-        n = self._params[i].data.size
+        n = self._params[i]._data.size
         if grad is None:
             b.buffer[off:off + n] = 0
         else:
             self._used[i] = True
-            b.buffer[off:off + n] = grad.data.ravel()
+            b.buffer[off:off + n] = grad._data.ravel()
         b.pending -= 1
         for earlier in self._buckets[:self._next_launch]:
             earlier.work.is_completed()          # drives MPI's progress between launches
@@ -269,7 +269,7 @@ class DistributedDataParallel(Module):
             like = self._params[0]
             used = Tensor._make(_flags(self._used, like), False, None, 0, [0], like._device)
             dist.all_reduce(used, ReduceOp.MAX)
-            globally_used = used.data
+            globally_used = used._data
         for b in self._buckets:
             b.work.wait()
             for slot, i in enumerate(b.params):
@@ -277,11 +277,11 @@ class DistributedDataParallel(Module):
                     continue
                 p = self._params[i]
                 off = b.offsets[slot]
-                avg = b.buffer[off:off + p.data.size].reshape(p.data.shape)
+                avg = b.buffer[off:off + p._data.size].reshape(p._data.shape)
                 if p.grad is None:
                     p.grad = Tensor._make(avg.copy(), False, None, 0, [0], p._device)
                 else:
-                    p.grad.data[...] = avg
+                    p.grad._data[...] = avg
                     p.grad._vc[0] += 1
         self._expect_sync = False
 

@@ -25,5 +25,5 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
     def __reduce_ex__(self, protocol):
-        return (Parameter, (self.detach().numpy() if self.device.type == "cpu" else self.data.get(),
+        return (Parameter, (self.detach().numpy() if self.device.type == "cpu" else self._data.get(),
                             self.requires_grad))

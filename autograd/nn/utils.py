@@ -46,11 +46,11 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
     with no_grad():
         if norm_type == math.inf:
             # The max of each tensor's max, taken on the device: one host copy at the end.
-            parts = [xp.abs(t.data).max() if t.data.size else xp.zeros((), t.data.dtype)
+            parts = [xp.abs(t._data).max() if t._data.size else xp.zeros((), t._data.dtype)
                      for t in tensors]
             total = xp.max(xp.stack([xp.asarray(x, dtype=parts[0].dtype) for x in parts]))
         else:
-            parts = [_vector_norm(xp, t.data, norm_type) for t in tensors]
+            parts = [_vector_norm(xp, t._data, norm_type) for t in tensors]
             total = _vector_norm(xp, xp.stack(parts), norm_type)
     if error_if_nonfinite and not bool(xp.isfinite(total)):
         raise RuntimeError(
@@ -85,13 +85,13 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm, foreach=None)
     grads = _grads(parameters)
     if not grads:
         return
-    total = total_norm.data if isinstance(total_norm, Tensor) else total_norm
+    total = total_norm._data if isinstance(total_norm, Tensor) else total_norm
     xp = grads[0].device.xp
     # PyTorch multiplies by the clamped coefficient always (no branch on the host), so a
     # gradient within the bound is multiplied by 1.0 and a nan norm spreads nan.
     coef = xp.minimum(xp.asarray(float(max_norm)) / (xp.asarray(total) + 1e-6), 1.0)
     for g in grads:
-        g.data *= xp.asarray(coef, dtype=g.data.dtype)
+        g._data *= xp.asarray(coef, dtype=g._data.dtype)
         g._vc[0] += 1
 
 
@@ -125,7 +125,7 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
     """
     clip_value = float(clip_value)
     for g in _grads(parameters):
-        g.device.xp.clip(g.data, -clip_value, clip_value, out=g.data)
+        g.device.xp.clip(g._data, -clip_value, clip_value, out=g._data)
         g._vc[0] += 1
 
 
@@ -144,13 +144,13 @@ def vector_to_parameters(vec: Tensor, parameters) -> None:
     if not isinstance(vec, Tensor):
         raise TypeError(f"expected a Tensor, but got: {type(vec).__name__}")
     params = _as_list(parameters)
-    need = sum(p.data.size for p in params)
-    if vec.data.ndim != 1 or vec.data.size != need:
+    need = sum(p._data.size for p in params)
+    if vec._data.ndim != 1 or vec._data.size != need:
         raise ValueError(f"vector_to_parameters: vec has shape {tuple(vec.shape)}, the "
                          f"parameters need {need} elements")
     offset = 0
     for p in params:
-        n = p.data.size
-        p.data[...] = vec.data[offset:offset + n].reshape(p.data.shape)
+        n = p._data.size
+        p._data[...] = vec._data[offset:offset + n].reshape(p._data.shape)
         p._vc[0] += 1
         offset += n

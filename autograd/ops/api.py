@@ -220,7 +220,7 @@ def _resolve_shape(x, shape):
         for s in shape:
             if s != -1:
                 known *= s
-        total = x.data.size
+        total = x._data.size
         if known == 0 or total % known:
             raise RuntimeError(f"reshape: shape {list(shape)} is invalid for input of size {total}")
         shape = tuple(total // known if s == -1 else s for s in shape)
@@ -434,7 +434,7 @@ def _check_index(op, x, dim, index, src=None):
         raise RuntimeError(f"{op}: index shape {list(index.shape)} is larger than src shape "
                            f"{list(src.shape)}")
     if index.numel():
-        lo, hi = int(index.data.min()), int(index.data.max())
+        lo, hi = int(index._data.min()), int(index._data.max())
         if lo < -x.shape[dim] or hi >= x.shape[dim]:
             bad = hi if hi >= x.shape[dim] else lo
             raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size "
@@ -461,7 +461,7 @@ def scatter_add(x, dim: int, index, src):
 def index_select(x, dim: int, index):
     """Entries ``index`` (1-D integer tensor) of dim ``dim``."""
     d = _dim(dim, x.ndim, "index_select")
-    idx = index.data if isinstance(index, Tensor) else index
+    idx = index._data if isinstance(index, Tensor) else index
     if getattr(idx, "ndim", 1) != 1:
         raise RuntimeError(f"index_select: index must be 1-D, got shape {list(idx.shape)}")
     return _call("index", x, key=(slice(None),) * d + (idx,))
@@ -539,9 +539,9 @@ def index_put_(x, key, value):
 def _index_key(key):
     """Tensors inside an index become arrays (they index, they are not differentiated)."""
     if isinstance(key, Tensor):
-        return key.data
+        return key._data
     if isinstance(key, tuple):
-        return tuple(k.data if isinstance(k, Tensor) else k for k in key)
+        return tuple(k._data if isinstance(k, Tensor) else k for k in key)
     if isinstance(key, list):
         return key if not any(isinstance(k, Tensor) for k in key) else [
             k.item() if isinstance(k, Tensor) else k for k in key]
@@ -1087,7 +1087,7 @@ def index_add(x, dim, index, source, *, alpha=1):
     """A copy of ``x`` with ``alpha * source`` added at ``index`` (1-D) along ``dim``;
     repeated indices add up."""
     d = _dim(dim, x.ndim, "index_add")
-    idx = index.data if isinstance(index, Tensor) else index
+    idx = index._data if isinstance(index, Tensor) else index
     if getattr(idx, "ndim", 1) != 1:
         raise RuntimeError(f"index_add_(): Index is supposed to be a vector, got shape "
                            f"{list(idx.shape)}")
@@ -1106,7 +1106,7 @@ def index_add_(x, dim, index, source, *, alpha=1):
 @defcomposite("masked_select", public="masked_select", methods="masked_select")
 def masked_select(x, mask):
     """The entries of ``x`` where ``mask`` (broadcast together) is True, as a 1-D tensor."""
-    m = mask.data if isinstance(mask, Tensor) else mask
+    m = mask._data if isinstance(mask, Tensor) else mask
     xp = x.device.xp
     shape = xp.broadcast_shapes(tuple(x.shape), tuple(m.shape)) if hasattr(
         xp, "broadcast_shapes") else __import__("numpy").broadcast_shapes(tuple(x.shape), tuple(m.shape))
@@ -1133,7 +1133,7 @@ def take_along_dim(x, indices, dim=None):
     if x_shape != xs:
         x = expand(x, x_shape)
     if i_shape != isz:
-        indices = Tensor._make(x.device.xp.broadcast_to(indices.data, i_shape), False, None, 0,
+        indices = Tensor._make(x.device.xp.broadcast_to(indices._data, i_shape), False, None, 0,
                                [0], x.device)
     return gather(x, d, indices)
 
@@ -1147,7 +1147,7 @@ def repeat_interleave(x, repeats, dim=None, *, output_size=None):
     else:
         d = _dim(dim, x.ndim, "repeat_interleave")
     xp = x.device.xp
-    reps = repeats.data if isinstance(repeats, Tensor) else repeats
+    reps = repeats._data if isinstance(repeats, Tensor) else repeats
     idx = xp.repeat(xp.arange(x.shape[d]), reps)
     return _call("index", x, key=(slice(None),) * d + (idx,))
 

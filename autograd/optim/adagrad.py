@@ -43,7 +43,7 @@ class Adagrad(Optimizer):
 
     def _init_state(self, p, group) -> dict:
         st = self.state[p] = {"step": 0, "sum": p.device.xp.full_like(
-            p.data, group["initial_accumulator_value"])}
+            p._data, group["initial_accumulator_value"])}
         return st
 
     def _step_group(self, group):
@@ -51,7 +51,7 @@ class Adagrad(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            d = p.data
+            d = p._data
             xp = p.device.xp
             g = self._grad(p, group["maximize"], wd)
             st = self.state.get(p) or self._init_state(p, group)

@@ -31,7 +31,7 @@ class Adam(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            d = p.data
+            d = p._data
             xp = p.device.xp
             if wd and self._decoupled:
                 d *= 1 - lr * wd

@@ -1,6 +1,6 @@
 """Optimizer base: parameter groups, per-parameter state, zero_grad, state dicts.
 
-Steps update ``p.data`` in place with the array module (no graph) and bump each parameter's
+Steps update ``p._data`` in place with the array module (no graph) and bump each parameter's
 version counter; each ``step()`` is one USER_SCOPE range ``Optimizer.step#<Name>.step`` when a
 RecordFunction callback is active.
 
@@ -74,7 +74,7 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 else:
-                    p.grad.data[...] = 0
+                    p.grad._data[...] = 0
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; ``closure`` re-evaluates the loss."""
@@ -127,7 +127,7 @@ class Optimizer:
     def _grad(self, p, maximize: bool, weight_decay: float):
         """``p``'s gradient array, negated when maximizing and plus ``weight_decay * p`` (L2)
         when asked — in scratch slot 1, the gradient itself left alone."""
-        g = p.grad.data
+        g = p.grad._data
         if not (maximize or weight_decay):
             return g
         xp = p.device.xp
@@ -135,7 +135,7 @@ class Optimizer:
         if maximize:
             g = xp.negative(g, out=out)
         if weight_decay:
-            decay = xp.multiply(p.data, weight_decay, out=self._scratch(g, p.device, 0))
+            decay = xp.multiply(p._data, weight_decay, out=self._scratch(g, p.device, 0))
             g = xp.add(g, decay, out=out)
         return g
 

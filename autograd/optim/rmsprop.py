@@ -40,7 +40,7 @@ class RMSprop(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            d = p.data
+            d = p._data
             xp = p.device.xp
             g = self._grad(p, group["maximize"], wd)
             st = self.state.get(p)

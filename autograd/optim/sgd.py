@@ -28,7 +28,7 @@ class SGD(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            d = p.data
+            d = p._data
             xp = p.device.xp
             g = self._grad(p, maximize, wd)
             tmp = self._scratch(g, p.device)

@@ -15,8 +15,8 @@ class RefSGD(optim.SGD):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            d = p.data
-            g = p.grad.data
+            d = p._data
+            g = p.grad._data
             if maximize:
                 g = -g
             if wd:
@@ -47,9 +47,9 @@ class RefAdam(optim.Adam):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            d = p.data
+            d = p._data
             xp = p.device.xp
-            g = p.grad.data
+            g = p.grad._data
             if maximize:
                 g = -g
             if wd:
@@ -91,9 +91,9 @@ class RefRMSprop(optim.RMSprop):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            d = p.data
+            d = p._data
             xp = p.device.xp
-            g = p.grad.data
+            g = p.grad._data
             if group["maximize"]:
                 g = -g
             if wd:
@@ -132,9 +132,9 @@ class RefAdagrad(optim.Adagrad):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            d = p.data
+            d = p._data
             xp = p.device.xp
-            g = p.grad.data
+            g = p.grad._data
             if group["maximize"]:
                 g = -g
             if wd:

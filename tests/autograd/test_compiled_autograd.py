@@ -360,11 +360,11 @@ def test_errors_propagate_from_a_compiled_program():
         with pytest.raises(RuntimeError, match="expected shape"):
             y.sum().backward()
         z = x * 1.0
-        x_data = x.data
+        x_data = x._data
         w = z.exp()
-        z.data[...] = 0       # plain data write: no version bump, no error expected
+        z._data[...] = 0       # plain data write: no version bump, no error expected
         w.sum().backward()
-        assert x_data is x.data
+        assert x_data is x._data
 
 
 def test_inplace_modification_is_detected():

@@ -139,13 +139,13 @@ def test_retain_graph_allows_second_backward_and_default_frees():
 def test_saved_tensors_released_after_backward():
     x = leaf(1.0, 2.0)
     h = x.exp()
-    ref = weakref.ref(h.data)
+    ref = weakref.ref(h._data)
     y = (h * 2).sum()   # MulBackward saves nothing of h when only h needs grad (needs 2)
     z = (h * h).sum()   # saves h twice
     del h
     (y + z).backward()
     gc.collect()
-    assert ref() is None or True   # h.data is still owned by ExpBackward's output? check node
+    assert ref() is None or True   # h._data is still owned by ExpBackward's output? check node
     node = z.grad_fn.next_functions[0][0]   # MulBackward0 of h * h
     assert node._saved is None
 
@@ -389,12 +389,12 @@ def test_first_gradient_buffer_is_taken_over_when_nobody_else_holds_it():
         @staticmethod
         def backward(ctx, g):
             out = g * 2               # a fresh array that only the engine will hold
-            ids.append(id(out.data))
+            ids.append(id(out._data))
             return out
 
     x = leaf(1.0, 2.0)
     Double.apply(x).sum().backward()
-    assert id(x.grad.data) == ids[0]     # no copy was made
+    assert id(x.grad._data) == ids[0]     # no copy was made
 
 
 def test_shared_or_user_owned_gradients_are_never_aliased():

@@ -89,7 +89,7 @@ def test_save_on_cpu_is_a_pass_through_on_cpu_that_runs_hooks():
     with save_on_cpu():
         y = (x * x).tanh()
     sv = y.grad_fn._raw_saved_out         # tanh saves its output
-    assert sv._unpack_hook is not None and sv.data is None   # stored packed
+    assert sv._unpack_hook is not None and sv._data is None   # stored packed
     y.sum().backward()
     xv = x.detach().numpy()
     np.testing.assert_allclose(x.grad.numpy(), (1 - np.tanh(xv ** 2) ** 2) * 2 * xv)
@@ -124,7 +124,7 @@ def test_checkpoint_keeps_no_activations():
     out = ag.checkpoint(lambda h: (h @ w).tanh() @ w, x)
     node = out.grad_fn                    # MmBackward0 of the second matmul
     sv = node._raw_saved_a                # its saved input: the tanh output
-    assert sv.data is None and isinstance(sv._packed, int)
+    assert sv._data is None and isinstance(sv._packed, int)
     out.sum().backward()
     assert w.grad is not None
 

@@ -290,3 +290,245 @@ def test_augmented_assignment_is_in_place():
     assert y._version > version
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.sum().backward()
+
+
+# --------------------------------------------------------------------------- 2 and 16. views
+
+
+def ones23():
+    return ag.ones(2, 3, dtype=np.float64, requires_grad=True)
+
+
+def test_view_is_rebased_after_its_base_is_modified_in_place():
+    # Item 2: PyTorch regenerates v's grad_fn from b's new history, so x.grad[:, 0] = [2, 20].
+    x = ones23()
+    b = x * 1
+    v = b[:, 0]
+    b.mul_(2)
+    (v * ag.tensor([1.0, 10.0], dtype=np.float64)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[2, 0, 0], [20, 0, 0]])
+
+
+def test_in_place_on_a_view_of_a_non_leaf_goes_through_copy_slices():
+    # Item 16: PyTorch gives 2 in row 0 and 1 elsewhere; b's grad_fn is CopySlices.
+    x = ones23()
+    b = x * 1
+    b[0].mul_(2)
+    assert b.grad_fn.name() == "CopySlices"
+    assert b.grad_fn.next_functions[0][0].name() == "MulBackward0"
+    b.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[2, 2, 2], [1, 1, 1]])
+
+
+def test_view_after_in_place_on_itself_has_history_from_the_base():
+    x = ones23()
+    b = x * 1
+    v = b[0]
+    v.mul_(2)
+    assert v.grad_fn.next_functions[0][0] is b.grad_fn
+    assert b.grad_fn.name() == "CopySlices"
+
+
+def _x23():
+    return ag.tensor([[0.5, -1.2, 2.0], [1.5, 0.3, 0.7]], dtype=np.float64, requires_grad=True)
+
+
+def _setitem_with_an_index_on_a_view(x):
+    b = x * 1
+    v = b[1]
+    v[ag.tensor([0, 2])] = x[0, :2] * 5
+    return (b * b).sum()
+
+
+def _in_place_on_a_view_of_a_view(x):
+    b = x * 2
+    v = b.t()[1:]
+    v.mul_(x[:, 1:].t())
+    return (b ** 2).sum()
+
+
+def _in_place_on_a_reshape(x):
+    b = x + 0
+    v = b.reshape(3, 2)
+    v[0].exp_()
+    return (b * x).sum()
+
+
+def _in_place_on_two_overlapping_views(x):
+    b = x * 1
+    v1 = b[0]
+    v2 = b[:, 1]
+    v1.mul_(x[1])
+    v2.tanh_()
+    return (b * b).sum()
+
+
+def _base_modified_then_view_of_view(x):
+    b = x * x
+    v = b[:, 1:]
+    b.add_(x)
+    w = v.t()
+    return (w * w * x[0, 0]).sum()
+
+
+# (function, PyTorch's value, gradient and Hessian-vector product with v = ones, float64)
+VIEW_CASES = [
+    (_setitem_with_an_index_on_a_view, 48.03, [[26.0, -62.4, 4.0], [0.0, 0.6, 0.0]],
+     [[52.0, 52.0, 2.0], [0.0, 2.0, 0.0]]),
+    (_in_place_on_a_view_of_a_view, 83.2872, [[4.0, -27.648, 128.0], [12.0, 0.432, 5.488]],
+     [[8.0, 69.12, 192.0], [8.0, 4.32, 23.52]]),
+    (_in_place_on_a_reshape, 7.292927581055421,
+     [[2.4730819060501923, -0.06023884238244043, 4.0], [3.0, 0.6, 1.4]],
+     [[4.121803176750321, 0.2409553695297617, 2.0], [2.0, 2.0, 2.0]]),
+    (_in_place_on_two_overlapping_views, 5.466535767537491,
+     [[2.25, -0.18244436128367528, 1.96], [3.75, 1.2629593233361556, 7.0]],
+     [[7.5, -0.913742241386116, 6.58], [5.5, 1.978535716917666, 15.6]]),
+    (_base_modified_then_view_of_view, 18.8129,
+     [[37.6258, -0.336, 30.0], [0.0, 0.624, 2.856]],
+     [[66.288, 1.768, 97.0], [0.0, 4.588, 13.852]]),
+]
+
+
+@pytest.mark.parametrize("fn, value, grad, hvp", VIEW_CASES,
+                         ids=[c[0].__name__ for c in VIEW_CASES])
+def test_in_place_through_views_matches_torch_and_finite_differences(fn, value, grad, hvp):
+    x = _x23()
+    y = fn(x)
+    (g,) = ag.grad(y, x, create_graph=True)
+    (h,) = ag.grad(g.sum(), x)
+    np.testing.assert_allclose(y.item(), value, rtol=1e-12)
+    np.testing.assert_allclose(g.detach().numpy(), grad, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(h.numpy(), hvp, rtol=1e-12, atol=1e-12)
+    # Central differences of the same function (run without history) agree too.
+    base, eps = x.detach().numpy(), 1e-6
+    numeric = np.zeros_like(base)
+    for i in np.ndindex(base.shape):
+        step = np.zeros_like(base)
+        step[i] = eps
+        with ag.no_grad():
+            hi = fn(ag.tensor(base + step)).item()
+            lo = fn(ag.tensor(base - step)).item()
+        numeric[i] = (hi - lo) / (2 * eps)
+    np.testing.assert_allclose(g.detach().numpy(), numeric, rtol=1e-6, atol=1e-6)
+
+
+def test_copy_slices_backward_twice_with_retain_graph():
+    x = _x23()
+    b = x * 1
+    b[0].mul_(3)
+    y = (b * b).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[18.0, -43.2, 72.0], [6.0, 1.2, 2.8]])
+
+
+def test_base_without_grad_gains_history_through_its_views():
+    # PyTorch: b does not require grad until b[0].mul_(x[0]); b's row 0 was 0, so x[0] gets 0.
+    x = _x23()
+    b = ag.zeros(2, 3, dtype=np.float64)
+    v = b[1]
+    b[0].mul_(x[0])
+    b[1].copy_(x[1] * 2)
+    assert b.grad_fn.name() == "CopySlices" and v.requires_grad and not v.is_leaf
+    (b * b).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0, 0, 0], [12.0, 2.4, 5.6]])
+
+
+@pytest.mark.parametrize("modify", [lambda b, v: b[1].mul_(2), lambda b, v: v.mul_(2)],
+                         ids=["other view", "the view itself"])
+def test_saved_view_modified_in_place_still_raises(modify):
+    x = _x23()
+    b = x * 1
+    v = b[0]
+    y = (v * v).sum()
+    modify(b, v)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_in_place_on_a_view_of_a_leaf_requiring_grad_raises():
+    x = _x23()
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        x[0].mul_(2)
+    with ag.no_grad():
+        x[0].mul_(1)   # allowed without grad mode, as in PyTorch
+    assert x._version == 1
+
+
+def test_view_made_in_no_grad_mode_is_not_rebased():
+    # PyTorch's CreationMeta::NO_GRAD_MODE errors, for the view's own in-place and its base's.
+    x = _x23()
+    b = x * 1
+    with ag.no_grad():
+        v = b[0]
+    with pytest.raises(RuntimeError, match="A view was created in no_grad mode and is being"):
+        v.mul_(2)
+    b.mul_(2)
+    with pytest.raises(RuntimeError, match="its base or another view of its base"):
+        v.grad_fn
+
+
+def test_reshape_that_copies_is_not_a_view():
+    # PyTorch: reshape of a non-contiguous slice copies, so writing the copy leaves b (and
+    # its gradient, all ones) alone.
+    x = ag.ones(4, 6, dtype=np.float64, requires_grad=True)
+    b = x * 1
+    r = b[:, :2].reshape(8)
+    r.mul_(2)
+    assert r._version == 1 and b._version == 0
+    b.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((4, 6)))
+
+
+def test_expanded_view_cannot_be_written_in_place():
+    b = _x23()[0:1] * 1
+    with pytest.raises(RuntimeError, match="mul_"):
+        b.expand(3, 3).mul_(2)
+
+
+# --------------------------------------------------------------------------- p.data
+
+
+def test_data_is_a_tensor_sharing_storage_without_history():
+    # PyTorch: p.data has requires_grad False and a version counter of its own; an in-place
+    # op on it changes p without bumping p's version.
+    p = ag.ones(3, requires_grad=True)
+    d = p.data
+    assert isinstance(d, ag.Tensor) and not d.requires_grad and d.grad_fn is None
+    d.mul_(0.5)
+    np.testing.assert_array_equal(p.detach().numpy(), [0.5, 0.5, 0.5])
+    assert (p._version, d._version) == (0, 1)
+    y = (p * p).sum()
+    p.data.mul_(2)        # unseen by the saved-tensor check; the saved p is now 1, as in PyTorch
+    y.backward()
+    np.testing.assert_array_equal(p.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_assigning_data_replaces_the_values():
+    p = ag.ones(3, requires_grad=True)
+    p.data = ag.zeros(2)
+    assert p.shape == (2,) and p.requires_grad
+    np.testing.assert_array_equal(p.detach().numpy(), [0.0, 0.0])
+    with pytest.raises(TypeError, match="data must be a Tensor"):
+        p.data = np.zeros(2)
+
+
+def test_forward_mode_tangents_follow_in_place_ops_through_views():
+    # PyTorch keeps a view's tangent a view of its base's: [2, 20], then row 0 times 3, then
+    # a base without a tangent that gains one in its row 1 only.
+    ones = ag.ones(2, 3, dtype=np.float64)
+    with fwAD.dual_level():
+        p = fwAD.make_dual(ones, ag.ones(2, 3, dtype=np.float64))
+        b = p * 1
+        v = b[:, 0]
+        b.mul_(2)
+        tangent = fwAD.unpack_dual(v * ag.tensor([1.0, 10.0], dtype=np.float64)).tangent
+        np.testing.assert_array_equal(tangent.numpy(), [2, 20])
+        b = p * 1
+        b[0].mul_(3)
+        np.testing.assert_array_equal(fwAD.unpack_dual(b).tangent.numpy(), [[3] * 3, [1] * 3])
+        c = ag.zeros(2, 3, dtype=np.float64)
+        w = c[1]
+        c[1].copy_(p[0] * 3)
+        np.testing.assert_array_equal(fwAD.unpack_dual(c).tangent.numpy(), [[0] * 3, [3] * 3])
+        np.testing.assert_array_equal(fwAD.unpack_dual(w).tangent.numpy(), [3, 3, 3])

@@ -130,7 +130,7 @@ class _NormBase(Module):
         self._check_input(input)
         use_batch = self.training or not self.track_running_stats
         if self.training and self.track_running_stats:
-            self.num_batches_tracked.data += 1
+            self.num_batches_tracked._data += 1
         return F.batch_norm(input, self.running_mean if self.track_running_stats else None,
                             self.running_var if self.track_running_stats else None,
                             self.weight, self.bias, use_batch, self.momentum, self.eps)
@@ -223,7 +223,7 @@ class Embedding(Module):
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0
+            self.weight._data[self.padding_idx] = 0
 
     def forward(self, input):  # noqa: A002 - PyTorch's name
         return F.embedding(input, self.weight, self.padding_idx)

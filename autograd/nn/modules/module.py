@@ -212,7 +212,7 @@ class Module:
             if set_to_none:
                 p.grad = None
             else:
-                p.grad.data[...] = 0
+                p.grad._data[...] = 0
 
     def _apply_to_tensors(self, fn):
         for m in self.modules():
@@ -228,13 +228,13 @@ class Module:
         dev = backend.device(device) if device is not None else None
 
         def move(t):
-            data = t.data
+            data = t._data
             if dtype is not None and data.dtype.kind == "f":
                 data = data.astype(dtype)
             if dev is not None and dev is not t._device:
                 data = backend.to_device(data, dev)
-            if data is not t.data:
-                t.data = data
+            if data is not t._data:
+                t._data = data
                 t._device = backend.device_of_array(data)
                 t._vc[0] += 1
                 if t.grad is not None:
@@ -287,7 +287,7 @@ class Module:
             if k not in state_dict:
                 continue
             v = state_dict[k]
-            arr = v.data if isinstance(v, Tensor) else v
+            arr = v._data if isinstance(v, Tensor) else v
             if tuple(getattr(arr, "shape", ())) != tuple(t.shape):
                 errors.append(f"size mismatch for {k}: copying a param with shape "
                               f"{list(getattr(arr, 'shape', ()))} from checkpoint, the shape in "
@@ -305,10 +305,10 @@ class Module:
         for k, t in own.items():
             if k in state_dict:
                 v = state_dict[k]
-                arr = v.data if isinstance(v, Tensor) else v
+                arr = v._data if isinstance(v, Tensor) else v
                 if not backend.is_device_array(arr):
                     arr = numpy.asarray(arr)
-                t.data[...] = backend.to_device(arr, t._device)
+                t._data[...] = backend.to_device(arr, t._device)
                 t._vc[0] += 1
         return IncompatibleKeys(missing, unexpected)
 
