@@ -137,7 +137,7 @@ class OpNode(Node):
             if s.__class__ is SavedVariable:
                 # The array itself when it is there and unchanged (nearly always, and read
                 # here without a call); hooks, a freed save or a stale version go the long way.
-                d = s.data
+                d = s._data
                 if differentiable or d is None or s.vc[0] != s.version:
                     d = s.unpack(self) if differentiable else s.unpack_data(self)
                 vals.append(d)
