@@ -22,9 +22,12 @@ __all__ = ["NODE_FIELDS", "OP", "ACC", "GENERIC", "kind_of", "build_key", "parse
 #:             as the number of edges, then per edge the child index when input_nr is 0 (the
 #:             common case), ``-1 - index`` followed by input_nr otherwise, None for None
 #:   hooks     :func:`node_hook_sig`, None without hooks
-#:   saved     op nodes: (attrs given?, what each saved position holds: True for a plain saved
-#:             tensor, False for one with an unpack hook, else the value's class), written as
-#:             the number of positions (negative when attrs were given), then one value each;
+#:   saved     op nodes: (no attrs given?, then, only when the node saved a tensor, what each
+#:             saved position holds: True for a plain saved tensor, False for one with an
+#:             unpack hook, None for anything else). Written as one value: ``not attrs`` for
+#:             a node that saved no tensor, else the tuple with ``not attrs`` first. What a
+#:             non-tensor position holds (a number, a Meta, None) is read from the new node
+#:             at replay, so it needs no place in the key.
 #:             AccumulateGrad: :func:`leaf_hook_sig`; other nodes: nothing written, None
 NODE_FIELDS = ("class", "metadata", "edges", "hooks", "saved")
 
@@ -69,6 +72,11 @@ def build_key(root_edges):
     numbers) depends only on the structure, so two graphs with equal keys list corresponding
     nodes at the same positions, and the ``i``-th entry of the key describes ``nodes[i]``.
 
+    This walk is the whole price of a cache hit before any step runs, so it is written for
+    speed: locals for everything it calls, one ``+=`` of a tuple for the fixed fields, and
+    nothing per saved position of a node that saved no tensor (the common case of an op with
+    a number operand: what such positions hold is read at replay, so the key needs no more).
+
     Returns:
         (nodes, key)
     """
@@ -83,40 +91,43 @@ def build_key(root_edges):
         roots.append((j, nr))
     key = [tuple(roots)]
     push = key.append
+    get = index.get
+    add = nodes.append
     kinds = _kinds
+    hook_sig = node_hook_sig
     SV = SavedVariable
     for node in nodes:   # grows while walked: new nodes are appended
         cls = node.__class__
-        push(cls)                                   # class
-        push(node.input_metadata)                   # metadata
-        edges = node.next_edges                     # edges
-        push(len(edges))
+        edges = node.next_edges
+        key += (cls, node.input_metadata, len(edges))   # class, metadata, edges...
         for e in edges:
             if e is None:
                 push(None)
                 continue
-            child = e[0]
-            j = index.get(child)
+            child, nr = e
+            j = get(child)
             if j is None:
                 j = index[child] = len(nodes)
-                nodes.append(child)
-            if e[1]:
+                add(child)
+            if nr:
                 push(-1 - j)
-                push(e[1])
+                push(nr)
             else:
                 push(j)
-        ex = node._extra                            # hooks
-        push(None if ex is None else node_hook_sig(ex))
-        kind = kinds.get(cls)                       # saved
+        ex = node._extra                                # hooks
+        push(ex and hook_sig(ex))
+        kind = kinds.get(cls)                           # saved
         if kind is None:
             kind = kind_of(cls)
         if kind == OP:
             saved = node._saved
             if saved is None:
                 raise RuntimeError(ERR_FREED)
-            push(-len(saved) if node._attrs else len(saved))
-            for s in saved:
-                push(s._unpack_hook is None if s.__class__ is SV else s.__class__)
+            if node._saves_tensors:
+                push((not node._attrs, *[s._unpack_hook is None if s.__class__ is SV else None
+                                         for s in saved]))
+            else:
+                push(not node._attrs)
         elif kind == ACC:
             extra = node.variable._extra
             push(leaf_hook_sig(extra) if extra else None)
@@ -143,8 +154,8 @@ def _read_edges(key, i, cls):
 def _read_saved(key, i, cls):
     kind = kind_of(cls)
     if kind == OP:
-        n = key[i]
-        return (n >= 0, *key[i + 1:i + 1 + abs(n)]), i + 1 + abs(n)
+        v = key[i]
+        return ((v,) if v.__class__ is bool else v), i + 1
     if kind == ACC:
         return key[i], i + 1
     return None, i
