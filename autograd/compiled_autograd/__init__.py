@@ -54,7 +54,7 @@ from .recording import DEFAULT_LIMIT, Recording
 __all__ = ["enable", "disable", "is_enabled", "run_backward", "reset", "stats", "last_program",
            "explain_miss", "Step", "StepKind", "SavedKind", "Program", "Unsupported", "PASSES",
            "dead_step_elimination", "capture", "generate", "build_key", "parse_key",
-           "NODE_FIELDS", "lookup", "gather", "log"]
+           "NODE_FIELDS", "lookup", "lookup_recorded", "Recording", "gather", "log"]
 
 log = logging.getLogger("gradtrace.autograd.compiled_autograd")
 
@@ -176,7 +176,9 @@ def _recording_limit() -> int:
     return 2 * _largest[0] if _largest[0] else DEFAULT_LIMIT
 
 
-def _recorded_lookup(nodes, key):
+def lookup_recorded(nodes, key):
+    """The program of a recorded key (:meth:`Recording.finish`) and the recording position of
+    each of its nodes; (None, None) when this recorded key was not seen."""
     bucket = _recorded.get((len(nodes), len(key[0])))
     if bucket:
         for i, (k, prog, order) in enumerate(bucket):
@@ -255,7 +257,7 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph=Fal
         del rec
         prog = None
         if recorded is not None:
-            prog, order = _recorded_lookup(*recorded)
+            prog, order = lookup_recorded(*recorded)
         if prog is not None:
             nodes = list(map(recorded[0].__getitem__, order))   # in the walk's order
             _stats["hits"] += 1
