@@ -6,7 +6,7 @@ has them, else the same graphs from ``autograd.nn``), and (d, e) the MLP and the
 train_step.py with its shapes. Each forward builds a new graph; the forward and the backward
 are timed apart. Modes: "compiled" runs the backward under ``enable()`` (the new graph is
 walked to key it), "recorded" the forward too (the key is built as the forward makes the
-nodes, :mod:`gradtrace.autograd.compiled_autograd.recording`; "fwd tax" is what that costs
+nodes, :class:`gradtrace.autograd.compiled_autograd.Recording`; "fwd tax" is what that costs
 the forward). "capture" is the first compiled backward of the structure (walk, passes, code
 generation, compile, run). "key walk"/"key rec" is what a cache hit costs before any step
 runs, by each path, as a share of an eager backward. Every time is the minimum over runs

@@ -16,7 +16,7 @@ exist, which saved tensors have unpack hooks); comparing it with a cached key is
 list comparison. A miss logs why on
 ``logging.getLogger("gradtrace.autograd.compiled_autograd")`` at DEBUG. When the forward too
 ran under :class:`enable`, the key was built while the forward made the nodes
-(:mod:`.recording`) and a backward whose recorded key was seen before skips the walk.
+(:class:`.key.Recording`) and a backward whose recorded key was seen before skips the walk.
 
 On a CUDA device the replayed program is captured once (:mod:`.cuda_graph`) into a CUDA graph (stream capture) with
 static input and output buffers and replayed with one launch; programs that hold something
@@ -49,7 +49,7 @@ from .cuda_graph import gather, try_cuda_graph
 from .key import NODE_FIELDS, build_key, explain_miss, parse_key
 from .passes import PASSES, dead_step_elimination, run_passes
 from .program import Program, SavedKind, Step, StepKind, Unsupported
-from .recording import DEFAULT_LIMIT, Recording
+from .key import DEFAULT_LIMIT, Recording
 
 __all__ = ["enable", "disable", "is_enabled", "run_backward", "reset", "stats", "last_program",
            "explain_miss", "Step", "StepKind", "SavedKind", "Program", "Unsupported", "PASSES",
@@ -164,7 +164,7 @@ def reset() -> None:
 
 _cache: dict = {}        # (number of nodes, key length) -> [Program, ...] most recent first
 _MAX_PER_BUCKET = 8
-# Recorded keys (:mod:`.recording`): (number of recorded nodes, key length) ->
+# Recorded keys (:class:`.key.Recording`): (number of recorded nodes, key length) ->
 # [(key, Program, order), ...] most recent first; ``order[j]`` is the position in the
 # recording of the program's node ``j`` (the walk's order).
 _recorded: dict = {}

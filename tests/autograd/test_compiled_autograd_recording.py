@@ -10,7 +10,7 @@ import pytest
 
 import gradtrace.autograd as ag
 from gradtrace.autograd import compiled_autograd as ca
-from gradtrace.autograd.compiled_autograd.recording import Recording
+from gradtrace.autograd.compiled_autograd import Recording
 from gradtrace.autograd.graph import saved_tensors_hooks
 
 
