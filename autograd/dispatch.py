@@ -748,6 +748,9 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
     node._saved = saved
     node._attrs = attrs
     node._saves_tensors = tensors
+    rec = ops.ca_recording   # compiled autograd keys the node now (None: one slot read)
+    if rec is not None:
+        rec.add(node)
     return result
 
 

@@ -37,7 +37,7 @@ class OpState:
     """
 
     __slots__ = ("grad_enabled", "inference", "fw_level", "anomaly", "slow", "next_seq",
-                 "thread_id", "cpu_stream")
+                 "thread_id", "cpu_stream", "ca_recording")
 
     def refresh(self) -> None:
         self.slow = bool(self.inference or self.fw_level or self.anomaly)
@@ -84,6 +84,9 @@ class _ThreadState(threading.local):
         # Anomaly mode: record forward stacks on new nodes; check backward outputs for NaN.
         ops.anomaly = False
         ops.refresh()
+        # Compiled autograd's Recording while an enable() context is open here, else None:
+        # the table ops hand it each node they make (its key is then built with the forward).
+        ops.ca_recording = None
         # sequence_nr counter: restarts at 0 in every thread, like at::sequence_number.
         # Fixed for the thread's life, so kept both here and on ``ops``.
         self.next_seq = ops.next_seq = itertools.count().__next__

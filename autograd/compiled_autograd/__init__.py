@@ -14,7 +14,9 @@ The cache key (:mod:`.key`, one schema for building, parsing and explaining it) 
 walk over the new graph (node classes, edges, input shapes/dtypes/devices/streams, which hooks
 exist, which saved tensors have unpack hooks); comparing it with a cached key is one C-level
 list comparison. A miss logs why on
-``logging.getLogger("gradtrace.autograd.compiled_autograd")`` at DEBUG.
+``logging.getLogger("gradtrace.autograd.compiled_autograd")`` at DEBUG. When the forward too
+ran under :class:`enable`, the key was built while the forward made the nodes
+(:class:`.key.Recording`) and a backward whose recorded key was seen before skips the walk.
 
 On a CUDA device the replayed program is captured once (:mod:`.cuda_graph`) into a CUDA graph (stream capture) with
 static input and output buffers and replayed with one launch; programs that hold something
@@ -47,11 +49,12 @@ from .cuda_graph import gather, try_cuda_graph
 from .key import NODE_FIELDS, build_key, explain_miss, parse_key
 from .passes import PASSES, dead_step_elimination, run_passes
 from .program import Program, SavedKind, Step, StepKind, Unsupported
+from .key import DEFAULT_LIMIT, Recording
 
 __all__ = ["enable", "disable", "is_enabled", "run_backward", "reset", "stats", "last_program",
            "explain_miss", "Step", "StepKind", "SavedKind", "Program", "Unsupported", "PASSES",
            "dead_step_elimination", "capture", "generate", "build_key", "parse_key",
-           "NODE_FIELDS", "lookup", "gather", "log"]
+           "NODE_FIELDS", "lookup", "lookup_recorded", "Recording", "gather", "log"]
 
 log = logging.getLogger("gradtrace.autograd.compiled_autograd")
 
@@ -77,12 +80,19 @@ class enable:
 
     def __init__(self, cuda_graphs: bool = True):
         self.cuda_graphs = bool(cuda_graphs)
+        self._prev: list = []   # the recordings open when entered (one per nested use)
 
     def __enter__(self):
         global enabled_depth
         with _lock:
             enabled_depth += 1
             _cuda_graphs.append(self.cuda_graphs)
+        # This thread's table ops record the nodes they make from now on (an open outer
+        # context's recording goes on).
+        ops = _THREAD.ops
+        self._prev.append(ops.ca_recording)
+        if ops.ca_recording is None:
+            ops.ca_recording = Recording(_recording_limit())
         return self
 
     def __exit__(self, *exc):
@@ -90,6 +100,7 @@ class enable:
         with _lock:
             enabled_depth -= 1
             _cuda_graphs.pop()
+        _THREAD.ops.ca_recording = self._prev.pop()
         return False
 
 
@@ -100,12 +111,15 @@ class disable:
         global enabled_depth
         with _lock:
             self._saved, enabled_depth = enabled_depth, 0
+        ops = _THREAD.ops
+        self._prev, ops.ca_recording = ops.ca_recording, None
         return self
 
     def __exit__(self, *exc):
         global enabled_depth
         with _lock:
             enabled_depth = self._saved
+        _THREAD.ops.ca_recording = self._prev
         return False
 
 
@@ -116,7 +130,7 @@ def is_enabled() -> bool:
 # --------------------------------------------------------------------------- statistics
 
 
-_STATS_ZERO = {"captures": 0, "hits": 0, "misses": 0, "eager_fallbacks": 0,
+_STATS_ZERO = {"captures": 0, "hits": 0, "recorded_hits": 0, "misses": 0, "eager_fallbacks": 0,
                "cudagraph_captures": 0, "cudagraph_replays": 0, "cudagraph_fallbacks": 0}
 _stats = dict(_STATS_ZERO)
 _last = {"miss_reason": None, "fallback_reason": None, "program": None}
@@ -140,6 +154,8 @@ def reset() -> None:
     """Forget every cached program and zero the counters."""
     with _lock:
         _cache.clear()
+        _recorded.clear()
+        _largest[0] = 0
         _stats.update(_STATS_ZERO)
         _last.update(miss_reason=None, fallback_reason=None, program=None)
 
@@ -148,6 +164,41 @@ def reset() -> None:
 
 _cache: dict = {}        # (number of nodes, key length) -> [Program, ...] most recent first
 _MAX_PER_BUCKET = 8
+# Recorded keys (:class:`.key.Recording`): (number of recorded nodes, key length) ->
+# [(key, Program, order), ...] most recent first; ``order[j]`` is the position in the
+# recording of the program's node ``j`` (the walk's order).
+_recorded: dict = {}
+_largest = [0]           # the most nodes a recorded key has had
+
+
+def _recording_limit() -> int:
+    """How many nodes a recording may hold: twice the largest recorded graph seen."""
+    return 2 * _largest[0] if _largest[0] else DEFAULT_LIMIT
+
+
+def lookup_recorded(nodes, key):
+    """The program of a recorded key (:meth:`Recording.finish`) and the recording position of
+    each of its nodes; (None, None) when this recorded key was not seen."""
+    bucket = _recorded.get((len(nodes), len(key[0])))
+    if bucket:
+        for i, (k, prog, order) in enumerate(bucket):
+            if k == key:
+                if i:
+                    bucket.insert(0, bucket.pop(i))
+                return prog, order
+    return None, None
+
+
+def _remember_recorded(nodes, key, walked, prog) -> None:
+    """Let the next backward with this recorded key skip the walk to ``prog``."""
+    pos = {node: p for p, node in enumerate(nodes)}
+    order = [pos.get(node) for node in walked]
+    if None in order:   # pragma: no cover - a walked node is always recorded when finish passed
+        return
+    bucket = _recorded.setdefault((len(nodes), len(key[0])), [])
+    bucket.insert(0, (key, prog, order))
+    del bucket[_MAX_PER_BUCKET:]
+    _largest[0] = max(_largest[0], len(nodes))
 
 
 def lookup(nodes, key):
@@ -194,25 +245,28 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph=Fal
     edges, grads = _engine.make_root_edges(tensors, grad_tensors, False)
     if cuda_graphs is None:
         cuda_graphs = _cuda_graphs[-1]
+    ops = _THREAD.ops
+    rec = ops.ca_recording
+    if rec is not None:   # what this backward runs was recorded (if anything): start anew
+        ops.ca_recording = Recording(_recording_limit())
     if _THREAD.anomaly:
         return _eager(edges, grads, keep, "anomaly detection is on")
     with _lock:
-        nodes, key = build_key(edges)
-        prog, reason = lookup(nodes, key)
-        if prog is None:
-            _stats["misses"] += 1
-            _last["miss_reason"] = reason
-            log.debug("cache miss: %s", reason)
-            try:
-                prog = run_passes(capture(nodes, key, edges))
-            except Unsupported as exc:
-                return _eager(edges, grads, keep, str(exc))
-            _stats["captures"] += 1
-            bucket = _cache.setdefault((len(nodes), len(key)), [])
-            bucket.insert(0, prog)
-            del bucket[_MAX_PER_BUCKET:]
-        else:
+        # A forward under enable() recorded its key: no walk when that key was seen before.
+        recorded = rec.finish(edges) if rec is not None else None
+        del rec
+        prog = None
+        if recorded is not None:
+            prog, order = lookup_recorded(*recorded)
+        if prog is not None:
+            nodes = list(map(recorded[0].__getitem__, order))   # in the walk's order
             _stats["hits"] += 1
+            _stats["recorded_hits"] += 1
+        else:
+            found = _walk_and_lookup(edges, grads, keep, recorded)
+            if found is None:
+                return None
+            prog, nodes = found
         _last["program"] = prog
         profiled = _RF.on
         fn = None
@@ -222,6 +276,31 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph=Fal
             fn = compile_program(prog, keep, profiled)
         prog.runs += 1
     _replay(prog, fn, nodes, grads, keep, profiled, use_graph)
+
+
+def _walk_and_lookup(edges, grads, keep, recorded):
+    """The program found by walking the graph (captured on a miss), and the walked nodes;
+    None when the backward ran eagerly instead. Remembers the recorded key, if any."""
+    nodes, key = build_key(edges)
+    prog, reason = lookup(nodes, key)
+    if prog is None:
+        _stats["misses"] += 1
+        _last["miss_reason"] = reason
+        log.debug("cache miss: %s", reason)
+        try:
+            prog = run_passes(capture(nodes, key, edges))
+        except Unsupported as exc:
+            _eager(edges, grads, keep, str(exc))
+            return None
+        _stats["captures"] += 1
+        bucket = _cache.setdefault((len(nodes), len(key)), [])
+        bucket.insert(0, prog)
+        del bucket[_MAX_PER_BUCKET:]
+    else:
+        _stats["hits"] += 1
+    if recorded is not None:
+        _remember_recorded(*recorded, nodes, prog)
+    return prog, nodes
 
 
 def _replay(prog, fn, nodes, grads, keep, profiled, use_graph) -> None:

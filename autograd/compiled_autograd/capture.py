@@ -31,9 +31,22 @@ class Register:
 
 
 def _saved_kinds(node):
+    """What each saved position of an op node holds, as the program reads it.
+
+    A position the op's save plan fills is a VALUE even when it holds None (an operand that
+    was None): the key does not tell a None operand from a number (both are read at replay),
+    so the program must read that position from the new node rather than assume None.
+    """
+    mask = 0
+    for i, e in enumerate(node.next_edges):
+        if e is not None:
+            mask |= 1 << i
+    save_out, full, meta = node.op.save_plan(mask)
+    planned = {i + 1 for i in (*full, *meta)} | ({0} if save_out else set())
     return tuple((SavedKind.TENSOR if s._unpack_hook is None else SavedKind.HOOKED)
                  if s.__class__ is SavedVariable
-                 else (SavedKind.NONE if s is None else SavedKind.VALUE) for s in node._saved)
+                 else (SavedKind.NONE if s is None and p not in planned else SavedKind.VALUE)
+                 for p, s in enumerate(node._saved))
 
 
 class Recorder:

@@ -6,14 +6,20 @@ backward: one append per value costs far less than a tuple per node and per fiel
 comparing two keys is then one C-level list comparison whose items are mostly the same
 objects (classes, small ints, None), which it compares by identity. :func:`build_key` writes
 it, :func:`parse_key` reads the fields back by name (for :func:`explain_miss` and capture).
+
+A forward run under ``enable()`` builds a second form of the key as it makes the nodes, so
+that a backward whose graph was seen before need not walk it at all (:class:`Recording`,
+at the end of this module).
 """
 from __future__ import annotations
+
+from operator import attrgetter
 
 from ..dispatch import OpNode
 from ..node import ERR_FREED, AccumulateGrad, SavedVariable
 
 __all__ = ["NODE_FIELDS", "OP", "ACC", "GENERIC", "kind_of", "build_key", "parse_key",
-           "explain_miss", "node_hook_sig", "leaf_hook_sig"]
+           "explain_miss", "node_hook_sig", "leaf_hook_sig", "Recording", "DEFAULT_LIMIT"]
 
 #: The fields of one node's entry, in the order build_key writes them:
 #:   class     the node's class (an op's node class says which op)
@@ -22,9 +28,12 @@ __all__ = ["NODE_FIELDS", "OP", "ACC", "GENERIC", "kind_of", "build_key", "parse
 #:             as the number of edges, then per edge the child index when input_nr is 0 (the
 #:             common case), ``-1 - index`` followed by input_nr otherwise, None for None
 #:   hooks     :func:`node_hook_sig`, None without hooks
-#:   saved     op nodes: (attrs given?, what each saved position holds: True for a plain saved
-#:             tensor, False for one with an unpack hook, else the value's class), written as
-#:             the number of positions (negative when attrs were given), then one value each;
+#:   saved     op nodes: (no attrs given?, then, only when the node saved a tensor, what each
+#:             saved position holds: True for a plain saved tensor, False for one with an
+#:             unpack hook, None for anything else). Written as one value: ``not attrs`` for
+#:             a node that saved no tensor, else the tuple with ``not attrs`` first. What a
+#:             non-tensor position holds (a number, a Meta, None) is read from the new node
+#:             at replay, so it needs no place in the key.
 #:             AccumulateGrad: :func:`leaf_hook_sig`; other nodes: nothing written, None
 NODE_FIELDS = ("class", "metadata", "edges", "hooks", "saved")
 
@@ -69,6 +78,11 @@ def build_key(root_edges):
     numbers) depends only on the structure, so two graphs with equal keys list corresponding
     nodes at the same positions, and the ``i``-th entry of the key describes ``nodes[i]``.
 
+    This walk is the whole price of a cache hit before any step runs, so it is written for
+    speed: locals for everything it calls, one ``+=`` of a tuple for the fixed fields, and
+    nothing per saved position of a node that saved no tensor (the common case of an op with
+    a number operand: what such positions hold is read at replay, so the key needs no more).
+
     Returns:
         (nodes, key)
     """
@@ -83,40 +97,43 @@ def build_key(root_edges):
         roots.append((j, nr))
     key = [tuple(roots)]
     push = key.append
+    get = index.get
+    add = nodes.append
     kinds = _kinds
+    hook_sig = node_hook_sig
     SV = SavedVariable
     for node in nodes:   # grows while walked: new nodes are appended
         cls = node.__class__
-        push(cls)                                   # class
-        push(node.input_metadata)                   # metadata
-        edges = node.next_edges                     # edges
-        push(len(edges))
+        edges = node.next_edges
+        key += (cls, node.input_metadata, len(edges))   # class, metadata, edges...
         for e in edges:
             if e is None:
                 push(None)
                 continue
-            child = e[0]
-            j = index.get(child)
+            child, nr = e
+            j = get(child)
             if j is None:
                 j = index[child] = len(nodes)
-                nodes.append(child)
-            if e[1]:
+                add(child)
+            if nr:
                 push(-1 - j)
-                push(e[1])
+                push(nr)
             else:
                 push(j)
-        ex = node._extra                            # hooks
-        push(None if ex is None else node_hook_sig(ex))
-        kind = kinds.get(cls)                       # saved
+        ex = node._extra                                # hooks
+        push(ex and hook_sig(ex))
+        kind = kinds.get(cls)                           # saved
         if kind is None:
             kind = kind_of(cls)
         if kind == OP:
             saved = node._saved
             if saved is None:
                 raise RuntimeError(ERR_FREED)
-            push(-len(saved) if node._attrs else len(saved))
-            for s in saved:
-                push(s._unpack_hook is None if s.__class__ is SV else s.__class__)
+            if node._saves_tensors:
+                push((not node._attrs, *[s._unpack_hook is None if s.__class__ is SV else None
+                                         for s in saved]))
+            else:
+                push(not node._attrs)
         elif kind == ACC:
             extra = node.variable._extra
             push(leaf_hook_sig(extra) if extra else None)
@@ -143,8 +160,8 @@ def _read_edges(key, i, cls):
 def _read_saved(key, i, cls):
     kind = kind_of(cls)
     if kind == OP:
-        n = key[i]
-        return (n >= 0, *key[i + 1:i + 1 + abs(n)]), i + 1 + abs(n)
+        v = key[i]
+        return ((v,) if v.__class__ is bool else v), i + 1
     if kind == ACC:
         return key[i], i + 1
     return None, i
@@ -210,3 +227,153 @@ def explain_miss(old_key, new_key) -> str:
                 return (f"node {i} ({b['class'].__name__}) "
                         f"{_CHANGED[field](a[field], b[field])}")
     return "unknown difference"
+
+
+# ---------------------------------------- the key recorded with the forward
+#
+# The cache key built while the forward runs, for forwards under :class:`enable`.
+#
+# Walking a new graph to key it (:func:`build_key`) costs, per node, about a tenth of what
+# the eager engine spends on that node: on a long chain of cheap ops that walk is a large part
+# of a compiled backward. While an ``enable()`` context is open on a thread, the table ops of
+# that thread hand every node they make to its :class:`Recording` (one slot read in
+# ``dispatch._record`` when none is open), which appends the node's entry to a key as it is
+# made: its class, input metadata, edges (as positions in the recording), whether attributes
+# were given and whether it saved a tensor. At backward the key is then mostly built; what is
+# left is what can change after a node is made, checked over the recording in C-level passes:
+#
+# - node hooks (``register_hook``, ``register_prehook``, tensor hooks, ``retain_grad``) on any
+#   recorded node: the recorded key is not used, the backward walks the graph instead;
+# - unpack hooks of saved tensors, and the hooks of the leaves (few nodes each): added to the
+#   key at backward;
+# - saved tensors already freed: walk instead (the walk raises the eager error);
+# - a root node that gained an edge (``add_next_edge``): walk instead.
+#
+# A node whose child was not made under this recording (a custom Function's node, a node of an
+# earlier graph) breaks the recording: that backward walks. Leaves (AccumulateGrad) are
+# recorded when an op first uses them. The recording holds its nodes until the next compiled
+# backward on the thread, the end of the outermost ``enable()``, or ``limit`` nodes (twice the
+# largest recorded graph seen, so a forward-only loop under ``enable()`` does not keep graphs
+# alive); then it is dropped.
+
+
+#: Nodes a recording may hold before any recorded graph has been seen.
+DEFAULT_LIMIT = 100_000
+
+_get_extra = attrgetter("_extra")
+_get_saved = attrgetter("_saved")
+
+
+class Recording:
+    """The nodes one thread's table ops made under ``enable()``, and their key so far.
+
+    Attributes:
+        nodes: op nodes in creation order (position ``i`` is ``i`` in the key's edges).
+        leaves: AccumulateGrad nodes in order of first use (position ``k`` is ``-1 - k``).
+        key: per op node: class, input_metadata, number of edges, one value per edge (a
+            position, ``(position, input_nr)`` for input_nr > 0, None), ``not attrs``, saves
+            a tensor; a leaf's (AccumulateGrad, input_metadata) is written where it is
+            first used.
+    """
+
+    __slots__ = ("nodes", "index", "leaves", "leaf_index", "key", "at", "sv_nodes", "broken",
+                 "limit")
+
+    def __init__(self, limit: int = DEFAULT_LIMIT):
+        self.nodes: list = []
+        self.index: dict = {}
+        self.leaves: list = []
+        self.leaf_index: dict = {}
+        self.key: list = []
+        self.at: list = []         # where each op node's entry starts in key
+        self.sv_nodes: list = []   # positions of the nodes that saved a tensor
+        self.broken = False
+        self.limit = limit
+
+    def add(self, node) -> None:
+        """Record one node made by a table op (called by ``dispatch._record``).
+
+        Runs once per op of a forward under ``enable()``: locals for everything, one ``+=``
+        per group of fixed fields, and one test (``limit``, -1 once dropped) before any work.
+        """
+        nodes = self.nodes
+        i = len(nodes)
+        if i >= self.limit:
+            self.drop()
+            return
+        index = self.index
+        key = self.key
+        edges = node.next_edges
+        self.at.append(len(key))
+        key += (node.__class__, node.input_metadata, len(edges))
+        for e in edges:
+            if e is None:
+                key.append(None)
+                continue
+            j = index.get(e[0])
+            if j is None:
+                j = self._leaf(e[0], key)
+                if j is None:
+                    return
+            key.append((j, e[1]) if e[1] else j)
+        tensors = node._saves_tensors
+        key += (not node._attrs, tensors)
+        if tensors:
+            self.sv_nodes.append(i)
+        index[node] = i
+        nodes.append(node)
+
+    def _leaf(self, child, key):
+        """The key position of a child that is not a recorded op node: a leaf, recorded when
+        first used; None (and the recording dropped) for a node made elsewhere."""
+        k = self.leaf_index.get(child)
+        if k is None:
+            if not isinstance(child, AccumulateGrad):
+                self.drop()
+                return None
+            k = self.leaf_index[child] = len(self.leaves)
+            self.leaves.append(child)
+            key += (AccumulateGrad, child.input_metadata)
+        return -1 - k
+
+    def drop(self) -> None:
+        """Stop recording and let go of the nodes (this recording can key nothing now)."""
+        if self.broken:
+            return
+        self.broken = True
+        self.limit = -1
+        self.nodes, self.index, self.leaves, self.leaf_index = [], {}, [], {}
+        self.key, self.at, self.sv_nodes = [], [], []
+
+    def finish(self, root_edges):
+        """The recorded key of the graph below ``root_edges``, completed with what can change
+        after a node is made.
+
+        Returns:
+            (nodes, key): every recorded node (op nodes, then leaves) and the key; or None
+            when the graph must be walked instead (see the module docstring for when).
+        """
+        if self.broken:
+            return None
+        nodes = self.nodes
+        index = self.index
+        key = self.key
+        roots = []
+        for node, nr in root_edges:
+            j = index.get(node)
+            if j is None or len(node.next_edges) != key[self.at[j] + 2]:
+                return None
+            roots.append((j, nr))
+        leaves = self.leaves
+        if (any(map(_get_extra, nodes)) or any(map(_get_extra, leaves))
+                or None in map(_get_saved, nodes)):
+            return None
+        sv = SavedVariable
+        tail = [tuple(roots)]
+        for i in self.sv_nodes:
+            tail.append(tuple([s._unpack_hook is None if s.__class__ is sv else None
+                               for s in nodes[i]._saved]))
+        for leaf in leaves:
+            extra = leaf.variable._extra
+            tail.append(leaf_hook_sig(extra) if extra else None)
+        return nodes + leaves, [key, tail]

@@ -1,0 +1,205 @@
+"""Compiled autograd's recorded key: a forward under enable() keys its nodes as it makes them.
+
+One table of changes drives the tests: each case changes the third training step of the same
+small graph in one way the key must see (structure, shape, dtype, hooks of every kind added
+after the forward, unpack hooks, a node made outside the table ops). The recorded key must
+not be reused for that step, and gradients and hook calls must match eager exactly.
+"""
+import numpy as np
+import pytest
+
+import gradtrace.autograd as ag
+from gradtrace.autograd import compiled_autograd as ca
+from gradtrace.autograd.compiled_autograd import Recording
+from gradtrace.autograd.graph import saved_tensors_hooks
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    ca.reset()
+    yield
+    ca.reset()
+
+
+class Double(ag.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def _base(w, inp, events):
+    return ((inp * w).exp() * 2).sum()
+
+
+def _hook_on_intermediate(w, inp, events):
+    y = inp * w
+    y.register_hook(lambda g: events.append("tensor hook") or g * 3)
+    return (y.exp() * 2).sum()
+
+
+def _retain_grad(w, inp, events):
+    y = inp * w
+    y.retain_grad()
+    events.append(y)           # its .grad is compared after backward
+    return (y.exp() * 2).sum()
+
+
+def _node_post_hook(w, inp, events):
+    y = (inp * w).exp()
+    y.grad_fn.register_hook(lambda gi, go: events.append("node hook"))
+    return (y * 2).sum()
+
+
+def _leaf_hook(w, inp, events):
+    events.append(w.register_hook(lambda g: g * 2))   # a handle: removed after the step
+    return _base(w, inp, events)
+
+
+def _post_accumulate_hook(w, inp, events):
+    events.append(w.register_post_accumulate_grad_hook(lambda p: None))
+    return _base(w, inp, events)
+
+
+def _unpack_hook_after_forward(w, inp, events):
+    y = inp * w
+    y.grad_fn._raw_saved_a.register_hooks(lambda t: t, lambda t: events.append("unpack") or t)
+    return (y.exp() * 2).sum()
+
+
+def _default_saved_hooks(w, inp, events):
+    with saved_tensors_hooks(lambda t: t, lambda t: events.append("unpack") or t):
+        return _base(w, inp, events)
+
+
+# name -> (the third step's forward, whether that step may reuse the recorded key)
+CASES = {
+    "the same graph": (_base, True),
+    "another op": (lambda w, inp, ev: ((inp * w).sin() * 2).sum(), False),
+    "another shape": (lambda w, inp, ev: _base(w, ag.tensor(np.ones((2, 3))), ev), False),
+    "another dtype": (lambda w, inp, ev: ((inp * w).exp() * 2).to(dtype=np.float32).sum(),
+                      False),
+    "a tensor hook on an intermediate": (_hook_on_intermediate, False),
+    "retain_grad on an intermediate": (_retain_grad, False),
+    "a node post hook": (_node_post_hook, False),
+    "a hook on the leaf": (_leaf_hook, False),
+    "a post-accumulate-grad hook on the leaf": (_post_accumulate_hook, False),
+    "an unpack hook added after the forward": (_unpack_hook_after_forward, False),
+    "default saved-tensor hooks": (_default_saved_hooks, False),
+    "a custom Function's node in the graph": (lambda w, inp, ev: _base(Double.apply(w), inp, ev),
+                                              False),
+    "an extra unused op": (lambda w, inp, ev: ((w * 3).sum(), _base(w, inp, ev))[1], False),
+}
+
+
+def _train(third, compiled):
+    """Four steps; the third runs ``third``. Returns grads and hook events per step, and
+    the recorded hits counted before and after the third step."""
+    w = ag.tensor(np.linspace(-1, 1, 3), requires_grad=True)
+    inp = ag.tensor(np.array([0.5, 1.5, -2.0]))
+    out = []
+    hits = []
+    for step in range(4):
+        events = []
+        ctx = ca.enable() if compiled else ca.disable()
+        with ctx:
+            loss = (third if step == 2 else _base)(w, inp, events)
+            hits.append(ca.stats()["recorded_hits"])
+            loss.backward()
+        seen = []
+        for e in events:
+            if isinstance(e, ag.Tensor):
+                seen.append(e.grad.numpy().copy())
+            elif hasattr(e, "remove"):
+                e.remove()
+            else:
+                seen.append(e)
+        out.append((w.grad.numpy().copy(), seen))
+    hits.append(ca.stats()["recorded_hits"])
+    return out, hits
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_changed_step_is_not_served_by_the_recorded_key(case):
+    third, may_hit = CASES[case]
+    eager, _ = _train(third, compiled=False)
+    compiled, hits = _train(third, compiled=True)
+    for (ge, ee), (gc, ec) in zip(eager, compiled):
+        np.testing.assert_array_equal(ge, gc)
+        assert len(ee) == len(ec)
+        for a, b in zip(ee, ec):
+            if isinstance(a, str):
+                assert a == b
+            else:
+                np.testing.assert_array_equal(a, b)
+    assert hits[2] - hits[1] == 1          # the second step reused the first step's key
+    assert (hits[3] - hits[2] == 1) == may_hit
+
+
+def test_backward_twice_through_a_recorded_graph_raises_like_eager():
+    w = ag.tensor(np.ones(3), requires_grad=True)
+    with ca.enable():
+        for _ in range(2):
+            _base(w, ag.tensor(np.ones(3)), []).backward()
+        loss = _base(w, ag.tensor(np.ones(3)), [])
+        loss.backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            loss.backward()
+
+
+def test_retain_graph_then_a_second_backward_of_the_same_graph():
+    w = ag.tensor(np.ones(3), requires_grad=True)
+    with ca.enable():
+        loss = _base(w, ag.tensor(np.ones(3)), [])
+        loss.backward(retain_graph=True)
+        loss.backward()
+    want = ag.tensor(np.ones(3), requires_grad=True)
+    loss = _base(want, ag.tensor(np.ones(3)), [])
+    loss.backward(retain_graph=True)
+    loss.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), want.grad.numpy())
+
+
+def test_a_forward_only_loop_does_not_keep_its_graphs():
+    """Forwards under enable() with no backward: the recording stops at its limit (twice
+    the largest graph recorded) and lets go of the nodes."""
+    w = ag.tensor(np.ones(3), requires_grad=True)
+    with ca.enable():
+        for _ in range(2):
+            _base(w, ag.tensor(np.ones(3)), []).backward()
+        rec = ag.grad_mode.STATE.ops.ca_recording
+        for _ in range(10):
+            _base(w, ag.tensor(np.ones(3)), [])
+        assert rec.broken and rec.nodes == [] and rec.limit < 0
+
+
+def test_a_root_that_gained_an_edge_is_walked():
+    w = ag.tensor(np.ones(3), requires_grad=True)
+    rec = Recording()
+    ops = ag.grad_mode.STATE.ops
+    ops.ca_recording = rec
+    try:
+        y = w * 2
+    finally:
+        ops.ca_recording = None
+    edges = ag.engine.make_root_edges([y], [ag.tensor(np.ones(3))], False)[0]
+    assert rec.finish(edges) is not None
+    y.grad_fn.add_next_edge(None)
+    assert rec.finish(edges) is None
+
+
+def test_the_recording_belongs_to_the_enable_context_of_its_thread():
+    ops = ag.grad_mode.STATE.ops
+    assert ops.ca_recording is None
+    with ca.enable():
+        outer = ops.ca_recording
+        with ca.enable():
+            assert ops.ca_recording is outer      # a nested context records on
+            with ca.disable():
+                assert ops.ca_recording is None
+            assert ops.ca_recording is outer
+        assert ops.ca_recording is outer
+    assert ops.ca_recording is None
