@@ -26,6 +26,7 @@ import threading
 
 import numpy
 
+from . import memory as _memory
 from . import record_function as _rf
 from .backend import array_module, current_stream
 from .dispatch import OPS, ArrayF, TensorF, _gradient_edge, apply_op
@@ -780,6 +781,8 @@ def _accumulate_into_tensor(t, g, create_graph):
             data = g.data if isinstance(g, Tensor) else g
             with no_grad():
                 t.grad = Tensor._make(old.data + data, False, None, 0, [0], t._device)
+        if _rf.STATE.memory:
+            _memory.classify(t.grad.data, _memory.Category.GRADIENT, first_seen=True)
 
 
 #: How the engine calls nodes: ``(tensor_pre_hooks, call_function)``. Compiled autograd runs

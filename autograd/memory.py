@@ -2,9 +2,18 @@
 
 CPU: each tensor whose array owns its memory reports an allocation when it is made and a free
 when the array is garbage collected. GPU: CuPy's memory-pool hook reports mallocs and frees.
+
+Each allocation also gets a :class:`Category` (PyTorch's memory-profiler categories), from
+what the engine knows: a Parameter's array, a ``.grad`` written by AccumulateGrad, an
+optimizer's state, a tensor saved for backward. The kind is often known only after the
+allocation (an op's output becomes saved when the node is made, a gradient becomes
+``.grad``), so :func:`classify` reports it as a record of its own, of 0 bytes, at the same
+address; the analysis gives the allocation live there that kind for its whole life, as
+torch's memory profiler applies a later category to an allocation's id.
 """
 from __future__ import annotations
 
+import enum
 import threading
 import weakref
 
@@ -15,6 +24,20 @@ _lock = threading.Lock()
 _live: dict[int, int] = {}           # id(array) -> nbytes, CPU arrays being tracked
 _total = {"cpu": 0}                 # bytes allocated now, per device
 _remove_cuda_hook = None
+
+
+class Category(enum.IntEnum):
+    """What an allocation holds: ``torch.profiler._memory_profiler.Category``'s names and
+    values; 0 is "not classified" (an allocation reported before its kind is known)."""
+
+    NONE = 0
+    INPUT = 1
+    TEMPORARY = 2
+    ACTIVATION = 3
+    GRADIENT = 4
+    AUTOGRAD_DETAIL = 5
+    PARAMETER = 6
+    OPTIMIZER_STATE = 7
 
 
 def start_tracking() -> None:
@@ -28,6 +51,20 @@ def stop_tracking() -> None:
     if _remove_cuda_hook is not None:
         _remove_cuda_hook()
         _remove_cuda_hook = None
+
+
+class Category(enum.IntEnum):
+    """What an allocation holds: ``torch.profiler._memory_profiler.Category``'s names and
+    values; 0 is "not classified" (an allocation reported before its kind is known)."""
+
+    NONE = 0
+    INPUT = 1
+    TEMPORARY = 2
+    ACTIVATION = 3
+    GRADIENT = 4
+    AUTOGRAD_DETAIL = 5
+    PARAMETER = 6
+    OPTIMIZER_STATE = 7
 
 
 def track(array, dev) -> None:
@@ -45,6 +82,32 @@ def track(array, dev) -> None:
     addr = array.__array_interface__["data"][0]
     weakref.finalize(array, _cpu_free, key, addr, nbytes)
     _rf.report_memory("cpu", 0, addr, nbytes, total)
+
+
+def classify(array, category: Category, first_seen: bool = False) -> None:
+    """Report that ``array``'s storage (its owner's, for a view) is of ``category``.
+
+    Args:
+        array: a NumPy or CuPy array (the caller checked that memory is being tracked).
+        category: its kind.
+        first_seen: also start tracking a CPU array allocated before tracking began (a
+            model's parameters, made before the profiler started), from now on.
+    """
+    owner = array
+    while getattr(owner, "base", None) is not None:
+        owner = owner.base
+    if isinstance(owner, memoryview) or not hasattr(owner, "nbytes"):
+        return
+    data = getattr(owner, "data", None)
+    if hasattr(data, "ptr"):                     # a CuPy array: the pool reports its pointer
+        _rf.report_memory("cuda", data.device.id, data.ptr, 0, _total.get(f"cuda:{data.device.id}", 0),
+                          int(category))
+        return
+    if id(owner) not in _live:
+        if not first_seen:
+            return
+        track(owner, backend.CPU)
+    _rf.report_memory("cpu", 0, owner.__array_interface__["data"][0], 0, _total["cpu"], int(category))
 
 
 def _cpu_free(key, addr, nbytes):
