@@ -23,6 +23,9 @@ from . import record_function as _rf
 _lock = threading.Lock()
 _live: dict[int, int] = {}           # id(array) -> nbytes, CPU arrays being tracked
 _total = {"cpu": 0}                 # bytes allocated now, per device
+# (device type, device index, address) -> [nbytes, Category]: what is allocated now, for the
+# profiler to record what was alive when it started (see :func:`live_allocations`).
+_allocations: dict[tuple, list] = {}
 _remove_cuda_hook = None
 
 
@@ -38,6 +41,14 @@ class Category(enum.IntEnum):
     AUTOGRAD_DETAIL = 5
     PARAMETER = 6
     OPTIMIZER_STATE = 7
+
+
+# When one allocation is reported as several kinds, the strongest is kept (higher wins): a
+# parameter or a gradient saved for backward stays a parameter or a gradient. The profiler's
+# analysis (profiler/memory.py) applies the same order to the records.
+_STRENGTH = {Category.NONE: 0, Category.TEMPORARY: 1, Category.AUTOGRAD_DETAIL: 2, Category.INPUT: 3,
+             Category.ACTIVATION: 4, Category.GRADIENT: 5, Category.OPTIMIZER_STATE: 6,
+             Category.PARAMETER: 7}
 
 
 def start_tracking() -> None:
@@ -67,19 +78,28 @@ class Category(enum.IntEnum):
     OPTIMIZER_STATE = 7
 
 
+# When one allocation is reported as several kinds, the strongest is kept (higher wins): a
+# parameter or a gradient saved for backward stays a parameter or a gradient. The profiler's
+# analysis (profiler/memory.py) applies the same order to the records.
+_STRENGTH = {Category.NONE: 0, Category.TEMPORARY: 1, Category.AUTOGRAD_DETAIL: 2, Category.INPUT: 3,
+             Category.ACTIVATION: 4, Category.GRADIENT: 5, Category.OPTIMIZER_STATE: 6,
+             Category.PARAMETER: 7}
+
+
 def track(array, dev) -> None:
     """Report a CPU array that owns its memory, and its free when it is collected."""
     if dev.type != "cpu" or getattr(array, "base", None) is not None:
         return
     key = id(array)
     nbytes = int(array.nbytes)
+    addr = array.__array_interface__["data"][0]
     with _lock:
         if key in _live:
             return
         _live[key] = nbytes
+        _allocations[("cpu", 0, addr)] = [nbytes, Category.NONE]
         _total["cpu"] += nbytes
         total = _total["cpu"]
-    addr = array.__array_interface__["data"][0]
     weakref.finalize(array, _cpu_free, key, addr, nbytes)
     _rf.report_memory("cpu", 0, addr, nbytes, total)
 
@@ -100,20 +120,35 @@ def classify(array, category: Category, first_seen: bool = False) -> None:
         return
     data = getattr(owner, "data", None)
     if hasattr(data, "ptr"):                     # a CuPy array: the pool reports its pointer
-        _rf.report_memory("cuda", data.device.id, data.ptr, 0, _total.get(f"cuda:{data.device.id}", 0),
-                          int(category))
-        return
-    if id(owner) not in _live:
-        if not first_seen:
-            return
-        track(owner, backend.CPU)
-    _rf.report_memory("cpu", 0, owner.__array_interface__["data"][0], 0, _total["cpu"], int(category))
+        key = ("cuda", data.device.id, data.ptr)
+    else:
+        if id(owner) not in _live:
+            if not first_seen:
+                return
+            track(owner, backend.CPU)
+        key = ("cpu", 0, owner.__array_interface__["data"][0])
+    with _lock:
+        entry = _allocations.get(key)
+        if entry is not None and _STRENGTH[category] > _STRENGTH[entry[1]]:
+            entry[1] = category
+        total = _total.get("cpu" if key[0] == "cpu" else f"cuda:{key[1]}", 0)
+    _rf.report_memory(key[0], key[1], key[2], 0, total, int(category))
+
+
+def live_allocations() -> list[tuple]:
+    """What tracked storage is alive now: ``(device_type, device_index, addr, nbytes,
+    category)`` each. The profiler records these when it starts (or starts over after its
+    warm-up), so that memory allocated before, such as a model's parameters, is in the
+    profile with its kind. GPU storage is known only from the allocations made while tracking."""
+    with _lock:
+        return [(t, i, a, n, int(c)) for (t, i, a), (n, c) in _allocations.items()]
 
 
 def _cpu_free(key, addr, nbytes):
     with _lock:
         if _live.pop(key, None) is None:
             return
+        _allocations.pop(("cpu", 0, addr), None)
         _total["cpu"] -= nbytes
         total = _total["cpu"]
     _rf.report_memory("cpu", 0, addr, -nbytes, total)
@@ -122,6 +157,7 @@ def _cpu_free(key, addr, nbytes):
 def _cuda_malloc(device_index, ptr, nbytes):
     name = f"cuda:{device_index}"
     with _lock:
+        _allocations[("cuda", device_index, ptr)] = [nbytes, Category.NONE]
         _total[name] = _total.get(name, 0) + nbytes
         total = _total[name]
     _rf.report_memory("cuda", device_index, ptr, nbytes, total)
@@ -130,6 +166,7 @@ def _cuda_malloc(device_index, ptr, nbytes):
 def _cuda_free(device_index, ptr, nbytes):
     name = f"cuda:{device_index}"
     with _lock:
+        _allocations.pop(("cuda", device_index, ptr), None)
         _total[name] = _total.get(name, 0) - nbytes
         total = _total[name]
     _rf.report_memory("cuda", device_index, ptr, -nbytes, total)

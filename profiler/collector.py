@@ -22,6 +22,7 @@ from array import array
 import numpy as np
 
 from gradtrace.autograd import backend
+from gradtrace.autograd import memory as engine_memory
 from gradtrace.autograd import record_function as rf
 
 from .data import ProfileData
@@ -264,7 +265,20 @@ class Collector:
             devices[key] = sid
             return sid
 
+        self._on_memory = on_memory
         return on_memory
+
+    def _record_live_memory(self) -> None:
+        """Record the storage alive as recording starts (a model's parameters, the optimizer's
+        state, made before): an allocation each, then its kind when known, at this moment, so
+        that the profile's kinds cover all the memory and add up to its total."""
+        running: dict = {}
+        for device_type, index, addr, nbytes, category in engine_memory.live_allocations():
+            key = (device_type, index)
+            running[key] = running.get(key, 0) + nbytes
+            self._on_memory(device_type, index, addr, nbytes, running[key])
+            if category:
+                self._on_memory(device_type, index, addr, 0, running[key], category)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -275,6 +289,7 @@ class Collector:
         self._handles.append(rf.add_global_callback(start, end, needs_inputs=self.record_shapes))
         if self.profile_memory:
             self._handles.append(rf.add_memory_callback(self._make_memory_callback()))
+            self._record_live_memory()
 
     def clear(self) -> None:
         """Drop what was collected so far (warm-up steps) but keep collecting."""
@@ -283,6 +298,8 @@ class Collector:
                 self._buffers[tid] = _ThreadBuffers()
         self._wall_start_ns = time.time_ns()
         self._start_ns = time.perf_counter_ns()
+        if self.profile_memory:
+            self._record_live_memory()
 
     def remove_callbacks(self) -> None:
         for handle in self._handles:

@@ -187,7 +187,7 @@ def memory_table(data: "ProfileData", by: str = "op") -> list[dict]:
         Rows sorted by bytes allocated: ``name``, ``allocated``, ``freed`` (of those bytes,
         freed before the profile ended, wherever the free happened), ``net`` (still held),
         ``allocations`` (count), and one field per kind that occurs (:func:`kind_key`) with
-        the bytes of that kind allocated.
+        the bytes of that kind allocated (none in a profile without kinds).
     """
     mem = data.memory_columns
     b = mem["bytes"]
@@ -208,7 +208,8 @@ def memory_table(data: "ProfileData", by: str = "op") -> list[dict]:
         labels = ["ProfilerStep#*" if n.startswith("ProfilerStep#") else n for n in labels]
     group = np.asarray(group).reshape(-1)
     rows: dict[str, dict] = {}
-    present = [k for k in KIND_ORDER if np.any(kinds[allocs] == k)]
+    categorized = bool(data.metadata.get("memory_categories"))
+    present = [k for k in KIND_ORDER if categorized and np.any(kinds[allocs] == k)]
     for g in np.unique(group).tolist():
         pick = allocs[group == g]
         row = rows.setdefault(labels[g], dict({"name": labels[g], "allocated": 0, "freed": 0, "net": 0,

@@ -22,6 +22,7 @@ from dash import ClientsideFunction, Dash, Input, Output, State, callback_contex
 from dash.exceptions import PreventUpdate
 
 from gradtrace.profiler import ProfileData
+from gradtrace.profiler.memory import kind_key, kind_label, kind_summary, live_by_kind, memory_table
 
 from . import figures, modules_page, pages, ranks_page
 from .compare import diff_table, metric_options
@@ -468,22 +469,34 @@ def _timeline_details(view: ProfileView, event: int):
 
 
 def _memory_page(view: ProfileView):
-    mem = view.data.memory_columns
-    series, peaks, peak_rows = {}, {}, []
+    data = view.data
+    mem = data.memory_columns
+    series, peaks, peak_rows, kind_rows, kind_figs = {}, {}, [], [], []
     origin = view.time_origin_ns
+    categorized = bool(data.metadata.get("memory_categories"))
     for dev in np.unique(mem["device_id"]).tolist():
-        pick = np.flatnonzero(mem["device_id"] == dev)
-        name = view.data.strings[int(dev)]
-        t = (mem["time_ns"][pick] - origin) / 1e6
-        y = mem["total_allocated"][pick].astype(np.float64)
+        name = data.strings[int(dev)]
+        live = live_by_kind(mem, data.memory_kinds, dev)
+        t = (mem["time_ns"][live.rows] - origin) / 1e6
+        y = live.total.astype(np.float64)
         k = int(np.argmax(y))
-        ev = int(view.data.analysis.memory_event[pick[k]])
-        op = view.data.name_of(ev) if ev >= 0 else ""
+        ev = int(data.analysis.memory_event[live.rows[k]])
+        op = data.name_of(ev) if ev >= 0 else ""
         peaks[name] = (float(t[k]), int(y[k]), op)
         peak_rows.append([name, format_bytes(y[k]), f"{t[k]:.3f} ms", op or "—"])
         series[name] = figures.downsample_steps(t, y)
-    fig = figures.memory_figure(series, peaks) if series else None
-    return pages.memory_page(view, fig, view.memory_by_op(), peak_rows)
+        if categorized:
+            keep = figures.downsample_indices(y)
+            stacked = {kind_key(kind): (kind_label(kind), v[keep].astype(np.float64))
+                       for kind, v in live.by_kind.items()}
+            kind_figs.append((name, figures.memory_kinds_figure(t[keep], stacked, peaks[name], name)))
+            rows, _ = kind_summary(mem, data.memory_kinds, dev)
+            kind_rows += [[name, r.label, format_bytes(r.allocated), format_bytes(r.freed),
+                           format_bytes(r.at_peak), format_bytes(r.max_live)] for r in rows]
+    fig = figures.memory_figure(series, peaks) if series and not categorized else None
+    by_module = memory_table(data, "module") if categorized and data.metadata.get("with_modules") else []
+    return pages.memory_page(view, fig, view.memory_by_op(), peak_rows, kind_figs=kind_figs,
+                             kind_rows=kind_rows, by_module_rows=by_module)
 
 
 def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None, per_step: bool = False) -> list:
