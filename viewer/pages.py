@@ -524,21 +524,20 @@ def memory_page(view: ProfileView, figure, by_op_rows: list[dict], peak_rows: li
             note="The engine's running total after each allocation and free, per device (thinned "
                  "to min/max per bin on long profiles, so peaks are exact). This profile has no "
                  "memory kinds (recorded by an older gradtrace, or a torch trace).")
-    children = [over_time, html.Div(className="gt-row", children=[
-        html.Div(className="gt-col-half", children=[
-            dcc.Graph(id="mem-by-op-figure", figure=figures.memory_by_op_figure(by_op_rows), config=GRAPH_CONFIG)]),
-        html.Div(className="gt-col-half", children=[
-            section("Memory by op", grid("mem-grid", rows, _memory_grid_columns(rows, "Op"), height=380),
-                    note="Bytes each op allocated itself (children not included), by kind; Freed: "
-                         "how much of that was freed before the profile ended, wherever the free "
-                         "happened; Net: what was still held.")]),
-    ])]
+    # The grids take the page's width: one column per kind beside the totals.
+    children = [over_time,
+                section("Memory by op", grid("mem-grid", rows, _memory_grid_columns(rows, "Op"), height=380),
+                        note="Bytes each op allocated itself (children not included), by kind; Freed: "
+                             "how much of that was freed before the profile ended, wherever the free "
+                             "happened; Net: what was still held.")]
     if by_module_rows:
         mod_rows = [dict(r, id=k) for k, r in enumerate(by_module_rows)]
         children.append(section("Memory by module", grid("mem-module-grid", mod_rows,
-                                                         _memory_grid_columns(mod_rows, "Module"), height=300),
+                                                         _memory_grid_columns(mod_rows, "Module"), height=260),
                                 note="Bytes allocated inside each nn.Module class's forward and the "
                                      "backward nodes it created, by kind."))
+    children.append(html.Div(className="gt-row", children=[html.Div(className="gt-col-half", children=[
+        dcc.Graph(id="mem-by-op-figure", figure=figures.memory_by_op_figure(by_op_rows), config=GRAPH_CONFIG)])]))
     return html.Div(id="page-memory", children=children)
 
 
