@@ -307,13 +307,17 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
     @app.callback(Output("gr-cyto", "elements"), Output("gr-status", "children"), Output("gr-collapsed", "data"),
                   Input("gr-step", "value"), Input("gr-clock", "value"), Input("gr-colour-by", "value"),
                   Input("gr-expand", "n_clicks"), Input("gr-fit", "n_clicks"), Input("gr-cyto", "tapNodeData"),
+                  Input("gr-search", "value"),
                   State("gr-collapsed", "data"), State("profile-key", "data"), prevent_initial_call=True)
-    def graph_elements(step, clock, colour_by, _expand, _fit, tapped, collapsed, key):
+    def graph_elements(step, clock, colour_by, _expand, _fit, tapped, search, collapsed, key):
         view = registry.get(key)
         steps = _steps(view) if view is not None else []
         if not steps or step is None or not 0 <= int(step) < len(steps):
             raise PreventUpdate
-        prop = callback_context.triggered[0]["prop_id"] if callback_context.triggered else ""
+        # Several inputs can change in one call (leaving the search box for a button).
+        props = {t["prop_id"] for t in callback_context.triggered or ()}
+        prop = next((p for p in ("gr-cyto.tapNodeData", "gr-expand.n_clicks", "gr-fit.n_clicks", "gr-step.value")
+                     if p in props), next(iter(props), ""))
         collapsed = list(collapsed or [])
         if prop == "gr-cyto.tapNodeData":
             # A click on a group's box or on a collapsed group toggles it; on a node, the
@@ -326,7 +330,11 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
             collapsed = []
         elif prop in ("gr-fit.n_clicks", "gr-step.value"):
             collapsed = None                     # the readable first view
-        g = build_graph(view, steps[int(step)], clock or "cpu", colour_by or "self", collapsed)
+        # A search expands the groups around what it finds (graphSearch then marks it).
+        reveal = search if "gr-search.value" in props else None
+        g = build_graph(view, steps[int(step)], clock or "cpu", colour_by or "self", collapsed, reveal)
+        if props == {"gr-search.value"} and sorted(g.collapsed) == sorted(collapsed or []):
+            raise PreventUpdate                  # nothing to open: the marks are enough
         return g.elements, pages._graph_status(g), g.collapsed
 
     @app.callback(Output("gr-details", "children"), Input("gr-cyto", "tapNodeData"),
@@ -343,7 +351,7 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
     app.clientside_callback(ClientsideFunction("gradtrace", "graphView"), Output("gr-cyto", "className"),
                             Input("gr-cyto", "elements"))
     app.clientside_callback(ClientsideFunction("gradtrace", "graphSearch"), Output("gr-search-status", "children"),
-                            Input("gr-search", "value"), State("gr-cyto", "elements"), prevent_initial_call=True)
+                            Input("gr-search", "value"), Input("gr-cyto", "elements"), prevent_initial_call=True)
 
     _register_compare(app, registry, max_bytes)
     modules_page.register_callbacks(app, registry.get)

@@ -410,3 +410,4 @@ def test_memory_freed_column_and_header_text(dash_duo, profiles, shot):
     assert "reads files up to" in header and "·" not in header
     assert_clean(dash_duo)
     shot("memory-freed")
+
