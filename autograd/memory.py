@@ -118,9 +118,9 @@ def classify(array, category: Category, first_seen: bool = False) -> None:
         owner = owner.base
     if isinstance(owner, memoryview) or not hasattr(owner, "nbytes"):
         return
-    data = getattr(owner, "data", None)
-    if hasattr(data, "ptr"):                     # a CuPy array: the pool reports its pointer
-        key = ("cuda", data.device.id, data.ptr)
+    dev = backend.device_of_array(owner)
+    if dev.type == "cuda":                       # the memory pool reports its pointer
+        key = ("cuda", dev.index, owner.data.ptr)
     else:
         if id(owner) not in _live:
             if not first_seen:
