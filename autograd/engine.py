@@ -33,6 +33,7 @@ import threading
 
 import numpy
 
+from . import memory as _memory
 from . import record_function as _rf
 from .backend import array_module, current_stream
 from .dispatch import OPS, ArrayF, TensorF, _gradient_edge, apply_op
@@ -799,6 +800,8 @@ def _accumulate_into_tensor(t, g, create_graph):
             data = g._data if isinstance(g, Tensor) else g
             with no_grad():
                 t.grad = Tensor._make(old._data + data, False, None, 0, [0], t._device)
+        if _rf.STATE.memory:
+            _memory.classify(t.grad._data, _memory.Category.GRADIENT, first_seen=True)
 
 
 #: How the engine calls nodes: ``(tensor_pre_hooks, call_function, validate)``. Compiled

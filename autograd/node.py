@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import threading
 from . import grad_mode
+from . import memory as _memory
+from .record_function import STATE as _RF
 from .hooks import register
 
 __all__ = ["Edge", "Node", "NodeExtra", "AccumulateGrad", "GraphRoot", "SavedVariable"]
@@ -237,6 +239,8 @@ class SavedVariable:
         self._meta = None
         self.tensor = None if is_output else tensor
         self._data = tensor._data
+        if _RF.memory:
+            _memory.classify(tensor._data, _memory.Category.ACTIVATION)
         hooks = grad_mode.STATE.saved_hooks
         if hooks:
             pack, unpack = hooks[-1]

@@ -290,8 +290,10 @@ def end(rec) -> None:
 
 
 def add_memory_callback(fn) -> RemovableHandle:
-    """Call ``fn(device_type, device_index, addr, nbytes, total_allocated)`` on every tensor
-    storage allocation (``nbytes > 0``) and free (``nbytes < 0``)."""
+    """Call ``fn(device_type, device_index, addr, nbytes, total_allocated, category)`` on every
+    tensor storage allocation (``nbytes > 0``) and free (``nbytes < 0``), and when the kind of
+    the allocation at ``addr`` becomes known (``nbytes == 0``, ``category`` a
+    ``memory.Category``; 0 on allocations and frees)."""
     from . import memory  # noqa: PLC0415 - memory tracking starts only when asked for
 
     with _lock:
@@ -311,9 +313,10 @@ def _on_memory_removed():
         memory.stop_tracking()
 
 
-def report_memory(device_type: str, device_index: int, addr: int, nbytes: int, total: int) -> None:
+def report_memory(device_type: str, device_index: int, addr: int, nbytes: int, total: int,
+                  category: int = 0) -> None:
     for fn in tuple(_memory.values()):
-        fn(device_type, device_index, addr, nbytes, total)
+        fn(device_type, device_index, addr, nbytes, total, category)
 
 
 # --------------------------------------------------------------------------- user ranges

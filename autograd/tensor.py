@@ -127,6 +127,14 @@ class Tensor:
         return int(self._data.size)
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of the elements (torch's ``Tensor.nbytes``)."""
+        return int(self._data.nbytes)
+
+    def element_size(self) -> int:
+        return int(self._data.itemsize)
+
+    @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 

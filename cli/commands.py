@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .errors import CLIError, check_output_path, load_profile
 
-__all__ = ["cmd_table", "cmd_export", "cmd_view", "cmd_diff", "profile_tables", "table_json"]
+__all__ = ["cmd_table", "cmd_export", "cmd_view", "cmd_diff", "profile_tables", "table_json",
+           "memory_tables", "memory_json"]
 
 GROUPS = ("name", "shape", "stack", "module", "forward-op")
 
@@ -227,6 +228,87 @@ def _module_tree_json(data) -> list[dict]:
     return [share(root.to_dict()) for root in module_tree(data)]
 
 
+# --------------------------------------------------------------------------- table --memory
+
+
+def _memory_rows(data, group_by: str, limit: int):
+    """Rows of ``table --memory``: (kind rows per device, op or module rows cut to ``limit``,
+    their columns, the peak of each device as a line).
+
+    Raises:
+        CLIError: no memory records; a grouping other than name or module; modules not recorded.
+    """
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from gradtrace.profiler import columns  # noqa: PLC0415
+    from gradtrace.profiler.format import format_bytes  # noqa: PLC0415
+    from gradtrace.profiler.memory import kind_summary, memory_table  # noqa: PLC0415
+
+    if not data.n_memory_records:
+        raise CLIError("--memory: this profile has no memory records; record it with --memory "
+                       "(profiler.profile(profile_memory=True))")
+    if group_by not in ("name", "module"):
+        raise CLIError(f"--memory groups by name or module, not {group_by!r}")
+    _check_group(data, group_by, 0)
+    mem = data.memory_columns
+    kinds, peaks = [], []
+    for dev in sorted(set(mem["device_id"].tolist())):
+        device = data.strings[int(dev)]
+        rows, peak = kind_summary(mem, data.memory_kinds, dev)
+        total = int(mem["total_allocated"][peak])
+        ev = int(data.analysis.memory_event[peak])
+        where = f" inside {data.name_of(ev)}" if ev >= 0 else ""
+        peaks.append(f"peak on {device}: {format_bytes(total)}{where}")
+        kinds += [SimpleNamespace(**dict(vars(r), memory_device=device, kind=r.label)) for r in rows]
+    rows = memory_table(data, "module" if group_by == "module" else "op")
+    shown = [k for k in columns.MEMORY_COLUMNS if rows and k in rows[0]]
+    specs = [columns.COLUMNS[k] for k in shown]
+    if group_by == "module":
+        specs[0] = columns.COLUMNS["module"]
+        rows = [dict(r, module=r["name"]) for r in rows]
+    rows = [SimpleNamespace(**r) for r in rows]
+    return kinds, (rows[:limit] if limit else rows), specs, peaks
+
+
+def memory_tables(data, *, limit: int = 20, group_by: str = "name", plain: bool = False,
+                  width: int | None = None):
+    """The rich renderable for ``gradtrace table --memory``: bytes by kind per device (what
+    was allocated, freed, held at the peak), then bytes allocated inside each op (or module),
+    split by kind. A profile without kinds (older files, torch traces) shows the totals only.
+    """
+    from rich.console import Group  # noqa: PLC0415
+
+    from gradtrace.profiler import columns  # noqa: PLC0415
+
+    from . import render  # noqa: PLC0415
+
+    kinds, rows, specs, peaks = _memory_rows(data, group_by, limit)
+    have = columns.available(data)
+    parts = []
+    if "memory_kinds" in have:
+        kind_specs = columns.select(columns.MEMORY_KIND_COLUMNS, have)
+        note = "At peak: bytes of the kind alive when the device's total peaked"
+        if any(k.kind == "unknown" for k in kinds):
+            note += "; unknown: allocated before the profile, of no known kind"
+        parts.append(render.spec_table(kinds, kind_specs, title="Memory by kind", plain=plain, width=width,
+                                       footer=peaks + [note]))
+    else:
+        peaks.append("this profile has no memory kinds (an older gradtrace, or a torch trace)")
+    what = "module" if group_by == "module" else "op"
+    parts.append(render.spec_table(
+        rows, specs, title=f"Memory by {what} (allocated inside it, by kind)", plain=plain, width=width,
+        highlight="allocated", footer=([] if "memory_kinds" in have else peaks)
+        + ["Freed: of those bytes, freed before the profile ended (wherever); Net: still held"]))
+    return Group(*parts)
+
+
+def memory_json(data, *, limit: int = 20, group_by: str = "name") -> dict:
+    """``gradtrace table --memory --json``: ``by_kind`` (per device and kind) and ``rows``
+    (per op or module: totals and bytes per kind), sizes in bytes."""
+    kinds, rows, _, _ = _memory_rows(data, group_by, limit)
+    return {"by_kind": [vars(k) for k in kinds], "rows": [vars(r) for r in rows]}
+
+
 def _json_default(o):
     if hasattr(o, "item"):
         return o.item()
@@ -248,6 +330,8 @@ def cmd_table(args) -> int:
 
         return cmd_rank_table(args)
     data = load_profile(args.file)
+    if getattr(args, "memory", False):
+        return _cmd_memory_table(args, data)
     opts = dict(sort_by=args.sort, limit=args.limit, group_by=args.group_by,
                 stack_n=args.stack_n, device_rows=args.device_rows, per_step=args.per_step)
     if args.json:
@@ -261,6 +345,21 @@ def cmd_table(args) -> int:
         from gradtrace.profiler.torch_trace import forward_backward_pairing  # noqa: PLC0415
 
         console.print(forward_backward_pairing(data).summary(), soft_wrap=True)
+    return 0
+
+
+def _cmd_memory_table(args, data) -> int:
+    from .render import emit, make_console  # noqa: PLC0415
+
+    if args.sort:
+        raise CLIError("--memory rows are sorted by bytes allocated; --sort applies to the time table")
+    if args.json:
+        out = memory_json(data, limit=args.limit, group_by=args.group_by)
+        sys.stdout.write(json.dumps(out, indent=1, default=_json_default) + "\n")
+        return 0
+    console, plain = make_console()
+    emit(console, memory_tables(data, limit=args.limit, group_by=args.group_by, plain=plain,
+                                width=console.width), plain)
     return 0
 
 

@@ -120,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print key_averages() of a saved profile as a table.",
                        epilog="examples:\n  gradtrace table run.gtprof --sort self_cpu_time_total --limit 20\n"
                               "  gradtrace table run.gtprof --group-by forward-op\n"
+                              "  gradtrace table run.gtprof --memory          bytes by kind and op\n"
                               "  gradtrace table run.gtprof --json | jq '.[0]'")
     p.add_argument("file", metavar="FILE", help=_PROFILE_HELP)
     p.add_argument("--sort", metavar="KEY", default=None,
@@ -133,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device-rows", action="store_true", help="one row per op and device (cpu, cuda:0)")
     p.add_argument("--per-step", action="store_true",
                    help="one row per ProfilerStep#N (default: one ProfilerStep#* row for all steps)")
+    p.add_argument("--memory", action="store_true",
+                   help="memory instead of time: bytes by kind (parameter, gradient, optimizer state, "
+                        "activation, temporary) and the peak, per device and per op (or --group-by module)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON (times in microseconds)")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_table")
 

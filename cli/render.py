@@ -144,7 +144,9 @@ def sort_metric(sort_by: str | None) -> str:
 _DROP_ORDER = ("cuda_time", "cpu_time", "cuda_memory_usage", "cpu_memory_usage", "cpu_time_total_percent",
                "self_cuda_memory_usage", "self_cpu_memory_usage", "backward_count",
                "backward_self_cpu_time_total", "backward_self_cuda_time_total", "cuda_time_total",
-               "self_cuda_time_total", "cpu_time_total", "self_cpu_time_total")
+               "self_cuda_time_total", "cpu_time_total", "self_cpu_time_total",
+               # table --memory: the counts and what rarely occurs go first
+               "allocations", "max_live", "net", "unknown", "input", "autograd_detail", "freed")
 # The narrowest a text column is squeezed to before numeric columns are left out.
 _MIN_TEXT = {"name": 14, "module": 12, "call_site": 34, "input_shapes": 18, "stack": 34,
              "backward_names": 16, "device": 6, "scope": 6}

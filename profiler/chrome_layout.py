@@ -405,6 +405,10 @@ def _memory(mem, mem_thread, base_ns, mem_dev_names, cpu_pid, gpu_pid, stream_ro
             cpu_threads) -> tuple[MemoryInstants, CounterSamples]:
     """Instants for every memory record; counter samples (see the module docstring) on the
     device's process: a CUDA device's first stream row, the CPU's first thread."""
+    # A kind record only says what an allocation holds: torch's trace has no such event.
+    kept = np.flatnonzero(mem["category"] == 0)
+    if len(kept) < len(mem["bytes"]):
+        mem, mem_thread = {k: v[kept] for k, v in mem.items()}, np.asarray(mem_thread)[kept]
     mem_dev = mem["device_id"].astype(np.int64)
     size = max([0] + list(mem_dev_names)) + 1
     type_tbl = np.zeros(size, dtype=np.int64)

@@ -22,6 +22,7 @@ from array import array
 import numpy as np
 
 from gradtrace.autograd import backend
+from gradtrace.autograd import memory as engine_memory
 from gradtrace.autograd import record_function as rf
 
 from .data import ProfileData
@@ -53,8 +54,8 @@ _NAME, _SCOPE, _START, _END, _SEQ, _FWD_TID, _DEVICE, _STREAM, _GPU_PAIR, _INPUT
 _EVENT_WIDTH = 12
 _ROW = struct.Struct(f"={_EVENT_WIDTH}q")   # native order, like array("q")
 # Row layout of the per-thread memory buffers.
-_M_TIME, _M_BYTES, _M_TOTAL, _M_DEVICE, _M_ADDR = range(5)
-_MEMORY_WIDTH = 5
+_M_TIME, _M_BYTES, _M_TOTAL, _M_DEVICE, _M_ADDR, _M_CATEGORY = range(6)
+_MEMORY_WIDTH = 6
 
 _INT64_MAX = 2**63 - 1
 _UINT64 = 2**64
@@ -247,7 +248,7 @@ class Collector:
         current_thread_id = rf.current_thread_id
         devices = self._devices
 
-        def on_memory(device_type, device_index, addr, nbytes, total_allocated):
+        def on_memory(device_type, device_index, addr, nbytes, total_allocated, category=0):
             t = perf()
             tid = current_thread_id()
             buf = buffers.get(tid) or new_buffers(tid)
@@ -255,7 +256,7 @@ class Collector:
             device_id = devices.get(key)
             if device_id is None:
                 device_id = intern_device_key(key)
-            buf.memory.extend((t, nbytes, total_allocated, device_id, addr))
+            buf.memory.extend((t, nbytes, total_allocated, device_id, addr, category))
 
         def intern_device_key(key):
             device_type, index = key
@@ -264,7 +265,20 @@ class Collector:
             devices[key] = sid
             return sid
 
+        self._on_memory = on_memory
         return on_memory
+
+    def _record_live_memory(self) -> None:
+        """Record the storage alive as recording starts (a model's parameters, the optimizer's
+        state, made before): an allocation each, then its kind when known, at this moment, so
+        that the profile's kinds cover all the memory and add up to its total."""
+        running: dict = {}
+        for device_type, index, addr, nbytes, category in engine_memory.live_allocations():
+            key = (device_type, index)
+            running[key] = running.get(key, 0) + nbytes
+            self._on_memory(device_type, index, addr, nbytes, running[key])
+            if category:
+                self._on_memory(device_type, index, addr, 0, running[key], category)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -275,6 +289,7 @@ class Collector:
         self._handles.append(rf.add_global_callback(start, end, needs_inputs=self.record_shapes))
         if self.profile_memory:
             self._handles.append(rf.add_memory_callback(self._make_memory_callback()))
+            self._record_live_memory()
 
     def clear(self) -> None:
         """Drop what was collected so far (warm-up steps) but keep collecting."""
@@ -283,6 +298,8 @@ class Collector:
                 self._buffers[tid] = _ThreadBuffers()
         self._wall_start_ns = time.time_ns()
         self._start_ns = time.perf_counter_ns()
+        if self.profile_memory:
+            self._record_live_memory()
 
     def remove_callbacks(self) -> None:
         for handle in self._handles:
@@ -302,6 +319,8 @@ class Collector:
             "activities": sorted(self.activities),
             "devices": sorted({self._strings[i] for i in set(self._devices.values())}),
             "record_shapes": self.record_shapes, "profile_memory": self.profile_memory,
+            # The memory records carry kinds (records.MemoryCategory); older files do not.
+            "memory_categories": self.profile_memory,
             "with_stack": self.with_stack, "with_flops": self.with_flops,
             "with_modules": self.with_modules,
             "start_time_ns": self._start_ns, "end_time_ns": end_ns,
@@ -445,4 +464,4 @@ class Collector:
         rows, thread = rows[order], thread[order]
         return {"time_ns": rows[:, _M_TIME], "bytes": rows[:, _M_BYTES],
                 "total_allocated": rows[:, _M_TOTAL], "device_id": rows[:, _M_DEVICE],
-                "addr": rows[:, _M_ADDR], "thread_id": thread}
+                "addr": rows[:, _M_ADDR], "thread_id": thread, "category": rows[:, _M_CATEGORY]}

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
 __all__ = ["ColumnSpec", "COLUMNS", "OPERATOR_COLUMNS", "FORWARD_BACKWARD_COLUMNS", "MODULE_COLUMNS",
-           "MODULE_TREE_COLUMNS", "KINDS", "operator_columns", "value", "row_values", "cells"]
+           "MODULE_TREE_COLUMNS", "MEMORY_COLUMNS", "MEMORY_KIND_COLUMNS", "KINDS", "operator_columns", "value", "row_values", "cells"]
 
 KINDS = ("text", "time", "percent", "bytes", "count", "flops")
 PERCENT_SUFFIX = "_percent"
@@ -40,7 +40,8 @@ class ColumnSpec:
         header: PyTorch's header text.
         kind: one of :data:`KINDS`.
         needs: what the profile must hold for the column to show: "" (always), "cuda",
-            "memory", "cuda_memory", "shapes", "stack", "flops", "module", "device", "scope".
+            "memory", "memory_kinds", "cuda_memory", "shapes", "stack", "flops", "module",
+            "device", "scope".
     """
 
     id: str
@@ -109,6 +110,24 @@ COLUMNS: dict[str, ColumnSpec] = {c.id: c for c in (
     _spec("forward_backward_cpu_time_total_percent", "Fwd+Bwd CPU %", "percent"),
     _spec("forward_self_cuda_time_total", "Fwd Self CUDA", "time", "cuda"),
     _spec("forward_cuda_time_total", "Fwd CUDA total", "time", "cuda"),
+    # profiler.memory rows: bytes allocated inside an op or module, split by kind (torch's
+    # memory-profiler categories), and per kind on a device: allocated, freed, at the peak.
+    _spec("allocated", "Allocated", "bytes", "memory"),
+    _spec("freed", "Freed", "bytes", "memory"),
+    _spec("net", "Net", "bytes", "memory"),
+    _spec("allocations", "# of Allocations", "count", "memory"),
+    _spec("parameter", "Parameter", "bytes", "memory_kinds"),
+    _spec("optimizer_state", "Optimizer state", "bytes", "memory_kinds"),
+    _spec("gradient", "Gradient", "bytes", "memory_kinds"),
+    _spec("activation", "Activation", "bytes", "memory_kinds"),
+    _spec("input", "Input", "bytes", "memory_kinds"),
+    _spec("autograd_detail", "Autograd detail", "bytes", "memory_kinds"),
+    _spec("temporary", "Temporary", "bytes", "memory_kinds"),
+    _spec("unknown", "Unknown", "bytes", "memory_kinds"),
+    _spec("memory_device", "Device", "text", "memory"),
+    _spec("kind", "Kind", "text", "memory_kinds"),
+    _spec("at_peak", "At peak", "bytes", "memory_kinds"),
+    _spec("max_live", "Max live", "bytes", "memory_kinds"),
 )}
 
 OPERATOR_COLUMNS = ("name", "device", "module", "scope",
@@ -125,6 +144,11 @@ FORWARD_BACKWARD_COLUMNS = ("name", "call_site", "count",
                             "backward_cuda_time_total", "forward_backward_self_cuda_time_total",
                             "forward_backward_cuda_time_total",
                             "backward_count", "backward_names")
+# Memory by op (or module): totals, then one column per kind (those that occur are shown).
+MEMORY_COLUMNS = ("name", "allocated", "freed", "net", "allocations", "parameter", "optimizer_state",
+                  "gradient", "activation", "input", "autograd_detail", "temporary", "unknown")
+# Memory by kind, per device: what each kind allocated and freed, held at the peak, at most.
+MEMORY_KIND_COLUMNS = ("memory_device", "kind", "allocated", "freed", "at_peak", "max_live")
 MODULE_COLUMNS = ("module", "self_cpu_time_total_percent", "self_cpu_time_total", "cpu_time_total",
                   "forward_self_cpu_time_total", "backward_self_cpu_time_total",
                   "self_cuda_time_total", "cuda_time_total", "count")
@@ -155,6 +179,8 @@ def available(data: "ProfileData", *, shapes: bool = False, stack: bool = False,
         have.add("cuda")
     if data.metadata.get("profile_memory"):
         have.add("memory")
+        if data.metadata.get("memory_categories"):
+            have.add("memory_kinds")
         if has_cuda or data.has_cuda_memory:
             have.add("cuda_memory")
     if data.metadata.get("with_flops"):

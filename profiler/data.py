@@ -13,7 +13,8 @@ import numpy as np
 
 from . import aggregate, fileformat, torch_trace
 from .analysis import EventAnalysis, analyze
-from .records import EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, Scope, empty_columns
+from .memory import allocation_of_records, record_kinds
+from .records import COLUMN_DEFAULTS, EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, Scope, empty_columns
 from .validate import parse_shapes, valid_text
 
 __all__ = ["ProfileData", "load"]
@@ -69,6 +70,18 @@ class ProfileData:
         """Parents, self/total times, links, memory attribution (computed once, on first use)."""
         return analyze(self.event_columns, self.memory_columns, self.strings,
                        with_flops=bool(self.metadata.get("with_flops")))
+
+    @functools.cached_property
+    def memory_allocation(self) -> np.ndarray:
+        """For each memory record, the row of its allocation (-1: allocated before the profile)."""
+        return allocation_of_records(self.memory_columns)
+
+    @functools.cached_property
+    def memory_kinds(self) -> np.ndarray:
+        """For each memory record, the kind (``records.MemoryCategory``) of its allocation; all
+        NONE ("unknown") in a profile recorded without kinds (older files, torch traces)."""
+        return record_kinds(self.memory_columns, bool(self.metadata.get("memory_categories")),
+                            self.memory_allocation)
 
     @functools.cached_property
     def has_device_time(self) -> bool:
@@ -213,6 +226,11 @@ class ProfileData:
 
 
 def _as_table(columns: dict, schema: dict, what: str) -> dict[str, np.ndarray]:
+    table = what if what != "event" else "events"
+    defaults = {name: value for (t, name), (_, value) in COLUMN_DEFAULTS.items() if t == table}
+    if any(name not in columns for name in defaults):
+        rows = len(next((columns[n] for n in schema if n in columns), ()))
+        columns = {**{n: np.full(rows, v) for n, v in defaults.items()}, **columns}
     missing = [name for name in schema if name not in columns]
     if missing:
         raise ValueError(f"{what} columns missing: {', '.join(missing)}")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .records import EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, empty_columns
+from .records import COLUMN_DEFAULTS, EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, empty_columns
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
@@ -35,7 +35,7 @@ __all__ = ["MAGIC", "SCHEMA_VERSION", "FILE_SUFFIX", "ProfileFormatError", "save
            "gradtrace_version"]
 
 MAGIC = b"\x93GTPROF\n"
-SCHEMA_VERSION = 2   # 2: the backward graph (nodes and edges tables); 1 is still read
+SCHEMA_VERSION = 3   # 2: the backward graph (nodes, edges); 3: memory kinds; 1 and 2 are still read
 FILE_SUFFIX = ".gtprof"
 _PREAMBLE = struct.Struct("<8sII")
 _COMPRESSION_LEVEL = 1   # fast enough to save every cycle; still far below 64 B/event
@@ -154,7 +154,7 @@ def _read_blob(path, payload, info: dict, what: str) -> bytes:
     return raw
 
 
-def _read_table(path, payload, table, schema: dict, table_name: str) -> dict:
+def _read_table(path, payload, table, schema: dict, table_name: str, schema_version: int) -> dict:
     if not isinstance(table, dict) or not isinstance(table.get("columns"), list):
         raise ProfileFormatError(path, f"corrupted profile: the {table_name} table is malformed")
     rows = _field(path, table, "rows", f"the {table_name} table")
@@ -163,6 +163,10 @@ def _read_table(path, payload, table, schema: dict, table_name: str) -> dict:
     for name, dtype in schema.items():
         what = f"{table_name} column {name!r}"
         info = by_name.get(name)
+        since, default = COLUMN_DEFAULTS.get((table_name, name), (0, 0))
+        if info is None and schema_version < since:
+            decoded[name] = np.full(rows, default, dtype=dtype)   # an older file: not recorded
+            continue
         if info is None:
             raise ProfileFormatError(path, f"corrupted profile: {what} is missing")
         stored_dtype = info.get("dtype")
@@ -245,7 +249,7 @@ def read(path, *, max_raw_bytes: int | None = None) -> ValidProfile:
     tables = header["tables"]
     try:
         # A table newer than the file's schema is empty (a version 1 file has no graph).
-        read_tables = {name: _read_table(path, payload, tables.get(name), schema, name)
+        read_tables = {name: _read_table(path, payload, tables.get(name), schema, name, schema_version)
                        if schema_version >= since else empty_columns(schema)
                        for name, (schema, since) in _TABLES.items()}
         text = _read_blob(path, payload, header["strings"], "string table").decode("utf-8", "surrogatepass")

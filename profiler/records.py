@@ -3,7 +3,8 @@
 A profile is four tables of integer columns plus a string table:
 
 * **events**: one row per RecordFunction range (forward op, backward node, user scope).
-* **memory**: one row per tensor-storage allocation (``bytes > 0``) or free (``bytes < 0``).
+* **memory**: one row per tensor-storage allocation (``bytes > 0``) or free (``bytes < 0``),
+  and one of 0 bytes where the kind of a live allocation became known (``category``).
 * **nodes**: one row per backward range whose autograd node the collector saw: which node
   (a profile-unique id) the range ran. An AccumulateGrad node is identified by the leaf it
   accumulates into, so a parameter keeps one node id in every step.
@@ -20,7 +21,7 @@ import re
 
 import numpy as np
 
-__all__ = ["Scope", "EVENT_COLUMNS", "MEMORY_COLUMNS", "NODE_COLUMNS", "EDGE_COLUMNS", "empty_columns", "NO_DEVICE_TIME", "valid_text",
+__all__ = ["Scope", "MemoryCategory", "COLUMN_DEFAULTS", "EVENT_COLUMNS", "MEMORY_COLUMNS", "NODE_COLUMNS", "EDGE_COLUMNS", "empty_columns", "NO_DEVICE_TIME", "valid_text",
            "device_index"]
 
 
@@ -58,7 +59,28 @@ MEMORY_COLUMNS: dict[str, np.dtype] = {
     "device_id": np.dtype(np.int32),        # index into strings
     "addr": np.dtype(np.int64),
     "thread_id": np.dtype(np.int32),
+    # Schema version 3. On an allocation or free: 0. On a record of 0 bytes: the kind
+    # (MemoryCategory) that the allocation live at (device_id, addr) turned out to hold.
+    "category": np.dtype(np.int8),
 }
+# Columns added after their table: the schema version that added each, and its value in
+# rows of older files (and of tables built without it: a torch trace, a synthetic profile).
+COLUMN_DEFAULTS: dict[tuple[str, str], tuple[int, int]] = {("memory", "category"): (3, 0)}
+
+
+class MemoryCategory(enum.IntEnum):
+    """What an allocation holds: ``torch.profiler._memory_profiler.Category``'s names and
+    values, as the engine's ``memory.Category`` (a test checks they agree); NONE: unknown
+    (a profile without kinds, or memory allocated before the profile started)."""
+
+    NONE = 0
+    INPUT = 1
+    TEMPORARY = 2
+    ACTIVATION = 3
+    GRADIENT = 4
+    AUTOGRAD_DETAIL = 5
+    PARAMETER = 6
+    OPTIMIZER_STATE = 7
 
 # Schema version 2: the backward graph. Node ids are dense (0 .. n-1) within one profile.
 NODE_COLUMNS: dict[str, np.dtype] = {

@@ -74,7 +74,10 @@ def from_events(events: list[dict], memory: list[dict] = (), metadata: dict | No
         mem["device_id"].append(strings(device))
         mem["addr"].append(int(m.get("addr", 0)))
         mem["thread_id"].append(int(m.get("thread", 1)))
-    meta = {"activities": ["cpu"], "profile_memory": bool(memory), "synthetic": True}
+        mem["category"].append(int(m.get("category", 0)))
+    meta = {"activities": ["cpu"], "profile_memory": bool(memory), "synthetic": True,
+            # kinds: a record of 0 bytes with a "category" says what the allocation there holds
+            "memory_categories": any("category" in m for m in memory)}
     meta.update(metadata or {})
     return ProfileData(cols, mem, strings.list, meta)
 

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .records import EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, Scope, empty_columns, valid_text
+from .records import EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, MemoryCategory, Scope, empty_columns, valid_text
 
 __all__ = ["ProfileFormatError", "ValidProfile", "validate_profile", "valid_text", "parse_shapes",
            "MAX_TIME_SPAN_NS", "MAX_METADATA_DEPTH"]
@@ -105,7 +105,7 @@ _METADATA_TYPES = {
     "distributed_info": (lambda v: isinstance(v, dict), "an object"),
     **{flag: (lambda v: isinstance(v, bool), "true or false")
        for flag in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules",
-                    "synthetic")},
+                    "synthetic", "memory_categories")},
 }
 
 
@@ -190,6 +190,11 @@ def _check_memory(path, memory: dict) -> None:
         col = memory[name]
         if len(col) and (int(col.min()) < -_MAX_BYTES or int(col.max()) > _MAX_BYTES):
             raise ProfileFormatError(path, f"corrupted profile: a memory record's {name} is out of range")
+    category, size = memory["category"], memory["bytes"]
+    if len(category) and (int(category.min()) < 0 or int(category.max()) > max(MemoryCategory)):
+        raise ProfileFormatError(path, "corrupted profile: a memory record's category is out of range")
+    if np.any((category != 0) & (size != 0)):
+        raise ProfileFormatError(path, "corrupted profile: a memory record with a category has bytes")
 
 
 def _check_scopes(path, events: dict) -> None:
@@ -267,6 +272,8 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata, nodes:
         raise ProfileFormatError(path, "corrupted profile: the string table is not a list of strings")
     nodes = nodes if nodes is not None else empty_columns(NODE_COLUMNS)
     edges = edges if edges is not None else empty_columns(EDGE_COLUMNS)
+    if "category" not in memory:     # a torch trace: no kinds
+        memory = dict(memory, category=np.zeros(len(memory.get("time_ns", ())), dtype=np.int8))
     for table, schema, what in ((events, EVENT_COLUMNS, "events"), (memory, MEMORY_COLUMNS, "memory"),
                                 (nodes, NODE_COLUMNS, "nodes"), (edges, EDGE_COLUMNS, "edges")):
         if set(table) != set(schema) or len({len(c) for c in table.values()}) > 1:

@@ -22,6 +22,7 @@ from dash import ClientsideFunction, Dash, Input, Output, State, callback_contex
 from dash.exceptions import PreventUpdate
 
 from gradtrace.profiler import ProfileData
+from gradtrace.profiler.memory import kind_key, kind_label, kind_summary, live_by_kind, memory_table
 
 from . import figures, modules_page, pages, ranks_page
 from .compare import diff_table, metric_options
@@ -306,13 +307,17 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
     @app.callback(Output("gr-cyto", "elements"), Output("gr-status", "children"), Output("gr-collapsed", "data"),
                   Input("gr-step", "value"), Input("gr-clock", "value"), Input("gr-colour-by", "value"),
                   Input("gr-expand", "n_clicks"), Input("gr-fit", "n_clicks"), Input("gr-cyto", "tapNodeData"),
+                  Input("gr-search", "value"),
                   State("gr-collapsed", "data"), State("profile-key", "data"), prevent_initial_call=True)
-    def graph_elements(step, clock, colour_by, _expand, _fit, tapped, collapsed, key):
+    def graph_elements(step, clock, colour_by, _expand, _fit, tapped, search, collapsed, key):
         view = registry.get(key)
         steps = _steps(view) if view is not None else []
         if not steps or step is None or not 0 <= int(step) < len(steps):
             raise PreventUpdate
-        prop = callback_context.triggered[0]["prop_id"] if callback_context.triggered else ""
+        # Several inputs can change in one call (leaving the search box for a button).
+        props = {t["prop_id"] for t in callback_context.triggered or ()}
+        prop = next((p for p in ("gr-cyto.tapNodeData", "gr-expand.n_clicks", "gr-fit.n_clicks", "gr-step.value")
+                     if p in props), next(iter(props), ""))
         collapsed = list(collapsed or [])
         if prop == "gr-cyto.tapNodeData":
             # A click on a group's box or on a collapsed group toggles it; on a node, the
@@ -325,7 +330,11 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
             collapsed = []
         elif prop in ("gr-fit.n_clicks", "gr-step.value"):
             collapsed = None                     # the readable first view
-        g = build_graph(view, steps[int(step)], clock or "cpu", colour_by or "self", collapsed)
+        # A search expands the groups around what it finds (graphSearch then marks it).
+        reveal = search if "gr-search.value" in props else None
+        g = build_graph(view, steps[int(step)], clock or "cpu", colour_by or "self", collapsed, reveal)
+        if props == {"gr-search.value"} and sorted(g.collapsed) == sorted(collapsed or []):
+            raise PreventUpdate                  # nothing to open: the marks are enough
         return g.elements, pages._graph_status(g), g.collapsed
 
     @app.callback(Output("gr-details", "children"), Input("gr-cyto", "tapNodeData"),
@@ -342,7 +351,7 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
     app.clientside_callback(ClientsideFunction("gradtrace", "graphView"), Output("gr-cyto", "className"),
                             Input("gr-cyto", "elements"))
     app.clientside_callback(ClientsideFunction("gradtrace", "graphSearch"), Output("gr-search-status", "children"),
-                            Input("gr-search", "value"), State("gr-cyto", "elements"), prevent_initial_call=True)
+                            Input("gr-search", "value"), Input("gr-cyto", "elements"), prevent_initial_call=True)
 
     _register_compare(app, registry, max_bytes)
     modules_page.register_callbacks(app, registry.get)
@@ -468,22 +477,34 @@ def _timeline_details(view: ProfileView, event: int):
 
 
 def _memory_page(view: ProfileView):
-    mem = view.data.memory_columns
-    series, peaks, peak_rows = {}, {}, []
+    data = view.data
+    mem = data.memory_columns
+    series, peaks, peak_rows, kind_rows, kind_figs = {}, {}, [], [], []
     origin = view.time_origin_ns
+    categorized = bool(data.metadata.get("memory_categories"))
     for dev in np.unique(mem["device_id"]).tolist():
-        pick = np.flatnonzero(mem["device_id"] == dev)
-        name = view.data.strings[int(dev)]
-        t = (mem["time_ns"][pick] - origin) / 1e6
-        y = mem["total_allocated"][pick].astype(np.float64)
+        name = data.strings[int(dev)]
+        live = live_by_kind(mem, data.memory_kinds, dev)
+        t = (mem["time_ns"][live.rows] - origin) / 1e6
+        y = live.total.astype(np.float64)
         k = int(np.argmax(y))
-        ev = int(view.data.analysis.memory_event[pick[k]])
-        op = view.data.name_of(ev) if ev >= 0 else ""
+        ev = int(data.analysis.memory_event[live.rows[k]])
+        op = data.name_of(ev) if ev >= 0 else ""
         peaks[name] = (float(t[k]), int(y[k]), op)
         peak_rows.append([name, format_bytes(y[k]), f"{t[k]:.3f} ms", op or "—"])
         series[name] = figures.downsample_steps(t, y)
-    fig = figures.memory_figure(series, peaks) if series else None
-    return pages.memory_page(view, fig, view.memory_by_op(), peak_rows)
+        if categorized:
+            keep = figures.downsample_indices(y)
+            stacked = {kind_key(kind): (kind_label(kind), v[keep].astype(np.float64))
+                       for kind, v in live.by_kind.items()}
+            kind_figs.append((name, figures.memory_kinds_figure(t[keep], stacked, peaks[name], name)))
+            rows, _ = kind_summary(mem, data.memory_kinds, dev)
+            kind_rows += [[name, r.label, format_bytes(r.allocated), format_bytes(r.freed),
+                           format_bytes(r.at_peak), format_bytes(r.max_live)] for r in rows]
+    fig = figures.memory_figure(series, peaks) if series and not categorized else None
+    by_module = memory_table(data, "module") if categorized and data.metadata.get("with_modules") else []
+    return pages.memory_page(view, fig, view.memory_by_op(), peak_rows, kind_figs=kind_figs,
+                             kind_rows=kind_rows, by_module_rows=by_module)
 
 
 def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None, per_step: bool = False) -> list:

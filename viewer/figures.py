@@ -16,7 +16,8 @@ from gradtrace.profiler.format import format_bytes, format_time
 from .model import PHASES
 
 __all__ = ["esc", "phase_split_figure", "top_ops_figure", "fwdbwd_figure",
-           "memory_figure", "memory_by_op_figure", "diff_figure", "downsample_steps"]
+           "memory_figure", "memory_kinds_figure", "memory_by_op_figure", "diff_figure",
+           "downsample_steps", "downsample_indices", "KIND_COLOURS"]
 
 # Legends go above the plot on the left: the plot toolbar (modebar) sits on the right.
 LEGEND = dict(orientation="h", y=1.02, x=0, xanchor="left", yanchor="bottom")
@@ -127,9 +128,16 @@ def _short_site(site: str, width: int = 40) -> str:
 def downsample_steps(t: np.ndarray, y: np.ndarray, max_points: int = 4000) -> tuple[np.ndarray, np.ndarray]:
     """Thin a step series to about ``max_points`` points, keeping each bin's min and max
     (so peaks survive)."""
-    n = len(t)
+    keep = downsample_indices(y, max_points)
+    return t[keep], y[keep]
+
+
+def downsample_indices(y: np.ndarray, max_points: int = 4000) -> np.ndarray:
+    """The points of a step series that :func:`downsample_steps` keeps (all of a short one);
+    several series thinned by one of them (stacked kinds, by their total) stay aligned."""
+    n = len(y)
     if n <= max_points:
-        return t, y
+        return np.arange(n)
     bins = max_points // 2
     edges = np.linspace(0, n, bins + 1).astype(np.int64)
     keep = []
@@ -138,8 +146,7 @@ def downsample_steps(t: np.ndarray, y: np.ndarray, max_points: int = 4000) -> tu
             continue
         seg = y[lo:hi]
         keep += sorted({lo + int(np.argmin(seg)), lo + int(np.argmax(seg))})
-    keep = np.array(keep, dtype=np.int64)
-    return t[keep], y[keep]
+    return np.array(keep, dtype=np.int64)
 
 
 def memory_figure(series: dict[str, tuple[np.ndarray, np.ndarray]],
@@ -167,6 +174,44 @@ def memory_figure(series: dict[str, tuple[np.ndarray, np.ndarray]],
     fig.update_yaxes(title_text="allocated (MB)", rangemode="tozero")
     fig.update_layout(legend=LEGEND)
     return _base_layout(fig, 380)
+
+
+# One colour per memory kind (profiler.memory.kind_key), the same in every chart.
+KIND_COLOURS = {"parameter": "#2563eb", "optimizer_state": "#a855f7", "gradient": "#f97316",
+                "activation": "#16a34a", "input": "#0ea5e9", "autograd_detail": "#eab308",
+                "temporary": "#94a3b8", "unknown": "#e2e8f0"}
+
+
+def memory_kinds_figure(t: np.ndarray, by_kind: dict[str, tuple[str, np.ndarray]],
+                        peak: tuple[float, int, str], device: str) -> go.Figure:
+    """Live bytes over time on one device, stacked by kind (torch's memory timeline), the
+    peak marked.
+
+    Args:
+        t: time of each point (ms), already thinned.
+        by_kind: kind key -> (label, live bytes at each point), bottom of the stack first.
+        peak: (time ms, total bytes, op name at the peak).
+        device: the device's name ("cpu", "cuda:0").
+    """
+    fig = go.Figure()
+    for key, (label, y) in by_kind.items():
+        colour = KIND_COLOURS.get(key, "#64748b")
+        fig.add_trace(go.Scatter(
+            x=t, y=y / (1 << 20), mode="lines", name=esc(label), stackgroup="kinds",
+            line=dict(width=0.5, color=colour, shape="hv"), fillcolor=colour,
+            hovertemplate="%{x:.3f} ms<br>" + esc(label) + " %{y:.3f} MB<extra>" + esc(device) + "</extra>"))
+    pt, pb, pop = peak
+    fig.add_trace(go.Scatter(x=[pt], y=[pb / (1 << 20)], mode="markers+text", name="peak",
+                             marker=dict(size=11, color="#dc2626", symbol="triangle-down"),
+                             text=[f"peak {format_bytes(pb)}"], textposition="top center",
+                             hovertemplate=f"peak {format_bytes(pb)} at {pt:.3f} ms<br>in {esc(pop) or '(no op)'}"
+                                           "<extra></extra>"))
+    fig.update_xaxes(title_text="time since profile start (ms)")
+    fig.update_yaxes(title_text=f"allocated on {esc(device)} (MB)", rangemode="tozero")
+    fig.update_layout(legend=LEGEND, hovermode="x unified")
+    _base_layout(fig, 400)
+    fig.update_layout(margin_t=48)      # room for the legend above the plot
+    return fig
 
 
 def memory_by_op_figure(rows: list[dict], top_n: int = 15) -> go.Figure:

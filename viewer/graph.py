@@ -15,9 +15,12 @@ The layout is computed here and handed to Cytoscape as ``preset`` (the browser o
 which stays fast for thousands of nodes): it reads top to bottom in forward order — a row per
 rank, where a node's rank is one more than that of the nodes whose outputs its forward op
 consumed (the backward edges reversed); a backward node sits to the right of its forward op,
-an AccumulateGrad (the parameter) one row above the node that feeds it. Groups too large to
-read are collapsed at first, deepest first, until the step fits in about
-:data:`READABLE_UNITS` nodes.
+an AccumulateGrad (the parameter) one row above the node that feeds it. Across, the group
+boxes are nested blocks: what overlaps in rank stands side by side, and rows move apart
+where boxes close and open, so that no two boxes overlap (Cytoscape's own compound layouts,
+cose-bilkent or klay, would run in the browser on every change). Groups too large to read
+are collapsed at first, deepest first, until the step fits in about :data:`READABLE_UNITS`
+nodes; a search opens the groups around the nodes it finds.
 """
 from __future__ import annotations
 
@@ -33,7 +36,13 @@ from .model import ProfileView
 __all__ = ["Step", "AutogradGraph", "steps_of", "build_graph", "colour_scale", "node_details",
            "EDGE_LEGEND", "READABLE_UNITS"]
 
-SLOT_W, PAIR_DX, Y_GAP = 360, 170, 78
+# Layout sizes (px, as the stylesheet draws them): node widths, the distance from a forward
+# op to its backward node, a row's height and the step between ranks, the gaps between
+# blocks side by side and bands one under another, a box's padding and its title's height.
+NODE_W, COLLAPSED_W, ACCUMULATE_W, PAIR_DX = 150, 190, 170, 170
+ROW_H, ROW_STEP, BLOCK_GAP = 40, 78, 40
+BOX_PAD, BOX_TITLE = 14, 22
+ACC_RISE = ROW_STEP / 2       # an AccumulateGrad is drawn this much above the node feeding it
 READABLE_UNITS = 90
 EDGE_LEGEND = (
     "Read top to bottom in forward order. Solid grey arrows: the backward graph as the engine "
@@ -233,7 +242,7 @@ def _group_label(view, g: int) -> str:
 
 
 def build_graph(view: ProfileView, step: Step, clock: str = "cpu", colour_by: str = "self",
-                collapsed: list[str] | None = None) -> AutogradGraph:
+                collapsed: list[str] | None = None, reveal: str | None = None) -> AutogradGraph:
     """The graph of ``step`` as Cytoscape elements with positions.
 
     Args:
@@ -241,6 +250,8 @@ def build_graph(view: ProfileView, step: Step, clock: str = "cpu", colour_by: st
         colour_by: "self" or "total" time.
         collapsed: keys of the groups to draw collapsed; None: collapse deepest-first until
             about :data:`READABLE_UNITS` nodes remain (the first view).
+        reveal: a search (part of a node's name, any case): the groups around every node
+            that matches are expanded, so that the search can show it.
     Returns:
         An :class:`AutogradGraph`.
     """
@@ -252,6 +263,8 @@ def build_graph(view: ProfileView, step: Step, clock: str = "cpu", colour_by: st
         collapsed_set = _auto_collapse(st, items, keys, depth)
     else:
         collapsed_set = set(collapsed) & set(keys.values())
+    if reveal and reveal.strip():
+        collapsed_set -= _groups_around_matches(view, st, items, keys, reveal)
     # The drawn element of each item: itself, or the outermost collapsed group around it.
     element_of: dict[int, str] = {}
     collapsed_group_of: dict[int, int] = {}
@@ -313,6 +326,16 @@ def build_graph(view: ProfileView, step: Step, clock: str = "cpu", colour_by: st
                          sorted(keys.values()), sorted(collapsed_set), st.has_edges)
 
 
+def _groups_around_matches(view, st: _Step, items, keys: dict, query: str) -> set[str]:
+    """Keys of the groups that enclose a node whose label contains ``query`` (any case)."""
+    q = query.strip().lower()
+    out: set[str] = set()
+    for ev in items:
+        if q in _node_label(view, st, ev).lower():
+            out.update(keys[g] for g in st.chain[ev])
+    return out
+
+
 def _kind(view, st: _Step, ev: int) -> str:
     if int(view.data.event_columns["scope"][ev]) == Scope.FUNCTION:
         return "forward"
@@ -346,7 +369,10 @@ def _group_boxes(view, st: _Step, items, keys, collapsed, collapsed_group_of) ->
             if g == stop or keys[g] in collapsed:
                 break
             if g not in boxes:
-                data = {"id": f"g{g}", "label": _group_label(view, g), "kind": "group", "key": keys[g], "event": g}
+                # "members" empty: Cytoscape merges new data into an element of the same id,
+                # and this box may have been drawn as the collapsed group, with members.
+                data = {"id": f"g{g}", "label": _group_label(view, g), "kind": "group", "key": keys[g], "event": g,
+                        "members": ""}
                 if parent is not None:
                     data["parent"] = parent
                 boxes[g] = {"data": data, "classes": "group"}
@@ -401,30 +427,162 @@ def _layout(view, st: _Step, items, element_of) -> dict[str, tuple[float, float]
             before[a_].add(b_)
     rank = _ranks([s for s in slots if s not in accumulate], before) if st.has_edges else \
         {s: k for k, s in enumerate(s for s in slots if s not in accumulate)}
-    for s in accumulate:
-        rank[s] = min((rank[f] for f in feeders[s] if f in rank), default=1) - 1
-    low = min(rank.values(), default=0)
-    rows: dict[int, list[str]] = {}
-    for s in slots:
-        rows.setdefault(rank[s] - low, []).append(s)
-    x_of: dict[str, float] = {}
+    # Each slot sits in the innermost expanded group box around it (as its element's
+    # Cytoscape parent): the boxes are laid out as blocks, so that no two overlap.
+    box_of = {s: _box_chain(st.chain.get(first_ev[s], ()), element_of[first_ev[s]]) for s in slots}
+    width_of = {s: _slot_width(view, s, s in paired, element_of) for s in slots}
+    # An AccumulateGrad (a parameter) rides with the node that feeds it: to its right, half a
+    # row up, in the same box; one fed from another box stands alone in its feeder's row.
+    attached: dict[str, list] = {}
+    for s in sorted(accumulate, key=lambda s: int(cols["start_ns"][first_ev[s]])):
+        fed = sorted((f for f in feeders[s] if f in rank and f not in accumulate), key=lambda f: rank[f])
+        rank[s] = rank[fed[0]] if fed else 0
+        if fed and box_of[fed[0]] == box_of[s]:
+            attached.setdefault(fed[0], []).append(s)
+    placed = [s for s in slots if not any(s in a for a in attached.values())]
+    extent = {s: width_of[s] + sum(BLOCK_GAP / 2 + width_of[a] for a in attached.get(s, ())) for s in placed}
+    corner = _place_blocks(placed, rank, box_of, extent,
+                           start_of={s: int(cols["start_ns"][first_ev[s]]) for s in placed},
+                           risen={rank[s] for s in attached})
+    for s, accs in attached.items():
+        left, top = corner[s]
+        x = left + width_of[s] + BLOCK_GAP / 2
+        for a in accs:
+            corner[a] = (x, top - ACC_RISE)
+            x += width_of[a] + BLOCK_GAP / 2
     pos: dict[str, tuple[float, float]] = {}
-    for r in sorted(rows):
-        def key(s):
-            near = [x_of[p] for p in before[s] | feeders[s] if p in x_of]
-            return (st.chain.get(first_ev[s], ()), sum(near) / len(near) if near else 0.0, int(cols["start_ns"][first_ev[s]]))
-        row = sorted(rows[r], key=key)
-        for k, s in enumerate(row):
-            x_of[s] = (k - (len(row) - 1) / 2) * SLOT_W
     for ev in items:
         s, el = slot_of[ev], element_of[ev]
-        x, y = x_of[s], (rank[s] - low) * Y_GAP
+        left, top = corner[s]
+        y = top + ROW_H / 2
         if el != s:                      # a backward node beside its forward op
-            x += PAIR_DX / 2
+            x = left + NODE_W / 2 + PAIR_DX
         elif s in paired:
-            x -= PAIR_DX / 2             # a forward op with its backward node beside it
+            x = left + NODE_W / 2        # a forward op with its backward node beside it
+        else:
+            x = left + width_of[s] / 2
         pos[el] = (round(x, 1), round(y, 1))
     return pos
+
+
+def _box_chain(chain: tuple, element: str) -> tuple:
+    """The expanded group boxes around a slot, outermost first: its chain, cut at the
+    collapsed group that the slot is (``element`` "g<event>")."""
+    if element.startswith("g"):
+        g = int(element[1:])
+        return chain[:chain.index(g)] if g in chain else chain
+    return chain
+
+
+def _slot_width(view, s: str, paired: bool, element_of) -> float:
+    if paired:
+        return NODE_W + PAIR_DX
+    if s.startswith("g"):
+        return COLLAPSED_W
+    return ACCUMULATE_W if view.data.name_of(int(s[1:])) == "AccumulateGrad" else NODE_W
+
+
+@dataclass
+class _Block:
+    """A slot (``children`` None) or a group box being laid out: its rank range, the start
+    time of its first op (the order of ties), its width and its children."""
+
+    key: object
+    r0: int
+    r1: int
+    start: int
+    w: float = 0.0
+    children: list | None = None
+
+
+def _place_blocks(slots, rank, box_of, width_of, start_of, risen=frozenset()) -> dict[str, tuple[float, float]]:
+    """Top-left corners of the slots: a row per rank, top to bottom, and nested blocks across.
+
+    Inside a box, children (slots and child boxes) whose rank ranges overlap form a band and
+    stand side by side; bands follow one another down. A box is as wide as its widest band
+    plus padding, and the space between two rows grows by the padding and titles of the
+    boxes that end above it and begin below it: so sibling boxes never overlap, every box
+    holds exactly its own nodes, and a node always sits below the nodes of earlier ranks.
+    ``risen``: ranks whose row has AccumulateGrads drawn half a row up (the gap above grows).
+    """
+    root = _Block(None, 0, 0, 0, children=[])
+    boxes: dict[tuple, _Block] = {(): root}
+    for s in slots:
+        chain = box_of[s]
+        for d in range(1, len(chain) + 1):
+            if chain[:d] not in boxes:
+                box = boxes[chain[:d]] = _Block(chain[d - 1], 0, 0, 0, children=[])
+                boxes[chain[:d - 1]].children.append(box)
+        boxes[chain].children.append(_Block(s, rank[s], rank[s], start_of[s], w=width_of[s]))
+    _measure(root)
+    y_of = _row_tops(slots, rank, box_of, boxes, risen)
+    corner: dict[str, tuple[float, float]] = {}
+    _assign(root, 0.0, y_of, corner)
+    return corner
+
+
+def _row_tops(slots, rank, box_of, boxes, risen) -> dict[int, float]:
+    """The top of each rank's row: a row step apart, plus room for the boxes that close
+    under a row (their padding) and open above the next (padding and title), and for the
+    AccumulateGrads drawn half a row above the rows in ``risen``."""
+    opens: dict[int, int] = {}
+    closes: dict[int, int] = {}
+    for s in slots:
+        chain, r = box_of[s], rank[s]
+        prefixes = [boxes[chain[:d]] for d in range(1, len(chain) + 1)]
+        opens[r] = max(opens.get(r, 0), sum(b.r0 == r for b in prefixes))
+        closes[r] = max(closes.get(r, 0), sum(b.r1 == r for b in prefixes))
+    y_of, y, prev = {}, 0.0, None
+    for r in sorted(opens):
+        if prev is not None:
+            y += ROW_STEP + closes[prev] * BOX_PAD + opens[r] * (BOX_PAD + BOX_TITLE) + (ACC_RISE if r in risen else 0)
+        y_of[r] = y
+        prev = r
+    return y_of
+
+
+def _measure(block: _Block) -> None:
+    """Width and rank range of a box from its children (measured first)."""
+    for c in block.children:
+        if c.children is not None:
+            _measure(c)
+    kids = sorted(block.children, key=lambda c: (c.r0, c.start))
+    block.r0, block.r1 = min(c.r0 for c in kids), max(c.r1 for c in kids)
+    block.start = min(c.start for c in kids)
+    block.children = kids
+    inner_w = max(_band_width(band) for band in _bands(kids))
+    block.w = inner_w + (0.0 if block.key is None else 2 * BOX_PAD)
+
+
+def _bands(kids: list) -> list[list]:
+    """Children (sorted by first rank) grouped into runs whose rank ranges overlap."""
+    bands, last = [], None
+    for c in kids:
+        if bands and c.r0 <= last:
+            bands[-1].append(c)
+            last = max(last, c.r1)
+        else:
+            bands.append([c])
+            last = c.r1
+    return bands
+
+
+def _band_width(band: list) -> float:
+    return sum(c.w for c in band) + BLOCK_GAP * (len(band) - 1)
+
+
+def _assign(block: _Block, left: float, y_of: dict, corner: dict) -> None:
+    """Place a measured box's children from its left edge; record the slots' corners."""
+    pad = 0.0 if block.key is None else BOX_PAD
+    inner_w = block.w - 2 * pad
+    for band in _bands(block.children):
+        x = left + pad + (inner_w - _band_width(band)) / 2          # centred in the box
+        for c in band:
+            if c.children is None:
+                corner[c.key] = (x, y_of[c.r0])
+            else:
+                _assign(c, x, y_of, corner)
+            x += c.w + BLOCK_GAP
 
 
 def _ranks(slots: list[str], before: dict[str, set]) -> dict[str, int]:

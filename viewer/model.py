@@ -17,6 +17,7 @@ import numpy as np
 from gradtrace.profiler import ProfileData, Scope, columns
 from gradtrace.profiler.analysis import depth_levels
 from gradtrace.profiler.format import format_time
+from gradtrace.profiler.memory import memory_table
 
 __all__ = ["ProfileView", "GROUPINGS", "PHASES", "phase_of_events", "group_rows"]
 
@@ -361,41 +362,11 @@ class ProfileView:
     # ------------------------------------------------------------ memory
 
     def memory_by_op(self) -> list[dict]:
-        """Per op name: bytes its own allocations took (children not included), how much of
-        that was freed before the profile ended (wherever the free happened: a tensor is
-        usually freed outside the op that made it), what was still held (net), and the number
-        of allocations. A free is matched to its allocation by device and address."""
-        data, a = self.data, self.data.analysis
-        mem = data.memory_columns
-        ev = a.memory_event
-        b = mem["bytes"]
-        allocs = (ev >= 0) & (b > 0)
-        if not allocs.any():
-            return []
-        freed_bytes = np.zeros(len(b), dtype=np.float64)     # per allocation record
-        order = np.lexsort((mem["time_ns"], mem["addr"], mem["device_id"]))
-        same = ((mem["device_id"][order][1:] == mem["device_id"][order][:-1])
-                & (mem["addr"][order][1:] == mem["addr"][order][:-1]))
-        # A free whose previous record at the same address is an allocation frees that one.
-        pair = same & (b[order][1:] < 0) & (b[order][:-1] > 0)
-        freed_bytes[order[:-1][pair]] = b[order[:-1][pair]]
-        name_of_record = data.event_columns["name_id"][ev[allocs]]
-        names, inv = np.unique(name_of_record, return_inverse=True)
-        inv = inv.reshape(-1)
-        alloc = np.bincount(inv, weights=b[allocs], minlength=len(names))
-        freed = np.bincount(inv, weights=freed_bytes[allocs], minlength=len(names))
-        n_alloc = np.bincount(inv, minlength=len(names))
-        merged: dict[str, dict] = {}
-        for nm, al, fr, na in zip(names, alloc, freed, n_alloc):
-            name = data.strings[int(nm)]
-            if name.startswith("ProfilerStep#"):
-                name = "ProfilerStep#*"         # merged, as in the operator tables
-            row = merged.setdefault(name, {"name": name, "allocated": 0, "freed": 0, "net": 0, "allocations": 0})
-            row["allocated"] += int(al)
-            row["freed"] += int(fr)
-            row["net"] += int(al - fr)
-            row["allocations"] += int(na)
-        return sorted(merged.values(), key=lambda r: -r["allocated"])
+        """Per op name: bytes its own allocations took (children not included), split by kind,
+        how much of that was freed before the profile ended (wherever the free happened: a
+        tensor is usually freed outside the op that made it), what was still held (net), and
+        the number of allocations (:func:`profiler.memory.memory_table`)."""
+        return memory_table(self.data, "op")
 
     def memory_devices(self) -> list[str]:
         dev = self.data.memory_columns["device_id"]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from ..tensor import Tensor, _to_array
 from .. import backend
+from .. import memory as _memory
+from .. import record_function as _rf
 
 
 class Parameter(Tensor):
@@ -18,6 +20,8 @@ class Parameter(Tensor):
             data = []
         arr = _to_array(data, None, None)
         Tensor._init(self, arr, False, None, 0, [0], backend.device_of_array(arr))
+        if _rf.STATE.memory:
+            _memory.classify(arr, _memory.Category.PARAMETER, first_seen=True)
         if requires_grad:
             self.requires_grad_(True)
 

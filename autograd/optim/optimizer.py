@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 
 from .. import backend
+from .. import memory as _memory
 from .. import record_function as _rf
 from ..grad_mode import no_grad
 from ..tensor import Tensor
@@ -99,7 +100,23 @@ class Optimizer:
         with no_grad():
             for group in self.param_groups:
                 self._step_group(group)
+        if _RF.memory:
+            self._classify_memory()
         return loss
+
+    def _classify_memory(self) -> None:
+        """Tell the memory profiler what the optimizer holds: its parameters, their gradients
+        and its state (first seen here when made before the profiler started, or by this
+        step's update: the state is plain arrays, which no tensor reported)."""
+        category = _memory.Category
+        for group in self.param_groups:
+            for p in group["params"]:
+                _memory.classify(p._data, category.PARAMETER, first_seen=True)
+                if p.grad is not None:
+                    _memory.classify(p.grad._data, category.GRADIENT, first_seen=True)
+                for value in self.state.get(p, {}).values():
+                    if hasattr(value, "nbytes") and hasattr(value, "shape"):
+                        _memory.classify(value, category.OPTIMIZER_STATE, first_seen=True)
 
     def _step_group(self, group):
         raise NotImplementedError

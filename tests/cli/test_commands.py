@@ -182,6 +182,33 @@ def test_table_width_follows_columns_and_names_are_shortened(demo_profile):
     assert all(len(n) <= 160 for n in full)
 
 
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_table_memory_splits_by_kind_and_fits_the_terminal(demo_profile, width):
+    res = run_cli("table", demo_profile, "--memory", env=cli_env(COLUMNS=str(width)))
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert max(map(len, out.splitlines())) <= width
+    assert "Memory by kind" in out and "Memory by op" in out and "peak on cpu:" in out
+    kinds = [line.split()[1] for line in out.split("Memory by op")[0].splitlines() if line.startswith("cpu ")]
+    assert {"parameter", "optimizer", "gradient", "activation", "temporary"} <= set(kinds)
+    assert "AccumulateGrad" in out
+    by_module = run_cli("table", demo_profile, "--memory", "--group-by", "module").stdout
+    assert "Memory by module" in by_module and "Linear" in by_module
+
+
+def test_table_memory_json_adds_up(demo_profile):
+    res = json.loads(run_cli("table", demo_profile, "--memory", "--json", "--limit", "0").stdout)
+    kinds = {k["kind"]: k for k in res["by_kind"]}
+    assert {"parameter", "gradient", "activation", "temporary"} <= set(kinds)
+    assert kinds["activation"]["freed"] == kinds["activation"]["allocated"] > 0
+    fixed = ("name", "allocated", "freed", "net", "allocations")
+    for row in res["rows"]:
+        assert row["allocated"] == sum(v for k, v in row.items() if k not in fixed)
+        assert row["net"] == row["allocated"] - row["freed"]
+    acc = next(r for r in res["rows"] if r["name"] == "AccumulateGrad")
+    assert acc["gradient"] == acc["allocated"]
+
+
 def test_diff_end_to_end(demo_profile, tmp_path):
     other = tmp_path / "b.gtprof"
     assert run_cli("demo", "mlp", "--steps", "1", "--out", other).returncode == 0
@@ -230,6 +257,7 @@ BAD = [
     ("sort memory unrecorded", lambda p, t: ["table", p, "--sort", "cpu_memory_usage"], "--memory"),
     ("diff sort cuda unrecorded", lambda p, t: ["diff", p, p, "--sort", "cuda_time_total"], "cuda activity"),
     ("group by module unrecorded", lambda p, t: ["table", p, "--group-by", "module"], "--with-modules"),
+    ("memory unrecorded", lambda p, t: ["table", p, "--memory"], "record it with --memory"),
     ("forward-op unknown sort", lambda p, t: ["table", p, "--group-by", "forward-op", "--sort", "flops"],
      "for forward-op rows"),
     ("negative limit", lambda p, t: ["table", p, "--limit", "-3"], "--limit: must be 0"),

@@ -9,7 +9,7 @@ import pytest
 import gradtrace.autograd as ag
 from gradtrace import profiler
 from gradtrace.profiler import ProfileFormatError
-from gradtrace.profiler.fileformat import MAGIC
+from gradtrace.profiler.fileformat import MAGIC, SCHEMA_VERSION
 from gradtrace.profiler.validate import validate_profile
 
 
@@ -77,7 +77,7 @@ def test_graph_round_trips_exactly(tmp_path):
             got = getattr(loaded, table)[name]
             assert got.dtype == col.dtype
             np.testing.assert_array_equal(got, col)
-    assert loaded.metadata["schema_version"] == 2
+    assert loaded.metadata["schema_version"] == SCHEMA_VERSION
 
 
 def test_version_1_file_loads_without_a_graph(tmp_path):

@@ -174,8 +174,10 @@ def test_grid_byte_formatter_spells_units_as_python():
 
 
 def test_every_column_kind_and_need_is_known():
-    needs = {"", "cuda", "memory", "cuda_memory", "shapes", "stack", "flops", "module", "device", "scope"}
+    needs = {"", "cuda", "memory", "memory_kinds", "cuda_memory", "shapes", "stack", "flops", "module", "device",
+             "scope"}
     for spec in columns.COLUMNS.values():
         assert spec.kind in columns.KINDS and spec.needs in needs, spec
-    for ids in (columns.OPERATOR_COLUMNS, columns.FORWARD_BACKWARD_COLUMNS, columns.MODULE_COLUMNS):
+    for ids in (columns.OPERATOR_COLUMNS, columns.FORWARD_BACKWARD_COLUMNS, columns.MODULE_COLUMNS,
+                columns.MEMORY_COLUMNS, columns.MEMORY_KIND_COLUMNS):
         assert all(i in columns.COLUMNS for i in ids)

@@ -83,3 +83,28 @@ def test_record_function_with_a_cpu_device_is_a_plain_range():
             ag.ones(3) + 1.0
     rows = {r.key: r for r in prof.key_averages()}
     assert rows["load"].count == 1 and rows["load"].self_cuda_time_total == 0
+
+
+@pytest.mark.cuda
+def test_cuda_memory_kinds_of_an_adam_step():
+    """On the GPU too, parameters, gradients, optimizer state and activations get their kind
+    (the pool's pointer is the allocation's address)."""
+    from gradtrace.autograd import nn, optim
+    from gradtrace.profiler.memory import kind_summary
+    from gradtrace.profiler.records import MemoryCategory as K
+
+    with profiler.profile(activities=["cpu", "cuda"], profile_memory=True) as prof:
+        model = nn.Sequential(nn.Linear(64, 64, device="cuda"), nn.ReLU(), nn.Linear(64, 8, device="cuda"))
+        opt = optim.Adam(model.parameters(), lr=1e-3)
+        model(ag.randn(32, 64, device="cuda")).relu().sum().backward()
+        opt.step()
+    data = prof.profile_data
+    cuda = next(d for d in set(data.memory_columns["device_id"].tolist()) if data.strings[d].startswith("cuda"))
+    rows, _ = kind_summary(data.memory_columns, data.memory_kinds, cuda)
+    by = {r.kind: r for r in rows}
+    params = sum(p.data.nbytes for p in model.parameters())
+    # The pool rounds sizes up (512-byte blocks): at least the tensors' bytes, never less.
+    assert by[K.PARAMETER].max_live >= params
+    assert by[K.GRADIENT].max_live >= params
+    assert by[K.OPTIMIZER_STATE].max_live >= 2 * params
+    assert by[K.ACTIVATION].allocated > 0

@@ -260,14 +260,27 @@ def test_autograd_graph_click_node(dash_duo, profiles, shot):
 
 
 def test_memory(dash_duo, profiles, shot):
+    """The Memory page stacks live bytes by kind (torch's memory timeline) and splits the
+    peak, the ops and the modules by kind."""
     app = viewer.create_app(profiles["cnn"])
     start(dash_duo, app, "/memory")
     traces = wait_until(lambda: plot_traces(dash_duo, "mem-figure"), what="memory figure")
-    assert any(name == "cpu" for _, name, _ in traces) and any(name.startswith("peak") for _, name, _ in traces)
+    names = [name for _, name, _ in traces]
+    assert {"parameter", "optimizer state", "gradient", "activation", "temporary"} <= set(names), names
+    assert any(name.startswith("peak") for name in names)
+    stacked = dash_duo.driver.execute_script(
+        "return document.querySelector('#mem-figure .js-plotly-plot')._fullData.map(t => t.stackgroup || '')")
+    assert stacked.count("kinds") == len(names) - 1        # every kind in one stack; the peak marker not
     wait_until(lambda: grid_rows(dash_duo, "mem-grid"), what="memory by op rows")
-    assert "peak" in dash_duo.find_element("#page-memory").text
+    gradient = wait_until(lambda: grid_column(dash_duo, "mem-grid", "gradient"), what="gradient column")
+    assert sum(gradient) > 0
+    wait_until(lambda: grid_rows(dash_duo, "mem-module-grid"), what="memory by module rows")
+    text = dash_duo.find_element("#page-memory").text
+    assert "peak" in text and "at the peak" in text and "optimizer state" in text
     assert_clean(dash_duo)
     shot("memory")
+    dash_duo.driver.execute_script("document.querySelector('#mem-grid').scrollIntoView()")
+    shot("memory-tables")
 
 
 def test_compare_upload(dash_duo, profiles, shot):
@@ -397,3 +410,4 @@ def test_memory_freed_column_and_header_text(dash_duo, profiles, shot):
     assert "reads files up to" in header and "·" not in header
     assert_clean(dash_duo)
     shot("memory-freed")
+

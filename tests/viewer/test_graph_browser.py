@@ -105,6 +105,66 @@ def test_graph_opens_readable_and_reacts(dash_duo, gpt, shot):
     assert_clean(dash_duo)
 
 
+def _group_overlaps(dash_duo) -> list:
+    """Pairs of group boxes, neither inside the other, whose drawn boxes (titles included)
+    overlap."""
+    return _cy(dash_duo, """
+        const boxes = cy.nodes('.group').map(g => [g, g.boundingBox({includeLabels: true})]);
+        const out = [];
+        for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+          const [a, p] = boxes[i], [b, q] = boxes[j];
+          if (a.ancestors().contains(b) || b.ancestors().contains(a)) continue;
+          if (p.x1 < q.x2 && q.x1 < p.x2 && p.y1 < q.y2 && q.y1 < p.y2) out.push([a.data('label'), b.data('label')]);
+        }
+        return out;""")
+
+
+def test_search_opens_collapsed_groups_and_group_boxes_never_overlap(dash_duo, gpt, shot):
+    app = viewer.create_app(gpt)
+    start(dash_duo, app, "/graph")
+    _ready(dash_duo)
+    assert _group_overlaps(dash_duo) == []
+    # A name that only a collapsed group holds in the first view.
+    hidden = _cy(dash_duo, """
+        const shown = new Set(cy.nodes().filter(n => !n.isParent() && !n.hasClass('collapsed')).map(n => n.data('label')));
+        for (const g of cy.nodes('.collapsed')) for (const m of g.data('members').split(' '))
+          if (!shown.has(m) && m.endsWith('Backward0')) return m;
+        return null;""")
+    assert hidden, "the first view should hide some backward node in a collapsed group"
+    search = dash_duo.find_element("#gr-search")
+    search.send_keys(hidden + "\n")
+    # The groups around it open; it is marked, selected and in view.
+    found = wait_until(lambda: _cy(dash_duo, f"""
+        const n = cy.nodes('.found:selected').filter(n => n.data('label') === '{hidden}')[0];
+        if (!n) return null;
+        const p = n.renderedPosition();
+        return [p.x > 0 && p.x < cy.width() && p.y > 0 && p.y < cy.height(), n.parent().length];"""),
+        what=f"{hidden} revealed and selected",
+        show=lambda: _cy(dash_duo, "return [cy.nodes('.found').map(n => n.data('label')), cy.nodes('.collapsed').length]"))
+    assert found[0], _cy(dash_duo, f"const n = cy.nodes('.found:selected')[0]; return [n.data('label'), n.renderedPosition(), cy.width(), cy.height(), cy.zoom(), cy.pan()]")
+    assert f"for \u201c{hidden}\u201d" in dash_duo.find_element("#gr-search-status").text
+    assert _group_overlaps(dash_duo) == []
+    shot("graph_gpt_search_opens_group")
+
+    # Every group open: boxes nest, side by side or one under the other, never overlapping.
+    search.send_keys(Keys.CONTROL, "a")
+    search.send_keys(Keys.BACKSPACE, "\n")
+    wait_until(lambda: dash_duo.find_element("#gr-search-status").text == "", what="search cleared")
+    dash_duo.find_element("#gr-expand").click()
+    wait_until(lambda: _cy(dash_duo, "return cy.nodes('.collapsed').length;") == 0, what="expanded",
+               show=lambda: [dash_duo.find_element("#gr-status").text, dash_duo.find_element("#gr-search-status").text,
+                             _cy(dash_duo, "return cy.nodes('.collapsed').map(n => [n.id(), n.data('kind'), n.isParent()])")])
+    n_groups = _cy(dash_duo, "return cy.nodes('.group').length;")
+    assert n_groups > 20
+    assert _group_overlaps(dash_duo) == []
+    # The top of the first TransformerBlock at a zoom where labels are still legible.
+    _cy(dash_duo, "const bb = cy.nodes('.group').filter(g => g.data('label') === 'TransformerBlock')[0].boundingBox();"
+                  "cy.zoom(0.55); cy.pan({x: cy.width() / 2 - (bb.x1 + bb.x2) / 2 * 0.55, y: 20 - bb.y1 * 0.55});"
+                  "return 1;")
+    shot("graph_gpt_groups_expanded")
+    assert_clean(dash_duo)
+
+
 def test_graph_100_steps(dash_duo, gpt100, shot):
     app = viewer.create_app(gpt100)
     start(dash_duo, app, "/graph")

@@ -9,7 +9,8 @@ window.dash_clientside.gradtrace = Object.assign(window.dash_clientside.gradtrac
     return el && el._cyreg && el._cyreg.cy;
   },
 
-  // Called when the elements change: after Cytoscape has drawn them, set the view.
+  // Called when the elements change: after Cytoscape has drawn them, set the view (on the
+  // search's first match while a search is on).
   graphView: function (elements) {
     var self = window.dash_clientside.gradtrace;
     setTimeout(function () {
@@ -21,34 +22,49 @@ window.dash_clientside.gradtrace = Object.assign(window.dash_clientside.gradtrac
       var z = Math.max(0.45, Math.min(1.1, (cy.width() - 40) / Math.max(bb.w, 1)));
       cy.zoom(z);
       cy.pan({x: (cy.width() - bb.w * z) / 2 - bb.x1 * z, y: 16 - bb.y1 * z});
+      self.markSearch(cy, true);
     }, 60);
     return window.dash_clientside.no_update;
   },
 
-  // Highlight every node whose name (or a collapsed group's member names) contains the
-  // query, and centre the first one. Returns the count for the status line.
-  graphSearch: function (query, elements) {
-    var cy = window.dash_clientside.gradtrace.graphCy();
-    if (!cy) { return ""; }
-    cy.resize();
+  // Mark every node whose name (or a collapsed group's member names) contains the search;
+  // with ``centre``, select the first match and centre it.
+  markSearch: function (cy, centre) {
+    var q = window.dash_clientside.gradtrace._query || "";
     cy.nodes().removeClass("found");
-    var q = (query || "").trim().toLowerCase();
-    if (!q) { return ""; }
-    var hits = cy.nodes().filter(function (n) {
-      var label = String(n.data("label") || "").toLowerCase();
-      var members = String(n.data("members") || "").toLowerCase();
-      return label.indexOf(q) >= 0 || members.indexOf(q) >= 0;
-    });
+    if (!q) { return; }
+    var hits = cy.nodes().filter(function (n) { return window.dash_clientside.gradtrace.matches(n.data(), q); });
     hits.addClass("found");
-    if (hits.length) {
-      // A node named so first; else a collapsed group holding one.
-      var named = hits.filter(function (n) { return !n.isParent() && String(n.data("label")).toLowerCase().indexOf(q) >= 0; });
-      var first = named[0] || hits.filter(function (n) { return !n.isParent(); })[0] || hits[0];
-      cy.zoom(Math.max(cy.zoom(), 0.9));
-      cy.center(first);
-      cy.nodes().unselect();
-      first.select();
-    }
-    return hits.length + " match" + (hits.length === 1 ? "" : "es") + " for \u201c" + query + "\u201d";
+    if (!hits.length || !centre) { return; }
+    // A node named so first; else a collapsed group holding one.
+    var named = hits.filter(function (n) { return !n.isParent() && String(n.data("label")).toLowerCase().indexOf(q) >= 0; });
+    var first = named[0] || hits.filter(function (n) { return !n.isParent(); })[0] || hits[0];
+    cy.zoom(Math.max(cy.zoom(), 0.9));
+    cy.center(first);
+    cy.nodes().unselect();
+    first.select();
+  },
+
+  matches: function (data, q) {
+    return String(data.label || "").toLowerCase().indexOf(q) >= 0 ||
+           String(data.members || "").toLowerCase().indexOf(q) >= 0;
+  },
+
+  // The search box: a new search has the server expand the groups around what it finds
+  // (new elements, then graphView centres the first match); the marks are set here too, for
+  // a search that opened nothing. Returns the count for the status line, counted in the
+  // elements given.
+  graphSearch: function (query, elements) {
+    var self = window.dash_clientside.gradtrace;
+    var q = (query || "").trim().toLowerCase();
+    var isNew = q !== self._query;
+    self._query = q;
+    setTimeout(function () {
+      var cy = self.graphCy();
+      if (cy) { cy.resize(); self.markSearch(cy, isNew); }
+    }, 60);
+    if (!q) { return ""; }
+    var n = (elements || []).filter(function (e) { return !e.data.source && self.matches(e.data, q); }).length;
+    return n + " match" + (n === 1 ? "" : "es") + " for \u201c" + query + "\u201d";
   }
 });

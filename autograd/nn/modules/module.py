@@ -6,6 +6,7 @@ from collections import OrderedDict, namedtuple
 import numpy
 
 from ... import backend
+from ... import memory as _memory
 from ... import record_function as _rf
 from ...hooks import register
 from ...tensor import Tensor
@@ -237,6 +238,8 @@ class Module:
                 t._data = data
                 t._device = backend.device_of_array(data)
                 t._vc[0] += 1
+                if _RF.memory and isinstance(t, Parameter):
+                    _memory.classify(data, _memory.Category.PARAMETER, first_seen=True)
                 if t.grad is not None:
                     t.grad = t.grad.to(t._device, dtype=data.dtype)
 
