@@ -39,3 +39,12 @@ def test_new_factories_take_dtype_and_device_from_self():
     assert x.new_empty(4, dtype=ag.int64).dtype == ag.int64
     t = x.new_tensor([1, 2], requires_grad=True)
     assert t.dtype == ag.float64 and t.requires_grad and t.is_leaf
+
+
+def test_nbytes_and_element_size_as_torch():
+    # torch: torch.zeros(3, 4).nbytes == 48, .element_size() == 4; float64: 8 per element.
+    x = ag.zeros(3, 4)
+    assert x.nbytes == 48 and x.element_size() == 4
+    assert ag.zeros(5, dtype=ag.float64).nbytes == 40
+    p = ag.nn.Parameter(ag.zeros(2, 2))
+    assert p.data.nbytes == 16   # p.data is a tensor sharing p's storage
