@@ -64,28 +64,6 @@ def stop_tracking() -> None:
         _remove_cuda_hook = None
 
 
-class Category(enum.IntEnum):
-    """What an allocation holds: ``torch.profiler._memory_profiler.Category``'s names and
-    values; 0 is "not classified" (an allocation reported before its kind is known)."""
-
-    NONE = 0
-    INPUT = 1
-    TEMPORARY = 2
-    ACTIVATION = 3
-    GRADIENT = 4
-    AUTOGRAD_DETAIL = 5
-    PARAMETER = 6
-    OPTIMIZER_STATE = 7
-
-
-# When one allocation is reported as several kinds, the strongest is kept (higher wins): a
-# parameter or a gradient saved for backward stays a parameter or a gradient. The profiler's
-# analysis (profiler/memory.py) applies the same order to the records.
-_STRENGTH = {Category.NONE: 0, Category.TEMPORARY: 1, Category.AUTOGRAD_DETAIL: 2, Category.INPUT: 3,
-             Category.ACTIVATION: 4, Category.GRADIENT: 5, Category.OPTIMIZER_STATE: 6,
-             Category.PARAMETER: 7}
-
-
 def track(array, dev) -> None:
     """Report a CPU array that owns its memory, and its free when it is collected."""
     if dev.type != "cpu" or getattr(array, "base", None) is not None:
