@@ -823,11 +823,19 @@ def regenerate_view_grad_fn(view, fn):
         out = op.fwd(dev.xp, data, **attrs) if attrs else op.fwd(dev.xp, data)
         cur = _record(op, (cur,), (data,), attrs, 1, -1, dev, ops, out, [0])
         data = out
+    old, old_nr = fn, view._output_nr
     fn = cur.grad_fn
     view.grad_fn = fn
     view._output_nr = 0
     view.requires_grad = True
     view._attr_version = version
+    # retain_grad follows the tensor's current value onto the new node, as PyTorch's
+    # update_tensor_hooks_on_new_gradfn moves it; hooks registered before stay on the old
+    # node and see the gradient of the old value (PyTorch's documented behaviour).
+    ex = old._extra if old is not None else None
+    if ex is not None and ex.retains_grad_hooks and ex.retains_grad_hooks.get(old_nr) is view:
+        del ex.retains_grad_hooks[old_nr]
+        fn._add_retains_grad_hook(0, view)
     return fn
 
 

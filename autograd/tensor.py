@@ -417,6 +417,11 @@ class View(Tensor):
     def requires_grad(self, value):
         _REQUIRES_GRAD.__set__(self, value)
 
+    def detach_(self):
+        # Detaching a view in place would cut the history its base shares (PyTorch refuses
+        # it for every view, with these words).
+        raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+
 
 def _is_dtype(value) -> bool:
     """Whether a positional argument of ``Tensor.to`` names a dtype (not a device)."""

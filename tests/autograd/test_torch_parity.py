@@ -532,3 +532,34 @@ def test_forward_mode_tangents_follow_in_place_ops_through_views():
         c[1].copy_(p[0] * 3)
         np.testing.assert_array_equal(fwAD.unpack_dual(c).tangent.numpy(), [[0] * 3, [3] * 3])
         np.testing.assert_array_equal(fwAD.unpack_dual(w).tangent.numpy(), [3, 3, 3])
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_detach_in_place_on_a_view_raises_as_torch(requires_grad):
+    # torch 2.13: b[0:2].detach_() raises "Can't detach views in-place. Use detach()
+    # instead." whether or not the base requires grad; detach() (out of place) works.
+    b = ag.zeros(3, requires_grad=True) * 1 if requires_grad else ag.zeros(3)
+    v = b[0:2]
+    with pytest.raises(RuntimeError, match="Can't detach views in-place"):
+        v.detach_()
+    d = v.detach()
+    assert not d.requires_grad and d.shape == (2,)
+    b.sum()                       # the base is untouched and still usable
+
+
+def test_retain_grad_on_a_view_follows_its_regenerated_grad_fn():
+    # torch 2.13, x = ones(2, 3) float64: b = x*1; v = b[:, 0]; v.retain_grad();
+    # v.register_hook(h); b.mul_(2); (v * [1, 10]).sum().backward() gives v.grad = [1, 10],
+    # x.grad[:, 0] = [2, 20], and h is not called (a hook registered before the in-place
+    # stays on the old grad_fn, which the backward no longer reaches).
+    x = ag.ones(2, 3, dtype=ag.float64, requires_grad=True)
+    b = x * 1
+    v = b[:, 0]
+    v.retain_grad()
+    seen = []
+    v.register_hook(lambda g: seen.append(g))
+    b.mul_(2)
+    (v * ag.tensor([1.0, 10.0], dtype=ag.float64)).sum().backward()
+    assert v.grad.tolist() == [1.0, 10.0]
+    assert x.grad.tolist() == [[2.0, 0.0, 0.0], [20.0, 0.0, 0.0]]
+    assert seen == []
