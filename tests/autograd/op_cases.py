@@ -158,6 +158,16 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
+def _gelu_backward(g, a, approximate):
+    return ag.ops.apply_op(ag.OPS["gelu_backward"], (g, a), {"approximate": approximate})
+
+
+def _gelu_tanh_grad(g, a):
+    k, c = np.sqrt(2 / np.pi), 0.044715
+    t = np.tanh(k * (a + c * a ** 3))
+    return g * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * k * (1 + 3 * c * a * a))
+
+
 def _bools(*shape):
     return lambda rng: rng.uniform(size=shape) > 0.5
 
@@ -361,6 +371,13 @@ CASES += [
     OpCase("gelu", lambda a: AF.gelu(a, approximate="tanh"),
            lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3))),
            ins(rnd(3, 4)), name="gelu_tanh"),
+    # gelu's backward is itself an op (PyTorch's gelu_backward): its cases check the second
+    # and third derivatives of gelu through it.
+    OpCase("gelu_backward", lambda g, a: _gelu_backward(g, a, "none"),
+           lambda g, a: g * (0.5 * (1 + _erf(a / np.sqrt(2))) + a * np.exp(-a * a / 2) / np.sqrt(2 * np.pi)),
+           ins(rnd(3, 4), rnd(3, 4))),
+    OpCase("gelu_backward", lambda g, a: _gelu_backward(g, a, "tanh"), _gelu_tanh_grad,
+           ins(rnd(3, 4), rnd(4)), name="gelu_backward_tanh_broadcast"),
     OpCase("silu", lambda a: AF.silu(a), lambda a: a / (1 + np.exp(-a)), ins(rnd(3, 4))),
     OpCase("softplus", lambda a: AF.softplus(a), lambda a: np.log1p(np.exp(a)), ins(rnd(3, 4))),
     OpCase("softplus", lambda a: AF.softplus(a * 10, beta=2.0, threshold=5.0),
@@ -524,6 +541,9 @@ CASES += [
            name="linear_1d_nobias"),
     OpCase("linear", lambda x, w: AF.linear(x.T, w), lambda x, w: x.T @ w.T, ins(rnd(4, 3), rnd(2, 4)),
            name="linear_noncontig"),
+    OpCase("linear", lambda x, w: AF.linear(x.transpose(0, 1), w),
+           lambda x, w: x.transpose(1, 0, 2) @ w.T, ins(rnd(3, 2, 4), rnd(5, 4)),
+           name="linear_3d_noncontig"),
     OpCase("conv2d", lambda x, w, b: AF.conv2d(x, w, b, stride=2, padding=1),
            lambda x, w, b: _conv2d_ref(x, w, b, 2, 1, 1, 1), ins(rnd(2, 3, 7, 6), rnd(4, 3, 3, 3), rnd(4)),
            covers=("im2col", "col2im")),
