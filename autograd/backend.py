@@ -12,6 +12,8 @@ import threading
 
 import numpy
 
+from . import host_malloc
+
 __all__ = [
     "Device", "device", "cuda_is_available", "device_count", "Stream", "Event",
     "current_stream", "set_current_stream", "elapsed_ns", "synchronize", "CPU_STREAM",
@@ -193,6 +195,8 @@ class Device:
 
 
 CPU = Device("cpu", 0, numpy)
+# NumPy's temporaries come from malloc: keep freed blocks for reuse (see host_malloc).
+host_malloc.tune_unless_disabled()
 _devices: dict[str, Device] = {"cpu": CPU}
 _devices_lock = threading.Lock()
 
