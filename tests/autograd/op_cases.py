@@ -130,6 +130,8 @@ CASES: list[OpCase] = [
     OpCase("index", lambda a: a[1:, ::2], lambda a: a[1:, ::2], ins(rnd(4, 5))),
     OpCase("index", lambda a: a[np.array([0, 2, 0])], lambda a: a[np.array([0, 2, 0])],
            ins(rnd(4, 3)), name="index_repeated", covers=("index_backward",)),
+    OpCase("index", lambda a: a[np.array([-1, 3, 0, -1])], lambda a: a[np.array([-1, 3, 0, -1])],
+           ins(rnd(4, 3)), name="index_negative_aliases"),
     OpCase("index", lambda a, m: a[m], lambda a, m: a[m],
            ins(rnd(3, 4), lambda rng: rng.uniform(size=(3, 4)) > 0.5), nondiff=(1,), name="index_mask"),
     OpCase("index", lambda a: a[1, :, None], lambda a: a[1, :, None], ins(rnd(3, 4)), name="index_int_none"),
