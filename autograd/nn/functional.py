@@ -281,24 +281,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     return _affine(out, weight, bias, shape)
 
 
-@defcomposite("layer_norm")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):  # noqa: A002
-    """Normalize over the last ``len(normalized_shape)`` dims."""
+    """Normalize over the last ``len(normalized_shape)`` dims (one primitive, see ops/nn.py)."""
     normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(normalized_shape)
     if tuple(input.shape[input.ndim - k:]) != normalized_shape:
         raise RuntimeError(f"layer_norm: input of shape {list(input.shape)} does not end with "
                            f"normalized_shape {list(normalized_shape)}")
-    dims = tuple(range(input.ndim - k, input.ndim))
-    mean = input.mean(dim=dims, keepdim=True)
-    centered = input - mean
-    var = (centered * centered).mean(dim=dims, keepdim=True)
-    out = centered * ops.rsqrt(var + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    return _call("layer_norm", input, weight, bias, normalized_shape=normalized_shape, eps=eps)
 
 
 @defcomposite("group_norm")

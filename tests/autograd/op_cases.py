@@ -584,6 +584,12 @@ CASES += [
            lambda x, w, b: _ln_ref(x, (-1,)) * w + b, ins(rnd(2, 3, 4), rnd(4), rnd(4))),
     OpCase("layer_norm", lambda x: AF.layer_norm(x, (3, 4)), lambda x: _ln_ref(x, (-2, -1)), ins(rnd(2, 3, 4)),
            name="layer_norm_2d"),
+    OpCase("layer_norm", lambda x, w: AF.layer_norm(x, (3, 4), w, eps=0.1),
+           lambda x, w: (x - x.mean(axis=(-2, -1), keepdims=True))
+           / np.sqrt(x.var(axis=(-2, -1), keepdims=True) + 0.1) * w,
+           ins(rnd(2, 3, 4), rnd(3, 4)), name="layer_norm_2d_weight_eps"),
+    OpCase("layer_norm", lambda x, b: AF.layer_norm(x, 4, None, b),
+           lambda x, b: _ln_ref(x, (-1,)) + b, ins(rnd(3, 4), rnd(4)), name="layer_norm_bias_only"),
     OpCase("group_norm", lambda x, w, b: AF.group_norm(x, 2, w, b),
            lambda x, w, b: _gn_ref(x, 2) * w[:, None, None] + b[:, None, None], ins(rnd(2, 4, 3, 2), rnd(4), rnd(4))),
     OpCase("dropout", lambda x: AF.dropout(x, 0.4, generator=np.random.default_rng(7)),

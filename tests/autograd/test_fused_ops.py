@@ -1,0 +1,56 @@
+"""Ops made primitives for speed (issue 17) give the values of the composites they replaced,
+within float32 rounding, forward and backward. Each old composite is written here once, from
+the primitives it used; gradients of the new ops are checked in test_ops.py's table."""
+import numpy as np
+import pytest
+
+import gradtrace.autograd as ag
+from gradtrace.autograd import ops
+from gradtrace.autograd.nn import functional as F
+
+RNG = np.random.default_rng(0)
+EPS32 = np.finfo(np.float32).eps
+
+
+def _old_layer_norm(x, shape, w, b, eps=1e-5):
+    dims = tuple(range(x.ndim - len(shape), x.ndim))
+    mean = x.mean(dim=dims, keepdim=True)
+    centered = x - mean
+    var = (centered * centered).mean(dim=dims, keepdim=True)
+    out = centered * ops.rsqrt(var + eps)
+    return out * w + b
+
+
+def _values_and_grads(fn, arrays, cotangent_seed=1):
+    ts = [ag.tensor(a, requires_grad=True) for a in arrays]
+    out = fn(*ts)
+    cot = np.random.default_rng(cotangent_seed).standard_normal(out.shape).astype(out.dtype)
+    out.backward(ag.tensor(cot))
+    return [out.detach().numpy()] + [t.grad.numpy() for t in ts]
+
+
+# (new, old, inputs, tolerance in float32 eps relative to each result's largest magnitude)
+CASES = [
+    ("layer_norm", lambda x, w, b: F.layer_norm(x, (32,), w, b),
+     lambda x, w, b: _old_layer_norm(x, (32,), w, b),
+     [RNG.standard_normal((4, 8, 32)) * 3 + 1, RNG.standard_normal(32), RNG.standard_normal(32)],
+     4),
+]
+
+
+@pytest.mark.parametrize("name, new, old, arrays, tol", CASES, ids=[c[0] for c in CASES])
+def test_float32_matches_the_old_composite(name, new, old, arrays, tol):
+    arrays = [a.astype(np.float32) for a in arrays]
+    got, want = _values_and_grads(new, arrays), _values_and_grads(old, arrays)
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32
+        scale = float(np.abs(w).max())
+        np.testing.assert_allclose(g, w, rtol=0, atol=tol * EPS32 * scale)
+
+
+def test_layer_norm_is_one_node():
+    x = ag.tensor(RNG.standard_normal((2, 4)), requires_grad=True)
+    w = ag.tensor(np.ones(4), requires_grad=True)
+    y = F.layer_norm(x, 4, w)
+    assert y.grad_fn.name() == "NativeLayerNormBackward0"
+    assert [e[0].name() for e in y.grad_fn.next_edges if e] == ["AccumulateGrad"] * 2
