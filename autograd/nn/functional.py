@@ -288,7 +288,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     if tuple(input.shape[input.ndim - k:]) != normalized_shape:
         raise RuntimeError(f"layer_norm: input of shape {list(input.shape)} does not end with "
                            f"normalized_shape {list(normalized_shape)}")
-    return _call("layer_norm", input, weight, bias, normalized_shape=normalized_shape, eps=eps)
+    return _call("layer_norm", input, weight, bias, normalized_shape=normalized_shape, eps=eps)[0]
 
 
 @defcomposite("group_norm")
@@ -521,6 +521,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
                            f"value has {value.shape[-2]} (shapes {list(key.shape)} and "
                            f"{list(value.shape)})")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if attn_mask is None:   # scale, causal mask and softmax in one op
+        attn = _call("scaled_softmax", query @ key.mT, scale=scale, causal=bool(is_causal))
+        if dropout_p > 0.0:
+            attn = dropout(attn, dropout_p, True, generator=generator)
+        return attn @ value
     scores = (query * scale) @ key.mT
     L, S = query.shape[-2], key.shape[-2]
     xp = query.device.xp

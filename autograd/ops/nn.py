@@ -250,6 +250,32 @@ def _log_softmax_fwd(xp, x, dim):
 defop("softmax", _softmax_fwd,
       (lambda F, g, out, x, dim: out * (g - F.sum(g * out, dim=dim, keepdim=True)),),
       jvp=SELF_ADJOINT)
+
+
+def _scaled_softmax_fwd(xp, x, scale=1.0, causal=False):
+    """softmax(x * scale) over the last dim, with the future (column > row) at -inf when
+    ``causal``: attention's weights in one pass of temporaries, computed in place."""
+    out = x * scale
+    if causal:
+        rows, cols = out.shape[-2:]
+        future = xp.triu(xp.ones((rows, cols), dtype=bool), 1)
+        out += xp.where(future, -xp.inf, 0.0).astype(out.dtype)
+    if out.shape[-1] == 0:
+        return out
+    out -= xp.max(out, axis=-1, keepdims=True)
+    xp.exp(out, out=out)
+    out /= xp.sum(out, axis=-1, keepdims=True)
+    return out
+
+
+# NOTE: a primitive for speed: scaled_dot_product_attention's scale, causal mask and softmax
+# in one node (PyTorch's attention kernels fuse them too), where the composite made three
+# nodes (mul, masked_fill, softmax) and three score-sized temporaries each way. Its Jacobian,
+# scale (diag(out) - out outᵀ), is symmetric.
+defop("scaled_softmax", _scaled_softmax_fwd,
+      (lambda F, g, out, x, scale=1.0, causal=False:
+       out * (g - F.sum(g * out, dim=-1, keepdim=True)) * scale,),
+      jvp=SELF_ADJOINT)
 defop("log_softmax", _log_softmax_fwd,
       (lambda F, g, out, x, dim: g - F.exp(out) * F.sum(g, dim=dim, keepdim=True),),
       jvp=(lambda F, t, out, x, dim: t - F.sum(F.exp(out) * t, dim=dim, keepdim=True),))
@@ -422,16 +448,19 @@ def _ln_dims(x, normalized_shape):
 
 
 def _layer_norm_fwd(xp, input, weight=None, bias=None, normalized_shape=(), eps=1e-5):  # noqa: A002
-    # The composite's arithmetic (mean as sum * 1/n, rsqrt as 1 / sqrt), in place on one
-    # temporary: the same values, three arrays fewer.
+    """(out, mean, rstd), as PyTorch's native_layer_norm: the statistics are kept for the
+    backward. The composite's arithmetic (mean as sum * 1/n, rsqrt as 1 / sqrt), in place
+    on one temporary: the same values, three arrays fewer."""
     dims, n = _ln_dims(input, normalized_shape)
-    out = input - xp.sum(input, axis=dims, keepdims=True) * (1.0 / n)
+    mean = xp.sum(input, axis=dims, keepdims=True) * (1.0 / n)
+    out = input - mean
     var = xp.sum(out * out, axis=dims, keepdims=True) * (1.0 / n)
-    out *= 1 / xp.sqrt(var + eps)
+    rstd = 1 / xp.sqrt(var + eps)
+    out *= rstd
     for param, op in ((weight, xp.multiply), (bias, xp.add)):
         if param is not None:   # in place unless the parameter's dtype promotes the result
             out = op(out, param, out=out if param.dtype == out.dtype else None)
-    return out
+    return out, mean, rstd
 
 
 def _ln_normalized(F, x, dims, n, eps):
@@ -441,6 +470,18 @@ def _ln_normalized(F, x, dims, n, eps):
     return xc * rstd, rstd
 
 
+def _ln_stats(F, out, input, normalized_shape, eps):  # noqa: A002
+    """(xhat, rstd, dims, n): a plain backward takes mean and rstd from the forward's outputs;
+    a differentiable one (and forward mode) recomputes them from primitives."""
+    dims, n = _ln_dims(input, normalized_shape)
+    if F is TensorF:
+        return (*_ln_normalized(F, input, dims, n, eps), dims, n)
+    _, mean, rstd = out
+    xhat = input - mean
+    xhat *= rstd
+    return xhat, rstd, dims, n
+
+
 def _ln_project(F, d, xhat, rstd, dims, n):
     """rstd (d - mean(d) - xhat mean(d xhat)): the normalization's Jacobian (symmetric) on d."""
     mean_d = F.sum(d, dim=dims, keepdim=True) * (1.0 / n)
@@ -448,31 +489,31 @@ def _ln_project(F, d, xhat, rstd, dims, n):
     return (d - mean_d - xhat * mean_dx) * rstd
 
 
+# Outputs 1 and 2 (mean, rstd) are the forward's statistics, never returned by the public
+# function: the rules read the gradient of output 0 only.
 def _ln_grad_input(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
-    dims, n = _ln_dims(input, normalized_shape)
-    xhat, rstd = _ln_normalized(F, input, dims, n, eps)
-    return _ln_project(F, g if weight is None else g * weight, xhat, rstd, dims, n)
+    xhat, rstd, dims, n = _ln_stats(F, out, input, normalized_shape, eps)
+    return _ln_project(F, g[0] if weight is None else g[0] * weight, xhat, rstd, dims, n)
+
+
+def _ln_grad_weight(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
+    return g[0] * _ln_stats(F, out, input, normalized_shape, eps)[0]   # summed by the engine
 
 
 def _ln_jvp_input(F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
-    dims, n = _ln_dims(input, normalized_shape)
-    xhat, rstd = _ln_normalized(F, input, dims, n, eps)
+    xhat, rstd, dims, n = _ln_stats(F, out, input, normalized_shape, eps)
     dx = _ln_project(F, t, xhat, rstd, dims, n)
-    return dx if weight is None else dx * weight
-
-
-def _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
-    # weight's gradient (and its tangent's contribution): g * xhat, summed by the engine.
-    dims, n = _ln_dims(input, normalized_shape)
-    return g * _ln_normalized(F, input, dims, n, eps)[0]
+    return (dx if weight is None else dx * weight), None, None
 
 
 # NOTE: layer_norm is a primitive for speed, as PyTorch's native_layer_norm: one node, the
-# forward in place on one temporary, and one fused backward per input (mean, variance and
-# the projection of the gradient) where the composite made eleven nodes each way.
+# forward in place on one temporary with its mean and rstd kept, and one fused backward per
+# input (the projection of the gradient) where the composite made eleven nodes each way.
 defop("layer_norm", _layer_norm_fwd,
-      (_ln_grad_input, _ln_by_normalized,
-       lambda F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5: g),
-      jvp=(_ln_jvp_input, _ln_by_normalized,
-           lambda F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5: t),
-      node_name="NativeLayerNormBackward0")
+      (_ln_grad_input, _ln_grad_weight,
+       lambda F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5: g[0]),
+      jvp=(_ln_jvp_input,
+           lambda F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5:
+           (t * _ln_stats(F, out, input, normalized_shape, eps)[0], None, None),
+           lambda F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5: (t, None, None)),
+      nout=3, node_name="NativeLayerNormBackward0")

@@ -21,6 +21,13 @@ def _old_layer_norm(x, shape, w, b, eps=1e-5):
     return out * w + b
 
 
+def _old_attention(q, k, v, scale):
+    scores = (q * scale) @ k.mT
+    future = np.triu(np.ones(scores.shape[-2:], dtype=bool), 1)
+    scores = F.masked_fill(scores, ag.tensor(future), -np.inf)
+    return F.softmax(scores, -1) @ v
+
+
 def _values_and_grads(fn, arrays, cotangent_seed=1):
     ts = [ag.tensor(a, requires_grad=True) for a in arrays]
     out = fn(*ts)
@@ -34,6 +41,12 @@ CASES = [
     ("layer_norm", lambda x, w, b: F.layer_norm(x, (32,), w, b),
      lambda x, w, b: _old_layer_norm(x, (32,), w, b),
      [RNG.standard_normal((4, 8, 32)) * 3 + 1, RNG.standard_normal(32), RNG.standard_normal(32)],
+     4),
+    ("scaled_dot_product_attention",
+     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+     lambda q, k, v: _old_attention(q, k, v, 1 / np.sqrt(16)),
+     [RNG.standard_normal((2, 3, 12, 16)), RNG.standard_normal((2, 3, 10, 16)),
+      RNG.standard_normal((2, 3, 10, 8))],
      4),
 ]
 
