@@ -397,6 +397,12 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
         raise RuntimeError(f"nll_loss: input of shape {list(input.shape)} needs target of shape "
                            f"{[input.shape[0]] + list(input.shape[2:])}, got {list(target.shape)}")
     _check_targets("nll_loss", target, c, ignore_index)
+    if input.ndim == 2 and weight is None and not unbatched:   # the common case: one op
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got "
+                             f"{reduction!r}")
+        return _call("nll_loss_forward", input, target, ignore_index=ignore_index,
+                     reduction=reduction)
     valid = target != ignore_index
     safe = Tensor._make(target.device.xp.where(valid.data, target.data, 0), False, None, 0, [0],
                         target.device)
@@ -435,6 +441,8 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,  # noqa:
                            f"shape {[input.shape[0]] + list(input.shape[2:])}, got "
                            f"{list(target.shape)}")
     _check_targets("cross_entropy", target, c, ignore_index)
+    if input.ndim == 2 and weight is None and not label_smoothing:
+        return nll_loss(logp, target, None, ignore_index, reduction)
     nll = nll_loss(logp, target, weight, ignore_index, "none")
     if not label_smoothing:
         if reduction == "mean":
