@@ -494,7 +494,18 @@ def _ln_project(F, d, xhat, rstd, dims, n):
 # function: the rules read the gradient of output 0 only.
 def _ln_grad_input(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
     xhat, rstd, dims, n = _ln_stats(F, out, input, normalized_shape, eps)
-    return _ln_project(F, g[0] if weight is None else g[0] * weight, xhat, rstd, dims, n)
+    d = g[0] if weight is None else g[0] * weight
+    if F is TensorF:
+        return _ln_project(F, d, xhat, rstd, dims, n)
+    # Arrays: _ln_project's arithmetic in place on the two temporaries this rule made.
+    xp = F.xp
+    mean_d = xp.sum(d, axis=dims, keepdims=True) * (1.0 / n)
+    mean_dx = xp.sum(d * xhat, axis=dims, keepdims=True) * (1.0 / n)
+    d = d - mean_d if weight is None else xp.subtract(d, mean_d, out=d)
+    xhat *= mean_dx
+    d -= xhat
+    d *= rstd
+    return d
 
 
 def _ln_grad_weight(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
