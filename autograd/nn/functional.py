@@ -288,7 +288,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     if tuple(input.shape[input.ndim - k:]) != normalized_shape:
         raise RuntimeError(f"layer_norm: input of shape {list(input.shape)} does not end with "
                            f"normalized_shape {list(normalized_shape)}")
-    return _call("layer_norm", input, weight, bias, normalized_shape=normalized_shape, eps=eps)[0]
+    return _call("layer_norm", input, weight, bias, normalized_shape=normalized_shape, eps=eps)
 
 
 @defcomposite("group_norm")

@@ -448,37 +448,38 @@ def _ln_dims(x, normalized_shape):
     return tuple(range(x.ndim - k, x.ndim)), max(n, 1)
 
 
+def _ln_moments(xp, x, dims, n, eps):
+    """(x - mean, 1 / sqrt(var + eps)) of arrays, with the composite's arithmetic (mean as
+    sum * 1/n, rsqrt as 1 / sqrt): the same values."""
+    centered = x - xp.sum(x, axis=dims, keepdims=True) * (1.0 / n)
+    var = xp.sum(centered * centered, axis=dims, keepdims=True) * (1.0 / n)
+    return centered, 1 / xp.sqrt(var + eps)
+
+
 def _layer_norm_fwd(xp, input, weight=None, bias=None, normalized_shape=(), eps=1e-5):  # noqa: A002
-    """(out, mean, rstd), as PyTorch's native_layer_norm: the statistics are kept for the
-    backward. The composite's arithmetic (mean as sum * 1/n, rsqrt as 1 / sqrt), in place
-    on one temporary: the same values, three arrays fewer."""
     dims, n = _ln_dims(input, normalized_shape)
-    mean = xp.sum(input, axis=dims, keepdims=True) * (1.0 / n)
-    out = input - mean
-    var = xp.sum(out * out, axis=dims, keepdims=True) * (1.0 / n)
-    rstd = 1 / xp.sqrt(var + eps)
+    out, rstd = _ln_moments(xp, input, dims, n, eps)
     out *= rstd
     for param, op in ((weight, xp.multiply), (bias, xp.add)):
         if param is not None:   # in place unless the parameter's dtype promotes the result
             out = op(out, param, out=out if param.dtype == out.dtype else None)
-    return out, mean, rstd
+    return out
 
 
-def _ln_normalized(F, x, dims, n, eps):
-    """(x - mean) / sqrt(var + eps) and 1 / sqrt(var + eps), from primitives."""
-    xc = x - F.sum(x, dim=dims, keepdim=True) * (1.0 / n)
-    rstd = F.rsqrt(F.sum(xc * xc, dim=dims, keepdim=True) * (1.0 / n) + eps)
-    return xc * rstd, rstd
+def _ln_stats(F, input, normalized_shape, eps):  # noqa: A002
+    """(xhat, rstd, dims, n), recomputed from the input: with primitives when the backward is
+    differentiable (and in forward mode), on arrays in place otherwise.
 
-
-def _ln_stats(F, out, input, normalized_shape, eps):  # noqa: A002
-    """(xhat, rstd, dims, n): a plain backward takes mean and rstd from the forward's outputs;
-    a differentiable one (and forward mode) recomputes them from primitives."""
+    (PyTorch's native_layer_norm returns mean and rstd as extra outputs for its backward;
+    here a node that saves several outputs keeps them as plain arrays, which compiled
+    autograd's CUDA graphs would bake in as constants, so the statistics are recomputed:
+    two reductions.)"""
     dims, n = _ln_dims(input, normalized_shape)
     if F is TensorF:
-        return (*_ln_normalized(F, input, dims, n, eps), dims, n)
-    _, mean, rstd = out
-    xhat = input - mean
+        xc = input - F.sum(input, dim=dims, keepdim=True) * (1.0 / n)
+        rstd = F.rsqrt(F.sum(xc * xc, dim=dims, keepdim=True) * (1.0 / n) + eps)
+        return xc * rstd, rstd, dims, n
+    xhat, rstd = _ln_moments(F.xp, input, dims, n, eps)
     xhat *= rstd
     return xhat, rstd, dims, n
 
@@ -490,11 +491,9 @@ def _ln_project(F, d, xhat, rstd, dims, n):
     return (d - mean_d - xhat * mean_dx) * rstd
 
 
-# Outputs 1 and 2 (mean, rstd) are the forward's statistics, never returned by the public
-# function: the rules read the gradient of output 0 only.
 def _ln_grad_input(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
-    xhat, rstd, dims, n = _ln_stats(F, out, input, normalized_shape, eps)
-    d = g[0] if weight is None else g[0] * weight
+    xhat, rstd, dims, n = _ln_stats(F, input, normalized_shape, eps)
+    d = g if weight is None else g * weight
     if F is TensorF:
         return _ln_project(F, d, xhat, rstd, dims, n)
     # Arrays: _ln_project's arithmetic in place on the two temporaries this rule made.
@@ -508,27 +507,26 @@ def _ln_grad_input(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5
     return d
 
 
-def _ln_grad_weight(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
-    return g[0] * _ln_stats(F, out, input, normalized_shape, eps)[0]   # summed by the engine
+def _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
+    # weight's gradient (and its tangent's contribution): g * xhat, summed by the engine.
+    return g * _ln_stats(F, input, normalized_shape, eps)[0]
 
 
 def _ln_jvp_input(F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
-    xhat, rstd, dims, n = _ln_stats(F, out, input, normalized_shape, eps)
+    xhat, rstd, dims, n = _ln_stats(F, input, normalized_shape, eps)
     dx = _ln_project(F, t, xhat, rstd, dims, n)
-    return (dx if weight is None else dx * weight), None, None
+    return dx if weight is None else dx * weight
 
 
 # NOTE: layer_norm is a primitive for speed, as PyTorch's native_layer_norm: one node, the
-# forward in place on one temporary with its mean and rstd kept, and one fused backward per
-# input (the projection of the gradient) where the composite made eleven nodes each way.
+# forward in place on one temporary, and one fused backward per input (the projection of the
+# gradient) where the composite made eleven nodes each way.
 defop("layer_norm", _layer_norm_fwd,
-      (_ln_grad_input, _ln_grad_weight,
-       lambda F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5: g[0]),
-      jvp=(_ln_jvp_input,
-           lambda F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5:
-           (t * _ln_stats(F, out, input, normalized_shape, eps)[0], None, None),
-           lambda F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5: (t, None, None)),
-      nout=3, node_name="NativeLayerNormBackward0")
+      (_ln_grad_input, _ln_by_normalized,
+       lambda F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5: g),
+      jvp=(_ln_jvp_input, _ln_by_normalized,
+           lambda F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5: t),
+      node_name="NativeLayerNormBackward0")
 
 
 # --------------------------------------------------------------------------- nll_loss
