@@ -5,6 +5,9 @@ primitives for speed or numerics, each with a ``NOTE`` saying which.
 """
 from __future__ import annotations
 
+import math
+import threading
+
 import numpy
 
 from .. import backend
@@ -307,22 +310,33 @@ def _horner(x2, coeffs):
     return acc
 
 
-def _erf_float32(xp, x):
-    """erf of a float32 NumPy array with a rational approximation, in place on temporaries:
-    within 7 float32 ulps of the exact value. scipy.special.erf computes float32 through its
-    double routine at about 15 ns an element, 30x PyTorch's vectorized erf (itself an
+# Phi(x) = 1/2 + erf(x / sqrt 2) / 2 = 1/2 + x P'(x^2) / Q'(x^2), the coefficients rescaled
+# for x^2 = 2 z^2 (powers of 2: exact) and the 1 / (2 sqrt 2) folded into P: two passes fewer.
+_PHI_P = tuple(c / (2 * math.sqrt(2) * 2.0 ** k)
+               for k, c in zip(range(len(_ERF_P) - 1, -1, -1), _ERF_P))
+_PHI_Q = tuple(c / 2.0 ** k for k, c in zip(range(len(_ERF_Q) - 1, -1, -1), _ERF_Q))
+_PHI_CLIP = 4.0 * math.sqrt(2)
+
+
+def _phi_float32(xp, x):
+    """Phi(x) of a float32 NumPy array by Eigen's and XLA's rational erf, in place on
+    temporaries: within 7 float32 ulps of erf. scipy.special.erf computes float32 through
+    its double routine at about 15 ns an element, 30x PyTorch's vectorized erf (itself an
     approximation, Abramowitz and Stegun 7.1.26, with errors of the same order)."""
-    x = xp.clip(x, -4.0, 4.0)
+    x = xp.clip(x, -_PHI_CLIP, _PHI_CLIP)
     x2 = x * x
-    p = _horner(x2, _ERF_P)
+    p = _horner(x2, _PHI_P)
     p *= x
-    p /= _horner(x2, _ERF_Q)
+    p /= _horner(x2, _PHI_Q)
+    p += 0.5
     return p
 
 
 def _gelu_cdf(xp, x, approximate):
     """The factor GELU multiplies ``x`` by: Phi(x) = (1 + erf(x / sqrt 2)) / 2, or the tanh
     form's (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2."""
+    if approximate == "none" and xp is numpy and x.dtype == numpy.float32:
+        return _phi_float32(xp, x)
     if approximate == "tanh":
         cdf = x * x
         cdf *= _TANH_C * _TANH_K
@@ -330,11 +344,7 @@ def _gelu_cdf(xp, x, approximate):
         cdf *= x
         xp.tanh(cdf, out=cdf)
     else:
-        z = x * _SQRT_HALF
-        if xp is numpy and x.dtype == numpy.float32:
-            cdf = _erf_float32(xp, z)
-        else:
-            cdf = backend.special(xp).erf(z).astype(x.dtype, copy=False)
+        cdf = backend.special(xp).erf(x * _SQRT_HALF).astype(x.dtype, copy=False)
     cdf += 1.0
     cdf *= 0.5
     return cdf
@@ -466,6 +476,19 @@ def _layer_norm_fwd(xp, input, weight=None, bias=None, normalized_shape=(), eps=
     return out
 
 
+class _LastNormalized(threading.local):
+    """The normalized input a layer_norm node's input rule computed, for its weight rule,
+    which OpNode.apply calls next (a node's rules run in input order): one recomputation
+    instead of two. Keyed by the saved input array itself (held, so its id is not reused),
+    eps and the normalized shape, on which alone it depends; taken once."""
+
+    key = None
+    xhat = None
+
+
+_LAST_NORMALIZED = _LastNormalized()
+
+
 def _ln_stats(F, input, normalized_shape, eps):  # noqa: A002
     """(xhat, rstd, dims, n), recomputed from the input: with primitives when the backward is
     differentiable (and in forward mode), on arrays in place otherwise.
@@ -496,15 +519,30 @@ def _ln_grad_input(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5
     d = g if weight is None else g * weight
     if F is TensorF:
         return _ln_project(F, d, xhat, rstd, dims, n)
-    # Arrays: _ln_project's arithmetic in place on the two temporaries this rule made.
+    if weight is not None:   # the weight rule runs next and needs xhat too
+        _LAST_NORMALIZED.key, _LAST_NORMALIZED.xhat = (input, eps, normalized_shape), xhat
+    # Arrays: _ln_project's arithmetic in place on the temporaries this rule made.
     xp = F.xp
     mean_d = xp.sum(d, axis=dims, keepdims=True) * (1.0 / n)
     mean_dx = xp.sum(d * xhat, axis=dims, keepdims=True) * (1.0 / n)
     d = d - mean_d if weight is None else xp.subtract(d, mean_d, out=d)
-    xhat *= mean_dx
-    d -= xhat
+    d -= xhat * mean_dx
     d *= rstd
     return d
+
+
+def _ln_grad_weight(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
+    last = _LAST_NORMALIZED
+    key = last.key
+    if F is not TensorF and key is not None and key[0] is input and key[1:] == (
+            eps, normalized_shape):
+        xhat = last.xhat
+        last.key = last.xhat = None
+        if xhat.shape == g.shape and xhat.dtype == g.dtype:
+            xhat *= g        # the input rule is done with it
+            return xhat      # summed to the weight's shape by the engine
+        return g * xhat
+    return g * _ln_stats(F, input, normalized_shape, eps)[0]
 
 
 def _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
@@ -522,7 +560,7 @@ def _ln_jvp_input(F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5)
 # forward in place on one temporary, and one fused backward per input (the projection of the
 # gradient) where the composite made eleven nodes each way.
 defop("layer_norm", _layer_norm_fwd,
-      (_ln_grad_input, _ln_by_normalized,
+      (_ln_grad_input, _ln_grad_weight,
        lambda F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5: g),
       jvp=(_ln_jvp_input, _ln_by_normalized,
            lambda F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5: t),

@@ -74,3 +74,24 @@ def test_layer_norm_is_one_node():
     y = F.layer_norm(x, 4, w)
     assert y.grad_fn.name() == "NativeLayerNormBackward0"
     assert [e[0].name() for e in y.grad_fn.next_edges if e] == ["AccumulateGrad"] * 2
+
+
+def test_layer_norms_of_one_input_share_nothing_stale():
+    """layer_norm's weight rule reuses the normalized input its input rule just computed:
+    two layer_norms of the same tensor, one with a frozen weight and another eps, still get
+    the composite's gradients."""
+    arrays = [RNG.standard_normal((6, 8)), RNG.standard_normal(8), RNG.standard_normal(8)]
+
+    def two(norm):
+        def fn(x, w1, w2):
+            w1.requires_grad = False
+            return norm(x, (8,), w1, None, 1e-5) * 2 + norm(x, (8,), w2, None, 0.5)
+        return fn
+
+    def old(x, shape, w, b, eps):
+        return _old_layer_norm(x, shape, w, 0.0, eps)
+
+    got = _values_and_grads(two(F.layer_norm), [a.astype(np.float32) for a in arrays])
+    want = _values_and_grads(two(old), [a.astype(np.float32) for a in arrays])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=8 * EPS32 * float(np.abs(w).max()))
