@@ -388,33 +388,6 @@ def _gelu_backward_fwd(xp, grad, x, approximate="none"):
     return t
 
 
-def _gelu_grad_from_out(xp, grad, out, x):
-    """``grad * gelu'(x)`` of the exact form with the cdf read off the output, cdf = out / x,
-    instead of a second erf (within 2 ulps; cdf(0) = 1/2 where ``out / x`` has too few
-    digits)."""
-    with numpy.errstate(invalid="ignore", divide="ignore"):
-        cdf = out / x
-    cdf[xp.abs(x) < 1e-20] = 0.5
-    t = x * x
-    t *= -0.5
-    xp.exp(t, out=t)
-    t *= _INV_SQRT_2PI
-    t *= x                      # x phi(x)
-    t += cdf
-    if t.shape != grad.shape:
-        return t * grad
-    t *= grad
-    return t
-
-
-def _gelu_vjp(F, g, out, x, approximate="none"):
-    # A differentiable backward goes through the gelu_backward op, and so does the tanh form
-    # (its 1 - tanh^2 read off the output would cancel near x = 4).
-    if F is TensorF or approximate != "none":
-        return F.gelu_backward(g, x, approximate=approximate)
-    return _gelu_grad_from_out(F.xp, g, out, x)
-
-
 def _gelu_second(F, x, approximate):
     """gelu''(x), from primitives (so that it is differentiable again)."""
     if approximate == "tanh":
@@ -432,11 +405,13 @@ def _check_gelu(x, approximate="none"):
 
 
 # NOTE: gelu is a primitive for speed: one node whose backward is one op (gelu_backward, as
-# PyTorch's; a plain backward reads the cdf off the saved output instead), where the composite x * 0.5 * (1 + erf(x / sqrt 2)) made five nodes and six
+# PyTorch's; like PyTorch's it saves the input, not the output, so that an in-place op on the
+# output, such as an in-place dropout, leaves the backward valid), where the composite x * 0.5 * (1 + erf(x / sqrt 2)) made five nodes and six
 # temporaries each way. The float32 CPU forward uses the rational erf above (scipy's float32
 # erf was 44-55% of a training step's self CPU time).
 defop("gelu", _gelu_fwd,
-      (_gelu_vjp,), jvp=SELF_ADJOINT, check=_check_gelu, public="gelu",
+      (lambda F, g, out, x, approximate="none": F.gelu_backward(g, x, approximate=approximate),),
+      jvp=SELF_ADJOINT, check=_check_gelu, public="gelu",
       doc="GELU: ``x * Phi(x)`` with the exact erf (``approximate='none'``, the default) or "
           "the tanh form (torch.nn.functional.gelu).")
 # Linear in grad, elementwise in x: both Jacobians are diagonal.

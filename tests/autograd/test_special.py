@@ -81,3 +81,15 @@ def test_gelu_is_one_node_and_its_backward_one_op():
     assert g.grad_fn.name() == "GeluBackwardBackward0"
     with pytest.raises(ValueError, match="approximate must be 'none' or 'tanh'"):
         F.gelu(x, approximate="erf")
+
+
+def test_an_inplace_op_on_gelus_output_leaves_its_backward_valid():
+    """gelu saves its input, as PyTorch's: dropout(gelu(x), inplace=True) still backpropagates."""
+    x = ag.tensor(np.array([-1.0, 0.5, 2.0]), requires_grad=True)
+    y = F.gelu(x)
+    y.mul_(3.0)
+    y.sum().backward()
+    xs = x.detach().numpy()
+    want = 3 * (0.5 * (1 + scipy.special.erf(xs / math.sqrt(2)))
+                + xs * np.exp(-xs * xs / 2) / math.sqrt(2 * math.pi))
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
