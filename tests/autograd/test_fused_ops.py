@@ -95,3 +95,34 @@ def test_layer_norms_of_one_input_share_nothing_stale():
     want = _values_and_grads(two(old), [a.astype(np.float32) for a in arrays])
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=0, atol=8 * EPS32 * float(np.abs(w).max()))
+
+
+# row_sum / row_dot (the fused ops' reductions by GEMV) against xp.sum: contiguous rows,
+# several trailing dims, a transposed (non-contiguous) input, rows past the GEMV limit,
+# float64 and an empty input.
+ROW_CASES = [
+    (RNG.standard_normal((16, 64, 128)).astype(np.float32), (-1,)),
+    (RNG.standard_normal((4, 3, 5)), (1, 2)),
+    (RNG.standard_normal((8, 6)).astype(np.float32).T, (-1,)),
+    (RNG.standard_normal((2, 5000)).astype(np.float32), (-1,)),
+    (np.zeros((3, 0), np.float32), (-1,)),
+]
+
+
+@pytest.mark.parametrize("a, dims", ROW_CASES, ids=["f32_rows", "two_dims", "transposed", "long",
+                                                     "empty"])
+def test_row_reductions_match_sum(a, dims):
+    from gradtrace.autograd.ops.nn import row_dot, row_sum
+
+    b = RNG.standard_normal(a.shape).astype(a.dtype)
+    got_sum, got_dot = row_sum(np, a, dims), row_dot(np, a, b, dims)
+    want_sum = np.sum(a, axis=dims, keepdims=True)
+    want_dot = np.sum(a * b, axis=dims, keepdims=True)
+    assert got_sum.shape == want_sum.shape and got_dot.shape == want_dot.shape
+    assert got_sum.dtype == a.dtype
+    # Both sum each row in float32 with a few accumulators: n eps of the largest term bounds
+    # their difference.
+    n_eps = np.finfo(a.dtype).eps * a.size / max(1, want_sum.size)
+    np.testing.assert_allclose(got_sum, want_sum, rtol=0, atol=n_eps * np.abs(a).max(initial=0))
+    np.testing.assert_allclose(got_dot, want_dot, rtol=0,
+                               atol=n_eps * np.abs(a * b).max(initial=0))
