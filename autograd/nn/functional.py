@@ -281,24 +281,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     return _affine(out, weight, bias, shape)
 
 
-@defcomposite("layer_norm")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):  # noqa: A002
-    """Normalize over the last ``len(normalized_shape)`` dims."""
+    """Normalize over the last ``len(normalized_shape)`` dims (one primitive, see ops/nn.py)."""
     normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(normalized_shape)
     if tuple(input.shape[input.ndim - k:]) != normalized_shape:
         raise RuntimeError(f"layer_norm: input of shape {list(input.shape)} does not end with "
                            f"normalized_shape {list(normalized_shape)}")
-    dims = tuple(range(input.ndim - k, input.ndim))
-    mean = input.mean(dim=dims, keepdim=True)
-    centered = input - mean
-    var = (centered * centered).mean(dim=dims, keepdim=True)
-    out = centered * ops.rsqrt(var + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    return _call("layer_norm", input, weight, bias, normalized_shape=normalized_shape, eps=eps)
 
 
 @defcomposite("group_norm")
@@ -407,6 +397,12 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
         raise RuntimeError(f"nll_loss: input of shape {list(input.shape)} needs target of shape "
                            f"{[input.shape[0]] + list(input.shape[2:])}, got {list(target.shape)}")
     _check_targets("nll_loss", target, c, ignore_index)
+    if input.ndim == 2 and weight is None and not unbatched:   # the common case: one op
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got "
+                             f"{reduction!r}")
+        return _call("nll_loss_forward", input, target, ignore_index=ignore_index,
+                     reduction=reduction)
     valid = target != ignore_index
     safe = Tensor._make(target.device.xp.where(valid._data, target._data, 0), False, None, 0, [0],
                         target.device)
@@ -445,6 +441,8 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,  # noqa:
                            f"shape {[input.shape[0]] + list(input.shape[2:])}, got "
                            f"{list(target.shape)}")
     _check_targets("cross_entropy", target, c, ignore_index)
+    if input.ndim == 2 and weight is None and not label_smoothing:
+        return nll_loss(logp, target, None, ignore_index, reduction)
     nll = nll_loss(logp, target, weight, ignore_index, "none")
     if not label_smoothing:
         if reduction == "mean":
@@ -531,6 +529,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
                            f"value has {value.shape[-2]} (shapes {list(key.shape)} and "
                            f"{list(value.shape)})")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if attn_mask is None:   # scale, causal mask and softmax in one op
+        attn = _call("scaled_softmax", query @ key.mT, scale=scale, causal=bool(is_causal))
+        if dropout_p > 0.0:
+            attn = dropout(attn, dropout_p, True, generator=generator)
+        return attn @ value
     scores = (query * scale) @ key.mT
     L, S = query.shape[-2], key.shape[-2]
     xp = query.device.xp

@@ -37,17 +37,6 @@ def _dim(dim, ndim, op) -> int:
 
 # --------------------------------------------------------------------------- elementwise
 
-@defcomposite("gelu", public="gelu")
-def gelu(x, approximate: str = "none"):
-    """GELU: ``x * Phi(x)`` with the exact erf (``approximate="none"``) or the tanh form."""
-    if approximate == "tanh":
-        inner = (x + x * x * x * 0.044715) * 0.7978845608028654
-        return x * 0.5 * (_call("tanh", inner) + 1.0)
-    if approximate != "none":
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return x * 0.5 * (_call("erf", x * 0.7071067811865476) + 1.0)
-
-
 @defcomposite("silu", public="silu")
 def silu(x):
     """SiLU (swish): ``x * sigmoid(x)``."""

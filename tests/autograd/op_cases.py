@@ -130,6 +130,8 @@ CASES: list[OpCase] = [
     OpCase("index", lambda a: a[1:, ::2], lambda a: a[1:, ::2], ins(rnd(4, 5))),
     OpCase("index", lambda a: a[np.array([0, 2, 0])], lambda a: a[np.array([0, 2, 0])],
            ins(rnd(4, 3)), name="index_repeated", covers=("index_backward",)),
+    OpCase("index", lambda a: a[np.array([-1, 3, 0, -1])], lambda a: a[np.array([-1, 3, 0, -1])],
+           ins(rnd(4, 3)), name="index_negative_aliases"),
     OpCase("index", lambda a, m: a[m], lambda a, m: a[m],
            ins(rnd(3, 4), lambda rng: rng.uniform(size=(3, 4)) > 0.5), nondiff=(1,), name="index_mask"),
     OpCase("index", lambda a: a[1, :, None], lambda a: a[1, :, None], ins(rnd(3, 4)), name="index_int_none"),
@@ -156,6 +158,16 @@ def make_inputs(case: OpCase, rng, device="cpu", requires_grad=True):
 
 def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _gelu_backward(g, a, approximate):
+    return ag.ops.apply_op(ag.OPS["gelu_backward"], (g, a), {"approximate": approximate})
+
+
+def _gelu_tanh_grad(g, a):
+    k, c = np.sqrt(2 / np.pi), 0.044715
+    t = np.tanh(k * (a + c * a ** 3))
+    return g * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * k * (1 + 3 * c * a * a))
 
 
 def _bools(*shape):
@@ -361,6 +373,13 @@ CASES += [
     OpCase("gelu", lambda a: AF.gelu(a, approximate="tanh"),
            lambda a: 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3))),
            ins(rnd(3, 4)), name="gelu_tanh"),
+    # gelu's backward is itself an op (PyTorch's gelu_backward): its cases check the second
+    # and third derivatives of gelu through it.
+    OpCase("gelu_backward", lambda g, a: _gelu_backward(g, a, "none"),
+           lambda g, a: g * (0.5 * (1 + _erf(a / np.sqrt(2))) + a * np.exp(-a * a / 2) / np.sqrt(2 * np.pi)),
+           ins(rnd(3, 4), rnd(3, 4))),
+    OpCase("gelu_backward", lambda g, a: _gelu_backward(g, a, "tanh"), _gelu_tanh_grad,
+           ins(rnd(3, 4), rnd(4)), name="gelu_backward_tanh_broadcast"),
     OpCase("silu", lambda a: AF.silu(a), lambda a: a / (1 + np.exp(-a)), ins(rnd(3, 4))),
     OpCase("softplus", lambda a: AF.softplus(a), lambda a: np.log1p(np.exp(a)), ins(rnd(3, 4))),
     OpCase("softplus", lambda a: AF.softplus(a * 10, beta=2.0, threshold=5.0),
@@ -524,6 +543,9 @@ CASES += [
            name="linear_1d_nobias"),
     OpCase("linear", lambda x, w: AF.linear(x.T, w), lambda x, w: x.T @ w.T, ins(rnd(4, 3), rnd(2, 4)),
            name="linear_noncontig"),
+    OpCase("linear", lambda x, w: AF.linear(x.transpose(0, 1), w),
+           lambda x, w: x.transpose(1, 0, 2) @ w.T, ins(rnd(3, 2, 4), rnd(5, 4)),
+           name="linear_3d_noncontig"),
     OpCase("conv2d", lambda x, w, b: AF.conv2d(x, w, b, stride=2, padding=1),
            lambda x, w, b: _conv2d_ref(x, w, b, 2, 1, 1, 1), ins(rnd(2, 3, 7, 6), rnd(4, 3, 3, 3), rnd(4)),
            covers=("im2col", "col2im")),
@@ -562,6 +584,12 @@ CASES += [
            lambda x, w, b: _ln_ref(x, (-1,)) * w + b, ins(rnd(2, 3, 4), rnd(4), rnd(4))),
     OpCase("layer_norm", lambda x: AF.layer_norm(x, (3, 4)), lambda x: _ln_ref(x, (-2, -1)), ins(rnd(2, 3, 4)),
            name="layer_norm_2d"),
+    OpCase("layer_norm", lambda x, w: AF.layer_norm(x, (3, 4), w, eps=0.1),
+           lambda x, w: (x - x.mean(axis=(-2, -1), keepdims=True))
+           / np.sqrt(x.var(axis=(-2, -1), keepdims=True) + 0.1) * w,
+           ins(rnd(2, 3, 4), rnd(3, 4)), name="layer_norm_2d_weight_eps"),
+    OpCase("layer_norm", lambda x, b: AF.layer_norm(x, 4, None, b),
+           lambda x, b: _ln_ref(x, (-1,)) + b, ins(rnd(3, 4), rnd(4)), name="layer_norm_bias_only"),
     OpCase("group_norm", lambda x, w, b: AF.group_norm(x, 2, w, b),
            lambda x, w, b: _gn_ref(x, 2) * w[:, None, None] + b[:, None, None], ins(rnd(2, 4, 3, 2), rnd(4), rnd(4))),
     OpCase("dropout", lambda x: AF.dropout(x, 0.4, generator=np.random.default_rng(7)),
@@ -590,6 +618,12 @@ CASES += [
            name="cross_entropy_probs"),
     OpCase("nll_loss", lambda x, t: AF.nll_loss(x, t, ignore_index=2), lambda x, t: _nll_ref(x, t, 2),
            ins(rnd(5, 4), lambda rng: np.array([0, 2, 3, 1, 2])), nondiff=(1,)),
+    OpCase("nll_loss_forward", lambda x, t: AF.nll_loss(x, t, reduction="none"),
+           lambda x, t: -x[np.arange(len(t)), t], ins(rnd(5, 4), lambda rng: np.array([0, 2, 3, 1, 2])),
+           nondiff=(1,), name="nll_loss_none"),
+    OpCase("nll_loss_forward", lambda x, t: AF.nll_loss(x, t, ignore_index=0, reduction="sum"),
+           lambda x, t: -(x[np.arange(len(t)), t] * (t != 0)).sum(),
+           ins(rnd(5, 4), lambda rng: np.array([0, 2, 3, 0, 2])), nondiff=(1,), name="nll_loss_sum_ignore"),
     OpCase("mse_loss", lambda x, y: AF.mse_loss(x, y), lambda x, y: ((x - y) ** 2).mean(), ins(rnd(3, 4), rnd(3, 4))),
     OpCase("l1_loss", lambda x, y: AF.l1_loss(x, y, reduction="sum"), lambda x, y: np.abs(x - y).sum(),
            ins(rnd(3, 4), rnd(3, 4))),
@@ -602,6 +636,12 @@ CASES += [
            ins(rnd(3, 4), lambda rng: rng.uniform(0, 1, (3, 4)), pos(4))),
     OpCase("scaled_dot_product_attention", lambda q, k, v: AF.scaled_dot_product_attention(q, k, v, is_causal=True),
            lambda q, k, v: _sdpa_ref(q, k, v, True), ins(rnd(2, 2, 4, 3), rnd(2, 2, 4, 3), rnd(2, 2, 4, 5))),
+    OpCase("scaled_dot_product_attention", lambda q, k, v: AF.scaled_dot_product_attention(q, k, v, scale=0.3),
+           lambda q, k, v: _softmax(q @ k.swapaxes(-1, -2) * 0.3, -1) @ v,
+           ins(rnd(2, 5, 3), rnd(2, 4, 3), rnd(2, 4, 2)), name="sdpa_no_mask"),
+    OpCase("scaled_softmax", lambda x: ag.ops.apply_op(ag.OPS["scaled_softmax"], (x,), {"scale": 0.5, "causal": True}),
+           lambda x: _softmax(np.where(np.triu(np.ones((4, 4), bool), 1), -np.inf, 0.5 * x), -1),
+           ins(rnd(2, 4, 4))),
     OpCase("scaled_dot_product_attention",
            lambda q, k, v, m: AF.scaled_dot_product_attention(q, k, v, attn_mask=m),
            lambda q, k, v, m: _sdpa_ref(q, k, v, False, m), ins(rnd(3, 4), rnd(5, 4), rnd(5, 2),

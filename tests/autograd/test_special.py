@@ -47,3 +47,49 @@ def test_gelu_defaults_to_the_exact_form():
     x = ag.tensor(np.array([-1.5, 0.3, 2.0]))
     np.testing.assert_array_equal(F.gelu(x).numpy(), F.gelu(x, approximate="none").numpy())
     assert not np.allclose(F.gelu(x).numpy(), F.gelu(x, approximate="tanh").numpy(), rtol=1e-6)
+
+
+# GELU is one primitive (its float32 CPU forward through a rational erf, as PyTorch's CPU
+# kernel uses an approximate erf); it stays within float32 rounding of the composite it
+# replaced, x * 0.5 * (1 + erf(x / sqrt 2)) with scipy's erf. Both lose a few ulps of 1 to
+# the cancellation in 1 + erf, so the bound scales with |x| + 1.
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_float32_gelu_is_within_rounding_of_the_composite(approximate):
+    xs = np.concatenate([np.linspace(-8, 8, 4001), [-1e-30, 0.0, 1e-30]]).astype(np.float32)
+    x = ag.tensor(xs, requires_grad=True)
+    F.gelu(x, approximate=approximate).sum().backward()
+    new_value, new_grad = F.gelu(x.detach(), approximate=approximate).numpy(), x.grad.numpy()
+    x.grad = None
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * 0.7978845608028654
+        old = x * 0.5 * (ag.tanh(inner) + 1.0)
+    else:
+        old = x * 0.5 * (ag.erf(x * 0.7071067811865476) + 1.0)
+    old.sum().backward()
+    assert new_value.dtype == new_grad.dtype == np.float32
+    bound = 4 * np.finfo(np.float32).eps * (np.abs(xs) + 1)
+    assert np.all(np.abs(new_value - old.detach().numpy()) <= bound)
+    assert np.all(np.abs(new_grad - x.grad.numpy()) <= bound)
+
+
+def test_gelu_is_one_node_and_its_backward_one_op():
+    x = ag.tensor(np.array([-1.0, 0.5], np.float32), requires_grad=True)
+    y = F.gelu(x)
+    assert y.grad_fn.name() == "GeluBackward0"
+    assert [e[0].name() for e in y.grad_fn.next_edges] == ["AccumulateGrad"]
+    (g,) = ag.grad(y.sum(), x, create_graph=True)
+    assert g.grad_fn.name() == "GeluBackwardBackward0"
+    with pytest.raises(ValueError, match="approximate must be 'none' or 'tanh'"):
+        F.gelu(x, approximate="erf")
+
+
+def test_an_inplace_op_on_gelus_output_leaves_its_backward_valid():
+    """gelu saves its input, as PyTorch's: dropout(gelu(x), inplace=True) still backpropagates."""
+    x = ag.tensor(np.array([-1.0, 0.5, 2.0]), requires_grad=True)
+    y = F.gelu(x)
+    y.mul_(3.0)
+    y.sum().backward()
+    xs = x.detach().numpy()
+    want = 3 * (0.5 * (1 + scipy.special.erf(xs / math.sqrt(2)))
+                + xs * np.exp(-xs * xs / 2) / math.sqrt(2 * math.pi))
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)

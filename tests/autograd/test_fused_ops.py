@@ -1,0 +1,128 @@
+"""Ops made primitives for speed (issue 17) give the values of the composites they replaced,
+within float32 rounding, forward and backward. Each old composite is written here once, from
+the primitives it used; gradients of the new ops are checked in test_ops.py's table."""
+import numpy as np
+import pytest
+
+import gradtrace.autograd as ag
+from gradtrace.autograd import ops
+from gradtrace.autograd.nn import functional as F
+
+RNG = np.random.default_rng(0)
+EPS32 = np.finfo(np.float32).eps
+
+
+def _old_layer_norm(x, shape, w, b, eps=1e-5):
+    dims = tuple(range(x.ndim - len(shape), x.ndim))
+    mean = x.mean(dim=dims, keepdim=True)
+    centered = x - mean
+    var = (centered * centered).mean(dim=dims, keepdim=True)
+    out = centered * ops.rsqrt(var + eps)
+    return out * w + b
+
+
+def _old_attention(q, k, v, scale):
+    scores = (q * scale) @ k.mT
+    future = np.triu(np.ones(scores.shape[-2:], dtype=bool), 1)
+    scores = F.masked_fill(scores, ag.tensor(future), -np.inf)
+    return F.softmax(scores, -1) @ v
+
+
+def _old_cross_entropy(x, target):
+    picked = ops.squeeze(ops.gather(F.log_softmax(x, 1), 1, ops.unsqueeze(target, 1)), 1)
+    return -picked.sum() / target.shape[0]
+
+
+def _values_and_grads(fn, arrays, cotangent_seed=1):
+    ts = [ag.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+    out = fn(*ts)
+    cot = np.random.default_rng(cotangent_seed).standard_normal(out.shape).astype(out.dtype)
+    out.backward(ag.tensor(cot))
+    return [out.detach().numpy()] + [t.grad.numpy() for t in ts if t.requires_grad]
+
+
+# (new, old, inputs, tolerance in float32 eps relative to each result's largest magnitude)
+CASES = [
+    ("layer_norm", lambda x, w, b: F.layer_norm(x, (32,), w, b),
+     lambda x, w, b: _old_layer_norm(x, (32,), w, b),
+     [RNG.standard_normal((4, 8, 32)) * 3 + 1, RNG.standard_normal(32), RNG.standard_normal(32)],
+     4),
+    ("scaled_dot_product_attention",
+     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+     lambda q, k, v: _old_attention(q, k, v, 1 / np.sqrt(16)),
+     [RNG.standard_normal((2, 3, 12, 16)), RNG.standard_normal((2, 3, 10, 16)),
+      RNG.standard_normal((2, 3, 10, 8))],
+     4),
+    ("cross_entropy", F.cross_entropy, _old_cross_entropy,
+     [RNG.standard_normal((64, 10)) * 4, RNG.integers(0, 10, 64)], 4),
+]
+
+
+@pytest.mark.parametrize("name, new, old, arrays, tol", CASES, ids=[c[0] for c in CASES])
+def test_float32_matches_the_old_composite(name, new, old, arrays, tol):
+    arrays = [a.astype(np.float32) if a.dtype.kind == "f" else a for a in arrays]
+    got, want = _values_and_grads(new, arrays), _values_and_grads(old, arrays)
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32
+        scale = float(np.abs(w).max())
+        np.testing.assert_allclose(g, w, rtol=0, atol=tol * EPS32 * scale)
+
+
+def test_layer_norm_is_one_node():
+    x = ag.tensor(RNG.standard_normal((2, 4)), requires_grad=True)
+    w = ag.tensor(np.ones(4), requires_grad=True)
+    y = F.layer_norm(x, 4, w)
+    assert y.grad_fn.name() == "NativeLayerNormBackward0"
+    assert [e[0].name() for e in y.grad_fn.next_edges if e] == ["AccumulateGrad"] * 2
+
+
+def test_layer_norms_of_one_input_share_nothing_stale():
+    """layer_norm's weight rule reuses the normalized input its input rule just computed:
+    two layer_norms of the same tensor, one with a frozen weight and another eps, still get
+    the composite's gradients."""
+    arrays = [RNG.standard_normal((6, 8)), RNG.standard_normal(8), RNG.standard_normal(8)]
+
+    def two(norm):
+        def fn(x, w1, w2):
+            w1.requires_grad = False
+            return norm(x, (8,), w1, None, 1e-5) * 2 + norm(x, (8,), w2, None, 0.5)
+        return fn
+
+    def old(x, shape, w, b, eps):
+        return _old_layer_norm(x, shape, w, 0.0, eps)
+
+    got = _values_and_grads(two(F.layer_norm), [a.astype(np.float32) for a in arrays])
+    want = _values_and_grads(two(old), [a.astype(np.float32) for a in arrays])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=8 * EPS32 * float(np.abs(w).max()))
+
+
+# row_sum / row_dot (the fused ops' reductions by GEMV) against xp.sum: contiguous rows,
+# several trailing dims, a transposed (non-contiguous) input, rows past the GEMV limit,
+# float64 and an empty input.
+ROW_CASES = [
+    (RNG.standard_normal((16, 64, 128)).astype(np.float32), (-1,)),
+    (RNG.standard_normal((4, 3, 5)), (1, 2)),
+    (RNG.standard_normal((8, 6)).astype(np.float32).T, (-1,)),
+    (RNG.standard_normal((2, 5000)).astype(np.float32), (-1,)),
+    (np.zeros((3, 0), np.float32), (-1,)),
+]
+
+
+@pytest.mark.parametrize("a, dims", ROW_CASES, ids=["f32_rows", "two_dims", "transposed", "long",
+                                                     "empty"])
+def test_row_reductions_match_sum(a, dims):
+    from gradtrace.autograd.ops.nn import row_dot, row_sum
+
+    b = RNG.standard_normal(a.shape).astype(a.dtype)
+    got_sum, got_dot = row_sum(np, a, dims), row_dot(np, a, b, dims)
+    want_sum = np.sum(a, axis=dims, keepdims=True)
+    want_dot = np.sum(a * b, axis=dims, keepdims=True)
+    assert got_sum.shape == want_sum.shape and got_dot.shape == want_dot.shape
+    assert got_sum.dtype == a.dtype
+    # Both sum each row in float32 with a few accumulators: n eps of the largest term bounds
+    # their difference.
+    n_eps = np.finfo(a.dtype).eps * a.size / max(1, want_sum.size)
+    np.testing.assert_allclose(got_sum, want_sum, rtol=0, atol=n_eps * np.abs(a).max(initial=0))
+    np.testing.assert_allclose(got_dot, want_dot, rtol=0,
+                               atol=n_eps * np.abs(a * b).max(initial=0))
