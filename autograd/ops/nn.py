@@ -625,7 +625,7 @@ def _nll_fwd(xp, input, target, ignore_index=-100, reduction="mean"):  # noqa: A
 
 
 def _nll_grad(F, g, out, input, target, ignore_index=-100, reduction="mean"):  # noqa: A002
-    t = target.data if isinstance(target, Tensor) else target
+    t = target._data if isinstance(target, Tensor) else target
     w = _nll_coefficients(backend.array_module(t), input.shape, input.dtype, t, ignore_index,
                           reduction)
     if isinstance(g, Tensor):
