@@ -468,14 +468,14 @@ class ForwardBackwardRow:
         name, call_site, count: the forward op, its innermost frame (or None), its calls.
         self_cpu_time_total, cpu_time_total, self_cuda_time_total, cuda_time_total: forward.
         backward_cpu_time_total, backward_cuda_time_total: total time of the backward nodes
-            it caused, its parts' nodes included (a composite such as gelu is charged for the
-            MulBackward0 of its mul); backward_count, backward_names: those nodes.
+            it caused, its parts' nodes included (a composite such as mean is charged for the
+            SumBackward0 of its sum); backward_count, backward_names: those nodes.
         backward_self_cpu_time_total, backward_self_cuda_time_total: self time of the nodes
             the op created itself (not its parts'), so no node is counted for two rows.
         forward_backward_self_cpu_time_total (and _cuda_): self forward + self backward. Over
             all rows these add up to at most the profile's total: no time is counted twice.
         forward_backward_cpu_time_total (and _cuda_): forward total + backward total, what
-            the op costs a training step with its parts; rows overlap (mul inside gelu is in
+            the op costs a training step with its parts; rows overlap (sum inside mean is in
             both), as CPU total does in the operator table.
     """
 
