@@ -465,3 +465,24 @@ def test_grad_prunes_a_big_unrelated_branch_by_topological_nr():
     np.testing.assert_allclose(g.numpy(), h.grad.numpy())
     np.testing.assert_allclose(g.numpy(), 2 * h.detach().numpy())
     assert ran == [1]                                     # a full backward does run it
+
+
+def test_input_buffer_sums_shared_gradients_without_touching_their_holders():
+    # Gradients summed in one input buffer: one array goes to two consumers (add's rule
+    # hands ``g`` to both inputs), and a retained .grad and the user's own gradient must stay
+    # as they were. Expected values are the chain rule by hand (and PyTorch's).
+    x = ag.tensor([1.0, 2.0, 3.0], dtype=ag.float64, requires_grad=True)
+    b = x * 1.0
+    b.retain_grad()
+    c = b + b                      # AddBackward0 sends the same g to both edges into b
+    d = c * 2.0 + b + b * b
+    seed = ag.tensor([1.0, 10.0, 100.0], dtype=ag.float64)
+    seed_copy = seed.numpy().copy()
+    d.backward(seed)
+    expected = seed_copy * (4.0 + 1.0 + 2.0 * np.array([1.0, 2.0, 3.0]))
+    assert np.array_equal(b.grad.numpy(), expected)
+    assert np.array_equal(x.grad.numpy(), expected)
+    assert np.array_equal(seed.numpy(), seed_copy)      # the user's gradient is untouched
+    g_before = x.grad.numpy().copy()
+    (x * 3.0 + x * 4.0).sum().backward()                # accumulates into .grad, not over it
+    assert np.array_equal(x.grad.numpy(), g_before + 7.0)
