@@ -26,7 +26,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from gradtrace.profiler.format import format_time, pick_time_unit
+from gradtrace.profiler.format import format_time, pick_time_unit, shorten
 
 __all__ = ["PLAIN_BOX", "WIDTH", "make_console", "plain_width", "emit", "short_site", "shorten", "is_plain",
            "spec_table", "fit_columns", "header_lines", "diff_table", "bench_table", "sort_metric"]
@@ -150,25 +150,6 @@ _DROP_ORDER = ("cuda_time", "cpu_time", "cuda_memory_usage", "cpu_memory_usage",
 # The narrowest a text column is squeezed to before numeric columns are left out.
 _MIN_TEXT = {"name": 14, "module": 12, "call_site": 34, "input_shapes": 18, "stack": 34,
              "backward_names": 16, "device": 6, "scope": 6}
-
-
-def shorten(text: str, width: int, plain: bool = False) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis in the middle, keeping both ends
-    (``aten::empty_…strided``, ``record_torch…py(32): main``): the one way the tables shorten a
-    name; a multi-line cell is shortened line by line. Plain output writes the ellipsis as
-    ``...`` (ASCII only). Full names are in ``--json`` and the dashboard."""
-    mark = "..." if plain else "…"
-    lines = []
-    for line in text.split("\n"):
-        if len(line) > width:
-            if width <= len(mark):
-                line = line[:width]
-            else:
-                head = (width - len(mark) + 1) // 2
-                tail = width - len(mark) - head
-                line = line[:head] + mark + (line[-tail:] if tail else "")
-        lines.append(line)
-    return "\n".join(lines)
 
 
 def header_lines(header: str, unit: str | None = None, width: int = 9) -> str:

@@ -1,4 +1,5 @@
-"""Text for times, bytes, percentages and FLOPs: the one place the units are spelled.
+"""Text for times, bytes, percentages and FLOPs, and shortened names: the one place the
+units are spelled and names are cut.
 
 Every table (``table()``, the CLI, the dashboard, ``profiler.diff``) formats through here, so a
 time or a size reads the same wherever it is shown.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 __all__ = ["TIME_UNITS", "pick_time_unit", "format_time", "format_bytes", "format_percent",
-           "format_flops_column"]
+           "format_flops_column", "shorten"]
 
 TIME_UNITS = ("s", "ms", "us")
 _US_PER_UNIT = {"s": 1e6, "ms": 1e3, "us": 1.0}
@@ -81,3 +82,23 @@ def format_flops_column(values: list[int]) -> tuple[str, list[str]]:
         return "Total FLOPs", [str(int(v)) if v else "--" for v in values]
     scale = 1000 ** k
     return f"Total {prefixes[k]}FLOPs", [f"{v / scale:.3f}" if v else "--" for v in values]
+
+
+def shorten(text: str, width: int, plain: bool = False) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis in the middle, keeping both ends
+    (``aten::empty_…strided``, ``record_torch…py(32): main``): the one way a table or the
+    timeline shortens a name; a multi-line text is shortened line by line. Plain output writes
+    the ellipsis as ``...`` (ASCII only). Full names are in ``--json`` and the dashboard's
+    hover and details."""
+    mark = "..." if plain else "…"
+    lines = []
+    for line in text.split("\n"):
+        if len(line) > width:
+            if width <= len(mark):
+                line = line[:width]
+            else:
+                head = (width - len(mark) + 1) // 2
+                tail = width - len(mark) - head
+                line = line[:head] + mark + (line[-tail:] if tail else "")
+        lines.append(line)
+    return "\n".join(lines)

@@ -11,13 +11,38 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from gradtrace.profiler.format import shorten
+
 from .figures import esc
 from .timeline import KINDS, MERGED_COLOUR, TimelineIndex, Window
 
-__all__ = ["timeline_figure", "row_labels", "BAR_BUDGET"]
+__all__ = ["timeline_figure", "row_labels", "fitted_names", "BAR_BUDGET"]
 
 BAR_BUDGET = 4_000      # ranges drawn one by one per window (SVG bars)
 _MIN_TEXT_PX = 10       # a name smaller than this would not be read: not drawn
+# Names are fitted to their bars on the server, where the plot's pixel width is not known:
+# it is taken as a laptop screen's plot (a wider one leaves them room to spare), with an
+# average character of the 12 px label font.
+_PLOT_PX = 1100
+_CHAR_PX = 7.0
+_MIN_CHARS = 4          # "ad…d" still tells a name; fewer characters draw nothing
+
+
+def fitted_names(names: list[str], duration_ms: np.ndarray, span_ms: float) -> list[str]:
+    """Each bar's label: its name when it fits the bar's width at the label font, shortened
+    in the middle (:func:`~gradtrace.profiler.format.shorten`, as the tables do) when at
+    least a few characters fit, else nothing. Without this, plotly shrinks a long name to fit
+    and then hides it as too small, so a wide bar with a long name showed no name at all.
+
+    Args:
+        names: the full names (the hover keeps them).
+        duration_ms: each bar's duration.
+        span_ms: the visible time span the plot's width shows.
+    """
+    px_per_ms = _PLOT_PX / max(span_ms, 1e-9)
+    fit = ((np.asarray(duration_ms) * px_per_ms - 8) / _CHAR_PX).astype(np.int64)
+    return [name if len(name) <= n else (shorten(name, int(n)) if n >= _MIN_CHARS else "")
+            for name, n in zip(names, fit.tolist())]
 
 
 def row_labels(index: TimelineIndex) -> list[str]:
@@ -45,6 +70,8 @@ def timeline_figure(window: Window, index: TimelineIndex, names: list[str], hove
         A figure whose height follows its container (the page sizes it).
     """
     fig = go.Figure()
+    lo_ms, hi_ms = x_range if x_range else (window.x0 / 1e6, window.x1 / 1e6)
+    labels = fitted_names(names, (window.end - window.start) / 1e6, hi_ms - lo_ms)
     for kind, (label, colour) in KINDS.items():
         pick = np.flatnonzero(window.kind == kind)
         if not len(pick):
@@ -53,7 +80,7 @@ def timeline_figure(window: Window, index: TimelineIndex, names: list[str], hove
         fig.add_trace(go.Bar(
             base=start, x=(window.end[pick] - window.start[pick]) / 1e6, y=window.row[pick], orientation="h",
             name=label, marker=dict(color=colour, line=dict(color="rgba(15,23,42,0.35)", width=0.5)),
-            text=[esc(names[k]) for k in pick.tolist()], textposition="inside", insidetextanchor="start", textangle=0,
+            text=[esc(labels[k]) for k in pick.tolist()], textposition="inside", insidetextanchor="start", textangle=0,
             textfont=dict(color="#ffffff" if kind != 2 else "#0f172a"), cliponaxis=True,
             hovertext=[hover[k] for k in pick.tolist()], hoverinfo="text", width=0.82,
             # A plain list: dcc.Graph reads clickData's customdata from the figure's data.

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import plotly.graph_objects as go
 
 from gradtrace.viewer import figures
+from gradtrace.viewer.timeline_figure import fitted_names
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -71,3 +73,19 @@ def test_diff_figure():
     fig = figures.diff_figure(rows, "d", "name", top_n=2)
     assert fig.data[0].y == ("a", "b") and fig.data[0].x == (2.0, -5.0)
     assert fig.data[0].marker.color == ("#dc2626", "#16a34a")
+
+
+
+@pytest.mark.parametrize("name, duration_ms, span_ms, label", [
+    ("gelu", 1.0, 10.0, "gelu"),                                   # 110 px: 14 characters
+    ("NativeLayerNormBackward0", 1.0, 10.0, "NativeL…kward0"),     # cut in the middle to 14
+    ("NativeLayerNormBackward0", 3.0, 10.0, "NativeLayerNormBackward0"),
+    ("scaled_softmax", 0.4, 10.0, "sc…ax"),                        # 44 px: 5 characters
+    ("scaled_softmax", 0.3, 10.0, ""),                             # 33 px: 3, nothing drawn
+    ("ProfilerStep#1", 40.0, 10.0, "ProfilerStep#1"),              # wider than the view
+])
+def test_timeline_labels_fit_their_bars(name, duration_ms, span_ms, label):
+    # The full name when it fits the bar at the label font (7 px a character, 8 px of
+    # padding, on a 1100 px plot), shortened in the middle as the tables do when 4 or more
+    # characters fit, else nothing; the hover keeps the full name.
+    assert fitted_names([name], np.array([duration_ms]), span_ms) == [label]

@@ -75,7 +75,7 @@ def test_timeline_readable_and_clickable(dash_duo, gpt, shot):  # noqa: F811
         "const lo = gd._fullLayout.xaxis.range[0], hi = gd._fullLayout.xaxis.range[1];"
         "for (let i = 0; i < x.length; i++) if (base[i] > lo && base[i] < hi && x[i] > x[k]) k = i;"
         "Plotly.relayout(gd, {'xaxis.range': [base[k] - x[k] * 0.6, base[k] + x[k] * 1.6]});"
-        "return t.text[k];")
+        "return t.hovertext[k].match(/<b>(.*?)<\\/b>/)[1];")   # the full name (a label may be shortened)
     wait_until(lambda: name in _bar_texts(dash_duo), what=f"{name} named", show=lambda: _bar_texts(dash_duo)[:20])
     names = _bar_texts(dash_duo)
     # A click in the middle of a wide backward slice selects it: details and its forward op.
