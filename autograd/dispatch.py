@@ -33,7 +33,7 @@ import weakref
 
 from . import backend
 from . import record_function as _rf
-from .backend import CPU, CPU_STREAM
+from .backend import CPU
 from .grad_mode import STATE as _THREAD
 from . import views
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
@@ -925,17 +925,15 @@ class CopySlices(Node):
     ``fn``'s sequence number and thread (a profiler pairs it with the forward op).
     """
 
-    __slots__ = ("_fn", "_steps", "_array_f")
+    __slots__ = ("_fn", "_steps")
 
-    def __init__(self, base_edge, fn, steps: "views.ViewSteps", base_shape, array_f):
+    def __init__(self, base_edge, fn, steps: "views.ViewSteps", base_shape):
         """
         Args:
             base_edge: where the base's gradient went before the write (None: nowhere).
             fn: the node the in-place op recorded, its input 0 being the view.
             steps: how the view is made from the base.
             base_shape: the base's shape.
-            array_f: the array functions of the device (``dispatch.ArrayF(xp)``), to build
-                the region's mask.
         """
         super().__init__((base_edge, *fn.next_edges[1:]), fn.sequence_nr)
         self.thread_id = fn.thread_id
@@ -943,7 +941,6 @@ class CopySlices(Node):
         self.input_metadata = ((tuple(base_shape), dtype, device, stream),)
         self._fn = fn
         self._steps = steps
-        self._array_f = array_f
 
     def apply(self, grads, F):
         g = grads[0]
@@ -958,7 +955,7 @@ class CopySlices(Node):
 
     def _region(self):
         """Boolean mask, shaped like the base, of the elements the view covers."""
-        af = self._array_f
+        af = ArrayF(self.input_metadata[0][2].xp)   # the mask is an array in either mode
         shape = self._fn.input_metadata[0][0]
         return views.scatter(af, af.xp.ones(shape, dtype=bool), self._steps) != 0
 
@@ -971,9 +968,7 @@ def _rebase_view(view, base, node) -> None:
     CopySlices node, and the view (whose version is now ahead of its ``grad_fn``) replays
     itself on it when its ``grad_fn`` is next read."""
     base_edge = _gradient_edge(base) if base.requires_grad else None
-    dev = base._device
-    base.grad_fn = CopySlices(base_edge, node, view._view_steps, base._data.shape,
-                                    ArrayF(dev.xp))
+    base.grad_fn = CopySlices(base_edge, node, view._view_steps, base._data.shape)
     base._output_nr = 0
     base.requires_grad = True
     view.requires_grad = True

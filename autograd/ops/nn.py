@@ -572,7 +572,7 @@ def _ln_grad_weight(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-
             xhat *= g        # the input rule is done with it
             return xhat      # summed to the weight's shape by the engine
         return g * xhat
-    return g * _ln_stats(F, input, normalized_shape, eps)[0]
+    return _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape, eps)
 
 
 def _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
