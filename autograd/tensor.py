@@ -9,7 +9,6 @@ import numpy
 from . import backend, dispatch
 from . import record_function as _rf
 from .backend import CPU
-from .grad_mode import STATE as _THREAD
 from .hooks import register
 
 __all__ = ["Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones",

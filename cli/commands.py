@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from .errors import CLIError, check_output_path, load_profile
 
@@ -124,7 +123,6 @@ def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, de
           per_step: bool = False):
     """The library's rows for a table: (rows sorted and cut, their columns, totals, the
     key_averages behind them or None, the field to highlight)."""
-    from gradtrace.profiler import columns  # noqa: PLC0415
     from gradtrace.profiler.aggregate import sort_rows  # noqa: PLC0415
 
     if group_by == "forward-op":

@@ -125,7 +125,7 @@ class _Builder:
         return sid
 
     def build(self) -> tuple:
-        raw, cpu = self.raw, self.raw.cpu
+        cpu = self.raw.cpu
         thread_of = self.thread_of = self._thread_ids()
         cat = cpu["cat"]
         name_id = cpu["name_id"].copy()

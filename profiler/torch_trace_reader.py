@@ -420,7 +420,6 @@ class _Sink:
 
     def _memory(self, ev: dict) -> None:
         args = ev.get("args")
-        ts = ev.get("ts")
         times = self._times(ev)
         if args.__class__ is not dict or times is None:
             return self.skip("[memory] (without args or ts)")

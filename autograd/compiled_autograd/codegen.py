@@ -12,7 +12,7 @@ from .. import engine as _engine
 from .. import record_function as _rf
 from ..dispatch import ArrayF, _fill_missing
 from ..node import GraphRoot
-from .key import ACC, GENERIC
+from .key import GENERIC
 from .program import Program, SavedKind, StepKind, Unsupported
 
 __all__ = ["generate", "compile_program"]
