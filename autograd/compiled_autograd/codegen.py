@@ -3,6 +3,12 @@
 Registers become local names (reused once dead, so the function has few locals); a node's
 rules are called directly with ``ArrayF``; every other step calls the engine's own function
 for it (hooks, validation, accumulation), so the replay and the engine cannot disagree.
+
+What the capture cannot know, the first replay tells: a rule's output that does not fit its
+input (a bias gradient of the batch's shape, summed down to the bias's) goes through the
+engine's :func:`conform`, which notes the shape it got at that site; the code generated
+after that sums it down directly, on the axes :func:`sum_axes` folds at generation time,
+behind a guard that hands any other shape to :func:`conform` again.
 """
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from .. import engine as _engine
 from .. import record_function as _rf
 from ..dispatch import ArrayF, _fill_missing
 from ..node import GraphRoot
+from ..ops.shape import sum_axes
 from .key import GENERIC
 from .program import Program, SavedKind, StepKind, Unsupported
 
@@ -36,6 +43,26 @@ def _generic(task, node, grads):
     validates its outputs."""
     outs = _engine.apply_node(task, node, grads, task.ops)
     return _engine.validate_outputs(task, node, outs) if outs else [None] * len(node.next_edges)
+
+
+def _conform_noted(seen, site, task, node, i, g, shape, dtype):
+    """:func:`engine.conform`, noting at ``site`` the shape and dtype that needed it (for the
+    next code generation, :func:`_fold_conform`)."""
+    out = _engine.conform(task, node, i, g, shape, dtype)
+    seen[site] = (g.shape, g.dtype)
+    return out
+
+
+def _fold_conform(seen_shape, seen_dtype, shape, dtype):
+    """The expression suffix that turns a gradient of ``seen_shape`` into one of ``shape``,
+    as conform() would (a sum over the broadcast axes, then a reshape if the sum left ones
+    out); None when it takes a cast as well (left to conform())."""
+    if seen_dtype != dtype or seen_shape == shape or len(seen_shape) < len(shape):
+        return None
+    axes = sum_axes(seen_shape, shape)
+    left = tuple(n for k, n in enumerate(seen_shape) if k not in axes)
+    expr = f".sum(axis={axes!r})" if axes else ""
+    return expr + (f".reshape({shape!r})" if left != tuple(shape) else "")
 
 
 def _unpack(node, p):
@@ -85,6 +112,7 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
           "_tph": _engine.call_tensor_pre_hooks, "_pre": _engine.call_pre_hooks,
           "_post": _engine.call_post_hooks, "_acc": _engine.accumulate_grad,
           "_begin": _rf.begin, "_end": _rf.end, "_BW": _BACKWARD,
+          "_noted": _conform_noted, "_SEEN": program.conform_seen,
           "F": ArrayF(program.device.xp) if program.device else None}
     lines = ["def run(T, N, G, I=None, O=None, K=None):" if graph_mode else "def run(T, N, G):"]
     emit = lines.append
@@ -117,11 +145,21 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
             name = names[r] = pool.pop() if pool else f"v{len(names)}"
         return name
 
-    def validate(r, shape, dtype, node, i, indent="    "):
-        s, d = const(shape, "S"), const(dtype, "D")
-        guard = f"{v(r)} is not None and (" if r in maybe_none else "("
-        emit(f"{indent}if {guard}{v(r)}.shape != {s} or {v(r)}.dtype != {d}): "
-             f"{v(r)} = _conform(T, {node}, {i}, {v(r)}, {s}, {d})")
+    def validate(r, shape, dtype, node, i, site, indent="    "):
+        s, d, x = const(shape, "S"), const(dtype, "D"), v(r)
+        guard = f"{x} is not None and " if r in maybe_none else ""
+        seen = program.conform_seen.get(site)
+        fold = _fold_conform(*seen, shape, dtype) if seen is not None else None
+        if fold is None:
+            fix = (f"_conform(T, {node}, {i}, {x}, {s}, {d})" if seen is not None else
+                   f"_noted(_SEEN, {site!r}, T, {node}, {i}, {x}, {s}, {d})")
+            emit(f"{indent}if {guard}({x}.shape != {s} or {x}.dtype != {d}): {x} = {fix}")
+            return
+        # The shape the first replay saw here, summed down as conform() sums it.
+        emit(f"{indent}if {guard}{x}.shape == {const(seen[0], 'S')} and {x}.dtype == {d}: "
+             f"{x} = {x}{fold}")
+        emit(f"{indent}elif {guard}({x}.shape != {s} or {x}.dtype != {d}): "
+             f"{x} = _conform(T, {node}, {i}, {x}, {s}, {d})")
 
     def keep(regs, indent="    "):
         if graph_mode and regs:
@@ -159,7 +197,7 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
             r = s.writes[0]
             emit(f"    {v(r)} = G[{s.arg}]")
             shape, dtype = program.root_meta[s.arg]
-            validate(r, shape, dtype, "_ROOT", s.arg)
+            validate(r, shape, dtype, "_ROOT", s.arg, (k, s.arg))
         elif kind is StepKind.SUM:
             a, b = s.reads
             op = "_add({}, {})" if a in maybe_none or b in maybe_none else "{} + {}"
@@ -176,7 +214,7 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
             lhs = ", ".join("_" if r is None else v(r) for r in new)
             emit(f"    {lhs}, = _post(T, _n, [{regs(outs)}], [{regs(grads)}])")
         elif kind is StepKind.CALL:
-            _gen_call(program, s, emit, v, const, validate, keep, begin_record, end_record,
+            _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_record,
                       keep_graph, graph_mode, n_inputs)
         elif kind is StepKind.RELEASE:
             if not keep_graph and not graph_mode:
@@ -204,7 +242,7 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
     return "\n".join(lines) + "\n", ns, n_inputs[0]
 
 
-def _gen_call(program, s, emit, v, const, validate, keep, begin_record, end_record,
+def _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_record,
               keep_graph, graph_mode, n_inputs):
     j = s.node
     entry = program.nodes_info[j]
@@ -262,7 +300,7 @@ def _gen_call(program, s, emit, v, const, validate, keep, begin_record, end_reco
             continue
         emit(f"{ind}{v(r)} = {const(rule, 'R')}(F, {g}, {argstr}{kw})")
         meta = program.nodes_info[e[0]]["meta"][e[1]]
-        validate(r, meta[0], meta[1], "_n", i, ind)
+        validate(r, meta[0], meta[1], "_n", i, (k, i), ind)
     end_record()
     keep([r for r in outs if r is not None])
     temps = [a for a in args if a.startswith("a")]
@@ -279,7 +317,9 @@ def compile_program(program: Program, keep_graph: bool, profiled: bool):
     """The program's function for this variant, generated and compiled on first use."""
     variant = (keep_graph, profiled)
     fn = program.variants.get(variant)
-    if fn is None:
+    # Regenerated once a replay noted a shape the code does not fold yet.
+    if fn is None or program.seen_at[variant] != len(program.conform_seen):
+        program.seen_at[variant] = len(program.conform_seen)
         src, ns, _ = generate(program, keep_graph, profiled)
         code = compile(src, f"<compiled_autograd {len(program.steps)} steps>", "exec")
         exec(code, ns)  # noqa: S102 - our own generated code

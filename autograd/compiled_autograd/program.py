@@ -79,6 +79,10 @@ class Program:
         self.root_meta = root_meta      # per root output: (shape, dtype) it must have
         self.variants: dict = {}        # (keep_graph, profiled) -> compiled function
         self.source: dict = {}          # same keys -> generated source (for the debug log)
+        # (step, output) -> (shape, dtype) of a gradient that conform() had to fit to its
+        # input at replay; seen_at: how many were noted when each variant was generated.
+        self.conform_seen: dict = {}
+        self.seen_at: dict = {}
         self.cuda_graph = None          # CudaGraphRunner once captured
         self.cuda_graph_state = "untried"   # "untried", "ready", "unsupported: ..."
         self.runs = 0

@@ -46,14 +46,20 @@ def _expand_fwd(xp, x, shape):
     return xp.broadcast_to(x, expand_shape(x.shape, shape))
 
 
+def sum_axes(shape, target) -> tuple:
+    """The axes an array of ``shape`` is summed over to get ``target``, which it was broadcast
+    from (the result then has ``target``'s elements, to be reshaped to it)."""
+    lead = len(shape) - len(target)
+    return tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(target) if s == 1 and shape[i + lead] != 1)
+
+
 def sum_to_shape(xp, x, shape):
     """Sum ``x`` down to ``shape``, which it was broadcast from."""
     shape = tuple(shape)
     if x.shape == shape:
         return x
-    lead = x.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1)
+    axes = sum_axes(x.shape, shape)
     return xp.reshape(xp.sum(x, axis=axes), shape) if axes else xp.reshape(x, shape)
 
 

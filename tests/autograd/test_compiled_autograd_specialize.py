@@ -1,0 +1,101 @@
+"""Compiled autograd specializes its program on what replays show (issue 17): a gradient that
+conform() had to fit is summed down directly from the next code generation on, with the same
+values as the engine's conform (bit for bit on the CPU), and any other shape still reaches
+conform()."""
+import numpy as np
+import pytest
+
+import gradtrace.autograd as ag
+from gradtrace.autograd import compiled_autograd as ca
+from gradtrace.autograd import engine, nn
+from gradtrace.autograd.compiled_autograd.codegen import _fold_conform
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    ca.reset()
+    yield
+    ca.reset()
+
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+# (shape the rule returned, dtype, shape of the input, its dtype, generated suffix)
+FOLD_CASES = [
+    ((32, 256), F32, (256,), F32, ".sum(axis=(0,))"),          # a Linear's bias
+    ((4, 16, 32), F32, (32,), F32, ".sum(axis=(0, 1))"),       # a LayerNorm's weight
+    ((3, 4), F32, (3, 1), F32, ".sum(axis=(1,)).reshape((3, 1))"),
+    ((2, 3, 4), F32, (1, 3, 1), F32, ".sum(axis=(0, 2)).reshape((1, 3, 1))"),
+    ((1, 5), F32, (5,), F32, ".sum(axis=(0,))"),
+    ((3, 4), F64, (4,), F32, None),      # a cast too: left to conform()
+    ((4,), F64, (4,), F32, None),        # a cast only
+    ((5,), F32, (1, 5), F32, None),      # not a broadcast: conform() raises
+]
+
+
+@pytest.mark.parametrize("seen, seen_dtype, shape, dtype, suffix", FOLD_CASES)
+def test_fold_equals_conform(seen, seen_dtype, shape, dtype, suffix):
+    assert _fold_conform(seen, seen_dtype, shape, dtype) == suffix
+    if suffix is None:
+        return
+    g = np.random.default_rng(0).standard_normal(seen).astype(seen_dtype)
+    folded = eval("g" + suffix)  # noqa: S307 - the generated expression, as the program runs it
+    task = engine.GraphTask(False, False, accumulate=True)
+    expected = engine.conform(task, None, 0, g, shape, dtype)
+    assert folded.shape == expected.shape and folded.dtype == expected.dtype
+    np.testing.assert_array_equal(folded, expected)
+
+
+def _model():
+    ag.manual_seed(0)
+    block = nn.TransformerBlock(16, 2)
+    head = nn.Linear(16, 7)
+    x = ag.tensor(np.random.default_rng(2).standard_normal((2, 6, 16)).astype(np.float32))
+    params = list(block.parameters()) + list(head.parameters())
+    return (lambda: (head(block(x)) ** 2).mean()), params
+
+
+def test_sites_noted_on_first_replay_folded_after_and_bit_identical():
+    build, params = _model()
+    eager = []
+    for _ in range(4):
+        build().backward()
+        eager.append([p.grad.numpy().copy() for p in params])
+    for p in params:
+        p.grad = None
+    sources = []
+    with ca.enable():
+        for step in range(4):
+            build().backward()
+            prog = ca.last_program()
+            sources.append(prog.source.get((False, False)))
+            for e, p in zip(eager[step], params):
+                np.testing.assert_array_equal(p.grad.numpy(), e)
+    # The capture's run notes the sites that needed conform(); from the next backward on,
+    # the biases and the LayerNorm weights are summed in the program (the sites whose
+    # gradient always fitted still note, should it ever not).
+    folded = sources[1].count(".sum(axis=")
+    assert ".sum(axis=" not in sources[0] and ".sum(axis=(0, 1))" in sources[1]
+    assert folded >= 4 and sources[1].count("_noted(") == sources[0].count("_noted(") - folded
+    assert sources[3] is sources[2] is sources[1]     # no new shape: not generated again
+    assert ca.stats()["captures"] == 1
+
+
+def test_an_unexpected_shape_at_a_folded_site_still_reaches_conform():
+    """The guard: a site folded for one shape gives any other shape to conform(). Here the
+    noted shape of the bias site is made wrong by hand (the key never lets a program see two
+    shapes at one site), and the regenerated program still sums the bias gradient right."""
+    ag.manual_seed(0)
+    lin = nn.Linear(3, 2)
+    x = ag.tensor(np.ones((4, 3), dtype=np.float32))
+    with ca.enable():
+        lin(x).sum().backward()
+        prog = ca.last_program()
+        (site,) = [k for k, (shape, _) in prog.conform_seen.items() if shape == (4, 2)]
+        prog.conform_seen[site] = ((7, 2), np.dtype(np.float32))
+        lin.zero_grad()
+        lin(x).sum().backward()
+    src = prog.source[(False, False)]
+    assert src.count(".sum(axis=(0,))") == 1
+    np.testing.assert_array_equal(lin.bias.grad.numpy(), [4.0, 4.0])
+    np.testing.assert_array_equal(lin.weight.grad.numpy(), np.full((2, 3), 4.0))
