@@ -623,7 +623,8 @@ def apply_op(op: OpDef, inputs, attrs=None):
     if _RF.on:
         if mask:
             seq = ops.next_seq()
-        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, dev._name, _stream_of(dev, ops))
+        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, dev._name,
+                        ops.cpu_stream if dev is CPU else backend.current_stream(dev))
     try:
         if op.check is not None:
             op.check(*datas, **(attrs or {}))
@@ -664,11 +665,6 @@ def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):
     if ops.fw_level:
         _forward_grad(op, inputs, attrs, result, _THREAD)
     return result
-
-
-def _stream_of(dev, ops):
-    """The stream an op on ``dev`` runs on now (this thread's CPU stream on the CPU)."""
-    return ops.cpu_stream if dev is CPU else backend.current_stream(dev)
 
 
 def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=None):

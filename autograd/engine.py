@@ -579,28 +579,28 @@ def call_function(task, node, grads):
     if ex is not None and ex.pre_hooks:
         grads = call_pre_hooks(task, node, grads)
     ops = task.ops
-    # The flags are read per node: a hook may turn the profiler or anomaly mode on.
-    if _RF.on or ops.anomaly or (ex is not None and ex.post_hooks):
-        return _call_instrumented(task, node, grads, ops)
     meta = node.input_metadata
-    if meta and meta[0][3] is ops.cpu_stream and node.__class__ is not AccumulateGrad:
-        # The common case, inlined: a table op's node on this thread's CPU stream.
-        dev = meta[0][2]
-        outputs = node.apply(grads, task.F if dev is task.F_dev else namespace(task, dev))
-    else:
-        outputs = apply_node(task, node, grads, ops)
-    return outputs
-
-
-def _call_instrumented(task, node, grads, ops):
-    """call_function's second half when profiled, in anomaly mode or with post-hooks: the
-    node inside its BACKWARD_FUNCTION record, NaN checks and forward-stack notes on errors."""
-    ex = node._extra
+    # The flags are read per node: a hook may turn the profiler or anomaly mode on.
     rec = None
     if _RF.on and node.__class__ is not GraphRoot:
-        meta = node.input_metadata
         rec = _rf.begin(_BACKWARD, node.name(), node.sequence_nr, node.thread_id, None,
                         meta[0][2]._name if meta else "cpu", meta[0][3] if meta else None, node)
+    try:
+        if ops.anomaly or (ex is not None and ex.post_hooks):
+            return _call_checked(task, node, grads, ops, ex)
+        if meta and meta[0][3] is ops.cpu_stream and node.__class__ is not AccumulateGrad:
+            # The common case, inlined: a table op's node on this thread's CPU stream.
+            dev = meta[0][2]
+            return node.apply(grads, task.F if dev is task.F_dev else namespace(task, dev))
+        return apply_node(task, node, grads, ops)
+    finally:
+        if rec is not None:
+            _rf.end(rec)
+
+
+def _call_checked(task, node, grads, ops, ex):
+    """call_function's second half in anomaly mode or with post-hooks: NaN checks and
+    forward-stack notes on errors, post-hooks on validated outputs."""
     anomaly = ops.anomaly
     if anomaly:
         parent, _THREAD.current_node = _THREAD.current_node, node
@@ -623,8 +623,6 @@ def _call_instrumented(task, node, grads, ops):
     finally:
         if anomaly:
             _THREAD.current_node = parent
-        if rec is not None:
-            _rf.end(rec)
     return outputs
 
 

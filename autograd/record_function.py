@@ -5,6 +5,12 @@ callback registered an op pays that one attribute read and allocates nothing. Wi
 each range is one :class:`RecordFunction` object (``__slots__``) handed to ``start`` and
 ``end``.
 
+A profiler does not need an object per range, only the range's fields once it has closed, so it
+registers a *range sink* (:func:`add_range_sink`) instead: while a sink is the only listener,
+a range is one plain list (``ROW_*`` below) built by :func:`begin` and handed to the sink by
+:func:`end`. That is the cheapest thing Python can do per range (one list, two clock reads, no
+attribute writes), which is what keeps a profiled run near an unprofiled one.
+
 Correlation is exact: a forward op's record carries the ``sequence_nr`` of the node it created
 (-1 when it created none) and a backward node's record carries the node's own ``sequence_nr``
 and the id of the thread that created it (``fwd_thread_id``). The pair
@@ -17,6 +23,7 @@ import enum
 import functools
 import random
 import threading
+from time import perf_counter_ns as _perf
 
 from . import backend
 from .grad_mode import STATE as _THREAD, current_thread_id
@@ -24,8 +31,8 @@ from .hooks import RemovableHandle
 
 __all__ = [
     "RecordScope", "RecordFunction", "add_global_callback", "add_thread_local_callback",
-    "add_memory_callback", "record_function", "current_thread_id", "has_callbacks",
-    "STATE",
+    "add_memory_callback", "add_range_sink", "record_function", "current_thread_id",
+    "has_callbacks", "STATE",
 ]
 
 
@@ -39,6 +46,14 @@ FUNCTION = RecordScope.FUNCTION
 BACKWARD_FUNCTION = RecordScope.BACKWARD_FUNCTION
 USER_SCOPE = RecordScope.USER_SCOPE
 _N_SCOPES = len(RecordScope)
+
+# A sink's row: ``row[0]`` is the sink's ``end`` (so that :func:`end` needs no lookup), then
+# the range's fields. ``ROW_CTX`` is what the sink's ``start`` returned (None without one);
+# ``ROW_START`` is the clock (``time.perf_counter_ns``) as the range opened, read last so the
+# bookkeeping before it is not inside the range; ``ROW_END`` is 0 until the sink writes the
+# closing time there (a list, so the sink can keep the row itself: no second object per range).
+(ROW_SCOPE, ROW_NAME, ROW_SEQ, ROW_FWD_TID, ROW_TID, ROW_INPUTS, ROW_DEVICE, ROW_STREAM,
+ ROW_NODE, ROW_CTX, ROW_START, ROW_END) = range(1, 13)
 
 
 class _Flags:
@@ -58,12 +73,27 @@ class RecordFunction:
     """One range: what the callbacks see. Built only when a callback wants this scope."""
 
     __slots__ = ("name", "scope", "sequence_nr", "fwd_thread_id", "thread_id", "inputs",
-                 "device", "stream", "node", "_active", "_ctx")
+                 "device", "stream", "node", "_active", "_ctx", "_sinks", "_start_ns")
 
     def __repr__(self):
         return (f"RecordFunction(name={self.name!r}, scope={RecordScope(self.scope).name}, "
                 f"sequence_nr={self.sequence_nr}, thread_id={self.thread_id}, "
                 f"fwd_thread_id={self.fwd_thread_id})")
+
+
+class _Sink:
+    __slots__ = ("start", "end", "scopes", "needs_inputs")
+
+    def __init__(self, start, end, scopes, needs_inputs):
+        if end is None:
+            raise ValueError("a range sink needs an end function")
+        self.start = start
+        self.end = end
+        self.scopes = frozenset(RecordScope(s) for s in scopes) if scopes is not None else None
+        self.needs_inputs = bool(needs_inputs)
+
+    def wants(self, scope: int) -> bool:
+        return self.scopes is None or scope in self.scopes
 
 
 class _Callback:
@@ -89,12 +119,17 @@ _global: dict[int, _Callback] = {}
 _global_by_scope: list[tuple] = [()] * _N_SCOPES   # rebuilt on every (un)registration
 _thread_local_count = 0                             # registrations alive in any thread
 _memory: dict[int, object] = {}
+_sinks: dict[int, _Sink] = {}
+_sinks_by_scope: list[tuple] = [()] * _N_SCOPES
 # The common case precomputed per scope, rebuilt with the flags: when no thread-local callback
 # exists anywhere and every global callback for the scope reports every range (sampling_prob
 # 1.0), ``_fast[scope]`` is ``(callbacks, needs_inputs)`` and begin() needs no list, no random
 # draw and no thread-local read. Otherwise it is None and begin() takes the general path.
 # The list is replaced, never mutated, so a reader in another thread sees one whole version.
 _fast: list = [None] * _N_SCOPES
+# Per scope, ``(end, start, needs_inputs)`` of the one sink when it is the scope's only
+# listener (no callback, no other sink): begin() then builds the row and nothing else.
+_lean: list = [None] * _N_SCOPES
 
 
 class _ThreadCallbacks(threading.local):
@@ -107,16 +142,22 @@ _local = _ThreadCallbacks()
 
 
 def _refresh_flags() -> None:
-    """Recompute the flags and the fast table (callers hold ``_lock``)."""
-    global _fast
+    """Recompute the flags and the fast tables (callers hold ``_lock``)."""
+    global _fast, _lean, _sinks_by_scope
+    _sinks_by_scope = [tuple(sk for sk in _sinks.values() if sk.wants(s)) for s in range(_N_SCOPES)]
     fast = [None] * _N_SCOPES
+    lean = [None] * _N_SCOPES
     if not _thread_local_count:
         for s in range(_N_SCOPES):
-            cbs = _global_by_scope[s]
-            if cbs and all(cb.sampling_prob >= 1.0 for cb in cbs):
+            cbs, sinks = _global_by_scope[s], _sinks_by_scope[s]
+            if sinks:
+                if not cbs and len(sinks) == 1:
+                    lean[s] = (sinks[0].end, sinks[0].start, sinks[0].needs_inputs)
+            elif cbs and all(cb.sampling_prob >= 1.0 for cb in cbs):
                 fast[s] = (cbs, any(cb.needs_inputs for cb in cbs))
     _fast = fast
-    STATE.on = bool(_global) or _thread_local_count > 0
+    _lean = lean
+    STATE.on = bool(_global) or bool(_sinks) or _thread_local_count > 0
     STATE.memory = bool(_memory)
 
 
@@ -151,6 +192,35 @@ def _on_global_removed():
         _rebuild_global()
 
 
+def add_range_sink(end, *, start=None, scopes=None, needs_inputs=False) -> RemovableHandle:
+    """Hand every range, in every thread, to ``end(row)`` once it closes, as one list.
+
+    The row is ``[end, scope, name, sequence_nr, fwd_thread_id, thread_id, inputs, device,
+    stream, node, ctx, start_ns, 0]`` (indices ``ROW_*``); ``end`` reads the clock itself for
+    the range's end (and may store it at ``ROW_END``: the row is the sink's to keep). This is the profiler's lane: while one sink is the only listener no
+    RecordFunction object is made (see the module's docstring).
+
+    Args:
+        start: optional ``start(scope, stream) -> ctx``, called as a range opens (before its
+            clock is read), for what must happen then: a CUDA start event, the caller's stack.
+        scopes: iterable of :class:`RecordScope` to receive (default: all).
+        needs_inputs: fill the row's inputs with ``(shape, dtype)`` of each input.
+    Returns:
+        A handle whose ``remove()`` unregisters the sink.
+    """
+    sink = _Sink(start, end, scopes, needs_inputs)
+    with _lock:
+        handle = RemovableHandle(_sinks, on_remove=_on_sink_removed)
+        _sinks[handle.id] = sink
+        _refresh_flags()
+    return handle
+
+
+def _on_sink_removed():
+    with _lock:
+        _refresh_flags()
+
+
 def add_thread_local_callback(start=None, end=None, *, scopes=None, needs_inputs=False,
                               sampling_prob=1.0) -> RemovableHandle:
     """Like :func:`add_global_callback` but only for ranges run by the calling thread."""
@@ -182,8 +252,9 @@ _dtype_names: dict = {}
 _SCALAR = ((), "Scalar")
 
 
-def _describe_inputs(inputs) -> list:
+def _describe_inputs(inputs) -> tuple:
     """(shape, dtype) for each input: arrays and tensors by their shape, scalars as ``()``.
+    A tuple, so that a profiler can key its table of input descriptions with it.
 
     Runs once per recorded op when shapes are asked for, so dtype names are cached (``str``
     of a dtype costs more than the rest of this function).
@@ -210,7 +281,7 @@ def _describe_inputs(inputs) -> list:
             out.extend((getattr(t, "_data", t).shape, str(getattr(t, "_data", t).dtype)) for t in x)
         else:
             out.append(((), type(x).__name__))
-    return out
+    return tuple(out)
 
 
 def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,
@@ -220,13 +291,20 @@ def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,
     ``node``: the autograd node a BACKWARD_FUNCTION range runs (the profiler reads its
     ``next_edges`` once, when it stops); None for every other range.
     """
+    lean = _lean[scope]
+    if lean is not None:
+        sink_end, sink_start, needs_inputs = lean
+        return [sink_end, scope, name, sequence_nr, fwd_thread_id, _THREAD.thread_id,
+                _describe_inputs(inputs) if needs_inputs and inputs is not None else None,
+                device, stream, node, sink_start(scope, stream) if sink_start is not None else None,
+                _perf(), 0]
     fast = _fast[scope]
     if fast is None:
         return _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, node)
     cbs, needs_inputs = fast
     rec = _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs, node)
     if len(cbs) == 1:
-        # One callback (a profiler): its context is kept as it is, no pairs list.
+        # One callback: its context is kept as it is, no pairs list.
         cb = cbs[0]
         rec._active = cb
         start = cb.start
@@ -248,33 +326,41 @@ def _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, nee
     rec.device = device
     rec.stream = stream
     rec.node = node
+    rec._sinks = None
     return rec
 
 
 def _begin_general(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, node):
-    """begin() with thread-local callbacks or sampling: which callbacks hear this range is
-    decided per range."""
+    """begin() with thread-local callbacks, sampling, or sinks beside callbacks: which
+    callbacks hear this range is decided per range; every sink of the scope hears it."""
     cbs = _global_by_scope[scope]
     if _thread_local_count:
         cbs = cbs + _local.by_scope[scope]
-    if not cbs:
-        return None
+    sinks = _sinks_by_scope[scope]
     active = []
     needs_inputs = False
     for cb in cbs:
         if cb.sampling_prob >= 1.0 or random.random() < cb.sampling_prob:
             active.append(cb)
             needs_inputs = needs_inputs or cb.needs_inputs
-    if not active:
+    if not active and not sinks:
         return None
+    needs_inputs = needs_inputs or any(sk.needs_inputs for sk in sinks)
     rec = _record(scope, name, sequence_nr, fwd_thread_id, inputs, device, stream, needs_inputs, node)
+    if sinks:
+        rec._sinks = [(sk, sk.start(scope, stream) if sk.start is not None else None) for sk in sinks]
     rec._active = [(cb, cb.start(rec) if cb.start is not None else None) for cb in active]
+    rec._start_ns = _perf()
     return rec
 
 
 def end(rec) -> None:
-    """Close a range opened by :func:`begin` (callbacks run in reverse order of start)."""
+    """Close a range opened by :func:`begin` (callbacks run in reverse order of start, then
+    the sinks)."""
     if rec is None:
+        return
+    if rec.__class__ is list:      # a sink's row
+        rec[0](rec)
         return
     active = rec._active
     if active.__class__ is _Callback:
@@ -284,6 +370,11 @@ def end(rec) -> None:
     for cb, ctx in reversed(active):
         if cb.end is not None:
             cb.end(rec, ctx)
+    if rec._sinks:
+        for sink, ctx in rec._sinks:
+            sink.end([sink.end, rec.scope, rec.name, rec.sequence_nr, rec.fwd_thread_id,
+                      rec.thread_id, rec.inputs if sink.needs_inputs else None, rec.device,
+                      rec.stream, rec.node, ctx, rec._start_ns, 0])
 
 
 # --------------------------------------------------------------------------- memory callbacks

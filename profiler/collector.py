@@ -1,34 +1,36 @@
-"""The collector: RecordFunction callbacks that append raw integers, turned into columns at stop.
+"""The collector: a RecordFunction range sink that keeps one tuple per range, turned into
+columns at stop.
 
-This is the only profiler module that imports the engine. While profiling, each closing range
-appends one fixed-width row of integers (packed with one ``struct`` call) to an
-``array.array('q')`` owned by the thread that ran it (so rows from different threads never
-interleave, and no lock is taken per event). Names,
-devices, input descriptions and stacks are interned into dicts the first time they are seen.
-Nothing else happens per event: no event objects, no device synchronisation. GPU ranges get a
-pair of CUDA events recorded on the op's stream; all of them are resolved after one
-synchronize when the collector stops.
+While profiling, each closing range writes its end time into its row and appends the row to
+one list (an append is atomic under the GIL, so threads need no lock; the row carries its
+thread id). The row is the list the engine built as the range opened
+(``record_function.ROW_*``); nothing else happens per event: no interning, no event objects,
+no device synchronisation. At stop the rows are
+transposed into columns, names and input descriptions interned once per distinct value, and
+the backward nodes the ranges ran are read once for the graph's edges. GPU ranges get a pair
+of CUDA events recorded on the op's stream; all of them are resolved after one synchronize
+when the collector stops.
 """
 from __future__ import annotations
 
 import json
 import os
-import struct
 import sys
 import threading
 import time
 from array import array
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_not
 
 import numpy as np
 
 from gradtrace.autograd import backend
 from gradtrace.autograd import memory as engine_memory
 from gradtrace.autograd import record_function as rf
+from gradtrace.autograd.node import AccumulateGrad
 
 from .data import ProfileData
 from .fileformat import gradtrace_version
-from gradtrace.autograd.node import AccumulateGrad
-
 from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope, empty_columns
 
 __all__ = ["Collector", "record_function", "gpu_available"]
@@ -49,10 +51,8 @@ def _device_properties(name: str) -> dict:
         return {"id": int(name.partition(":")[2] or 0), "name": name}
 
 
-# Row layout of the per-thread event buffers.
-_NAME, _SCOPE, _START, _END, _SEQ, _FWD_TID, _DEVICE, _STREAM, _GPU_PAIR, _INPUTS, _STACK, _NODE = range(12)
-_EVENT_WIDTH = 12
-_ROW = struct.Struct(f"={_EVENT_WIDTH}q")   # native order, like array("q")
+# A row's context when a range has a stack or a GPU pair: [stack id, start event, end event].
+_CTX_STACK, _CTX_EV_START, _CTX_EV_END = range(3)
 # Row layout of the per-thread memory buffers.
 _M_TIME, _M_BYTES, _M_TOTAL, _M_DEVICE, _M_ADDR, _M_CATEGORY = range(6)
 _MEMORY_WIDTH = 6
@@ -66,22 +66,11 @@ _INTERNAL_DIRS = tuple(
 # ...except the reference workloads, which are model code like the user's own.
 _USER_CODE_DIRS = (os.path.join(os.path.dirname(os.path.abspath(rf.__file__)), "models") + os.sep,)
 _MAX_STACK_DEPTH = 32
-
-
-class _ThreadBuffers:
-    __slots__ = ("events", "memory", "gpu_events", "nodes")
-
-    def __init__(self):
-        self.events = array("q")
-        self.memory = array("q")
-        self.gpu_events: list = []
-        # The autograd nodes the backward ranges ran, kept (alive, so that ``id()`` stays
-        # unique) until stop reads their edges: one append per backward range, nothing more.
-        self.nodes: list = []
+_next_edges = attrgetter("next_edges")
 
 
 class Collector:
-    """Install callbacks on :meth:`start`, remove them and build a ProfileData on :meth:`stop`."""
+    """Install a range sink on :meth:`start`, remove it and build a ProfileData on :meth:`stop`."""
 
     def __init__(self, activities: set[str], record_shapes: bool, profile_memory: bool,
                  with_stack: bool, with_flops: bool, with_modules: bool):
@@ -92,7 +81,11 @@ class Collector:
         self.with_flops = with_flops
         self.with_modules = with_modules
         self._lock = threading.Lock()
-        self._buffers: dict[int, _ThreadBuffers] = {}
+        # The row of each closed range, all threads: backward nodes apart from the rest, so
+        # that stop reads nodes from the one list that has them.
+        self._ranges: list = []
+        self._backward: list = []
+        self._memory: dict[int, array] = {}      # thread id -> memory rows (int64, flat)
         self._strings: list[str] = []
         self._string_ids: dict[str, int] = {}
         self._devices: dict[object, int] = {}
@@ -113,18 +106,9 @@ class Collector:
                 self._strings.append(s)
             return sid
 
-    def _intern_device(self, device) -> int:
-        sid = self._intern_string(str(device) if device is not None else "cpu")
-        self._devices[device] = sid
-        return sid
-
     def _intern_in(self, table: dict, key) -> int:
         with self._lock:
             return table.setdefault(key, len(table))
-
-    def _thread_buffers(self, thread_id: int) -> _ThreadBuffers:
-        with self._lock:
-            return self._buffers.setdefault(thread_id, _ThreadBuffers())
 
     def _capture_stack(self) -> int:
         frames = []
@@ -139,94 +123,48 @@ class Collector:
         sid = self._stacks.get(key)
         return sid if sid is not None else self._intern_in(self._stacks, key)
 
-    # ------------------------------------------------------------------ callbacks
+    # ------------------------------------------------------------------ the sink
 
-    def _make_callbacks(self):
+    def _make_sink(self, rows: list):
+        """A sink's ``(end, start)`` keeping its rows in ``rows``: ``start`` is None in the
+        common CPU case, where a range needs nothing when it opens."""
         perf = time.perf_counter_ns
-        buffers = self._buffers
-        string_ids = self._string_ids
-        devices = self._devices
-        inputs_table = self._inputs
-        new_buffers = self._thread_buffers
-        intern_string = self._intern_string
-        intern_device = self._intern_device
-        intern_in = self._intern_in
-        record_shapes = self.record_shapes
-        with_stack = self.with_stack
-        capture_stack = self._capture_stack
+        append = rows.append
         gpu = "cuda" in self.activities and backend.cuda_is_available()
+        with_stack = self.with_stack
+        end_index = rf.ROW_END
+        if not gpu and not with_stack:
+            def end(row):
+                row[end_index] = perf()
+                append(row)
+
+            return end, None
+
+        capture_stack = self._capture_stack
         gpu_start = self._gpu_start
         stack_scopes = (int(Scope.FUNCTION), int(Scope.USER_SCOPE))
         Event = backend.Event
-        # One row as bytes in one call: array.extend with a tuple converts item by item and
-        # costs about three times as much.
-        pack_row = _ROW.pack
+        ctx_index = rf.ROW_CTX
 
-        def write_row(rec, t_start, t_end, pair, stack_id):
-            """Append one range to its thread's rows, interning its strings on first sight."""
-            buf = buffers.get(rec.thread_id) or new_buffers(rec.thread_id)
-            name_id = string_ids.get(rec.name)
-            if name_id is None:
-                name_id = intern_string(rec.name)
-            device_id = devices.get(rec.device)
-            if device_id is None:
-                device_id = intern_device(rec.device)
-            seq = rec.sequence_nr
-            if seq > _INT64_MAX:               # AccumulateGrad's 2**64-1: no forward op
-                seq -= _UINT64
-            inputs_id = -1
-            if record_shapes and rec.inputs is not None:
-                key = tuple(rec.inputs)
-                inputs_id = inputs_table.get(key)
-                if inputs_id is None:
-                    inputs_id = intern_in(inputs_table, key)
-            stream = rec.stream
-            node = rec.node
-            node_ix = -1
-            if node is not None:
-                node_ix = len(buf.nodes)
-                buf.nodes.append(node)
-            buf.events.frombytes(pack_row(
-                name_id, rec.scope, t_start, t_end, seq, rec.fwd_thread_id, device_id,
-                stream.ptr if stream is not None else 0, pair, inputs_id, stack_id, node_ix))
-
-        if not gpu and not with_stack:
-            # The common CPU case: the context is just the start time, and there is no GPU
-            # pair and no stack to store.
-            def start(rec):
-                return perf()
-
-            def end(rec, ctx):
-                write_row(rec, ctx, perf(), -1, -1)
-
-            return start, end
-
-        # The context is (start ns, start CUDA event or None, stack id). The stack is taken
-        # at the start, where the caller's frame still points at the calling line.
-        def start(rec):
-            stack_id = capture_stack() if with_stack and rec.scope in stack_scopes else -1
-            stream = rec.stream
+        # The stack is taken as the range opens, where the caller's frame still points at the
+        # calling line; the CUDA start event is recorded then too.
+        def start(scope, stream):
+            stack_id = capture_stack() if with_stack and scope in stack_scopes else -1
+            ev = None
             if gpu and stream is not None and stream.native is not None:
-                t0, ev = gpu_start(stream)
-                return (t0, ev, stack_id)
-            return (perf(), None, stack_id)
+                ev = gpu_start(stream)
+            return [stack_id, ev, None]
 
-        def end(rec, ctx):
-            t_end = perf()
-            pair = -1
-            stack_id = -1
-            if ctx.__class__ is tuple:
-                ctx, ev_start, stack_id = ctx
-                if ev_start is not None:
-                    stream = rec.stream
-                    ev_end = Event(stream.device)
-                    ev_end.record(stream)
-                    buf = buffers.get(rec.thread_id) or new_buffers(rec.thread_id)
-                    buf.gpu_events.append((ev_start, ev_end))
-                    pair = len(buf.gpu_events) - 1
-            write_row(rec, ctx, t_end, pair, stack_id)
+        def end(row):
+            row[end_index] = perf()
+            ctx = row[ctx_index]
+            if ctx[_CTX_EV_START] is not None:
+                stream = row[rf.ROW_STREAM]
+                ev_end = ctx[_CTX_EV_END] = Event(stream.device)
+                ev_end.record(stream)
+            append(row)
 
-        return start, end
+        return end, start
 
     def _gpu_start(self, stream):
         device = str(stream.device)
@@ -237,26 +175,27 @@ class Collector:
             base.record(stream)
             self._gpu_base[device] = (time.perf_counter_ns(), base)
         ev = backend.Event(stream.device)
-        t0 = time.perf_counter_ns()
         ev.record(stream)
-        return t0, ev
+        return ev
 
     def _make_memory_callback(self):
         perf = time.perf_counter_ns
-        buffers = self._buffers
-        new_buffers = self._thread_buffers
+        buffers = self._memory
         current_thread_id = rf.current_thread_id
         devices = self._devices
 
         def on_memory(device_type, device_index, addr, nbytes, total_allocated, category=0):
             t = perf()
             tid = current_thread_id()
-            buf = buffers.get(tid) or new_buffers(tid)
+            buf = buffers.get(tid)
+            if buf is None:
+                with self._lock:
+                    buf = buffers.setdefault(tid, array("q"))
             key = (device_type, device_index)
             device_id = devices.get(key)
             if device_id is None:
                 device_id = intern_device_key(key)
-            buf.memory.extend((t, nbytes, total_allocated, device_id, addr, category))
+            buf.extend((t, nbytes, total_allocated, device_id, addr, category))
 
         def intern_device_key(key):
             device_type, index = key
@@ -285,8 +224,12 @@ class Collector:
     def start(self) -> None:
         self._wall_start_ns = time.time_ns()
         self._start_ns = time.perf_counter_ns()
-        start, end = self._make_callbacks()
-        self._handles.append(rf.add_global_callback(start, end, needs_inputs=self.record_shapes))
+        backward = rf.RecordScope.BACKWARD_FUNCTION
+        for rows, scopes in ((self._ranges, [s for s in rf.RecordScope if s is not backward]),
+                             (self._backward, [backward])):
+            end, start = self._make_sink(rows)
+            self._handles.append(rf.add_range_sink(end, start=start, scopes=scopes,
+                                                   needs_inputs=self.record_shapes))
         if self.profile_memory:
             self._handles.append(rf.add_memory_callback(self._make_memory_callback()))
             self._record_live_memory()
@@ -294,8 +237,10 @@ class Collector:
     def clear(self) -> None:
         """Drop what was collected so far (warm-up steps) but keep collecting."""
         with self._lock:
-            for tid in list(self._buffers):
-                self._buffers[tid] = _ThreadBuffers()
+            self._ranges.clear()
+            self._backward.clear()
+            for tid in list(self._memory):
+                self._memory[tid] = array("q")
         self._wall_start_ns = time.time_ns()
         self._start_ns = time.perf_counter_ns()
         if self.profile_memory:
@@ -342,96 +287,134 @@ class Collector:
     # ------------------------------------------------------------------ building columns
 
     def _resolve_gpu_times(self) -> dict:
-        """Turn each range's pair of CUDA events into device start/end ns on the CPU axis."""
+        """Each device's recorded region, and each range's pair of CUDA events as device
+        start/end ns on the CPU axis (``self._device_times``: range index -> (start, end))."""
         self._device_times = {}
         region = {}
         for device, (cpu_base, base) in self._gpu_base.items():
             final = backend.Event(base.device).record()
             backend.synchronize(base.device)      # the one synchronize of the whole profile
             region[device] = backend.elapsed_ns(base, final)
-        for tid, buf in self._buffers.items():
-            times = []
-            for ev_start, ev_end in buf.gpu_events:
-                cpu_base, base = self._gpu_base[str(ev_start.device)]
-                times.append((cpu_base + backend.elapsed_ns(base, ev_start),
-                              cpu_base + backend.elapsed_ns(base, ev_end)))
-            self._device_times[tid] = times
+        if self._gpu_base:
+            ctx_index = rf.ROW_CTX
+            for k, row in enumerate(self._ranges + self._backward):
+                ctx = row[ctx_index]
+                if ctx is not None and ctx[_CTX_EV_START] is not None and ctx[_CTX_EV_END] is not None:
+                    ev_start, ev_end = ctx[_CTX_EV_START], ctx[_CTX_EV_END]
+                    cpu_base, base = self._gpu_base[str(ev_start.device)]
+                    self._device_times[k] = (cpu_base + backend.elapsed_ns(base, ev_start),
+                                             cpu_base + backend.elapsed_ns(base, ev_end))
         return region
 
     def _event_columns(self) -> tuple[dict, np.ndarray]:
-        """The events table, and the graph node id of each event (-1: none)."""
-        parts, threads, device_times = [], [], []
+        """The events table, and the graph node id of each event (-1: none).
+
+        The rows are transposed once; every column is then built by C loops (``map``,
+        ``np.fromiter``), and a Python function runs once per distinct value at most."""
         self._graph_nodes: list = []   # node id -> one node object with that id
-        node_ids: dict[int, int] = {}
-        for tid, buf in self._buffers.items():
-            rows = np.frombuffer(buf.events, dtype=np.int64).reshape(-1, _EVENT_WIDTH)
-            ids = np.array([self._node_id(n, node_ids) for n in buf.nodes] + [-1], dtype=np.int64)
-            rows = rows.copy()
-            rows[:, _NODE] = ids[rows[:, _NODE]]     # buffer index -> profile node id
-            parts.append(rows)
-            threads.append(np.full(len(rows), tid, dtype=np.int64))
-            times = np.array(self._device_times.get(tid) or [], dtype=np.int64).reshape(-1, 2)
-            pair = rows[:, _GPU_PAIR]
-            dev = np.full((len(rows), 2), -1, dtype=np.int64)
-            dev[pair >= 0] = times[pair[pair >= 0]]
-            device_times.append(dev)
-        if not parts:
+        self._node_of_object: dict = {}
+        n_other = len(self._ranges)
+        n = n_other + len(self._backward)
+        if not n:
             return empty_columns(EVENT_COLUMNS), np.zeros(0, np.int64)
-        rows = np.concatenate(parts)
-        thread = np.concatenate(threads)
-        dev = np.concatenate(device_times)
-        row_in_thread = np.concatenate([np.arange(len(p)) for p in parts])
+        # Transposed by slicing the rows laid end to end (faster than zip(*rows)).
+        flat = list(chain.from_iterable(chain(self._ranges, self._backward)))
+        width = rf.ROW_END + 1
+        cols = [flat[k::width] for k in range(width)]
+        del flat
+        name_id = _ids_of(cols[rf.ROW_NAME], self._intern_string)
+        devices = {d: self._intern_string(str(d) if d is not None else "cpu")
+                   for d in set(cols[rf.ROW_DEVICE])}
+        self._devices.update(devices)
+        device_id = _ids_of(cols[rf.ROW_DEVICE], devices.__getitem__)
+        # Streams by id(): their own __hash__ is Python code, too slow to run once per range.
+        streams = cols[rf.ROW_STREAM]
+        stream_keys = list(map(id, streams))
+        stream = _ids_of(stream_keys, lambda k: getattr(streams[stream_keys.index(k)], "ptr", 0))
+        seq = np.empty(n, np.int64)
+        seq[:n_other] = _int_column(cols[rf.ROW_SEQ][:n_other])
+        seq[n_other:] = _backward_seq(cols[rf.ROW_SEQ][n_other:])
+        inputs_id = np.full(n, -1, np.int64)
+        if self.record_shapes:
+            inputs_id = _ids_of(cols[rf.ROW_INPUTS],
+                                lambda k: -1 if k is None else self._intern_in(self._inputs, k))
+        stack = np.full(n, -1, np.int64)
+        dev = np.full((n, 2), -1, np.int64)
+        if self.with_stack or self._device_times:
+            for k, ctx in enumerate(cols[rf.ROW_CTX]):
+                if ctx is not None:
+                    stack[k] = ctx[_CTX_STACK]
+            for k, times in self._device_times.items():
+                dev[k] = times
+        scope = _int_column(cols[rf.ROW_SCOPE])
+        thread = _int_column(cols[rf.ROW_TID])
+        start = _int_column(cols[rf.ROW_START])
+        end = _int_column(cols[rf.ROW_END])
+        node = np.full(n, -1, np.int64)
+        node[n_other:] = self._node_ids(cols[rf.ROW_NODE][n_other:])
+        order = np.arange(n)
         if not self.with_modules:
             # Module ranges ("nn.Module: Linear") are kept only when asked for.
             module_ids = [i for i, s in enumerate(self._strings) if s.startswith("nn.Module:")]
-            keep = ~(np.isin(rows[:, _NAME], module_ids) & (rows[:, _SCOPE] == Scope.USER_SCOPE))
-            rows, thread, dev, row_in_thread = rows[keep], thread[keep], dev[keep], row_in_thread[keep]
-        # Start order; of two ranges with the same start and end the one that closed later
-        # (the outer one) comes first, so nesting sees the parent before the child.
-        order = np.lexsort((-row_in_thread, thread, -rows[:, _END], rows[:, _START]))
-        rows, thread, dev = rows[order], thread[order], dev[order]
-        shapes_id, dtypes_id = self._input_string_ids(rows[:, _INPUTS])
-        stack_id = self._stack_string_ids(rows[:, _STACK])
+            if module_ids:
+                order = np.flatnonzero(~(np.isin(name_id, module_ids) & (scope == Scope.USER_SCOPE)))
+        # Start order; of two ranges of one thread with the same start and end, the one that
+        # closed later (the outer one) comes first, so nesting sees the parent before the child.
+        # (The backward rows are kept apart, so "later" is the end time, then the row.)
+        order = order[np.lexsort((-order, thread[order], -end[order], start[order]))]
+        shapes_id, dtypes_id = self._input_string_ids(inputs_id[order])
         return {
-            "name_id": rows[:, _NAME], "start_ns": rows[:, _START], "end_ns": rows[:, _END],
-            "thread_id": thread, "scope": rows[:, _SCOPE], "sequence_nr": rows[:, _SEQ],
-            "fwd_thread_id": rows[:, _FWD_TID], "device_id": rows[:, _DEVICE],
-            "stream": rows[:, _STREAM], "device_start_ns": dev[:, 0], "device_end_ns": dev[:, 1],
-            "shapes_id": shapes_id, "dtypes_id": dtypes_id, "stack_id": stack_id,
-        }, rows[:, _NODE]
+            "name_id": name_id[order], "start_ns": start[order], "end_ns": end[order],
+            "thread_id": thread[order], "scope": scope[order],
+            "sequence_nr": seq[order],
+            "fwd_thread_id": _int_column(cols[rf.ROW_FWD_TID])[order],
+            "device_id": device_id[order], "stream": stream[order],
+            "device_start_ns": dev[order, 0], "device_end_ns": dev[order, 1],
+            "shapes_id": shapes_id, "dtypes_id": dtypes_id,
+            "stack_id": self._stack_string_ids(stack[order]),
+        }, node[order]
 
-    def _node_id(self, node, node_ids: dict) -> int:
-        """The profile's id of ``node``: one per node object, except that every AccumulateGrad
-        of one leaf shares the leaf's id (PyTorch numbers them all 2**64-1, and the engine
-        makes a new one whenever the old graph is gone)."""
-        key = id(node.variable) if node.__class__ is AccumulateGrad else id(node)
-        nid = node_ids.get(key)
-        if nid is None:
-            nid = node_ids[key] = len(self._graph_nodes)
-            self._graph_nodes.append(node)
-        return nid
+    def _node_ids(self, nodes) -> np.ndarray:
+        """The profile's node id of each backward range: one per node object, except that
+        every AccumulateGrad of one leaf shares the leaf's id (PyTorch numbers them all
+        2**64-1, and the engine makes a new one whenever the old graph is gone). Keeps one node
+        per id (``self._graph_nodes``) and, by ``id()``, the node id of every node object
+        (``self._node_of_object``), for the edges."""
+        n = len(nodes)
+        keys = list(map(id, nodes))
+        for k in np.flatnonzero(np.fromiter(map(type, nodes), object, n) == AccumulateGrad):
+            keys[k] = id(nodes[k].variable)
+        number = dict.fromkeys(keys)
+        if len(number) == n:           # every range ran its own node: ids in order of running
+            ids = np.arange(n)
+            self._graph_nodes = list(nodes)
+        else:
+            number = dict(zip(number, range(len(number))))   # in order of first run
+            ids = np.fromiter(map(number.__getitem__, keys), np.int64, n)
+            self._graph_nodes = list(dict(zip(keys, nodes)).values())
+        self._node_of_object = dict(zip(map(id, nodes), ids.tolist()))
+        return ids
 
     def _graph_columns(self, node_of_event: np.ndarray) -> tuple[dict, dict]:
         """The nodes table (which node each backward event ran) and the edges between nodes
         that ran: read once here, from the nodes kept since their ranges closed."""
         events = np.flatnonzero(node_of_event >= 0)
         nodes = {"event": events, "node_id": node_of_event[events]}
-        ids = {id(n): k for k, n in enumerate(self._graph_nodes)}
-        ids.update((id(n.variable), k) for k, n in enumerate(self._graph_nodes) if n.__class__ is AccumulateGrad)
-        src, dst, input_nr = [], [], []
-        for k, node in enumerate(self._graph_nodes):
-            for edge in node.next_edges:
-                if edge is None:
-                    continue
-                nxt = edge[0]
-                j = ids.get(id(nxt.variable) if nxt.__class__ is AccumulateGrad else id(nxt))
-                if j is not None:            # a next node that never ran is not in the profile
-                    src.append(k)
-                    dst.append(j)
-                    input_nr.append(edge[1])
-        self._graph_nodes = []                # let the graph go
-        edges = {"node_id": np.array(src, np.int64), "next_node_id": np.array(dst, np.int64),
-                 "input_nr": np.array(input_nr, np.int32)}
+        graph_nodes, self._graph_nodes = self._graph_nodes, []   # let the graph go
+        node_of_object, self._node_of_object = self._node_of_object, {}
+        edge_lists = list(map(_next_edges, graph_nodes))
+        src = np.repeat(np.arange(len(graph_nodes), dtype=np.int64),
+                        np.fromiter(map(len, edge_lists), np.int64, len(edge_lists)))
+        flat = list(chain.from_iterable(edge_lists))
+        if None in flat:                   # None: no gradient flows there
+            present = list(map(is_not, flat, repeat(None)))
+            src = src[np.fromiter(present, bool, len(present))]
+            flat = list(compress(flat, present))
+        next_nodes, input_nr = zip(*flat) if flat else ((), ())
+        dst = np.fromiter(map(node_of_object.get, map(id, next_nodes), repeat(-1)), np.int64, len(flat))
+        keep = dst >= 0                    # a next node that never ran is not in the profile
+        edges = {"node_id": src[keep], "next_node_id": dst[keep],
+                 "input_nr": np.fromiter(input_nr, np.int32, len(flat))[keep]}
         return nodes, edges
 
     def _input_string_ids(self, inputs_ids: np.ndarray):
@@ -452,8 +435,8 @@ class Collector:
 
     def _memory_columns(self) -> dict:
         parts, threads = [], []
-        for tid, buf in self._buffers.items():
-            rows = np.frombuffer(buf.memory, dtype=np.int64).reshape(-1, _MEMORY_WIDTH)
+        for tid, buf in self._memory.items():
+            rows = np.frombuffer(buf, dtype=np.int64).reshape(-1, _MEMORY_WIDTH)
             parts.append(rows)
             threads.append(np.full(len(rows), tid, dtype=np.int64))
         if not parts or not sum(len(p) for p in parts):
@@ -465,3 +448,26 @@ class Collector:
         return {"time_ns": rows[:, _M_TIME], "bytes": rows[:, _M_BYTES],
                 "total_allocated": rows[:, _M_TOTAL], "device_id": rows[:, _M_DEVICE],
                 "addr": rows[:, _M_ADDR], "thread_id": thread, "category": rows[:, _M_CATEGORY]}
+
+
+def _int_column(values) -> np.ndarray:
+    return np.fromiter(values, np.int64, len(values))
+
+
+def _ids_of(values, id_of) -> np.ndarray:
+    """``id_of(v)`` for each of ``values`` as int64, computed once per distinct value (few:
+    names, devices, streams), so the per-range work is one C loop."""
+    distinct = set(values)
+    if len(distinct) == 1:          # one device, one stream: no second pass
+        return np.full(len(values), id_of(distinct.pop()), np.int64)
+    ids = {v: id_of(v) for v in distinct}
+    return np.fromiter(map(ids.__getitem__, values), np.int64, len(values))
+
+
+def _backward_seq(values) -> np.ndarray:
+    """Backward nodes' sequence numbers as int64: AccumulateGrad's 2**64-1 (no forward op)
+    becomes -1 by reading the column as uint64."""
+    try:
+        return np.fromiter(values, np.uint64, len(values)).view(np.int64)
+    except OverflowError:          # a negative number: not from the engine, but keep it
+        return np.array([s - _UINT64 if s > _INT64_MAX else s for s in values], np.int64)

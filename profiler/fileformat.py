@@ -16,6 +16,8 @@ arithmetic wraps the same way both directions), so a profile round-trips bit for
 """
 from __future__ import annotations
 
+import functools
+
 import json
 import os
 import struct
@@ -59,7 +61,9 @@ _ALLOWED_DTYPES = {"|i1", "<i2", "<i4", "<i8"}
 MAX_EXPANSION = 256
 
 
+@functools.cache
 def gradtrace_version() -> str:
+    """The installed version (read once: the metadata lookup costs a millisecond)."""
     try:
         from importlib.metadata import version  # noqa: PLC0415
 

@@ -61,7 +61,7 @@ def test_forward_records_carry_the_sequence_nr_of_their_node():
     assert [f[0] for f in fwd] == ["mul", "mul", "add", "sum", "mul"]
     assert [f[2] for f in fwd] == [t.grad_fn.sequence_nr for t in (a, b, c, s)] + [-1]
     assert all(f[3] == rf.current_thread_id() for f in fwd)
-    assert fwd[0][5] == [((4,), "float32"), ((), "Scalar")]
+    assert fwd[0][5] == (((4,), "float32"), ((), "Scalar"))
     assert r.opened == len(r.records)
 
 

@@ -131,3 +131,53 @@ def test_repeated_node_event_is_refused():
     with pytest.raises(ProfileFormatError, match="out of range or repeated"):
         validate_profile("p.gtprof", data.event_columns, data.memory_columns, data.strings,
                          data.metadata, nodes, data.edge_columns)
+
+
+def test_a_node_run_twice_keeps_one_id_and_its_edges_once():
+    """retain_graph=True: the second backward runs the same node objects, so each keeps its
+    id (PyTorch's node identity), and the graph's edges are not doubled."""
+    w = ag.randn(4, 3).requires_grad_()
+    x = ag.randn(5, 4)
+    with profiler.profile() as prof:
+        loss = (x @ w).tanh().sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    data = prof.profile_data
+    nodes, edges = data.node_columns, data.edge_columns
+    by_name = {}
+    for e, n in zip(nodes["event"].tolist(), nodes["node_id"].tolist()):
+        by_name.setdefault(data.name_of(e), []).append(n)
+    # Each node ran twice under one id: SumBackward0, TanhBackward0, MmBackward0, AccumulateGrad.
+    assert sorted(by_name) == ["AccumulateGrad", "MmBackward0", "SumBackward0", "TanhBackward0"]
+    assert all(len(ids) == 2 and ids[0] == ids[1] for ids in by_name.values())
+    pairs = list(zip(edges["node_id"].tolist(), edges["next_node_id"].tolist()))
+    assert len(pairs) == len(set(pairs)) == 3
+
+
+def test_edges_with_no_gradient_and_to_nodes_that_never_ran_are_left_out():
+    """``y = a * b`` with only ``a`` requiring grad: MulBackward0's edge for ``b`` is None,
+    and a node whose gradient never arrived is not in the profile."""
+    a = ag.randn(3).requires_grad_()
+    b = ag.randn(3)
+    with profiler.profile() as prof:
+        (a * b).sum().backward()
+    data = prof.profile_data
+    assert _named_edges(data) == [{("SumBackward0", "MulBackward0"), ("MulBackward0", "AccumulateGrad")}]
+    assert data.edge_columns["input_nr"].tolist() == [0, 0]
+
+
+def test_each_range_keeps_its_own_stream():
+    """A user range has no stream (0); an op carries the stream it ran on: the thread's
+    default CPU stream (0) or another one entered with ``with stream:``."""
+    from gradtrace.autograd import backend
+
+    side = backend.Stream("cpu")
+    with profiler.profile() as prof:
+        with profiler.record_function("block"):
+            ag.ones(3) * 2.0
+            with side:
+                ag.ones(3) + 1.0
+    data = prof.profile_data
+    streams = {data.name_of(i): int(s) for i, s in enumerate(data.event_columns["stream"])}
+    assert streams == {"block": 0, "mul": backend.current_stream("cpu").ptr, "add": side.ptr}
+    assert side.ptr != backend.current_stream("cpu").ptr

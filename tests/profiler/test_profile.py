@@ -394,28 +394,25 @@ def test_gpu_collection_path_with_a_fake_device(monkeypatch):
 
     collector = Collector({"cpu", "cuda"}, record_shapes=False, profile_memory=False, with_stack=False,
                           with_flops=False, with_modules=False)
-    start, end = collector._make_callbacks()
+    end, start = collector._make_sink(collector._ranges)
     stream = _FakeStream()
 
-    def rec(name, scope=0):
-        r = ag.record_function.RecordFunction()
-        r.name, r.scope, r.sequence_nr, r.fwd_thread_id, r.thread_id = name, scope, -1, 0, 1
-        r.inputs, r.device, r.stream, r.node = None, "cuda:0", stream, None
-        return r
+    def begin(name, scope=0):
+        """The row the engine's record_function.begin builds for this sink."""
+        import time
+        ctx = start(scope, stream)
+        return [end, scope, name, -1, 0, 1, None, "cuda:0", stream, None, ctx, time.perf_counter_ns(), 0]
 
-    outer = rec("linear")
-    ctx_outer = start(outer)                 # base event and linear's start at device t=0
+    outer = begin("linear")                  # base event and linear's start at device t=0
     device_clock[0] = 10
-    mm = rec("matmul")
-    ctx_mm = start(mm)
+    mm = begin("matmul")
     device_clock[0] = 70
-    end(mm, ctx_mm)
-    add = rec("add")
-    ctx_add = start(add)
+    end(mm)
+    add = begin("add")
     device_clock[0] = 90
-    end(add, ctx_add)
+    end(add)
     device_clock[0] = 100
-    end(outer, ctx_outer)
+    end(outer)
     assert syncs == []                       # nothing synchronised while collecting
     data = collector.stop()
     assert len(syncs) == 1
