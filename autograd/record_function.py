@@ -250,11 +250,21 @@ def has_callbacks() -> bool:
 
 _dtype_names: dict = {}
 _SCALAR = ((), "Scalar")
+# One object per distinct description (bounded: cleared when it grows past _MAX_DESCRIPTIONS),
+# so that a profiler can key descriptions by id() instead of hashing nested tuples per range.
+_descriptions: dict = {}
+_MAX_DESCRIPTIONS = 1 << 16
+
+
+def input_descriptions() -> list:
+    """The distinct input descriptions made so far, each the one object every equal
+    description is (until the table is cleared at ``_MAX_DESCRIPTIONS``)."""
+    return list(_descriptions.values())
 
 
 def _describe_inputs(inputs) -> tuple:
     """(shape, dtype) for each input: arrays and tensors by their shape, scalars as ``()``.
-    A tuple, so that a profiler can key its table of input descriptions with it.
+    A tuple, and the same tuple object for equal descriptions (see ``_descriptions``).
 
     Runs once per recorded op when shapes are asked for, so dtype names are cached (``str``
     of a dtype costs more than the rest of this function).
@@ -281,7 +291,10 @@ def _describe_inputs(inputs) -> tuple:
             out.extend((getattr(t, "_data", t).shape, str(getattr(t, "_data", t).dtype)) for t in x)
         else:
             out.append(((), type(x).__name__))
-    return tuple(out)
+    out = tuple(out)
+    if len(_descriptions) >= _MAX_DESCRIPTIONS:
+        _descriptions.clear()
+    return _descriptions.setdefault(out, out)
 
 
 def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,

@@ -1,12 +1,12 @@
-"""The collector: a RecordFunction range sink that keeps one tuple per range, turned into
+"""The collector: a RecordFunction range sink that keeps each range's row, turned into
 columns at stop.
 
-While profiling, each closing range writes its end time into its row and appends the row to
-one list (an append is atomic under the GIL, so threads need no lock; the row carries its
-thread id). The row is the list the engine built as the range opened
+While profiling, each closing range writes its end time into its row and extends one flat
+list with it (``list.extend`` is one C call, atomic under the GIL, so threads need no lock;
+the row carries its thread id). The row is the list the engine built as the range opened
 (``record_function.ROW_*``); nothing else happens per event: no interning, no event objects,
-no device synchronisation. At stop the rows are
-transposed into columns, names and input descriptions interned once per distinct value, and
+no device synchronisation, and the row itself is dropped. At stop the flat list is sliced
+into columns, names and input descriptions interned once per distinct value, and
 the backward nodes the ranges ran are read once for the graph's edges. GPU ranges get a pair
 of CUDA events recorded on the op's stream; all of them are resolved after one synchronize
 when the collector stops.
@@ -20,7 +20,7 @@ import threading
 import time
 from array import array
 from itertools import chain, compress, repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, is_, is_not
 
 import numpy as np
 
@@ -81,8 +81,8 @@ class Collector:
         self.with_flops = with_flops
         self.with_modules = with_modules
         self._lock = threading.Lock()
-        # The row of each closed range, all threads: backward nodes apart from the rest, so
-        # that stop reads nodes from the one list that has them.
+        # The rows of the closed ranges laid end to end, all threads: backward nodes apart
+        # from the rest, so that stop reads nodes from the one list that has them.
         self._ranges: list = []
         self._backward: list = []
         self._memory: dict[int, array] = {}      # thread id -> memory rows (int64, flat)
@@ -126,17 +126,17 @@ class Collector:
     # ------------------------------------------------------------------ the sink
 
     def _make_sink(self, rows: list):
-        """A sink's ``(end, start)`` keeping its rows in ``rows``: ``start`` is None in the
-        common CPU case, where a range needs nothing when it opens."""
+        """A sink's ``(end, start)`` laying its rows end to end in ``rows``: ``start`` is None
+        in the common CPU case, where a range needs nothing when it opens."""
         perf = time.perf_counter_ns
-        append = rows.append
+        extend = rows.extend
         gpu = "cuda" in self.activities and backend.cuda_is_available()
         with_stack = self.with_stack
         end_index = rf.ROW_END
         if not gpu and not with_stack:
             def end(row):
                 row[end_index] = perf()
-                append(row)
+                extend(row)
 
             return end, None
 
@@ -162,7 +162,7 @@ class Collector:
                 stream = row[rf.ROW_STREAM]
                 ev_end = ctx[_CTX_EV_END] = Event(stream.device)
                 ev_end.record(stream)
-            append(row)
+            extend(row)
 
         return end, start
 
@@ -296,9 +296,8 @@ class Collector:
             backend.synchronize(base.device)      # the one synchronize of the whole profile
             region[device] = backend.elapsed_ns(base, final)
         if self._gpu_base:
-            ctx_index = rf.ROW_CTX
-            for k, row in enumerate(self._ranges + self._backward):
-                ctx = row[ctx_index]
+            width = rf.ROW_END + 1
+            for k, ctx in enumerate((self._ranges + self._backward)[rf.ROW_CTX::width]):
                 if ctx is not None and ctx[_CTX_EV_START] is not None and ctx[_CTX_EV_END] is not None:
                     ev_start, ev_end = ctx[_CTX_EV_START], ctx[_CTX_EV_END]
                     cpu_base, base = self._gpu_base[str(ev_start.device)]
@@ -313,31 +312,35 @@ class Collector:
         ``np.fromiter``), and a Python function runs once per distinct value at most."""
         self._graph_nodes: list = []   # node id -> one node object with that id
         self._node_of_object: dict = {}
-        n_other = len(self._ranges)
-        n = n_other + len(self._backward)
+        width = rf.ROW_END + 1
+        n_other = len(self._ranges) // width
+        n = n_other + len(self._backward) // width
         if not n:
             return empty_columns(EVENT_COLUMNS), np.zeros(0, np.int64)
-        # Transposed by slicing the rows laid end to end (faster than zip(*rows)).
-        flat = list(chain.from_iterable(chain(self._ranges, self._backward)))
-        width = rf.ROW_END + 1
-        cols = [flat[k::width] for k in range(width)]
+        flat = self._ranges + self._backward
+        cols = [flat[k::width] for k in range(width)]      # the rows, transposed
         del flat
         name_id = _ids_of(cols[rf.ROW_NAME], self._intern_string)
         devices = {d: self._intern_string(str(d) if d is not None else "cpu")
                    for d in set(cols[rf.ROW_DEVICE])}
         self._devices.update(devices)
         device_id = _ids_of(cols[rf.ROW_DEVICE], devices.__getitem__)
-        # Streams by id(): their own __hash__ is Python code, too slow to run once per range.
-        streams = cols[rf.ROW_STREAM]
-        stream_keys = list(map(id, streams))
-        stream = _ids_of(stream_keys, lambda k: getattr(streams[stream_keys.index(k)], "ptr", 0))
+        # Streams by identity: their own __hash__ is Python code, too slow to run per range.
+        stream = _ids_by_identity(cols[rf.ROW_STREAM], lambda s: getattr(s, "ptr", 0))
         seq = np.empty(n, np.int64)
         seq[:n_other] = _int_column(cols[rf.ROW_SEQ][:n_other])
         seq[n_other:] = _backward_seq(cols[rf.ROW_SEQ][n_other:])
         inputs_id = np.full(n, -1, np.int64)
         if self.record_shapes:
-            inputs_id = _ids_of(cols[rf.ROW_INPUTS],
-                                lambda k: -1 if k is None else self._intern_in(self._inputs, k))
+            # Equal descriptions are one object (record_function keeps a table of them), so
+            # they are told apart by id() against that table: hashing a nested tuple per
+            # range would cost more than the rest of the column.
+            known = {id(d): self._intern_in(self._inputs, d) for d in rf.input_descriptions()}
+            known[id(None)] = -1
+            descriptions = cols[rf.ROW_INPUTS]
+            inputs_id = np.fromiter(map(known.get, map(id, descriptions), repeat(-2)), np.int64, n)
+            for k in np.flatnonzero(inputs_id == -2):      # dropped from the table meanwhile
+                inputs_id[k] = self._intern_in(self._inputs, descriptions[k])
         stack = np.full(n, -1, np.int64)
         dev = np.full((n, 2), -1, np.int64)
         if self.with_stack or self._device_times:
@@ -381,19 +384,23 @@ class Collector:
         per id (``self._graph_nodes``) and, by ``id()``, the node id of every node object
         (``self._node_of_object``), for the edges."""
         n = len(nodes)
-        keys = list(map(id, nodes))
-        for k in np.flatnonzero(np.fromiter(map(type, nodes), object, n) == AccumulateGrad):
-            keys[k] = id(nodes[k].variable)
+        objects = list(map(id, nodes))
+        keys = objects
+        accumulate = np.flatnonzero(np.fromiter(map(type, nodes), object, n) == AccumulateGrad)
+        if len(accumulate):
+            keys = objects.copy()
+            for k in accumulate:
+                keys[k] = id(nodes[k].variable)
         number = dict.fromkeys(keys)
         if len(number) == n:           # every range ran its own node: ids in order of running
-            ids = np.arange(n)
             self._graph_nodes = list(nodes)
-        else:
-            number = dict(zip(number, range(len(number))))   # in order of first run
-            ids = np.fromiter(map(number.__getitem__, keys), np.int64, n)
-            self._graph_nodes = list(dict(zip(keys, nodes)).values())
-        self._node_of_object = dict(zip(map(id, nodes), ids.tolist()))
-        return ids
+            self._node_of_object = dict(zip(objects, range(n)))
+            return np.arange(n)
+        number = dict(zip(number, range(len(number))))   # in order of first run
+        ids = list(map(number.__getitem__, keys))
+        self._graph_nodes = list(dict(zip(keys, nodes)).values())
+        self._node_of_object = dict(zip(objects, ids))
+        return np.array(ids, np.int64)
 
     def _graph_columns(self, node_of_event: np.ndarray) -> tuple[dict, dict]:
         """The nodes table (which node each backward event ran) and the edges between nodes
@@ -406,8 +413,8 @@ class Collector:
         src = np.repeat(np.arange(len(graph_nodes), dtype=np.int64),
                         np.fromiter(map(len, edge_lists), np.int64, len(edge_lists)))
         flat = list(chain.from_iterable(edge_lists))
-        if None in flat:                   # None: no gradient flows there
-            present = list(map(is_not, flat, repeat(None)))
+        present = list(map(is_not, flat, repeat(None)))    # None: no gradient flows there
+        if not all(present):
             src = src[np.fromiter(present, bool, len(present))]
             flat = list(compress(flat, present))
         next_nodes, input_nr = zip(*flat) if flat else ((), ())
@@ -471,3 +478,24 @@ def _backward_seq(values) -> np.ndarray:
         return np.fromiter(values, np.uint64, len(values)).view(np.int64)
     except OverflowError:          # a negative number: not from the engine, but keep it
         return np.array([s - _UINT64 if s > _INT64_MAX else s for s in values], np.int64)
+
+
+def _ids_by_identity(values, id_of, few: int = 4) -> np.ndarray:
+    """:func:`_ids_of` for values told apart by identity, when they are few (streams): one C
+    pass of ``is`` per distinct object; past ``few`` of them, by ``id()``."""
+    n = len(values)
+    out = np.empty(n, np.int64)
+    todo = np.ones(n, bool)
+    for _ in range(few):
+        k = int(todo.argmax())
+        if not todo[k]:
+            return out
+        v = values[k]
+        same = np.fromiter(map(is_, values, repeat(v)), bool, n)
+        out[same] = id_of(v)
+        todo &= ~same
+    if todo.any():
+        keys = list(map(id, values))
+        objects = dict(zip(keys, values))
+        out[todo] = _ids_of(keys, lambda key: id_of(objects[key]))[todo]
+    return out

@@ -181,3 +181,31 @@ def test_each_range_keeps_its_own_stream():
     streams = {data.name_of(i): int(s) for i, s in enumerate(data.event_columns["stream"])}
     assert streams == {"block": 0, "mul": backend.current_stream("cpu").ptr, "add": side.ptr}
     assert side.ptr != backend.current_stream("cpu").ptr
+
+
+def test_many_streams_keep_their_ids():
+    """More distinct streams than the collector's per-stream pass handles (four): the rest
+    are told apart by id(), with the same result."""
+    from gradtrace.autograd import backend
+
+    streams = [backend.Stream("cpu") for _ in range(6)]
+    with profiler.profile() as prof:
+        for k, s in enumerate(streams):
+            with s:
+                ag.ones(3) * float(k)
+    cols = prof.profile_data.event_columns
+    assert cols["stream"].tolist() == [s.ptr for s in streams]
+
+
+def test_input_shapes_survive_the_description_table_being_cleared(monkeypatch):
+    """record_function keeps one object per distinct input description (so the collector
+    keys them by id()); when the table is cleared mid-profile the rows still carry theirs."""
+    from gradtrace.autograd import record_function as rf
+
+    monkeypatch.setattr(rf, "_MAX_DESCRIPTIONS", 2)
+    with profiler.profile(record_shapes=True) as prof:
+        for n in (2, 3, 4, 5, 2):
+            ag.ones(n) * 2.0
+    data = prof.profile_data
+    shapes = [data.strings[int(i)] for i in data.event_columns["shapes_id"]]
+    assert shapes == ["[[2], []]", "[[3], []]", "[[4], []]", "[[5], []]", "[[2], []]"]
