@@ -50,8 +50,9 @@ _N_SCOPES = len(RecordScope)
 # A sink's row: ``row[0]`` is the sink's ``end`` (so that :func:`end` needs no lookup), then
 # the range's fields. ``ROW_CTX`` is what the sink's ``start`` returned (None without one);
 # ``ROW_START`` is the clock (``time.perf_counter_ns``) as the range opened, read last so the
-# bookkeeping before it is not inside the range; ``ROW_END`` is 0 until the sink writes the
-# closing time there (a list, so the sink can keep the row itself: no second object per range).
+# bookkeeping before it is not inside the range; ``ROW_END`` is 0 until :func:`end` writes the
+# closing time there, just before the sink gets the row (so a sink can be a C method such as
+# ``list.extend``, with no Python frame per range).
 (ROW_SCOPE, ROW_NAME, ROW_SEQ, ROW_FWD_TID, ROW_TID, ROW_INPUTS, ROW_DEVICE, ROW_STREAM,
  ROW_NODE, ROW_CTX, ROW_START, ROW_END) = range(1, 13)
 
@@ -196,8 +197,7 @@ def add_range_sink(end, *, start=None, scopes=None, needs_inputs=False) -> Remov
     """Hand every range, in every thread, to ``end(row)`` once it closes, as one list.
 
     The row is ``[end, scope, name, sequence_nr, fwd_thread_id, thread_id, inputs, device,
-    stream, node, ctx, start_ns, 0]`` (indices ``ROW_*``); ``end`` reads the clock itself for
-    the range's end (and may store it at ``ROW_END``: the row is the sink's to keep). This is the profiler's lane: while one sink is the only listener no
+    stream, node, ctx, start_ns, end_ns]`` (indices ``ROW_*``); the row is the sink's to keep. This is the profiler's lane: while one sink is the only listener no
     RecordFunction object is made (see the module's docstring).
 
     Args:
@@ -373,6 +373,7 @@ def end(rec) -> None:
     if rec is None:
         return
     if rec.__class__ is list:      # a sink's row
+        rec[ROW_END] = _perf()
         rec[0](rec)
         return
     active = rec._active
@@ -384,10 +385,11 @@ def end(rec) -> None:
         if cb.end is not None:
             cb.end(rec, ctx)
     if rec._sinks:
+        t_end = _perf()
         for sink, ctx in rec._sinks:
             sink.end([sink.end, rec.scope, rec.name, rec.sequence_nr, rec.fwd_thread_id,
                       rec.thread_id, rec.inputs if sink.needs_inputs else None, rec.device,
-                      rec.stream, rec.node, ctx, rec._start_ns, 0])
+                      rec.stream, rec.node, ctx, rec._start_ns, t_end])
 
 
 # --------------------------------------------------------------------------- memory callbacks

@@ -1,9 +1,9 @@
 """The collector: a RecordFunction range sink that keeps each range's row, turned into
 columns at stop.
 
-While profiling, each closing range writes its end time into its row and extends one flat
-list with it (``list.extend`` is one C call, atomic under the GIL, so threads need no lock;
-the row carries its thread id). The row is the list the engine built as the range opened
+While profiling, each closing range extends one flat list with its row (the sink is that
+list's ``extend``: one C call, atomic under the GIL, so threads need no lock and there is no
+Python frame per range; the row carries its thread id and its end time). The row is the list the engine built as the range opened
 (``record_function.ROW_*``); nothing else happens per event: no interning, no event objects,
 no device synchronisation, and the row itself is dropped. At stop the flat list is sliced
 into columns, names and input descriptions interned once per distinct value, and
@@ -128,17 +128,11 @@ class Collector:
     def _make_sink(self, rows: list):
         """A sink's ``(end, start)`` laying its rows end to end in ``rows``: ``start`` is None
         in the common CPU case, where a range needs nothing when it opens."""
-        perf = time.perf_counter_ns
         extend = rows.extend
         gpu = "cuda" in self.activities and backend.cuda_is_available()
         with_stack = self.with_stack
-        end_index = rf.ROW_END
         if not gpu and not with_stack:
-            def end(row):
-                row[end_index] = perf()
-                extend(row)
-
-            return end, None
+            return extend, None
 
         capture_stack = self._capture_stack
         gpu_start = self._gpu_start
@@ -156,7 +150,6 @@ class Collector:
             return [stack_id, ev, None]
 
         def end(row):
-            row[end_index] = perf()
             ctx = row[ctx_index]
             if ctx[_CTX_EV_START] is not None:
                 stream = row[rf.ROW_STREAM]

@@ -398,21 +398,24 @@ def test_gpu_collection_path_with_a_fake_device(monkeypatch):
     stream = _FakeStream()
 
     def begin(name, scope=0):
-        """The row the engine's record_function.begin builds for this sink."""
+        """The row the engine's record_function.begin builds for this sink (its end() closes
+        it: the end time, then the sink)."""
         import time
         ctx = start(scope, stream)
         return [end, scope, name, -1, 0, 1, None, "cuda:0", stream, None, ctx, time.perf_counter_ns(), 0]
+
+    close = ag.record_function.end
 
     outer = begin("linear")                  # base event and linear's start at device t=0
     device_clock[0] = 10
     mm = begin("matmul")
     device_clock[0] = 70
-    end(mm)
+    close(mm)
     add = begin("add")
     device_clock[0] = 90
-    end(add)
+    close(add)
     device_clock[0] = 100
-    end(outer)
+    close(outer)
     assert syncs == []                       # nothing synchronised while collecting
     data = collector.stop()
     assert len(syncs) == 1
