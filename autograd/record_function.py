@@ -197,8 +197,9 @@ def add_range_sink(end, *, start=None, scopes=None, needs_inputs=False) -> Remov
     """Hand every range, in every thread, to ``end(row)`` once it closes, as one list.
 
     The row is ``[end, scope, name, sequence_nr, fwd_thread_id, thread_id, inputs, device,
-    stream, node, ctx, start_ns, end_ns]`` (indices ``ROW_*``); the row is the sink's to keep. This is the profiler's lane: while one sink is the only listener no
-    RecordFunction object is made (see the module's docstring).
+    stream, node, ctx, start_ns, end_ns]`` (indices ``ROW_*``), the sink's to keep. This is the
+    profiler's lane: while one sink is the only listener no RecordFunction object is made (see
+    the module's docstring).
 
     Args:
         start: optional ``start(scope, stream) -> ctx``, called as a range opens (before its

@@ -29,23 +29,13 @@ def _program():
     return x, w, loss
 
 
-def test_a_sink_alone_gets_one_row_per_range_with_exact_links(monkeypatch):
-    made = []
-
-    class Counting(rf.RecordFunction):
-        __slots__ = ()
-
-        def __new__(cls):
-            made.append(1)
-            return super().__new__(cls)
-
-    monkeypatch.setattr(rf, "RecordFunction", Counting)
+def test_a_sink_alone_gets_one_row_per_range_with_exact_links(records_made):
     rows = []
     with rf.add_range_sink(rows.append, needs_inputs=True):
         assert rf.STATE.on
         _program()
     assert not rf.STATE.on
-    assert made == []                      # the lean lane makes no record objects
+    assert records_made == []              # the lean lane makes no record objects
     names = [(r[rf.ROW_NAME], r[rf.ROW_SCOPE]) for r in rows]
     # Rows arrive as ranges close: the ops inside "block" before it, the backward after.
     assert names[:5] == [("matmul", F), ("tanh", F), ("mul", F), ("sum", F), ("block", U)]
