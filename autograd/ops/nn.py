@@ -308,17 +308,51 @@ defop("softmax", _softmax_fwd,
 def _scaled_softmax_fwd(xp, x, scale=1.0, causal=False):
     """softmax(x * scale) over the last dim, with the future (column > row) at -inf when
     ``causal``: attention's weights in one pass of temporaries, computed in place."""
+    out = _scaled_scores(xp, x, scale, causal)
+    if out.shape[-1] == 0:
+        return out
+    if xp is numpy and out.ndim >= 2 and out.size:
+        shifted = _softmax_by_matrix_max(out)
+        if shifted is not None:
+            return shifted
+        out = _scaled_scores(xp, x, scale, causal)  # a row far below its matrix's max
+    out -= xp.max(out, axis=-1, keepdims=True)
+    xp.exp(out, out=out)
+    out /= row_sum(xp, out)
+    return out
+
+
+def _scaled_scores(xp, x, scale, causal):
     out = x * scale
     if causal:
         rows, cols = out.shape[-2:]
         future = xp.triu(xp.ones((rows, cols), dtype=bool), 1)
         out += xp.where(future, -xp.inf, 0.0).astype(out.dtype)
-    if out.shape[-1] == 0:
-        return out
-    out -= xp.max(out, axis=-1, keepdims=True)
-    xp.exp(out, out=out)
-    out /= row_sum(xp, out)
     return out
+
+
+# exp(-20): a row whose exps, shifted by its matrix's max, sum to this or more has its own
+# max within 20 + ln(columns) of it, so only probabilities below about 1e-25 (relative to the
+# row's largest) can differ from the per-row shift's, by flushing to zero.
+_MATRIX_SHIFT_FLOOR = math.exp(-20.0)
+
+
+def _softmax_by_matrix_max(scores):
+    """softmax over the last dim of a NumPy array of matrices, in place, each matrix shifted
+    by its own max (one reduction over contiguous memory; NumPy's max over rows of 64 cost
+    as much as the rest of the softmax together), or None, leaving ``scores`` spoilt, when a
+    max is not finite or a row's sum falls below the floor: the caller shifts row by row."""
+    mats = scores.reshape(-1, scores.shape[-2] * scores.shape[-1])
+    shift = mats.max(axis=1, keepdims=True)
+    if not numpy.isfinite(shift).all():
+        return None
+    mats -= shift
+    numpy.exp(scores, out=scores)
+    sums = row_sum(numpy, scores)
+    if (sums < _MATRIX_SHIFT_FLOOR).any():
+        return None
+    scores /= sums
+    return scores
 
 
 def _scaled_softmax_vjp(F, g, out, x, scale=1.0, causal=False):
