@@ -308,51 +308,54 @@ defop("softmax", _softmax_fwd,
 def _scaled_softmax_fwd(xp, x, scale=1.0, causal=False):
     """softmax(x * scale) over the last dim, with the future (column > row) at -inf when
     ``causal``: attention's weights in one pass of temporaries, computed in place."""
-    out = _scaled_scores(xp, x, scale, causal)
+    if xp is numpy and x.size:
+        out = _softmax_by_one_shift(x, scale, causal)
+        if out is not None:
+            return out
+    out = x * scale
+    if causal:
+        out += _causal_mask(xp, out, 0.0)
     if out.shape[-1] == 0:
         return out
-    if xp is numpy and out.ndim >= 2 and out.size:
-        shifted = _softmax_by_matrix_max(out)
-        if shifted is not None:
-            return shifted
-        out = _scaled_scores(xp, x, scale, causal)  # a row far below its matrix's max
     out -= xp.max(out, axis=-1, keepdims=True)
     xp.exp(out, out=out)
     out /= row_sum(xp, out)
     return out
 
 
-def _scaled_scores(xp, x, scale, causal):
+def _causal_mask(xp, out, value):
+    """(rows, cols) of ``value``, -inf in the future (column > row), in ``out``'s dtype."""
+    rows, cols = out.shape[-2:]
+    future = xp.triu(xp.ones((rows, cols), dtype=bool), 1)
+    return xp.where(future, -xp.inf, value).astype(out.dtype)
+
+
+# exp(-40): a row whose exps, shifted by the largest score of the whole input, sum to this or
+# more has its own max within 40 + ln(columns) of that shift; only its probabilities below
+# about 1e-17 of its largest can differ from the per-row shift's (flushed towards zero).
+_ONE_SHIFT_FLOOR = math.exp(-40.0)
+
+
+def _softmax_by_one_shift(x, scale, causal):
+    """scaled_softmax of a NumPy array with one shift for all rows, the largest scaled score
+    (an upper bound of each row's max): a contiguous reduction and a scalar folded into the
+    mask or subtracted at full speed, where NumPy's max over rows of 64 and the subtraction
+    of a per-row max cost as much as the rest of the softmax together. None when the shift
+    is not finite or a row's exps sum below the floor: the caller shifts row by row."""
     out = x * scale
+    shift = out.max()
+    if not numpy.isfinite(shift):
+        return None
     if causal:
-        rows, cols = out.shape[-2:]
-        future = xp.triu(xp.ones((rows, cols), dtype=bool), 1)
-        out += xp.where(future, -xp.inf, 0.0).astype(out.dtype)
+        out += _causal_mask(numpy, out, -shift)
+    else:
+        out -= shift
+    numpy.exp(out, out=out)
+    sums = row_sum(numpy, out)
+    if (sums < _ONE_SHIFT_FLOOR).any():
+        return None
+    out /= sums
     return out
-
-
-# exp(-20): a row whose exps, shifted by its matrix's max, sum to this or more has its own
-# max within 20 + ln(columns) of it, so only probabilities below about 1e-25 (relative to the
-# row's largest) can differ from the per-row shift's, by flushing to zero.
-_MATRIX_SHIFT_FLOOR = math.exp(-20.0)
-
-
-def _softmax_by_matrix_max(scores):
-    """softmax over the last dim of a NumPy array of matrices, in place, each matrix shifted
-    by its own max (one reduction over contiguous memory; NumPy's max over rows of 64 cost
-    as much as the rest of the softmax together), or None, leaving ``scores`` spoilt, when a
-    max is not finite or a row's sum falls below the floor: the caller shifts row by row."""
-    mats = scores.reshape(-1, scores.shape[-2] * scores.shape[-1])
-    shift = mats.max(axis=1, keepdims=True)
-    if not numpy.isfinite(shift).all():
-        return None
-    mats -= shift
-    numpy.exp(scores, out=scores)
-    sums = row_sum(numpy, scores)
-    if (sums < _MATRIX_SHIFT_FLOOR).any():
-        return None
-    scores /= sums
-    return scores
 
 
 def _scaled_softmax_vjp(F, g, out, x, scale=1.0, causal=False):

@@ -143,7 +143,7 @@ def _masked_row(scores):
     return scores
 
 
-# On the CPU scaled_softmax shifts each score matrix by its max, not each row by its own
+# On the CPU scaled_softmax shifts all rows by the largest score, not each row by its own
 # (NumPy's max over short rows is slow), falling back to the per-row shift where that would
 # lose a row. Each case against softmax in float64, rows shifted by their own max, at
 # float32 rounding; NaN exactly where the float64 softmax has NaN.
@@ -152,13 +152,15 @@ SHIFT_CASES = [
     ("row_far_below", _offset_rows),
     ("nan_in_one_row", _nan_row),
     ("row_all_masked", _masked_row),
+    ("rows_spread", lambda s: s - 8.0 * np.arange(8)[:, None]),   # up to 28 below: one shift kept
+    ("large_future_score", lambda s: np.where(np.arange(8) == 7, 90.0, s)),  # masked when causal
     ("inf_score", lambda s: np.where(np.arange(8) == 0, np.inf, s)),   # never masked
 ]
 
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("make", [c[1] for c in SHIFT_CASES], ids=[c[0] for c in SHIFT_CASES])
-def test_scaled_softmax_matrix_shift_matches_the_row_shift(make, causal):
+def test_scaled_softmax_one_shift_matches_the_row_shift(make, causal):
     scores = make(RNG.standard_normal((2, 3, 8, 8)))
     x = ag.tensor(scores.astype(np.float32))
     got = ag.ops.apply_op(ag.OPS["scaled_softmax"], (x,), {"scale": 0.5, "causal": causal})
