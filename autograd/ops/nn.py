@@ -580,13 +580,14 @@ def _layer_norm_fwd(xp, input, weight=None, bias=None, normalized_shape=(), eps=
 
 
 class _LastNormalized(threading.local):
-    """The normalized input a layer_norm node's input rule computed, for its weight rule,
-    which OpNode.apply calls next (a node's rules run in input order): one recomputation
-    instead of two. Keyed by the saved input array itself (held, so its id is not reused),
-    eps and the normalized shape, on which alone it depends; taken once."""
+    """The centered input and 1 / std a layer_norm node's input rule computed, for its weight
+    rule, which OpNode.apply calls next (a node's rules run in input order): one
+    recomputation instead of two. Keyed by the saved input array itself (held, so its id is
+    not reused), eps and the normalized shape, on which alone they depend; taken once."""
 
     key = None
-    xhat = None
+    centered = None
+    rstd = None
 
 
 _LAST_NORMALIZED = _LastNormalized()
@@ -618,18 +619,24 @@ def _ln_project(F, d, xhat, rstd, dims, n):
 
 
 def _ln_grad_input(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
-    xhat, rstd, dims, n = _ln_stats(F, input, normalized_shape, eps)
-    d = g if weight is None else g * weight
     if F is TensorF:
-        return _ln_project(F, d, xhat, rstd, dims, n)
-    if weight is not None:   # the weight rule runs next and needs xhat too
-        _LAST_NORMALIZED.key, _LAST_NORMALIZED.xhat = (input, eps, normalized_shape), xhat
-    # Arrays: _ln_project's arithmetic in place on the temporaries this rule made.
+        xhat, rstd, dims, n = _ln_stats(F, input, normalized_shape, eps)
+        return _ln_project(F, g if weight is None else g * weight, xhat, rstd, dims, n)
+    # Arrays: _ln_project's arithmetic in place on temporaries, with xhat = xc rstd left
+    # unformed (a pass fewer): rstd (d - mean(d) - xc rstd^2 mean(d xc)).
     xp = F.xp
+    dims, n = _ln_dims(input, normalized_shape)
+    xc, rstd = _ln_moments(xp, input, dims, n, eps)
+    if weight is not None:   # the weight rule runs next and needs them too
+        last = _LAST_NORMALIZED
+        last.key, last.centered, last.rstd = (input, eps, normalized_shape), xc, rstd
+    d = g if weight is None else g * weight
     mean_d = row_sum(xp, d, dims) * (1.0 / n)
-    mean_dx = row_dot(xp, d, xhat, dims) * (1.0 / n)
+    k = row_dot(xp, d, xc, dims) * (1.0 / n)
+    k *= rstd
+    k *= rstd
     d = d - mean_d if weight is None else xp.subtract(d, mean_d, out=d)
-    d -= xhat * mean_dx
+    d -= xc * k
     d *= rstd
     return d
 
@@ -637,15 +644,21 @@ def _ln_grad_input(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5
 def _ln_grad_weight(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
     last = _LAST_NORMALIZED
     key = last.key
-    if F is not TensorF and key is not None and key[0] is input and key[1:] == (
-            eps, normalized_shape):
-        xhat = last.xhat
-        last.key = last.xhat = None
-        if xhat.shape == g.shape and xhat.dtype == g.dtype:
-            xhat *= g        # the input rule is done with it
-            return xhat      # summed to the weight's shape by the engine
-        return g * xhat
-    return _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape, eps)
+    if F is TensorF or key is None or key[0] is not input or key[1:] != (eps, normalized_shape):
+        return _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape, eps)
+    xc, rstd = last.centered, last.rstd
+    last.key = last.centered = last.rstd = None
+    if xc.shape == g.shape and xc.dtype == g.dtype:
+        xc *= g              # the input rule is done with it
+    else:
+        xc = g * xc
+    # sum over the rows of rstd g xc: one GEMV with rstd where xhat = xc rstd was a pass
+    rows = rstd.size
+    if xc.size and xc.flags.c_contiguous:
+        return F.xp.matmul(rstd.reshape(rows), xc.reshape(rows, xc.size // rows)).reshape(
+            normalized_shape)
+    xc *= rstd
+    return xc                # summed to the weight's shape by the engine
 
 
 def _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002

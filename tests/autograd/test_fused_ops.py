@@ -174,3 +174,16 @@ def test_scaled_softmax_one_shift_matches_the_row_shift(make, causal):
     assert got.dtype == np.float32
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     np.testing.assert_allclose(got, ref, rtol=0, atol=4 * EPS32, equal_nan=True)
+
+
+def test_layer_norm_of_no_rows_gives_zero_parameter_gradients():
+    """An empty batch: the weight's gradient (a GEMV over no rows) and the bias's are zeros of
+    their shapes, as PyTorch gives (torch.zeros(4) for both)."""
+    x = ag.tensor(np.zeros((0, 3, 4), np.float32), requires_grad=True)
+    w = ag.tensor(np.ones((3, 4), np.float32), requires_grad=True)
+    b = ag.tensor(np.zeros((3, 4), np.float32), requires_grad=True)
+    F.layer_norm(x, (3, 4), w, b).sum().backward()
+    assert x.grad.shape == (0, 3, 4)
+    for p in (w, b):
+        assert p.grad.shape == (3, 4) and p.grad.dtype == np.float32
+        np.testing.assert_array_equal(p.grad.numpy(), np.zeros((3, 4), np.float32))
