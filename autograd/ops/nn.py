@@ -287,7 +287,7 @@ def _softmax_fwd(xp, x, dim):
     if x.shape[dim] == 0:   # nothing to normalise (and no max to take): an empty result
         return x.copy()
     e = xp.exp(x - xp.max(x, axis=dim, keepdims=True))
-    e /= xp.sum(e, axis=dim, keepdims=True)
+    e /= row_sum(xp, e, (dim,))
     return e
 
 
@@ -295,7 +295,7 @@ def _log_softmax_fwd(xp, x, dim):
     if x.shape[dim] == 0:
         return x.copy()
     shifted = x - xp.max(x, axis=dim, keepdims=True)
-    shifted -= xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
+    shifted -= xp.log(row_sum(xp, xp.exp(shifted), (dim,)))
     return shifted
 
 
