@@ -7,8 +7,9 @@ for it (hooks, validation, accumulation), so the replay and the engine cannot di
 What the capture cannot know, the first replay tells: a rule's output that does not fit its
 input (a bias gradient of the batch's shape, summed down to the bias's) goes through the
 engine's :func:`conform`, which notes the shape it got at that site; the code generated
-after that sums it down directly, on the axes :func:`sum_axes` folds at generation time,
-behind a guard that hands any other shape to :func:`conform` again.
+after that sums it down directly with conform's own :func:`sum_to_shape` (so the values are
+the engine's bit for bit), behind a guard that hands any other shape to :func:`conform`
+again.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from .. import engine as _engine
 from .. import record_function as _rf
 from ..dispatch import ArrayF, _fill_missing
 from ..node import GraphRoot
-from ..ops.shape import sum_axes
+from ..ops.shape import sum_to_shape
 from .key import GENERIC
 from .program import Program, SavedKind, StepKind, Unsupported
 
@@ -53,16 +54,11 @@ def _conform_noted(seen, site, task, node, i, g, shape, dtype):
     return out
 
 
-def _fold_conform(seen_shape, seen_dtype, shape, dtype):
-    """The expression suffix that turns a gradient of ``seen_shape`` into one of ``shape``,
-    as conform() would (a sum over the broadcast axes, then a reshape if the sum left ones
-    out); None when it takes a cast as well (left to conform())."""
-    if seen_dtype != dtype or seen_shape == shape or len(seen_shape) < len(shape):
-        return None
-    axes = sum_axes(seen_shape, shape)
-    left = tuple(n for k, n in enumerate(seen_shape) if k not in axes)
-    expr = f".sum(axis={axes!r})" if axes else ""
-    return expr + (f".reshape({shape!r})" if left != tuple(shape) else "")
+def _can_fold(seen_shape, seen_dtype, shape, dtype) -> bool:
+    """Whether conform() turns a gradient of ``seen_shape`` into one of ``shape`` by a sum
+    alone (no cast, which stays with conform(), and a shape it broadcasts from)."""
+    return (seen_dtype == dtype and seen_shape != shape
+            and _engine._expandable(shape, seen_shape))
 
 
 def _unpack(node, p):
@@ -112,7 +108,7 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
           "_tph": _engine.call_tensor_pre_hooks, "_pre": _engine.call_pre_hooks,
           "_post": _engine.call_post_hooks, "_acc": _engine.accumulate_grad,
           "_begin": _rf.begin, "_end": _rf.end, "_BW": _BACKWARD,
-          "_noted": _conform_noted, "_SEEN": program.conform_seen,
+          "_noted": _conform_noted, "_SEEN": program.conform_seen, "_sum_to": sum_to_shape,
           "F": ArrayF(program.device.xp) if program.device else None}
     lines = ["def run(T, N, G, I=None, O=None, K=None):" if graph_mode else "def run(T, N, G):"]
     emit = lines.append
@@ -149,15 +145,14 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
         s, d, x = const(shape, "S"), const(dtype, "D"), v(r)
         guard = f"{x} is not None and " if r in maybe_none else ""
         seen = program.conform_seen.get(site)
-        fold = _fold_conform(*seen, shape, dtype) if seen is not None else None
-        if fold is None:
+        if seen is None or not _can_fold(*seen, shape, dtype):
             fix = (f"_conform(T, {node}, {i}, {x}, {s}, {d})" if seen is not None else
                    f"_noted(_SEEN, {site!r}, T, {node}, {i}, {x}, {s}, {d})")
             emit(f"{indent}if {guard}({x}.shape != {s} or {x}.dtype != {d}): {x} = {fix}")
             return
         # The shape the first replay saw here, summed down as conform() sums it.
         emit(f"{indent}if {guard}{x}.shape == {const(seen[0], 'S')} and {x}.dtype == {d}: "
-             f"{x} = {x}{fold}")
+             f"{x} = _sum_to(F.xp, {x}, {s})")
         emit(f"{indent}elif {guard}({x}.shape != {s} or {x}.dtype != {d}): "
              f"{x} = _conform(T, {node}, {i}, {x}, {s}, {d})")
 

@@ -287,7 +287,7 @@ def _softmax_fwd(xp, x, dim):
     if x.shape[dim] == 0:   # nothing to normalise (and no max to take): an empty result
         return x.copy()
     e = xp.exp(x - xp.max(x, axis=dim, keepdims=True))
-    e /= xp.sum(e, axis=dim, keepdims=True)
+    e /= row_sum(xp, e, (dim,))
     return e
 
 
@@ -295,7 +295,7 @@ def _log_softmax_fwd(xp, x, dim):
     if x.shape[dim] == 0:
         return x.copy()
     shifted = x - xp.max(x, axis=dim, keepdims=True)
-    shifted -= xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
+    shifted -= xp.log(row_sum(xp, xp.exp(shifted), (dim,)))
     return shifted
 
 
@@ -308,16 +308,53 @@ defop("softmax", _softmax_fwd,
 def _scaled_softmax_fwd(xp, x, scale=1.0, causal=False):
     """softmax(x * scale) over the last dim, with the future (column > row) at -inf when
     ``causal``: attention's weights in one pass of temporaries, computed in place."""
+    if xp is numpy and x.size:
+        out = _softmax_by_one_shift(x, scale, causal)
+        if out is not None:
+            return out
     out = x * scale
     if causal:
-        rows, cols = out.shape[-2:]
-        future = xp.triu(xp.ones((rows, cols), dtype=bool), 1)
-        out += xp.where(future, -xp.inf, 0.0).astype(out.dtype)
+        out += _causal_mask(xp, out, 0.0)
     if out.shape[-1] == 0:
         return out
     out -= xp.max(out, axis=-1, keepdims=True)
     xp.exp(out, out=out)
     out /= row_sum(xp, out)
+    return out
+
+
+def _causal_mask(xp, out, value):
+    """(rows, cols) of ``value``, -inf in the future (column > row), in ``out``'s dtype."""
+    rows, cols = out.shape[-2:]
+    future = xp.triu(xp.ones((rows, cols), dtype=bool), 1)
+    return xp.where(future, -xp.inf, value).astype(out.dtype)
+
+
+# exp(-40): a row whose exps, shifted by the largest score of the whole input, sum to this or
+# more has its own max within 40 + ln(columns) of that shift; only its probabilities below
+# about 1e-17 of its largest can differ from the per-row shift's (flushed towards zero).
+_ONE_SHIFT_FLOOR = math.exp(-40.0)
+
+
+def _softmax_by_one_shift(x, scale, causal):
+    """scaled_softmax of a NumPy array with one shift for all rows, the largest scaled score
+    (an upper bound of each row's max): a contiguous reduction and a scalar folded into the
+    mask or subtracted at full speed, where NumPy's max over rows of 64 and the subtraction
+    of a per-row max cost as much as the rest of the softmax together. None when the shift
+    is not finite or a row's exps sum below the floor: the caller shifts row by row."""
+    out = x * scale
+    shift = out.max()
+    if not numpy.isfinite(shift):
+        return None
+    if causal:
+        out += _causal_mask(numpy, out, -shift)
+    else:
+        out -= shift
+    numpy.exp(out, out=out)
+    sums = row_sum(numpy, out)
+    if (sums < _ONE_SHIFT_FLOOR).any():
+        return None
+    out /= sums
     return out
 
 
@@ -347,14 +384,6 @@ _INV_SQRT_2PI = 0.3989422804014327
 _TANH_K = 0.7978845608028654     # sqrt(2 / pi)
 _TANH_C = 0.044715
 
-# erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (erf is 1 in float32 beyond): Eigen's and XLA's
-# float32 erf. Highest powers first, for Horner's scheme.
-_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
-          -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
-          -1.60960333262415e-02)
-_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
-          -7.37332916720468e-03, -1.42647390514189e-02)
-
 
 def _horner(x2, coeffs):
     acc = x2 * coeffs[0]
@@ -365,41 +394,39 @@ def _horner(x2, coeffs):
     return acc
 
 
-# Phi(x) = 1/2 + erf(x / sqrt 2) / 2 = 1/2 + x P'(x^2) / Q'(x^2), the coefficients rescaled
-# for x^2 = 2 z^2 (powers of 2: exact) and the 1 / (2 sqrt 2) folded into P: two passes fewer.
-_PHI_P = tuple(c / (2 * math.sqrt(2) * 2.0 ** k)
-               for k, c in zip(range(len(_ERF_P) - 1, -1, -1), _ERF_P))
-_PHI_Q = tuple(c / 2.0 ** k for k, c in zip(range(len(_ERF_Q) - 1, -1, -1), _ERF_Q))
-_PHI_CLIP = 4.0 * math.sqrt(2)
+# Phi(x) = (1 + tanh(x S(x^2))) / 2, S a polynomial fitted to atanh(erf(x / sqrt 2)) / x on
+# [0, 5.6] (least squares weighted by Phi's sensitivity, sech^2 / 2, with Lawson's
+# reweighting towards the minimax): Phi within 3e-8 in float64, 1e-7 evaluated in float32.
+# S(0) = sqrt(2 / pi), the tanh form's slope. Highest powers first, for Horner's scheme.
+_PHI_TANH_S = (1.7562902344836477e-09, -1.322667007050788e-07, 3.9647779670909035e-06,
+               -5.5306340370819666e-05, -3.2594694683133466e-05, 0.03633308436909832,
+               0.7978849414976521)
 
 
-def _phi_float32(xp, x):
-    """Phi(x) of a float32 NumPy array by Eigen's and XLA's rational erf, in place on
-    temporaries: within 7 float32 ulps of erf. scipy.special.erf computes float32 through
-    its double routine at about 15 ns an element, 30x PyTorch's vectorized erf (itself an
-    approximation, Abramowitz and Stegun 7.1.26, with errors of the same order)."""
-    x = xp.clip(x, -_PHI_CLIP, _PHI_CLIP)
-    x2 = x * x
-    p = _horner(x2, _PHI_P)
-    p *= x
-    p /= _horner(x2, _PHI_Q)
-    p += 0.5
-    return p
-
-
-def _gelu_cdf(xp, x, approximate):
+def _gelu_cdf(xp, x, approximate, x2=None):
     """The factor GELU multiplies ``x`` by: Phi(x) = (1 + erf(x / sqrt 2)) / 2, or the tanh
-    form's (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2."""
-    if approximate == "none" and xp is numpy and x.dtype == numpy.float32:
-        return _phi_float32(xp, x)
+    form's (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2. ``x2``: ``x * x`` when the caller
+    has it.
+
+    Both forms are (1 + tanh(x S(x^2))) / 2, with the tanh form's S or, for a float32 NumPy
+    array, the fitted one above: NumPy's tanh is vectorized, where scipy.special.erf's
+    float32 loop calls its double routine (30x PyTorch's vectorized erf), and 20 passes
+    where Eigen's rational erf took 25. Past the fit S keeps growing (its leading terms are
+    positive), so tanh saturates to +-1; where x^2 or S overflows to inf the same holds,
+    silently; -inf gives NaN, as PyTorch's gelu."""
     if approximate == "tanh":
-        cdf = x * x
-        cdf *= _TANH_C * _TANH_K
-        cdf += _TANH_K
-        cdf *= x
-        xp.tanh(cdf, out=cdf)
+        coeffs = (_TANH_C * _TANH_K, _TANH_K)
+    elif xp is numpy and x.dtype == numpy.float32:
+        coeffs = _PHI_TANH_S
     else:
         cdf = backend.special(xp).erf(x * _SQRT_HALF).astype(x.dtype, copy=False)
+        cdf += 1.0
+        cdf *= 0.5
+        return cdf
+    with numpy.errstate(over="ignore", invalid="ignore"):
+        cdf = _horner(x * x if x2 is None else x2, coeffs)
+        cdf *= x
+        xp.tanh(cdf, out=cdf)
     cdf += 1.0
     cdf *= 0.5
     return cdf
@@ -432,11 +459,12 @@ def _gelu_backward_fwd(xp, grad, x, approximate="none"):
         t += du
     else:
         t = x * x
+        cdf = _gelu_cdf(xp, x, approximate, t)
         t *= -0.5
         xp.exp(t, out=t)
         t *= _INV_SQRT_2PI
         t *= x                                 # x phi(x)
-        t += _gelu_cdf(xp, x, approximate)
+        t += cdf
     if t.shape != grad.shape:
         return t * grad
     t *= grad
@@ -507,13 +535,14 @@ def _layer_norm_fwd(xp, input, weight=None, bias=None, normalized_shape=(), eps=
 
 
 class _LastNormalized(threading.local):
-    """The normalized input a layer_norm node's input rule computed, for its weight rule,
-    which OpNode.apply calls next (a node's rules run in input order): one recomputation
-    instead of two. Keyed by the saved input array itself (held, so its id is not reused),
-    eps and the normalized shape, on which alone it depends; taken once."""
+    """The centered input and 1 / std a layer_norm node's input rule computed, for its weight
+    rule, which OpNode.apply calls next (a node's rules run in input order): one
+    recomputation instead of two. Keyed by the saved input array itself (held, so its id is
+    not reused), eps and the normalized shape, on which alone they depend; taken once."""
 
     key = None
-    xhat = None
+    centered = None
+    rstd = None
 
 
 _LAST_NORMALIZED = _LastNormalized()
@@ -545,18 +574,24 @@ def _ln_project(F, d, xhat, rstd, dims, n):
 
 
 def _ln_grad_input(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
-    xhat, rstd, dims, n = _ln_stats(F, input, normalized_shape, eps)
-    d = g if weight is None else g * weight
     if F is TensorF:
-        return _ln_project(F, d, xhat, rstd, dims, n)
-    if weight is not None:   # the weight rule runs next and needs xhat too
-        _LAST_NORMALIZED.key, _LAST_NORMALIZED.xhat = (input, eps, normalized_shape), xhat
-    # Arrays: _ln_project's arithmetic in place on the temporaries this rule made.
+        xhat, rstd, dims, n = _ln_stats(F, input, normalized_shape, eps)
+        return _ln_project(F, g if weight is None else g * weight, xhat, rstd, dims, n)
+    # Arrays: _ln_project's arithmetic in place on temporaries, with xhat = xc rstd left
+    # unformed (a pass fewer): rstd (d - mean(d) - xc rstd^2 mean(d xc)).
     xp = F.xp
+    dims, n = _ln_dims(input, normalized_shape)
+    xc, rstd = _ln_moments(xp, input, dims, n, eps)
+    if weight is not None:   # the weight rule runs next and needs them too
+        last = _LAST_NORMALIZED
+        last.key, last.centered, last.rstd = (input, eps, normalized_shape), xc, rstd
+    d = g if weight is None else g * weight
     mean_d = row_sum(xp, d, dims) * (1.0 / n)
-    mean_dx = row_dot(xp, d, xhat, dims) * (1.0 / n)
+    k = row_dot(xp, d, xc, dims) * (1.0 / n)
+    k *= rstd
+    k *= rstd
     d = d - mean_d if weight is None else xp.subtract(d, mean_d, out=d)
-    d -= xhat * mean_dx
+    d -= xc * k
     d *= rstd
     return d
 
@@ -564,15 +599,21 @@ def _ln_grad_input(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5
 def _ln_grad_weight(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
     last = _LAST_NORMALIZED
     key = last.key
-    if F is not TensorF and key is not None and key[0] is input and key[1:] == (
-            eps, normalized_shape):
-        xhat = last.xhat
-        last.key = last.xhat = None
-        if xhat.shape == g.shape and xhat.dtype == g.dtype:
-            xhat *= g        # the input rule is done with it
-            return xhat      # summed to the weight's shape by the engine
-        return g * xhat
-    return _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape, eps)
+    if F is TensorF or key is None or key[0] is not input or key[1:] != (eps, normalized_shape):
+        return _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape, eps)
+    xc, rstd = last.centered, last.rstd
+    last.key = last.centered = last.rstd = None
+    if xc.shape == g.shape and xc.dtype == g.dtype:
+        xc *= g              # the input rule is done with it
+    else:
+        xc = g * xc
+    # sum over the rows of rstd g xc: one GEMV with rstd where xhat = xc rstd was a pass
+    rows = rstd.size
+    if xc.size and xc.flags.c_contiguous:
+        return F.xp.matmul(rstd.reshape(rows), xc.reshape(rows, xc.size // rows)).reshape(
+            normalized_shape)
+    xc *= rstd
+    return xc                # summed to the weight's shape by the engine
 
 
 def _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002

@@ -120,6 +120,14 @@ CASES: list[OpCase] = [
     OpCase("sum_to_size", lambda a: autograd.ops.apply_op(autograd.OPS["sum_to_size"], (a,),
                                                           {"shape": (3, 1)}),
            lambda a: a.sum(axis=(0, 2), keepdims=True).reshape(3, 1), ins(rnd(2, 3, 4))),
+    # Leading axes only (a bias's gradient): one GEMV with ones instead of a sum.
+    OpCase("sum_to_size", lambda a: autograd.ops.apply_op(autograd.OPS["sum_to_size"], (a,),
+                                                          {"shape": (4,)}),
+           lambda a: a.sum(axis=(0, 1)), ins(rnd(2, 3, 4)), name="sum_to_size_leading"),
+    OpCase("sum_to_size", lambda a: autograd.ops.apply_op(autograd.OPS["sum_to_size"], (a,),
+                                                          {"shape": (1, 1, 4)}),
+           lambda a: a.sum(axis=(0, 1), keepdims=True), ins(rnd(2, 3, 4)),
+           name="sum_to_size_leading_kept"),
     # matmul: 2-D, batched with broadcasting, 1-D on either side
     OpCase("matmul", lambda a, b: a @ b, np.matmul, ins(rnd(3, 4), rnd(4, 5))),
     OpCase("matmul", lambda a, b: a @ b, np.matmul, ins(rnd(2, 1, 3, 4), rnd(5, 4, 2)), name="matmul_batched"),

@@ -126,3 +126,64 @@ def test_row_reductions_match_sum(a, dims):
     np.testing.assert_allclose(got_sum, want_sum, rtol=0, atol=n_eps * np.abs(a).max(initial=0))
     np.testing.assert_allclose(got_dot, want_dot, rtol=0,
                                atol=n_eps * np.abs(a * b).max(initial=0))
+
+
+def _offset_rows(scores):
+    scores[0, 0, 3] -= 200.0    # a row far below its matrix's max: the per-row shift
+    return scores
+
+
+def _nan_row(scores):
+    scores[1, 2, 5, 1] = np.nan
+    return scores
+
+
+def _masked_row(scores):
+    scores[0, 1, 2] = -np.inf   # every column masked: NaN, as PyTorch's softmax gives
+    return scores
+
+
+# On the CPU scaled_softmax shifts all rows by the largest score, not each row by its own
+# (NumPy's max over short rows is slow), falling back to the per-row shift where that would
+# lose a row. Each case against softmax in float64, rows shifted by their own max, at
+# float32 rounding; NaN exactly where the float64 softmax has NaN.
+SHIFT_CASES = [
+    ("plain", lambda s: s * 3),
+    ("row_far_below", _offset_rows),
+    ("nan_in_one_row", _nan_row),
+    ("row_all_masked", _masked_row),
+    ("rows_spread", lambda s: s - 8.0 * np.arange(8)[:, None]),   # up to 28 below: one shift kept
+    ("large_future_score", lambda s: np.where(np.arange(8) == 7, 90.0, s)),  # masked when causal
+    ("inf_score", lambda s: np.where(np.arange(8) == 0, np.inf, s)),   # never masked
+]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("make", [c[1] for c in SHIFT_CASES], ids=[c[0] for c in SHIFT_CASES])
+def test_scaled_softmax_one_shift_matches_the_row_shift(make, causal):
+    scores = make(RNG.standard_normal((2, 3, 8, 8)))
+    x = ag.tensor(scores.astype(np.float32))
+    got = ag.ops.apply_op(ag.OPS["scaled_softmax"], (x,), {"scale": 0.5, "causal": causal})
+    ref = scores.astype(np.float32).astype(np.float64) * 0.5
+    if causal:
+        ref = np.where(np.triu(np.ones((8, 8), bool), 1), -np.inf, ref)
+    with np.errstate(invalid="ignore"):
+        ref = np.exp(ref - ref.max(-1, keepdims=True))
+        ref /= ref.sum(-1, keepdims=True)
+    got = got.numpy()
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_allclose(got, ref, rtol=0, atol=4 * EPS32, equal_nan=True)
+
+
+def test_layer_norm_of_no_rows_gives_zero_parameter_gradients():
+    """An empty batch: the weight's gradient (a GEMV over no rows) and the bias's are zeros of
+    their shapes, as PyTorch gives (torch.zeros(4) for both)."""
+    x = ag.tensor(np.zeros((0, 3, 4), np.float32), requires_grad=True)
+    w = ag.tensor(np.ones((3, 4), np.float32), requires_grad=True)
+    b = ag.tensor(np.zeros((3, 4), np.float32), requires_grad=True)
+    F.layer_norm(x, (3, 4), w, b).sum().backward()
+    assert x.grad.shape == (0, 3, 4)
+    for p in (w, b):
+        assert p.grad.shape == (3, 4) and p.grad.dtype == np.float32
+        np.testing.assert_array_equal(p.grad.numpy(), np.zeros((3, 4), np.float32))

@@ -2,6 +2,7 @@
 cupyx.scipy.special on the GPU, through ``backend.special``): values against ``math`` in
 float64, the input's float dtype kept. Gradients are checked with every op in test_ops.py."""
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -93,3 +94,32 @@ def test_an_inplace_op_on_gelus_output_leaves_its_backward_valid():
     want = 3 * (0.5 * (1 + scipy.special.erf(xs / math.sqrt(2)))
                 + xs * np.exp(-xs * xs / 2) / math.sqrt(2 * math.pi))
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
+
+
+def test_float32_gelu_gradient_is_within_rounding_of_float64():
+    """The float32 CPU gelu takes Phi through tanh of a fitted polynomial; its derivative
+    Phi(x) + x phi(x) stays within float32 rounding of the float64 one, signs, zeros and
+    large arguments included (PyTorch gives 0 at -40 and 1 at 40)."""
+    xs = np.concatenate([np.linspace(-9, 9, 20001), [-1e-30, -0.0, 0.0, 1e-30, 40.0, -40.0]])
+    x = ag.tensor(xs.astype(np.float32), requires_grad=True)
+    F.gelu(x).sum().backward()
+    want = 0.5 * (1 + scipy.special.erf(xs / math.sqrt(2))) + xs * np.exp(-xs * xs / 2) / math.sqrt(2 * math.pi)
+    assert x.grad.dtype == np.float32
+    bound = 4 * np.finfo(np.float32).eps * (np.abs(xs) + 1)
+    assert np.all(np.abs(x.grad.numpy() - want) <= bound)
+
+
+def test_float32_gelu_is_within_rounding_of_float64_far_out():
+    """Past the fitted range tanh saturates: gelu(x) is x or -0 (PyTorch: -0 at -1e5), no
+    overflow warning where x * x overflows; -inf gives NaN, as PyTorch's."""
+    xs = np.array([-3e38, -1e5, -40.0, -5.7, 5.7, 40.0, 1e5, 3e38], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = F.gelu(ag.tensor(xs)).numpy()
+    far = np.abs(xs) >= 40
+    np.testing.assert_array_equal(got[far], np.where(xs > 0, xs, 0.0)[far])
+    x64 = xs.astype(np.float64)
+    want = x64 * 0.5 * (1 + scipy.special.erf(x64 / math.sqrt(2)))
+    assert np.all(np.abs(got - want) <= 4 * np.finfo(np.float32).eps * (np.abs(x64) + 1))
+    with np.errstate(invalid="ignore"):   # 0 * -inf
+        assert np.isnan(F.gelu(ag.tensor(np.array([-np.inf], np.float32))).numpy()).all()
