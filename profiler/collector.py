@@ -384,12 +384,14 @@ class Collector:
             keys = objects.copy()
             for k in accumulate:
                 keys[k] = id(nodes[k].variable)
-        number = dict.fromkeys(keys)
+        number = dict(zip(keys, range(n)))
         if len(number) == n:           # every range ran its own node: ids in order of running
             self._graph_nodes = list(nodes)
-            self._node_of_object = dict(zip(objects, range(n)))
+            for k in accumulate:       # the AccumulateGrad objects themselves, for the edges
+                number[objects[k]] = int(k)
+            self._node_of_object = number
             return np.arange(n)
-        number = dict(zip(number, range(len(number))))   # in order of first run
+        number = dict(zip(dict.fromkeys(keys), range(n)))   # in order of first run
         ids = list(map(number.__getitem__, keys))
         self._graph_nodes = list(dict(zip(keys, nodes)).values())
         self._node_of_object = dict(zip(objects, ids))
