@@ -203,3 +203,35 @@ def test_the_recording_belongs_to_the_enable_context_of_its_thread():
             assert ops.ca_recording is outer
         assert ops.ca_recording is outer
     assert ops.ca_recording is None
+
+
+def test_one_program_serves_recordings_that_made_its_nodes_in_different_orders():
+    """The same backward graph built in two creation orders: one program (the walked key is
+    the same), replayed with each recording's own node positions, gradients equal eager."""
+    a, b, c, d = (ag.tensor(np.array([v, v + 1.0]), requires_grad=True) for v in (1., 2., 3., 4.))
+
+    def forward(swapped):
+        if swapped:
+            m2 = (c * d).exp()
+            m1 = a * b
+        else:
+            m1 = a * b
+            m2 = (c * d).exp()
+        return (m1 + m2).sum()
+
+    steps = [False, True, False, True, True]
+    eager = []
+    for swapped in steps:
+        forward(swapped).backward()
+        eager.append([t.grad.numpy().copy() for t in (a, b, c, d)])
+        for t in (a, b, c, d):
+            t.grad = None
+    for step, swapped in enumerate(steps):
+        with ca.enable():
+            forward(swapped).backward()
+        for t, e in zip((a, b, c, d), eager[step]):
+            np.testing.assert_array_equal(t.grad.numpy(), e)
+            t.grad = None
+    prog = ca.last_program()
+    assert ca.stats()["captures"] == 1 and ca.stats()["recorded_hits"] == 3
+    assert len(prog.orders) == 2
