@@ -164,9 +164,12 @@ def reset() -> None:
 
 _cache: dict = {}        # (number of nodes, key length) -> [Program, ...] most recent first
 _MAX_PER_BUCKET = 8
+_MAX_ORDERS = 4          # recording orders baked into one program (see _remember_recorded)
 # Recorded keys (:class:`.key.Recording`): (number of recorded nodes, key length) ->
-# [(key, Program, order id), ...] most recent first; ``prog.orders[order id][j]`` is the
-# position in the recording of the program's node ``j`` (the walk's order).
+# [(key, Program, order), ...] most recent first. The order maps the program's node ``j``
+# (the walk's order) to its position in the recording: an int names one of the orders baked
+# into the program's code (``prog.orders[order][j]``), a tuple holds the positions themselves
+# (for a program that has _MAX_ORDERS orders baked in already).
 _recorded: dict = {}
 _largest = [0]           # the most nodes a recorded key has had
 
@@ -177,9 +180,8 @@ def _recording_limit() -> int:
 
 
 def lookup_recorded(nodes, key):
-    """The program of a recorded key (:meth:`Recording.finish`) and the id of its order (the
-    recording position of each of its nodes, ``prog.orders[id]``); (None, None) when this
-    recorded key was not seen."""
+    """The program of a recorded key (:meth:`Recording.finish`) and its order (see _recorded);
+    (None, None) when this recorded key was not seen."""
     bucket = _recorded.get((len(nodes), len(key[0])))
     if bucket:
         for i, (k, prog, order) in enumerate(bucket):
@@ -197,11 +199,16 @@ def _remember_recorded(nodes, key, walked, prog) -> None:
     if None in order:   # pragma: no cover - a walked node is always recorded when finish passed
         return
     # Programs are generated per order (the recording's positions baked in as constants), so
-    # that a recorded hit hands the recording's own node list to the program.
-    if order not in prog.orders:
+    # that a recorded hit hands the recording's own node list to the program; a few orders
+    # per program, so that a forward that makes its nodes in ever new orders does not
+    # compile ever new code.
+    if order in prog.orders:
+        order = prog.orders.index(order)
+    elif len(prog.orders) < _MAX_ORDERS:
         prog.orders.append(order)
+        order = len(prog.orders) - 1
     bucket = _recorded.setdefault((len(nodes), len(key[0])), [])
-    bucket.insert(0, (key, prog, prog.orders.index(order)))
+    bucket.insert(0, (key, prog, order))
     del bucket[_MAX_PER_BUCKET:]
     _largest[0] = max(_largest[0], len(nodes))
 
@@ -265,6 +272,8 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph=Fal
             prog, order = lookup_recorded(*recorded)
         if prog is not None:
             nodes = recorded[0]   # in the recording's order
+            if order.__class__ is tuple:   # not baked into the program: in the walk's order
+                nodes, order = list(map(nodes.__getitem__, order)), None
             _stats["hits"] += 1
             _stats["recorded_hits"] += 1
         else:

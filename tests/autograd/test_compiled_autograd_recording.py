@@ -206,32 +206,33 @@ def test_the_recording_belongs_to_the_enable_context_of_its_thread():
 
 
 def test_one_program_serves_recordings_that_made_its_nodes_in_different_orders():
-    """The same backward graph built in two creation orders: one program (the walked key is
-    the same), replayed with each recording's own node positions, gradients equal eager."""
-    a, b, c, d = (ag.tensor(np.array([v, v + 1.0]), requires_grad=True) for v in (1., 2., 3., 4.))
+    """The same backward graph with its three branches made in each of the six orders, each
+    order twice: one program (the walked key is the same), replayed with each recording's own
+    node positions (baked into its code for the first _MAX_ORDERS orders, mapped at replay
+    after that); gradients equal eager."""
+    import itertools
 
-    def forward(swapped):
-        if swapped:
-            m2 = (c * d).exp()
-            m1 = a * b
-        else:
-            m1 = a * b
-            m2 = (c * d).exp()
-        return (m1 + m2).sum()
+    leaves = [ag.tensor(np.array([v, v + 1.0]) / 4, requires_grad=True) for v in range(6)]
 
-    steps = [False, True, False, True, True]
+    def forward(order):
+        branch = {}
+        for i in order:
+            branch[i] = (leaves[2 * i] * leaves[2 * i + 1]).exp()
+        return ((branch[0] + branch[1]) + branch[2]).sum()
+
+    steps = [order for order in itertools.permutations(range(3)) for _ in range(2)]
     eager = []
-    for swapped in steps:
-        forward(swapped).backward()
-        eager.append([t.grad.numpy().copy() for t in (a, b, c, d)])
-        for t in (a, b, c, d):
+    for order in steps:
+        forward(order).backward()
+        eager.append([t.grad.numpy().copy() for t in leaves])
+        for t in leaves:
             t.grad = None
-    for step, swapped in enumerate(steps):
+    for step, order in enumerate(steps):
         with ca.enable():
-            forward(swapped).backward()
-        for t, e in zip((a, b, c, d), eager[step]):
+            forward(order).backward()
+        for t, e in zip(leaves, eager[step]):
             np.testing.assert_array_equal(t.grad.numpy(), e)
             t.grad = None
     prog = ca.last_program()
-    assert ca.stats()["captures"] == 1 and ca.stats()["recorded_hits"] == 3
-    assert len(prog.orders) == 2
+    assert ca.stats()["captures"] == 1 and ca.stats()["recorded_hits"] == 6
+    assert len(prog.orders) == ca._MAX_ORDERS < 6
