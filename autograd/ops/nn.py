@@ -601,14 +601,14 @@ defop("layer_norm", _layer_norm_fwd,
 
 
 def _nll_picks(xp, dtype, target, ignore_index, reduction):
-    """d loss / d input for a (N, C) input, as (rows, columns, coefficients): -1 (over the
-    valid count for "mean") at each row's target class, 0 on rows whose target is
-    ``ignore_index``; every other entry of the gradient is 0."""
+    """d loss / d input for a (N, C) input, as (rows, columns, coefficients, valid): -1 (over
+    the valid count for "mean") at each row's target class, to be taken where ``valid`` (a
+    row whose target is ``ignore_index`` has no entry); every other entry is 0."""
     valid = target != ignore_index
     coef = -valid.astype(dtype)
     if reduction == "mean":
         coef /= valid.sum()
-    return xp.arange(target.shape[0]), xp.where(valid, target, 0), coef
+    return xp.arange(target.shape[0]), xp.where(valid, target, 0), coef, valid
 
 
 def _nll_fwd(xp, input, target, ignore_index=-100, reduction="mean"):  # noqa: A002
@@ -626,15 +626,16 @@ def _nll_fwd(xp, input, target, ignore_index=-100, reduction="mean"):  # noqa: A
 def _nll_grad(F, g, out, input, target, ignore_index=-100, reduction="mean"):  # noqa: A002
     t = target._data if isinstance(target, Tensor) else target
     xp = backend.array_module(t)
-    rows, cols, coef = _nll_picks(xp, input.dtype, t, ignore_index, reduction)
+    rows, cols, coef, valid = _nll_picks(xp, input.dtype, t, ignore_index, reduction)
     w = xp.zeros(input.shape, dtype=input.dtype)
     if isinstance(g, Tensor):   # create_graph: the gradient is linear in g, g * w records it
-        w[rows, cols] = coef
+        w[rows, cols] = xp.where(valid, coef, 0)
         w = Tensor._make(w, False, None, 0, [0], g.device)
         return (F.reshape(g, shape=(input.shape[0], 1)) if reduction == "none" else g) * w
-    # As PyTorch's nll_loss_backward: g times the coefficient written at the N picked entries
-    # only (no pass over all N x C entries; the others are 0 whatever g is, inf or NaN).
-    w[rows, cols] = coef * g
+    # As PyTorch's nll_loss_backward: g times the coefficient at each valid row's target only
+    # (no pass over all N x C entries); every other entry is 0 whatever g is (inf, NaN), and
+    # so is all of it when every row is ignored (a "mean" over no rows).
+    w[rows, cols] = xp.where(valid, coef * g, 0)
     return w
 
 

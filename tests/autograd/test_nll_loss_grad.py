@@ -24,13 +24,18 @@ CASES = [
     ("sum", -100, INF, [[0, -INF, 0, 0], [-INF, 0, 0, 0], [0, 0, 0, -INF]]),
     ("none", -100, [INF, 2.0, NAN], [[0, -INF, 0, 0], [-2, 0, 0, 0], [0, 0, 0, NAN]]),
     ("mean", 0, 2.0, [[0, -1, 0, 0], [0, 0, 0, 0], [0, 0, 0, -1]]),   # row 1 ignored
+    ("mean", 0, INF, [[0, -INF, 0, 0], [0, 0, 0, 0], [0, 0, 0, -INF]]),
+    ("none", 0, [INF, INF, 2.0], [[0, -INF, 0, 0], [0, 0, 0, 0], [0, 0, 0, -2]]),
+    ("mean", 5, 1.0, [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]),   # every row ignored
 ]
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # inf * 0, 0 / 0
 @pytest.mark.parametrize("reduction, ignore, g, expected", CASES)
 def test_gradient_is_zero_off_the_targets_as_pytorch(reduction, ignore, g, expected):
     x = ag.tensor(X, requires_grad=True)
-    loss = nn.functional.nll_loss(x, ag.tensor(T), ignore_index=ignore, reduction=reduction)
+    target = T if ignore != 5 else np.full(3, 5)
+    loss = nn.functional.nll_loss(x, ag.tensor(target), ignore_index=ignore, reduction=reduction)
     loss.backward(ag.tensor(np.asarray(g, dtype=np.float32)))
     np.testing.assert_array_equal(x.grad.numpy(), np.asarray(expected, dtype=np.float32))
 
