@@ -367,8 +367,10 @@ class Recording:
                 return None
             roots.append((j, nr))
         leaves = self.leaves
+        # A node's _saved is a non-empty list until released (None): all() tests each by
+        # truth, in C, where ``None in`` would compare each list with None.
         if (any(map(_get_extra, nodes)) or any(map(_get_extra, leaves))
-                or None in map(_get_saved, nodes)):
+                or not all(map(_get_saved, nodes))):
             return None
         # Per saved position of the nodes that saved a tensor, in one flat list (how many
         # positions each node has is its class's, already in the key): True for a plain
