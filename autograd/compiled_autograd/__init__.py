@@ -164,9 +164,12 @@ def reset() -> None:
 
 _cache: dict = {}        # (number of nodes, key length) -> [Program, ...] most recent first
 _MAX_PER_BUCKET = 8
+_MAX_ORDERS = 4          # recording orders baked into one program (see _remember_recorded)
 # Recorded keys (:class:`.key.Recording`): (number of recorded nodes, key length) ->
-# [(key, Program, order), ...] most recent first; ``order[j]`` is the position in the
-# recording of the program's node ``j`` (the walk's order).
+# [(key, Program, order), ...] most recent first. The order maps the program's node ``j``
+# (the walk's order) to its position in the recording: an int names one of the orders baked
+# into the program's code (``prog.orders[order][j]``), a tuple holds the positions themselves
+# (for a program that has _MAX_ORDERS orders baked in already).
 _recorded: dict = {}
 _largest = [0]           # the most nodes a recorded key has had
 
@@ -177,8 +180,8 @@ def _recording_limit() -> int:
 
 
 def lookup_recorded(nodes, key):
-    """The program of a recorded key (:meth:`Recording.finish`) and the recording position of
-    each of its nodes; (None, None) when this recorded key was not seen."""
+    """The program of a recorded key (:meth:`Recording.finish`) and its order (see _recorded);
+    (None, None) when this recorded key was not seen."""
     bucket = _recorded.get((len(nodes), len(key[0])))
     if bucket:
         for i, (k, prog, order) in enumerate(bucket):
@@ -192,9 +195,18 @@ def lookup_recorded(nodes, key):
 def _remember_recorded(nodes, key, walked, prog) -> None:
     """Let the next backward with this recorded key skip the walk to ``prog``."""
     pos = {node: p for p, node in enumerate(nodes)}
-    order = [pos.get(node) for node in walked]
+    order = tuple([pos.get(node) for node in walked])
     if None in order:   # pragma: no cover - a walked node is always recorded when finish passed
         return
+    # Programs are generated per order (the recording's positions baked in as constants), so
+    # that a recorded hit hands the recording's own node list to the program; a few orders
+    # per program, so that a forward that makes its nodes in ever new orders does not
+    # compile ever new code.
+    if order in prog.orders:
+        order = prog.orders.index(order)
+    elif len(prog.orders) < _MAX_ORDERS:
+        prog.orders.append(order)
+        order = len(prog.orders) - 1
     bucket = _recorded.setdefault((len(nodes), len(key[0])), [])
     bucket.insert(0, (key, prog, order))
     del bucket[_MAX_PER_BUCKET:]
@@ -255,11 +267,13 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph=Fal
         # A forward under enable() recorded its key: no walk when that key was seen before.
         recorded = rec.finish(edges) if rec is not None else None
         del rec
-        prog = None
+        prog = order = None
         if recorded is not None:
             prog, order = lookup_recorded(*recorded)
         if prog is not None:
-            nodes = list(map(recorded[0].__getitem__, order))   # in the walk's order
+            nodes = recorded[0]   # in the recording's order
+            if order.__class__ is tuple:   # not baked into the program: in the walk's order
+                nodes, order = list(map(nodes.__getitem__, order)), None
             _stats["hits"] += 1
             _stats["recorded_hits"] += 1
         else:
@@ -273,7 +287,9 @@ def run_backward(tensors, grad_tensors=None, retain_graph=None, create_graph=Fal
         use_graph = (cuda_graphs and prog.device is not None and prog.device.type == "cuda"
                      and prog.runs > 0)
         if not use_graph:
-            fn = compile_program(prog, keep, profiled)
+            fn = compile_program(prog, keep, profiled, order)
+        elif order is not None:   # a CUDA graph reads its inputs in the walk's order
+            nodes = list(map(nodes.__getitem__, prog.orders[order]))
         prog.runs += 1
     _replay(prog, fn, nodes, grads, keep, profiled, use_graph)
 

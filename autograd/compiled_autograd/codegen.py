@@ -90,11 +90,13 @@ _GRAPH_REFUSES = {StepKind.UNPACK: "an unpack hook", StepKind.TENSOR_PRE_HOOKS: 
                   StepKind.PRE_HOOK: "a node pre-hook", StepKind.POST_HOOK: "a node post-hook"}
 
 
-def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: bool = False):
+def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: bool = False,
+             order=None):
     """Straight-line Python for the program; returns (source, namespace, number of inputs).
 
     The function is ``run(T, N, G)`` with ``T`` the graph task, ``N`` the new graph's nodes in
-    walk order and ``G`` the root gradients. With ``graph_mode`` (CUDA graph capture) it is
+    walk order (with ``order``, a recording's nodes: node ``j`` is ``N[order[j]]``) and ``G``
+    the root gradients. With ``graph_mode`` (CUDA graph capture) it is
     ``run(T, N, G, I, O, K)``: saved arrays come from the static inputs ``I``, the gradients to
     accumulate go to ``O`` and every register is kept alive in ``K`` (the captured graph owns
     that memory).
@@ -186,7 +188,7 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
         if graph_mode and kind in _GRAPH_REFUSES:
             raise Unsupported(_GRAPH_REFUSES[kind])
         if j >= 0 and j != current:
-            emit(f"    _n = N[{j}]  # {info[j]['name']}")
+            emit(f"    _n = N[{j if order is None else order[j]}]  # {info[j]['name']}")
             current = j
         if kind is StepKind.ROOT:
             r = s.writes[0]
@@ -308,14 +310,19 @@ def _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_r
             emit("    _n._saved = None")
 
 
-def compile_program(program: Program, keep_graph: bool, profiled: bool):
-    """The program's function for this variant, generated and compiled on first use."""
-    variant = (keep_graph, profiled)
+def compile_program(program: Program, keep_graph: bool, profiled: bool, order=None):
+    """The program's function for this variant, generated and compiled on first use.
+
+    ``order``: None for nodes passed in walk order, else the id of a recording's order in
+    ``program.orders`` (nodes passed as that recording holds them).
+    """
+    variant = (keep_graph, profiled) if order is None else (keep_graph, profiled, order)
     fn = program.variants.get(variant)
     # Regenerated once a replay noted a shape the code does not fold yet.
     if fn is None or program.seen_at[variant] != len(program.conform_seen):
         program.seen_at[variant] = len(program.conform_seen)
-        src, ns, _ = generate(program, keep_graph, profiled)
+        src, ns, _ = generate(program, keep_graph, profiled,
+                              order=None if order is None else program.orders[order])
         code = compile(src, f"<compiled_autograd {len(program.steps)} steps>", "exec")
         exec(code, ns)  # noqa: S102 - our own generated code
         fn = program.variants[variant] = ns["run"]

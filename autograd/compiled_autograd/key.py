@@ -13,6 +13,7 @@ at the end of this module).
 """
 from __future__ import annotations
 
+from itertools import chain
 from operator import attrgetter
 
 from ..dispatch import OpNode
@@ -262,6 +263,7 @@ DEFAULT_LIMIT = 100_000
 
 _get_extra = attrgetter("_extra")
 _get_saved = attrgetter("_saved")
+_get_variable = attrgetter("variable")
 
 
 class Recording:
@@ -286,7 +288,7 @@ class Recording:
         self.leaf_index: dict = {}
         self.key: list = []
         self.at: list = []         # where each op node's entry starts in key
-        self.sv_nodes: list = []   # positions of the nodes that saved a tensor
+        self.sv_nodes: list = []   # the nodes that saved a tensor
         self.broken = False
         self.limit = limit
 
@@ -319,7 +321,7 @@ class Recording:
         tensors = node._saves_tensors
         key += (not node._attrs, tensors)
         if tensors:
-            self.sv_nodes.append(i)
+            self.sv_nodes.append(node)
         index[node] = i
         nodes.append(node)
 
@@ -365,15 +367,19 @@ class Recording:
                 return None
             roots.append((j, nr))
         leaves = self.leaves
+        # A node's _saved is a non-empty list until released (None): all() tests each by
+        # truth, in C, where ``None in`` would compare each list with None.
         if (any(map(_get_extra, nodes)) or any(map(_get_extra, leaves))
-                or None in map(_get_saved, nodes)):
+                or not all(map(_get_saved, nodes))):
             return None
+        # Per saved position of the nodes that saved a tensor, in one flat list (how many
+        # positions each node has is its class's, already in the key): True for a plain
+        # saved tensor, False for one with an unpack hook, None for anything else.
         sv = SavedVariable
-        tail = [tuple(roots)]
-        for i in self.sv_nodes:
-            tail.append(tuple([s._unpack_hook is None if s.__class__ is sv else None
-                               for s in nodes[i]._saved]))
-        for leaf in leaves:
-            extra = leaf.variable._extra
-            tail.append(leaf_hook_sig(extra) if extra else None)
+        hooks = [s._unpack_hook is None if s.__class__ is sv else None
+                 for s in chain.from_iterable(map(_get_saved, self.sv_nodes))]
+        tail = [tuple(roots), hooks]
+        extras = list(map(_get_extra, map(_get_variable, leaves)))
+        sigs = [leaf_hook_sig(e) if e else None for e in extras] if any(extras) else None
+        tail.append(sigs if sigs and any(sigs) else None)   # None: no leaf has a hook
         return nodes + leaves, [key, tail]

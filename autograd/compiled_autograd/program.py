@@ -77,7 +77,10 @@ class Program:
         self.device = device
         self.stream = stream
         self.root_meta = root_meta      # per root output: (shape, dtype) it must have
-        self.variants: dict = {}        # (keep_graph, profiled) -> compiled function
+        self.variants: dict = {}        # (keep_graph, profiled, order) -> compiled function
+        # Orders of recordings that map to this program (see compile_program): per order,
+        # the recording position of each node.
+        self.orders: list = []
         self.source: dict = {}          # same keys -> generated source (for the debug log)
         # (step, output) -> (shape, dtype) of a gradient that conform() had to fit to its
         # input at replay; seen_at: how many were noted when each variant was generated.

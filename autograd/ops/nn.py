@@ -641,16 +641,15 @@ defop("layer_norm", _layer_norm_fwd,
 # --------------------------------------------------------------------------- nll_loss
 
 
-def _nll_coefficients(xp, shape, dtype, target, ignore_index, reduction):
-    """d loss / d input for a (N, C) input: -1 (over the valid count for "mean") at each
-    row's target class, 0 elsewhere and on rows whose target is ``ignore_index``."""
+def _nll_picks(xp, dtype, target, ignore_index, reduction):
+    """d loss / d input for a (N, C) input, as (rows, columns, coefficients, valid): -1 (over
+    the valid count for "mean") at each row's target class, to be taken where ``valid`` (a
+    row whose target is ``ignore_index`` has no entry); every other entry is 0."""
     valid = target != ignore_index
     coef = -valid.astype(dtype)
     if reduction == "mean":
         coef /= valid.sum()
-    w = xp.zeros(shape, dtype=dtype)
-    w[xp.arange(shape[0]), xp.where(valid, target, 0)] = coef
-    return w
+    return xp.arange(target.shape[0]), xp.where(valid, target, 0), coef, valid
 
 
 def _nll_fwd(xp, input, target, ignore_index=-100, reduction="mean"):  # noqa: A002
@@ -667,11 +666,18 @@ def _nll_fwd(xp, input, target, ignore_index=-100, reduction="mean"):  # noqa: A
 
 def _nll_grad(F, g, out, input, target, ignore_index=-100, reduction="mean"):  # noqa: A002
     t = target._data if isinstance(target, Tensor) else target
-    w = _nll_coefficients(backend.array_module(t), input.shape, input.dtype, t, ignore_index,
-                          reduction)
-    if isinstance(g, Tensor):
+    xp = backend.array_module(t)
+    rows, cols, coef, valid = _nll_picks(xp, input.dtype, t, ignore_index, reduction)
+    w = xp.zeros(input.shape, dtype=input.dtype)
+    if isinstance(g, Tensor):   # create_graph: the gradient is linear in g, g * w records it
+        w[rows, cols] = xp.where(valid, coef, 0)
         w = Tensor._make(w, False, None, 0, [0], g.device)
-    return (F.reshape(g, shape=(input.shape[0], 1)) if reduction == "none" else g) * w
+        return (F.reshape(g, shape=(input.shape[0], 1)) if reduction == "none" else g) * w
+    # As PyTorch's nll_loss_backward: g times the coefficient at each valid row's target only
+    # (no pass over all N x C entries); every other entry is 0 whatever g is (inf, NaN), and
+    # so is all of it when every row is ignored (a "mean" over no rows).
+    w[rows, cols] = xp.where(valid, coef * g, 0)
+    return w
 
 
 # NOTE: a primitive for speed, as PyTorch's nll_loss_forward: the (N, C) class-index loss in
