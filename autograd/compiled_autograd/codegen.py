@@ -7,9 +7,9 @@ for it (hooks, validation, accumulation), so the replay and the engine cannot di
 What the capture cannot know, the first replay tells: a rule's output that does not fit its
 input (a bias gradient of the batch's shape, summed down to the bias's) goes through the
 engine's :func:`conform`, which notes the shape it got at that site; the code generated
-after that sums it down directly with conform's own :func:`sum_to_shape` (so the values are
-the engine's bit for bit), behind a guard that hands any other shape to :func:`conform`
-again.
+after that sums it down directly, on axes folded at generation time, with conform's own
+arithmetic (:func:`sum_over`: the engine's values bit for bit), behind a guard that hands
+any other shape to :func:`conform` again.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .. import engine as _engine
 from .. import record_function as _rf
 from ..dispatch import ArrayF, _fill_missing
 from ..node import GraphRoot
-from ..ops.shape import sum_to_shape
+from ..ops.shape import sum_axes, sum_over
 from .key import GENERIC
 from .program import Program, SavedKind, StepKind, Unsupported
 
@@ -54,11 +54,13 @@ def _conform_noted(seen, site, task, node, i, g, shape, dtype):
     return out
 
 
-def _can_fold(seen_shape, seen_dtype, shape, dtype) -> bool:
-    """Whether conform() turns a gradient of ``seen_shape`` into one of ``shape`` by a sum
-    alone (no cast, which stays with conform(), and a shape it broadcasts from)."""
-    return (seen_dtype == dtype and seen_shape != shape
-            and _engine._expandable(shape, seen_shape))
+def _fold_axes(seen_shape, seen_dtype, shape, dtype):
+    """The axes conform() sums a gradient of ``seen_shape`` over to fit ``shape`` (empty: a
+    reshape alone); None where it takes more than that (a cast, which stays with conform(),
+    or a shape it does not broadcast from)."""
+    if seen_dtype != dtype or seen_shape == shape or not _engine._expandable(shape, seen_shape):
+        return None
+    return sum_axes(seen_shape, shape)
 
 
 def _unpack(node, p):
@@ -110,7 +112,7 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
           "_tph": _engine.call_tensor_pre_hooks, "_pre": _engine.call_pre_hooks,
           "_post": _engine.call_post_hooks, "_acc": _engine.accumulate_grad,
           "_begin": _rf.begin, "_end": _rf.end, "_BW": _BACKWARD,
-          "_noted": _conform_noted, "_SEEN": program.conform_seen, "_sum_to": sum_to_shape,
+          "_noted": _conform_noted, "_SEEN": program.conform_seen, "_sum_over": sum_over,
           "F": ArrayF(program.device.xp) if program.device else None}
     lines = ["def run(T, N, G, I=None, O=None, K=None):" if graph_mode else "def run(T, N, G):"]
     emit = lines.append
@@ -147,14 +149,15 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
         s, d, x = const(shape, "S"), const(dtype, "D"), v(r)
         guard = f"{x} is not None and " if r in maybe_none else ""
         seen = program.conform_seen.get(site)
-        if seen is None or not _can_fold(*seen, shape, dtype):
+        axes = _fold_axes(*seen, shape, dtype) if seen is not None else None
+        if axes is None:
             fix = (f"_conform(T, {node}, {i}, {x}, {s}, {d})" if seen is not None else
                    f"_noted(_SEEN, {site!r}, T, {node}, {i}, {x}, {s}, {d})")
             emit(f"{indent}if {guard}({x}.shape != {s} or {x}.dtype != {d}): {x} = {fix}")
             return
         # The shape the first replay saw here, summed down as conform() sums it.
         emit(f"{indent}if {guard}{x}.shape == {const(seen[0], 'S')} and {x}.dtype == {d}: "
-             f"{x} = _sum_to(F.xp, {x}, {s})")
+             f"{x} = " + (f"_sum_over(F.xp, {x}, {axes!r}, {s})" if axes else f"{x}.reshape({s})"))
         emit(f"{indent}elif {guard}({x}.shape != {s} or {x}.dtype != {d}): "
              f"{x} = _conform(T, {node}, {i}, {x}, {s}, {d})")
 

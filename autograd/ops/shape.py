@@ -60,8 +60,13 @@ def sum_to_shape(xp, x, shape):
     if x.shape == shape:
         return x
     axes = sum_axes(x.shape, shape)
-    if not axes:
-        return xp.reshape(x, shape)
+    return sum_over(xp, x, axes, shape) if axes else xp.reshape(x, shape)
+
+
+def sum_over(xp, x, axes, shape):
+    """``x`` summed over ``axes`` (non-empty, as :func:`sum_axes` gives them) and reshaped to
+    ``shape``: sum_to_shape's arithmetic, for callers that know the axes already (compiled
+    autograd folds them into its programs)."""
     if axes[-1] == len(axes) - 1 and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and \
             x.size and x.flags.c_contiguous:
         # Leading axes only (a bias's gradient): one GEMV, ones @ (rows, rest), 2-3x faster

@@ -8,8 +8,8 @@ import pytest
 import gradtrace.autograd as ag
 from gradtrace.autograd import compiled_autograd as ca
 from gradtrace.autograd import engine, nn
-from gradtrace.autograd.compiled_autograd.codegen import _can_fold
-from gradtrace.autograd.ops.shape import sum_to_shape
+from gradtrace.autograd.compiled_autograd.codegen import _fold_axes
+from gradtrace.autograd.ops.shape import sum_over
 
 
 @pytest.fixture(autouse=True)
@@ -21,26 +21,27 @@ def _fresh_cache():
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 
-# (shape the rule returned, dtype, shape of the input, its dtype, folded in the program)
+# (shape the rule returned, dtype, shape of the input, its dtype, axes folded in the program)
 FOLD_CASES = [
-    ((32, 256), F32, (256,), F32, True),          # a Linear's bias (a GEMV with ones)
-    ((4, 16, 32), F32, (32,), F32, True),         # a LayerNorm's weight
-    ((3, 4), F32, (3, 1), F32, True),
-    ((2, 3, 4), F32, (1, 3, 1), F32, True),
-    ((1, 5), F32, (5,), F32, True),
-    ((3, 4), F64, (4,), F32, False),      # a cast too: left to conform()
-    ((4,), F64, (4,), F32, False),        # a cast only
-    ((5,), F32, (1, 5), F32, False),      # not a broadcast: conform() raises
+    ((32, 256), F32, (256,), F32, (0,)),          # a Linear's bias (a GEMV with ones)
+    ((4, 16, 32), F32, (32,), F32, (0, 1)),       # a LayerNorm's weight
+    ((3, 4), F32, (3, 1), F32, (1,)),
+    ((2, 3, 4), F32, (1, 3, 1), F32, (0, 2)),
+    ((1, 5), F32, (5,), F32, (0,)),
+    ((1, 5), F32, (5, 1), F32, None),     # not a broadcast: conform() raises
+    ((3, 4), F64, (4,), F32, None),       # a cast too: left to conform()
+    ((4,), F64, (4,), F32, None),         # a cast only
+    ((5,), F32, (1, 5), F32, None),       # not a broadcast either
 ]
 
 
-@pytest.mark.parametrize("seen, seen_dtype, shape, dtype, folds", FOLD_CASES)
-def test_fold_equals_conform(seen, seen_dtype, shape, dtype, folds):
-    assert _can_fold(seen, seen_dtype, shape, dtype) is folds
-    if not folds:
+@pytest.mark.parametrize("seen, seen_dtype, shape, dtype, axes", FOLD_CASES)
+def test_fold_equals_conform(seen, seen_dtype, shape, dtype, axes):
+    assert _fold_axes(seen, seen_dtype, shape, dtype) == axes
+    if axes is None:
         return
     g = np.random.default_rng(0).standard_normal(seen).astype(seen_dtype)
-    folded = sum_to_shape(np, g, shape)      # what the program runs at a folded site
+    folded = sum_over(np, g, axes, shape)      # what the program runs at a folded site
     task = engine.GraphTask(False, False, accumulate=True)
     expected = engine.conform(task, None, 0, g, shape, dtype)
     assert folded.shape == expected.shape and folded.dtype == expected.dtype
@@ -77,8 +78,8 @@ def test_sites_noted_on_first_replay_folded_after_and_bit_identical():
     # The capture's run notes the sites that needed conform(); from the next backward on,
     # the biases and the LayerNorm weights are summed in the program (the sites whose
     # gradient always fitted still note, should it ever not).
-    folded = sources[1].count("_sum_to(")
-    assert "_sum_to(" not in sources[0]
+    folded = sources[1].count("_sum_over(")
+    assert "_sum_over(" not in sources[0]
     assert folded >= 4 and sources[1].count("_noted(") == sources[0].count("_noted(") - folded
     assert sources[3] is sources[2] is sources[1]     # no new shape: not generated again
     assert ca.stats()["captures"] == 1
@@ -99,7 +100,7 @@ def test_an_unexpected_shape_at_a_folded_site_still_reaches_conform():
         lin.zero_grad()
         lin(x).sum().backward()
     src = prog.source[(False, False, 0)]   # the recorded run's program
-    assert src.count("_sum_to(") == 1
+    assert src.count("_sum_over(") == 1
     np.testing.assert_array_equal(lin.bias.grad.numpy(), [4.0, 4.0])
     np.testing.assert_array_equal(lin.weight.grad.numpy(), np.full((2, 3), 4.0))
 
@@ -170,4 +171,4 @@ def test_folded_programs_with_hooks_retained_grads_and_retain_graph_equal_eager(
     for e, c in zip(eager, compiled):
         np.testing.assert_array_equal(c, e)
     assert ca.stats()["hits"] >= 3 and ca.stats()["eager_fallbacks"] == 0
-    assert any("_sum_to(" in src for src in ca.last_program().source.values())
+    assert any("_sum_over(" in src for src in ca.last_program().source.values())
