@@ -355,8 +355,8 @@ class Collector:
             if module_ids:
                 order = np.flatnonzero(~(np.isin(name_id, module_ids) & (scope == Scope.USER_SCOPE)))
         # Start order; of two ranges of one thread with the same start and end, the one that
-        # closed later (the outer one) comes first, so nesting sees the parent before the child.
-        # (The backward rows are kept apart, so "later" is the end time, then the row.)
+        # closed later (the outer one, further down its list) comes first, so nesting sees the
+        # parent before the child.
         order = order[np.lexsort((-order, thread[order], -end[order], start[order]))]
         shapes_id, dtypes_id = self._input_string_ids(inputs_id[order])
         return {
