@@ -252,15 +252,10 @@ def has_callbacks() -> bool:
 _dtype_names: dict = {}
 _SCALAR = ((), "Scalar")
 # One object per distinct description (bounded: cleared when it grows past _MAX_DESCRIPTIONS),
-# so that a profiler can key descriptions by id() instead of hashing nested tuples per range.
+# so that a profiler can tell descriptions apart by id() instead of hashing nested tuples per
+# range (equal ones made across a clearing are two objects, which it interns by value).
 _descriptions: dict = {}
 _MAX_DESCRIPTIONS = 1 << 16
-
-
-def input_descriptions() -> list:
-    """The distinct input descriptions made so far, each the one object every equal
-    description is (until the table is cleared at ``_MAX_DESCRIPTIONS``)."""
-    return list(_descriptions.values())
 
 
 def _describe_inputs(inputs) -> tuple:

@@ -325,15 +325,15 @@ class Collector:
         seq[n_other:] = _backward_seq(cols[rf.ROW_SEQ][n_other:])
         inputs_id = np.full(n, -1, np.int64)
         if self.record_shapes:
-            # Equal descriptions are one object (record_function keeps a table of them), so
-            # they are told apart by id() against that table: hashing a nested tuple per
-            # range would cost more than the rest of the column.
-            known = {id(d): self._intern_in(self._inputs, d) for d in rf.input_descriptions()}
-            known[id(None)] = -1
+            # By id(): equal descriptions are mostly one object (record_function keeps one
+            # per distinct description), so the distinct objects are few, and hashing a
+            # nested tuple per range would cost more than the rest of the column. Each
+            # distinct object is interned by value, so equal ones still share an id.
             descriptions = cols[rf.ROW_INPUTS]
-            inputs_id = np.fromiter(map(known.get, map(id, descriptions), repeat(-2)), np.int64, n)
-            for k in np.flatnonzero(inputs_id == -2):      # dropped from the table meanwhile
-                inputs_id[k] = self._intern_in(self._inputs, descriptions[k])
+            keys = list(map(id, descriptions))
+            ids = {k: -1 if d is None else self._intern_in(self._inputs, d)
+                   for k, d in dict(zip(keys, descriptions)).items()}
+            inputs_id = np.fromiter(map(ids.__getitem__, keys), np.int64, n)
         stack = np.full(n, -1, np.int64)
         dev = np.full((n, 2), -1, np.int64)
         if self.with_stack or self._device_times:

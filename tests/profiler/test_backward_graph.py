@@ -209,3 +209,17 @@ def test_input_shapes_survive_the_description_table_being_cleared(monkeypatch):
     data = prof.profile_data
     shapes = [data.strings[int(i)] for i in data.event_columns["shapes_id"]]
     assert shapes == ["[[2], []]", "[[3], []]", "[[4], []]", "[[5], []]", "[[2], []]"]
+
+
+def test_a_profile_holds_only_the_input_shapes_of_its_own_ops():
+    """Descriptions seen by an earlier profile stay in record_function's table; a later
+    profile's strings and inputs table must not take them in."""
+    with profiler.profile(record_shapes=True):
+        for n in range(1, 41):
+            ag.ones(n) * 2.0
+    with profiler.profile(record_shapes=True) as prof:
+        ag.ones(7) + 1.0
+    data = prof.profile_data
+    shapes = [s for s in data.strings if s.startswith("[[")]
+    assert shapes == ["[[7], []]"]
+    assert [data.strings[int(i)] for i in data.event_columns["shapes_id"]] == ["[[7], []]"]
