@@ -48,6 +48,8 @@ def _rows(a) -> int:
 
 
 def _linear_grad_weight(F, g, out, x, weight, bias):
+    if g.ndim == 2:   # (batch, features): g.T @ x as it is, no reshapes
+        return F.matmul(F.transpose(g, dim0=0, dim1=1), x)
     # Explicit row counts, not -1: a zero-size input (no features, or no rows) has no -1 to
     # infer, and its weight gradient is zeros.
     rows = _rows(x)

@@ -547,6 +547,8 @@ CASES += [
     # --------------------------------------------------------------- nn.functional
     OpCase("linear", lambda x, w, b: AF.linear(x, w, b), lambda x, w, b: x @ w.T + b,
            ins(rnd(2, 3, 4), rnd(5, 4), rnd(5))),
+    OpCase("linear", lambda x, w, b: AF.linear(x, w, b), lambda x, w, b: x @ w.T + b,
+           ins(rnd(3, 4), rnd(5, 4), rnd(5)), name="linear_2d"),
     OpCase("linear", lambda x, w: AF.linear(x, w), lambda x, w: x @ w.T, ins(rnd(4), rnd(5, 4)),
            name="linear_1d_nobias"),
     OpCase("linear", lambda x, w: AF.linear(x.T, w), lambda x, w: x.T @ w.T, ins(rnd(4, 3), rnd(2, 4)),

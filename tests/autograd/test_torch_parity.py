@@ -178,6 +178,11 @@ def test_zero_size_tensors():
     gx, gw, gb = ag.grad(out.sum(), (x, w, b))
     assert gx.shape == (2, 2, 0) and gw.shape == (3, 0)
     np.testing.assert_array_equal(gb.numpy(), [4.0, 4.0, 4.0])
+    # No rows (a 2-D batch of 0): the weight gradient is zeros of the weight's shape.
+    x = ag.tensor(np.zeros((0, 4)), requires_grad=True)
+    w = ag.tensor(np.ones((3, 4)), requires_grad=True)
+    gw, = ag.grad(F.linear(x, w).sum(), (w,))
+    np.testing.assert_array_equal(gw.numpy(), np.zeros((3, 4)))              # torch: zeros(3, 4)
 
 
 # --------------------------------------------------------------------------- 12-14
