@@ -82,22 +82,10 @@ class RecordFunction:
                 f"fwd_thread_id={self.fwd_thread_id})")
 
 
-class _Sink:
-    __slots__ = ("start", "end", "scopes", "needs_inputs")
-
-    def __init__(self, start, end, scopes, needs_inputs):
-        if end is None:
-            raise ValueError("a range sink needs an end function")
-        self.start = start
-        self.end = end
-        self.scopes = frozenset(RecordScope(s) for s in scopes) if scopes is not None else None
-        self.needs_inputs = bool(needs_inputs)
-
-    def wants(self, scope: int) -> bool:
-        return self.scopes is None or scope in self.scopes
-
-
 class _Callback:
+    """A registered callback's or sink's functions, scopes and wants (a sink: sampling_prob 1,
+    ``start(scope, stream)`` and ``end(row)``)."""
+
     __slots__ = ("start", "end", "scopes", "needs_inputs", "sampling_prob")
 
     def __init__(self, start, end, scopes, needs_inputs, sampling_prob):
@@ -120,7 +108,7 @@ _global: dict[int, _Callback] = {}
 _global_by_scope: list[tuple] = [()] * _N_SCOPES   # rebuilt on every (un)registration
 _thread_local_count = 0                             # registrations alive in any thread
 _memory: dict[int, object] = {}
-_sinks: dict[int, _Sink] = {}
+_sinks: dict[int, _Callback] = {}
 _sinks_by_scope: list[tuple] = [()] * _N_SCOPES
 # The common case precomputed per scope, rebuilt with the flags: when no thread-local callback
 # exists anywhere and every global callback for the scope reports every range (sampling_prob
@@ -180,17 +168,21 @@ def add_global_callback(start=None, end=None, *, scopes=None, needs_inputs=False
     Returns:
         A handle whose ``remove()`` unregisters the callback.
     """
-    cb = _Callback(start, end, scopes, needs_inputs, sampling_prob)
+    return _add(_global, _Callback(start, end, scopes, needs_inputs, sampling_prob), _rebuild_global)
+
+
+def _add(table: dict, entry, refresh) -> RemovableHandle:
+    """Put ``entry`` in ``table`` and ``refresh`` what begin() reads, now and when the handle
+    is removed."""
+    def removed():
+        with _lock:
+            refresh()
+
     with _lock:
-        handle = RemovableHandle(_global, on_remove=_on_global_removed)
-        _global[handle.id] = cb
-        _rebuild_global()
+        handle = RemovableHandle(table, on_remove=removed)
+        table[handle.id] = entry
+        refresh()
     return handle
-
-
-def _on_global_removed():
-    with _lock:
-        _rebuild_global()
 
 
 def add_range_sink(end, *, start=None, scopes=None, needs_inputs=False) -> RemovableHandle:
@@ -209,17 +201,9 @@ def add_range_sink(end, *, start=None, scopes=None, needs_inputs=False) -> Remov
     Returns:
         A handle whose ``remove()`` unregisters the sink.
     """
-    sink = _Sink(start, end, scopes, needs_inputs)
-    with _lock:
-        handle = RemovableHandle(_sinks, on_remove=_on_sink_removed)
-        _sinks[handle.id] = sink
-        _refresh_flags()
-    return handle
-
-
-def _on_sink_removed():
-    with _lock:
-        _refresh_flags()
+    if end is None:
+        raise ValueError("a range sink needs an end function")
+    return _add(_sinks, _Callback(start, end, scopes, needs_inputs, 1.0), _refresh_flags)
 
 
 def add_thread_local_callback(start=None, end=None, *, scopes=None, needs_inputs=False,
