@@ -1,15 +1,16 @@
 """The collector: a RecordFunction range sink that keeps each range's row, turned into
-columns at stop.
+columns when the profile is first read.
 
 While profiling, each closing range extends one flat list with its row (the sink is that
 list's ``extend``: one C call, atomic under the GIL, so threads need no lock and there is no
-Python frame per range; the row carries its thread id and its end time). The row is the list the engine built as the range opened
-(``record_function.ROW_*``); nothing else happens per event: no interning, no event objects,
-no device synchronisation, and the row itself is dropped. At stop the flat list is sliced
-into columns, names and input descriptions interned once per distinct value, and
-the backward nodes the ranges ran are read once for the graph's edges. GPU ranges get a pair
-of CUDA events recorded on the op's stream; all of them are resolved after one synchronize
-when the collector stops.
+Python frame per range; the row carries its thread id and its end time). The row is the list
+the engine built as the range opened (``record_function.ROW_*``); nothing else happens per
+event: no interning, no event objects, no device synchronisation, and the row itself is
+dropped. :meth:`Collector.finish` ends the recording (and resolves the GPU ranges: each got a
+pair of CUDA events on the op's stream, all read after one synchronize); the first
+:meth:`Collector.profile_data` slices the flat lists into columns, interns names and input
+descriptions once per distinct value, and reads the backward nodes the ranges ran once for
+the graph's edges.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import threading
 import time
 from array import array
 from itertools import chain, compress, repeat
-from operator import attrgetter, is_, is_not
+from operator import attrgetter, is_not
 
 import numpy as np
 
@@ -92,6 +93,8 @@ class Collector:
         self._inputs: dict[tuple, int] = {}
         self._stacks: dict[tuple, int] = {}
         self._gpu_base: dict[str, tuple] = {}   # device -> (cpu ns, base event)
+        self._build_lock = threading.Lock()
+        self._data: ProfileData | None = None   # built by profile_data()
         self._handles: list = []
         self._start_ns = 0
         self._wall_start_ns = 0
@@ -245,10 +248,36 @@ class Collector:
         self._handles.clear()
 
     def stop(self, extra_metadata: dict | None = None) -> ProfileData:
-        """Remove the callbacks, resolve GPU times and return the collected profile."""
-        end_ns = time.perf_counter_ns()
+        """Stop recording and build the profile now (:meth:`finish`, then :meth:`profile_data`)."""
+        self.finish(extra_metadata)
+        return self.profile_data()
+
+    def finish(self, extra_metadata: dict | None = None) -> None:
+        """Stop recording: remove the sinks, resolve the GPU times (the one synchronize) and
+        note what must be read now. The rows are kept as they are and become a ProfileData
+        on the first :meth:`profile_data` (torch.profiler too builds its events on first
+        read), so leaving a profiled region costs little more than the recording did; until
+        then the profile holds the backward nodes that ran, for the graph's edges."""
+        self._end_ns = time.perf_counter_ns()
         self.remove_callbacks()
-        device_region_ns = self._resolve_gpu_times()
+        # A range still open in another thread closes into the lists after this: not ours.
+        self._lengths = (len(self._ranges), len(self._backward))
+        self._device_region_ns = self._resolve_gpu_times()
+        # A rank of a process group: its backend, rank and world size ("distributed_info",
+        # which the Chrome trace shows as distributedInfo) and its collectives' arguments.
+        dist = sys.modules.get("gradtrace.autograd.distributed")
+        self._late_metadata = dist.profile_metadata(self._start_ns, self._end_ns) if dist else {}
+        self._late_metadata.update(extra_metadata or {})
+
+    def profile_data(self) -> ProfileData:
+        """The profile of what :meth:`finish` ended, built on the first call (any thread)."""
+        with self._build_lock:
+            if self._data is None:
+                self._data = self._build()
+                self._ranges, self._backward, self._memory = [], [], {}   # let the rows go
+            return self._data
+
+    def _build(self) -> ProfileData:
         events, node_of_event = self._event_columns()
         nodes, edges = self._graph_columns(node_of_event)
         memory = self._memory_columns()
@@ -261,21 +290,28 @@ class Collector:
             "memory_categories": self.profile_memory,
             "with_stack": self.with_stack, "with_flops": self.with_flops,
             "with_modules": self.with_modules,
-            "start_time_ns": self._start_ns, "end_time_ns": end_ns,
+            "start_time_ns": self._start_ns, "end_time_ns": self._end_ns,
             "wall_clock_base_ns": self._wall_start_ns,
-            "device_region_ns": device_region_ns,
+            "device_region_ns": self._device_region_ns,
             "pid": os.getpid(),
         }
         gpus = sorted(d for d in metadata["devices"] if d.startswith("cuda"))
         if gpus:
             metadata["device_properties"] = [_device_properties(d) for d in gpus]
-        # A rank of a process group: its backend, rank and world size ("distributed_info",
-        # which the Chrome trace shows as distributedInfo) and its collectives' arguments.
-        dist = sys.modules.get("gradtrace.autograd.distributed")
-        if dist is not None:
-            metadata.update(dist.profile_metadata(self._start_ns, end_ns))
-        metadata.update(extra_metadata or {})
+        metadata.update(self._late_metadata)
         return ProfileData(events, memory, self._strings, metadata, node_columns=nodes, edge_columns=edges)
+
+    def _parts(self, k: int) -> tuple[list, list]:
+        """Field ``k`` (``rf.ROW_*``) of the other ranges and of the backward ones: slices of
+        the flat lists, which copy no row."""
+        width = rf.ROW_END + 1
+        n_other, n_backward = self._lengths
+        return self._ranges[k:n_other:width], self._backward[k:n_backward:width]
+
+    def _field(self, k: int) -> list:
+        """Field ``k`` of every range, the other ranges first (the events' raw order)."""
+        other, backward = self._parts(k)
+        return other + backward
 
     # ------------------------------------------------------------------ building columns
 
@@ -289,8 +325,7 @@ class Collector:
             backend.synchronize(base.device)      # the one synchronize of the whole profile
             region[device] = backend.elapsed_ns(base, final)
         if self._gpu_base:
-            width = rf.ROW_END + 1
-            for k, ctx in enumerate((self._ranges + self._backward)[rf.ROW_CTX::width]):
+            for k, ctx in enumerate(self._field(rf.ROW_CTX)):
                 if ctx is not None and ctx[_CTX_EV_START] is not None and ctx[_CTX_EV_END] is not None:
                     ev_start, ev_end = ctx[_CTX_EV_START], ctx[_CTX_EV_END]
                     cpu_base, base = self._gpu_base[str(ev_start.device)]
@@ -301,35 +336,38 @@ class Collector:
     def _event_columns(self) -> tuple[dict, np.ndarray]:
         """The events table, and the graph node id of each event (-1: none).
 
-        The rows are transposed once; every column is then built by C loops (``map``,
-        ``np.fromiter``), and a Python function runs once per distinct value at most."""
-        self._graph_nodes: list = []   # node id -> one node object with that id
-        self._node_of_object: dict = {}
+        Each field is sliced out of the two flat lists (the other ranges, then the backward
+        ones) without copying the rows; every column is then built by C loops (``map``,
+        ``np.fromiter``, a ``count`` that finds a column of one value), and a Python function
+        runs once per distinct value at most."""
         width = rf.ROW_END + 1
-        n_other = len(self._ranges) // width
-        n = n_other + len(self._backward) // width
+        n_other = self._lengths[0] // width
+        n = n_other + self._lengths[1] // width
+        self._graph_nodes: list = []    # node id -> one node object with that id
+        self._node_table = None         # node objects by id(), for the edges (_node_ids)
         if not n:
             return empty_columns(EVENT_COLUMNS), np.zeros(0, np.int64)
-        flat = self._ranges + self._backward
-        cols = [flat[k::width] for k in range(width)]      # the rows, transposed
-        del flat
-        name_id = _ids_of(cols[rf.ROW_NAME], self._intern_string)
+        field = self._field
+
+        def ints(k):
+            # Each list apart: a part of one value (a thread id, the backward scope) is a count.
+            return np.concatenate(tuple(map(_int_column, self._parts(k))))
+
+        name_id = _ids_of(field(rf.ROW_NAME), self._intern_string)
         devices = {d: self._intern_string(str(d) if d is not None else "cpu")
-                   for d in set(cols[rf.ROW_DEVICE])}
+                   for d in set(field(rf.ROW_DEVICE))}
         self._devices.update(devices)
-        device_id = _ids_of(cols[rf.ROW_DEVICE], devices.__getitem__)
-        # Streams by identity: their own __hash__ is Python code, too slow to run per range.
-        stream = _ids_by_identity(cols[rf.ROW_STREAM], lambda s: getattr(s, "ptr", 0))
-        seq = np.empty(n, np.int64)
-        seq[:n_other] = _int_column(cols[rf.ROW_SEQ][:n_other])
-        seq[n_other:] = _backward_seq(cols[rf.ROW_SEQ][n_other:])
+        device_id = _ids_of(field(rf.ROW_DEVICE), devices.__getitem__)
+        stream = _ids_by_identity(field(rf.ROW_STREAM), lambda s: getattr(s, "ptr", 0))
+        other_seq, backward_seq = self._parts(rf.ROW_SEQ)
+        seq = np.concatenate((_int_column(other_seq), _backward_seq(backward_seq)))
         inputs_id = np.full(n, -1, np.int64)
         if self.record_shapes:
             # By id(): equal descriptions are mostly one object (record_function keeps one
             # per distinct description), so the distinct objects are few, and hashing a
             # nested tuple per range would cost more than the rest of the column. Each
             # distinct object is interned by value, so equal ones still share an id.
-            descriptions = cols[rf.ROW_INPUTS]
+            descriptions = field(rf.ROW_INPUTS)
             keys = list(map(id, descriptions))
             ids = {k: -1 if d is None else self._intern_in(self._inputs, d)
                    for k, d in dict(zip(keys, descriptions)).items()}
@@ -337,17 +375,17 @@ class Collector:
         stack = np.full(n, -1, np.int64)
         dev = np.full((n, 2), -1, np.int64)
         if self.with_stack or self._device_times:
-            for k, ctx in enumerate(cols[rf.ROW_CTX]):
+            for k, ctx in enumerate(field(rf.ROW_CTX)):
                 if ctx is not None:
                     stack[k] = ctx[_CTX_STACK]
             for k, times in self._device_times.items():
                 dev[k] = times
-        scope = _int_column(cols[rf.ROW_SCOPE])
-        thread = _int_column(cols[rf.ROW_TID])
-        start = _int_column(cols[rf.ROW_START])
-        end = _int_column(cols[rf.ROW_END])
+        scope = ints(rf.ROW_SCOPE)
+        thread = ints(rf.ROW_TID)
+        start = ints(rf.ROW_START)
+        end = ints(rf.ROW_END)
         node = np.full(n, -1, np.int64)
-        node[n_other:] = self._node_ids(cols[rf.ROW_NODE][n_other:])
+        node[n_other:] = self._node_ids(self._parts(rf.ROW_NODE)[1], name_id[n_other:])
         order = np.arange(n)
         if not self.with_modules:
             # Module ranges ("nn.Module: Linear") are kept only when asked for.
@@ -363,39 +401,43 @@ class Collector:
             "name_id": name_id[order], "start_ns": start[order], "end_ns": end[order],
             "thread_id": thread[order], "scope": scope[order],
             "sequence_nr": seq[order],
-            "fwd_thread_id": _int_column(cols[rf.ROW_FWD_TID])[order],
+            "fwd_thread_id": ints(rf.ROW_FWD_TID)[order],
             "device_id": device_id[order], "stream": stream[order],
             "device_start_ns": dev[order, 0], "device_end_ns": dev[order, 1],
             "shapes_id": shapes_id, "dtypes_id": dtypes_id,
             "stack_id": self._stack_string_ids(stack[order]),
         }, node[order]
 
-    def _node_ids(self, nodes) -> np.ndarray:
+    def _node_ids(self, nodes: list, name_id: np.ndarray) -> np.ndarray:
         """The profile's node id of each backward range: one per node object, except that
         every AccumulateGrad of one leaf shares the leaf's id (PyTorch numbers them all
-        2**64-1, and the engine makes a new one whenever the old graph is gone). Keeps one node
-        per id (``self._graph_nodes``) and, by ``id()``, the node id of every node object
-        (``self._node_of_object``), for the edges."""
+        2**64-1, and the engine makes a new one whenever the old graph is gone); ids in order
+        of first run. Keeps one node per id (``self._graph_nodes``) and every node object's
+        id() with its node id, sorted (``self._node_table``), for the edges."""
         n = len(nodes)
-        objects = list(map(id, nodes))
+        objects = np.fromiter(map(id, nodes), np.int64, n)
         keys = objects
-        accumulate = np.flatnonzero(np.fromiter(map(type, nodes), object, n) == AccumulateGrad)
-        if len(accumulate):
+        # AccumulateGrad by name first (a column already built), then by type.
+        acc_name = self._string_ids.get("AccumulateGrad")
+        candidates = np.flatnonzero(name_id == acc_name).tolist() if acc_name is not None else ()
+        accumulate = [k for k in candidates if nodes[k].__class__ is AccumulateGrad]
+        if accumulate:
             keys = objects.copy()
-            for k in accumulate:
-                keys[k] = id(nodes[k].variable)
-        number = dict(zip(keys, range(n)))
-        if len(number) == n:           # every range ran its own node: ids in order of running
+            keys[accumulate] = [id(nodes[k].variable) for k in accumulate]
+        ids = np.arange(n)
+        sorted_keys = np.sort(keys)
+        if n > 1 and (sorted_keys[1:] == sorted_keys[:-1]).any():
+            # A node run twice (retain_graph), or a leaf's AccumulateGrads: first-run order.
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            rank = np.empty(len(first), np.int64)
+            rank[np.argsort(first)] = np.arange(len(first))
+            ids = rank[inverse.ravel()]
+            self._graph_nodes = [nodes[k] for k in np.sort(first).tolist()]
+        else:
             self._graph_nodes = list(nodes)
-            for k in accumulate:       # the AccumulateGrad objects themselves, for the edges
-                number[objects[k]] = int(k)
-            self._node_of_object = number
-            return np.arange(n)
-        number = dict(zip(dict.fromkeys(keys), range(n)))   # in order of first run
-        ids = list(map(number.__getitem__, keys))
-        self._graph_nodes = list(dict(zip(keys, nodes)).values())
-        self._node_of_object = dict(zip(objects, ids))
-        return np.array(ids, np.int64)
+        by_object = np.argsort(objects)
+        self._node_table = (objects[by_object], ids[by_object])
+        return ids
 
     def _graph_columns(self, node_of_event: np.ndarray) -> tuple[dict, dict]:
         """The nodes table (which node each backward event ran) and the edges between nodes
@@ -403,17 +445,23 @@ class Collector:
         events = np.flatnonzero(node_of_event >= 0)
         nodes = {"event": events, "node_id": node_of_event[events]}
         graph_nodes, self._graph_nodes = self._graph_nodes, []   # let the graph go
-        node_of_object, self._node_of_object = self._node_of_object, {}
+        table, self._node_table = self._node_table, None
         edge_lists = list(map(_next_edges, graph_nodes))
         src = np.repeat(np.arange(len(graph_nodes), dtype=np.int64),
                         np.fromiter(map(len, edge_lists), np.int64, len(edge_lists)))
         flat = list(chain.from_iterable(edge_lists))
-        present = list(map(is_not, flat, repeat(None)))    # None: no gradient flows there
-        if not all(present):
-            src = src[np.fromiter(present, bool, len(present))]
+        if flat.count(None):               # None: no gradient flows there
+            present = np.fromiter(map(is_not, flat, repeat(None)), bool, len(flat))
+            src = src[present]
             flat = list(compress(flat, present))
         next_nodes, input_nr = zip(*flat) if flat else ((), ())
-        dst = np.fromiter(map(node_of_object.get, map(id, next_nodes), repeat(-1)), np.int64, len(flat))
+        dst = np.full(len(flat), -1, np.int64)
+        if flat:
+            objects, ids = table
+            wanted = np.fromiter(map(id, next_nodes), np.int64, len(flat))
+            at = np.minimum(np.searchsorted(objects, wanted), len(objects) - 1)
+            found = objects[at] == wanted
+            dst[found] = ids[at[found]]
         keep = dst >= 0                    # a next node that never ran is not in the profile
         edges = {"node_id": src[keep], "next_node_id": dst[keep],
                  "input_nr": np.fromiter(input_nr, np.int32, len(flat))[keep]}
@@ -453,17 +501,20 @@ class Collector:
 
 
 def _int_column(values) -> np.ndarray:
-    return np.fromiter(values, np.int64, len(values))
+    n = len(values)
+    if n and values.count(values[0]) == n:     # one value (a thread, a scope): no pass
+        return np.full(n, values[0], np.int64)
+    return np.fromiter(values, np.int64, n)
 
 
 def _ids_of(values, id_of) -> np.ndarray:
     """``id_of(v)`` for each of ``values`` as int64, computed once per distinct value (few:
     names, devices, streams), so the per-range work is one C loop."""
-    distinct = set(values)
-    if len(distinct) == 1:          # one device, one stream: no second pass
-        return np.full(len(values), id_of(distinct.pop()), np.int64)
-    ids = {v: id_of(v) for v in distinct}
-    return np.fromiter(map(ids.__getitem__, values), np.int64, len(values))
+    n = len(values)
+    if n and values.count(values[0]) == n:     # one device, one stream: no second pass
+        return np.full(n, id_of(values[0]), np.int64)
+    ids = {v: id_of(v) for v in set(values)}
+    return np.fromiter(map(ids.__getitem__, values), np.int64, n)
 
 
 def _backward_seq(values) -> np.ndarray:
@@ -475,22 +526,11 @@ def _backward_seq(values) -> np.ndarray:
         return np.array([s - _UINT64 if s > _INT64_MAX else s for s in values], np.int64)
 
 
-def _ids_by_identity(values, id_of, few: int = 4) -> np.ndarray:
-    """:func:`_ids_of` for values told apart by identity, when they are few (streams): one C
-    pass of ``is`` per distinct object; past ``few`` of them, by ``id()``."""
-    n = len(values)
-    out = np.empty(n, np.int64)
-    todo = np.ones(n, bool)
-    for _ in range(few):
-        k = int(todo.argmax())
-        if not todo[k]:
-            return out
-        v = values[k]
-        same = np.fromiter(map(is_, values, repeat(v)), bool, n)
-        out[same] = id_of(v)
-        todo &= ~same
-    if todo.any():
-        keys = list(map(id, values))
-        objects = dict(zip(keys, values))
-        out[todo] = _ids_of(keys, lambda key: id_of(objects[key]))[todo]
-    return out
+def _ids_by_identity(values, id_of) -> np.ndarray:
+    """:func:`_ids_of` for objects told apart by identity (streams: their own ``__eq__`` and
+    ``__hash__`` are Python code, too slow to run per range)."""
+    keys = list(map(id, values))
+    if keys.count(keys[0]) == len(keys):
+        return np.full(len(keys), id_of(values[0]), np.int64)
+    objects = dict(zip(keys, values))
+    return _ids_of(keys, lambda key: id_of(objects[key]))

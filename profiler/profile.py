@@ -102,7 +102,8 @@ class profile:
         self.record_steps = True
         self.on_trace_ready = on_trace_ready
         self.step_num = 0
-        self.profile_data: ProfileData | None = None
+        self._profile_data: ProfileData | None = None
+        self._finished = None   # the collector of the last cycle, until its profile is read
         self._collector = None
         self._action: ProfilerAction | None = None
         self._cycle_first_step = 0
@@ -203,7 +204,8 @@ class profile:
 
     def _finish_cycle(self, last_step: int) -> None:
         collector, self._collector = self._collector, None
-        self.profile_data = collector.stop({"steps": [self._cycle_first_step, last_step]})
+        collector.finish({"steps": [self._cycle_first_step, last_step]})
+        self._finished, self._profile_data = collector, None
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
 
@@ -220,6 +222,16 @@ class profile:
             step_range.__exit__(None, None, None)
 
     # ------------------------------------------------------------------ results
+
+    @property
+    def profile_data(self) -> ProfileData | None:
+        """The last recorded cycle (None before one ends), built from its records when first
+        read: a cycle's end costs only what the recording did, as in torch.profiler."""
+        finished = self._finished
+        if finished is not None:
+            self._profile_data = finished.profile_data()
+            self._finished = None
+        return self._profile_data
 
     def _data(self) -> ProfileData:
         if self.profile_data is None:
