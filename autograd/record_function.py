@@ -246,8 +246,9 @@ def _describe_inputs(inputs) -> tuple:
     """(shape, dtype) for each input: arrays and tensors by their shape, scalars as ``()``.
     A tuple, and the same tuple object for equal descriptions (see ``_descriptions``).
 
-    Runs once per recorded op when shapes are asked for, so dtype names are cached (``str``
-    of a dtype costs more than the rest of this function).
+    Runs once per recorded op when shapes are asked for, so the common inputs (tensors,
+    arrays, Python floats and ints) take plain attribute reads, and dtype names are cached
+    (``str`` of a dtype costs more than the rest of this function).
     """
     out = []
     for x in inputs:
@@ -255,26 +256,36 @@ def _describe_inputs(inputs) -> tuple:
         if cls is float or cls is int:   # the scalar operand of ``y * 2.0``: no lookups
             out.append(_SCALAR)
             continue
-        data = getattr(x, "_data", x)
-        dt = getattr(data, "dtype", None)
-        if dt is not None:
-            shape = getattr(data, "shape", None)
-            if shape is not None:
-                name = _dtype_names.get(dt)
-                if name is None:
-                    name = _dtype_names[dt] = str(dt)
-                out.append((shape, name))
-                continue
-        if isinstance(x, (bool, int, float, complex)):
-            out.append(_SCALAR)
-        elif isinstance(x, (list, tuple)) and x and all(hasattr(getattr(t, "_data", t), "shape") for t in x):
-            out.extend((getattr(t, "_data", t).shape, str(getattr(t, "_data", t).dtype)) for t in x)
-        else:
-            out.append(((), type(x).__name__))
+        try:
+            data = x._data               # a tensor's array
+        except AttributeError:
+            data = x
+        try:
+            shape, dt = data.shape, data.dtype
+            name = _dtype_names[dt]
+        except AttributeError:
+            out.extend(_describe_other(x))
+            continue
+        except KeyError:
+            name = _dtype_names[dt] = str(dt)
+        out.append((shape, name))
     out = tuple(out)
-    if len(_descriptions) >= _MAX_DESCRIPTIONS:
-        _descriptions.clear()
-    return _descriptions.setdefault(out, out)
+    known = _descriptions.get(out)
+    if known is None:
+        if len(_descriptions) >= _MAX_DESCRIPTIONS:
+            _descriptions.clear()
+        known = _descriptions[out] = out
+    return known
+
+
+def _describe_other(x) -> list:
+    """The description entries of an input that is neither a tensor, an array nor a float or
+    int: a scalar, a list of tensors (one entry each), anything else by its type's name."""
+    if isinstance(x, (bool, int, float, complex)):
+        return [_SCALAR]
+    if isinstance(x, (list, tuple)) and x and all(hasattr(getattr(t, "_data", t), "shape") for t in x):
+        return [(getattr(t, "_data", t).shape, str(getattr(t, "_data", t).dtype)) for t in x]
+    return [((), type(x).__name__)]
 
 
 def begin(scope: int, name: str, sequence_nr: int = -1, fwd_thread_id: int = 0,
