@@ -342,10 +342,10 @@ def narrow(x, dim: int, start: int, length: int):
 def split(x, split_size_or_sections, dim: int = 0):
     """Views of consecutive pieces along ``dim``, all under one node: equal pieces of a size
     (the last smaller; ``SplitBackward0``), or given sizes (``SplitWithSizesBackward0``)."""
-    if not isinstance(split_size_or_sections, int):
+    if isinstance(split_size_or_sections, (list, tuple)):
         return split_with_sizes(x, split_size_or_sections, dim)
     d = _dim(dim, x.ndim, "split")
-    step = split_size_or_sections
+    step = int(split_size_or_sections)
     if step < 0:
         raise RuntimeError(f"split expects split_size be non-negative, but got split_size={step}")
     if step == 0 and x.shape[d]:

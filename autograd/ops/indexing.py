@@ -1,4 +1,5 @@
-"""Indexing by slices, integers, integer arrays and boolean masks; gather/scatter; embedding.
+"""Indexing by slices, integers, integer arrays and boolean masks; splits into several views;
+gather/scatter; embedding.
 
 Each op is linear in its value inputs (the indices are constants), so its forward-mode rule
 is the op itself applied to the tangents (``jvp=linear_in(...)``).
@@ -55,7 +56,7 @@ defop("slice", lambda xp, x, dim, start, end: x[_slice_key(dim, start, end)],
 # output remembers its own key as its view step.
 
 
-def split_sizes(n: int, split_size: int) -> list:
+def _equal_sizes(n: int, split_size: int) -> list:
     """The sizes of ``split(split_size)`` along a dim of size ``n``: equal pieces, the last
     smaller (one empty piece when ``n`` is 0, as PyTorch gives)."""
     return [min(split_size, n - i) for i in range(0, n, split_size)] if n else [0]
@@ -71,7 +72,7 @@ def _sizes_keys(sizes, dim):
 
 
 def _split_keys(shape, split_size, dim):
-    return _sizes_keys(split_sizes(shape[dim], split_size), dim)
+    return _sizes_keys(_equal_sizes(shape[dim], split_size), dim)
 
 
 def _split_with_sizes_keys(shape, split_sizes, dim):

@@ -225,3 +225,37 @@ def test_attention_uses_one_split_node_per_chunk():
     assert "SplitBackward0" in names and "IndexBackward0" not in names
     F.mse_loss(out, ag.zeros_like(out)).backward()
     assert all(p.grad is not None for p in mha.parameters())
+
+
+# --------------------------------------------------------------------------- sizes and errors
+
+
+@pytest.mark.parametrize("shape,call,shapes", [
+    ((0, 2), lambda y: y.chunk(3), [(0, 2)] * 3),        # torch: chunks empty pieces
+    ((0,), lambda y: y.split(2), [(0,)]),                 # torch: one empty piece
+    ((0,), lambda y: y.split(0), [(0,)]),
+    ((5,), lambda y: y.chunk(3), [(2,), (2,), (1,)]),
+    ((5,), lambda y: y.split([0, 5]), [(0,), (5,)]),
+    ((2, 0), lambda y: y.split(0, 1), [(2, 0)]),
+    ((0, 3), lambda y: y.unbind(0), []),
+])
+def test_piece_shapes_match_torch(shape, call, shapes):
+    y = ag.zeros(shape, requires_grad=True) * 1.0
+    assert [tuple(p.shape) for p in call(y)] == shapes
+
+
+@pytest.mark.parametrize("call,error,message", [
+    (lambda x: x.split([1, 2]), RuntimeError, "split_with_sizes expects split_sizes to sum exactly "
+     "to 6 (input tensor's size at dimension 0), but got split_sizes=[1, 2]"),
+    (lambda x: x.split(-1), RuntimeError, "split expects split_size be non-negative, but got "
+     "split_size=-1"),
+    (lambda x: x.split(0), RuntimeError, "split_size can only be 0 if dimension size is 0, but got "
+     "dimension size of 6"),
+    (lambda x: x.split_with_sizes([7, -1]), RuntimeError, "split_with_sizes expects split_sizes "
+     "have only non-negative entries, but got split_sizes=[7, -1]"),
+    (lambda x: x.chunk(0), RuntimeError, "chunk expects `chunks` to be greater than 0, got: 0"),
+])
+def test_errors_in_torchs_words(call, error, message):
+    with pytest.raises(error) as err:
+        call(ag.zeros((6, 4)))
+    assert str(err.value) == message
