@@ -70,13 +70,17 @@ def inplace_view_error(meta: int, fn_name: str | None, output_nr: int, rebased: 
         rebased: which of the two errors.
     """
     what = "its base or another view of its base has been" if rebased else "is being"
-    if fn_name:
-        # PyTorch names the forward function: "Output 0 of Split", from SplitBackward0.
-        name = fn_name[:fn_name.rfind("Backward")] if "Backward" in fn_name else fn_name
-        msg = f"Output {output_nr} of {name} is a view and {what} modified inplace."
-    else:
-        msg = f"A view was created in no_grad mode and {what} modified inplace with grad mode enabled."
-    return msg + (_MULTI_OUTPUT_ADVICE if meta == MULTI_OUTPUT_NODE else _NO_GRAD_ADVICE)
+    no_grad = f"no_grad mode and {what} modified inplace with grad mode enabled."
+    # PyTorch names the forward function: "Output 0 of Split", from SplitBackward0.
+    name = fn_name[:fn_name.rfind("Backward")] if fn_name and "Backward" in fn_name else fn_name
+    if meta == MULTI_OUTPUT_NODE:
+        msg = (f"Output {output_nr} of {name} is a view and {what} modified inplace." if name
+               else f"A view was created in {no_grad}")
+        return msg + _MULTI_OUTPUT_ADVICE
+    # A view with history whose restriction came from the view it was made of.
+    msg = (f"Output {output_nr} of {name} is a view of a view which was created in {no_grad}"
+           if name else f"A view was created in {no_grad}")
+    return msg + _NO_GRAD_ADVICE
 
 
 ERR_NO_GRAD_VIEW_INPLACE = inplace_view_error(NO_GRAD_MODE, None, 0, rebased=False)

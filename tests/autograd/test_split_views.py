@@ -6,7 +6,7 @@ import pytest
 
 import gradtrace.autograd as ag
 from gradtrace.autograd import compiled_autograd as ca
-from gradtrace.autograd import nn
+from gradtrace.autograd import nn, views
 from gradtrace.autograd.nn import functional as F
 
 _MULTI = (" This view is the output of a function that returns multiple views. Such functions do "
@@ -259,3 +259,35 @@ def test_errors_in_torchs_words(call, error, message):
     with pytest.raises(error) as err:
         call(ag.zeros((6, 4)))
     assert str(err.value) == message
+
+
+def test_a_view_of_a_restricted_view_inherits_the_restriction():
+    # torch: b = a[1:] of a view a made under no_grad may not be modified in place with grad
+    # mode on ("... created in no_grad mode and is being modified inplace with grad mode
+    # enabled."; torch words it "Output 0 of Slice is a view of a view which was ..." because
+    # its no_grad view requires grad and so b has a grad_fn).
+    _, z = _y((6,))
+    with ag.no_grad():
+        a = z[1:]
+    b = a[1:]
+    with pytest.raises(RuntimeError, match="created in no_grad mode and is being modified inplace"):
+        b.mul_(2.0)
+    assert z._version == 0
+
+
+@pytest.mark.parametrize("meta,fn_name,rebased,text", [
+    # the texts torch 2.13 raises (handle_view_on_rebase)
+    (views.MULTI_OUTPUT_NODE, "UnbindBackward0", False,
+     "Output 2 of Unbind is a view and is being modified inplace." + _MULTI),
+    (views.MULTI_OUTPUT_NODE, None, False,
+     "A view was created in no_grad mode and is being modified inplace with grad mode enabled." + _MULTI),
+    (views.NO_GRAD_MODE, "SliceBackward0", False,
+     "Output 2 of Slice is a view of a view which was created in no_grad mode and is being "
+     "modified inplace with grad mode enabled." + views._NO_GRAD_ADVICE),
+    (views.NO_GRAD_MODE, None, True, views.ERR_NO_GRAD_VIEW_REBASED),
+])
+def test_inplace_view_error_texts(meta, fn_name, rebased, text):
+    assert views.inplace_view_error(meta, fn_name, 2, rebased) == text
+    assert views.ERR_NO_GRAD_VIEW_REBASED.startswith(
+        "A view was created in no_grad mode and its base or another view of its base has been "
+        "modified inplace with grad mode enabled. Given that")
