@@ -271,9 +271,13 @@ def defop(name: str, fwd, vjp=(), *, jvp=None, nout: int = 1, view=False, meta=(
             giving that input's contribution to the output's tangent (``t``: the input's
             tangent), None where ``vjp`` has None; or :data:`SELF_ADJOINT`; or
             :class:`linear_in`. A differentiable op needs one (a test checks).
-        nout: number of outputs.
+        nout: number of outputs (None: as many as each call's forward returns, ``split``).
+            The rules of an op with several get ``g`` as a tuple, zeros for an output that
+            got no gradient.
         view: the output is a view of input 0 and shares its version counter (in-place on one
-            is seen by both); a callable ``view(**attrs)`` decides per call.
+            is seen by both); a callable ``view(**attrs)`` decides per call. For an op with
+            several outputs, ``view(input_shape, **attrs)`` gives each output's basic index
+            key into input 0 (they are all views, under one node).
         meta: input indices the rules need only the shape/dtype of.
         node_name: backward node class name (default ``<Name>Backward0``).
         check: ``check(*datas, **attrs)`` raising a clear error before the forward runs.
@@ -650,7 +654,11 @@ def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):
     if op.moves_device:
         dev = attrs["device"]
     if op.nout != 1:
-        result = _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops)
+        out = tuple(o if o.__class__ is dev.ndarray else dev.xp.asarray(o) for o in out)
+        if op.view and isinstance(inputs[0], Tensor):
+            result = _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops)
+        else:
+            result = _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops)
     else:
         if out.__class__ is not dev.ndarray:
             out = dev.xp.asarray(out)
@@ -680,7 +688,8 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
 
     Args:
         out: the output array, or for an op with several outputs the tuple of them.
-        vc: the result's version counter (a view's is its base's); None for several outputs.
+        vc: the result's version counter (a view's is its base's); None for several outputs
+            that are not views (each gets its own).
         result_cls: the result's class (:class:`View` for a view; default Tensor).
 
     Returns:
@@ -713,14 +722,17 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
     node._has_parent = False
     node._extra = None
     stream = ops.cpu_stream if dev is CPU else backend.current_stream(dev)
-    if vc is not None:
+    single = op.nout == 1
+    if single:
         node.input_metadata = ((out.shape, out.dtype, dev, stream),)
         result = _init_tensor(_new(result_cls or Tensor), out, True, node, 0, vc, dev)
     else:
         node.input_metadata = tuple([(o.shape, o.dtype, dev, stream) for o in out])
         # Integer and boolean outputs (indices) carry no gradient.
-        result = tuple(Tensor._make(o, o.dtype.kind in "fc", node if o.dtype.kind in "fc" else None,
-                                    i, [0], dev) for i, o in enumerate(out))
+        cls = result_cls or Tensor
+        result = tuple(_init_tensor(_new(cls), o, o.dtype.kind in "fc",
+                                    node if o.dtype.kind in "fc" else None, i,
+                                    [0] if vc is None else vc, dev) for i, o in enumerate(out))
     if ops.anomaly:
         _record_anomaly_trace(node, _THREAD)
     save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
@@ -728,8 +740,8 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
     tensors = False
     if save_out:
         # One output is saved with its version; several are kept as arrays.
-        saved[0] = SavedVariable(result, is_output=True) if vc is not None else out
-        tensors = vc is not None
+        saved[0] = SavedVariable(result, is_output=True) if single else out
+        tensors = single
     for i in full:
         x = inputs[i]
         if isinstance(x, Tensor):
@@ -766,8 +778,13 @@ def _forward_grad(op, inputs, attrs, result, state) -> None:
 
 def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops):
     """A view shares its base's storage and version counter, so in-place writes to either are
-    detected, and remembers how it was made from its root base (:mod:`.views`)."""
+    detected, and remembers how it was made from its root base (:mod:`.views`).
+
+    An op with several outputs (split, unbind) gives several views under its one node; its
+    ``view(shape, **attrs)`` names each output's index key into the input, which is the step
+    that output remembers (so replaying it slices one piece, not all of them)."""
     base, data = inputs[0], datas[0]
+    multi = op.nout != 1
     # Of the view ops only reshape may copy (a non-contiguous input); then its result is a
     # new tensor, as PyTorch's reshape gives. (Checked for it alone: the check costs ~0.4 us.)
     if op.name == "reshape" and not dev.xp.may_share_memory(out, data):
@@ -777,20 +794,30 @@ def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops):
     vc = base._vc
     if mask:
         result = _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, View)
+    elif multi:
+        result = tuple(_init_tensor(_new(View), o, False, None, 0, vc, dev) for o in out)
     else:
         result = _init_tensor(_new(View), out, False, None, 0, vc, dev)
-    step = ((op, attrs, Meta(data)),)
-    if base._base is not None:
-        result._base = base._base
-        result._view_steps = base._view_steps + step
-    else:
-        result._base = base
-        result._view_steps = step
-    result._attr_version = vc[0]
-    # PyTorch's creation_meta: a view made with grad mode off may not take part in an
-    # in-place op that is recorded, nor be rebased on one.
-    result._no_grad_view = not ops.grad_enabled
+    root = base._base
+    meta = views.creation_meta(ops.grad_enabled, multi,
+                               base._creation_meta if root is not None else views.DEFAULT)
+    prefix = base._view_steps if root is not None else ()
+    root = root if root is not None else base
+    if not multi:
+        _link_view(result, root, prefix + ((op, attrs, Meta(data)),), vc, meta)
+        return result
+    index, shape = OPS["index"], Meta(data)
+    keys = op.view(data.shape, **attrs) if attrs else op.view(data.shape)
+    for r, key in zip(result, keys):
+        _link_view(r, root, prefix + ((index, {"key": key}, shape),), vc, meta)
     return result
+
+
+def _link_view(view, root, steps, vc, meta) -> None:
+    view._base = root
+    view._view_steps = steps
+    view._attr_version = vc[0]
+    view._creation_meta = meta
 
 
 def regenerate_view_grad_fn(view, fn):
@@ -809,8 +836,10 @@ def regenerate_view_grad_fn(view, fn):
     base = view._base
     if not base.requires_grad:
         return fn
-    if view._no_grad_view:
-        raise RuntimeError(views.ERR_NO_GRAD_VIEW_REBASED)
+    if view._creation_meta != views.DEFAULT:
+        raise RuntimeError(views.inplace_view_error(
+            view._creation_meta, fn.name() if fn is not None else None, view._output_nr,
+            rebased=True))
     version = view._vc[0]
     ops = _THREAD.ops
     dev = base._device
@@ -836,10 +865,9 @@ def regenerate_view_grad_fn(view, fn):
 
 
 def _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops):
-    outs = tuple(o if o.__class__ is dev.ndarray else dev.xp.asarray(o) for o in out)
     if not mask:
-        return tuple(Tensor._make(o, False, None, 0, [0], dev) for o in outs)
-    return _record(op, inputs, datas, attrs, mask, seq, dev, ops, outs, None)
+        return tuple(Tensor._make(o, False, None, 0, [0], dev) for o in out)
+    return _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, None)
 
 
 # --------------------------------------------------------------------------- in-place ops
@@ -861,10 +889,14 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     grad_mode = _THREAD.ops.grad_enabled and op.differentiable
     recording = bool(mask) and grad_mode
     base = self._base
-    # A view made in no_grad mode counts as requiring grad when its base does (PyTorch's).
-    if (base is not None and self._no_grad_view and grad_mode
+    # A view made in no_grad mode counts as requiring grad when its base does (PyTorch's);
+    # that, or one of several views an op returned, may not be modified while recording.
+    if (base is not None and self._creation_meta != views.DEFAULT and grad_mode
             and (mask or base.requires_grad)):
-        raise RuntimeError(f"{op.name}_: {views.ERR_NO_GRAD_VIEW_INPLACE}")
+        fn = Tensor.__dict__["grad_fn"].__get__(self)   # as stored, not regenerated
+        raise RuntimeError(f"{op.name}_: " + views.inplace_view_error(
+            self._creation_meta, fn.name() if fn is not None else None, self._output_nr,
+            rebased=False))
     if recording and base is not None:
         if base.grad_fn is None and base.requires_grad:
             raise RuntimeError(f"{op.name}_: {views.ERR_LEAF_VIEW}")

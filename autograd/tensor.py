@@ -6,7 +6,7 @@ import threading
 
 import numpy
 
-from . import backend, dispatch
+from . import backend, dispatch, views
 from . import record_function as _rf
 from .backend import CPU
 from .hooks import register
@@ -386,10 +386,12 @@ class View(Tensor):
         _base: the root base (never itself a view).
         _view_steps: the view ops from the base to this view (:data:`~.views.ViewSteps`).
         _attr_version: the version ``grad_fn`` was made at.
-        _no_grad_view: made with grad mode off (PyTorch's ``CreationMeta::NO_GRAD_MODE``).
+        _creation_meta: how it was made (PyTorch's ``CreationMeta``: :data:`~.views.DEFAULT`,
+            ``NO_GRAD_MODE`` with grad mode off, ``MULTI_OUTPUT_NODE`` as one of several views
+            that one op returned).
     """
 
-    __slots__ = ("_view_steps", "_attr_version", "_no_grad_view")
+    __slots__ = ("_view_steps", "_attr_version", "_creation_meta")
 
     @property
     def grad_fn(self):
@@ -408,8 +410,12 @@ class View(Tensor):
         # tensor that did not require grad, after ``base.mul_(w)``).
         if _REQUIRES_GRAD.__get__(self):
             return True
-        if self._attr_version == self._vc[0] or self._no_grad_view:
+        if self._attr_version == self._vc[0] or self._creation_meta == views.NO_GRAD_MODE:
             return False
+        if self._creation_meta == views.MULTI_OUTPUT_NODE:
+            # Its grad_fn cannot be regenerated (reading it raises); it needs a gradient
+            # when its base does (PyTorch's DifferentiableViewMeta::requires_grad).
+            return self._base.requires_grad
         return self.grad_fn is not None
 
     @requires_grad.setter

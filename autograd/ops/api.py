@@ -335,38 +335,52 @@ def narrow(x, dim: int, start: int, length: int):
     if not 0 <= start <= start + length <= x.shape[d]:
         raise IndexError(f"narrow: start {start} + length {length} exceeds dimension {d} of "
                          f"size {x.shape[d]}")
-    return _call("index", x, key=(slice(None),) * d + (slice(start, start + length),))
+    return _call("slice", x, dim=d, start=start, end=start + length)
 
 
-@defcomposite("split", public="split", methods="split")
+@expose(public="split", methods="split")
 def split(x, split_size_or_sections, dim: int = 0):
-    """Views of consecutive pieces along ``dim``: equal pieces of a size, or given sizes."""
+    """Views of consecutive pieces along ``dim``, all under one node: equal pieces of a size
+    (the last smaller; ``SplitBackward0``), or given sizes (``SplitWithSizesBackward0``)."""
+    if isinstance(split_size_or_sections, (list, tuple)):
+        return split_with_sizes(x, split_size_or_sections, dim)
     d = _dim(dim, x.ndim, "split")
-    n = x.shape[d]
-    if isinstance(split_size_or_sections, int):
-        step = split_size_or_sections
-        if step <= 0:
-            raise ValueError(f"split: split_size must be positive, got {step}")
-        sizes = [builtins.min(step, n - i) for i in range(0, n, step)] or [0]
-    else:
-        sizes = list(split_size_or_sections)
-        if builtins.sum(sizes) != n:
-            raise RuntimeError(f"split: sizes {sizes} sum to {builtins.sum(sizes)}, but "
-                               f"dimension {d} has size {n}")
-    out, start = [], 0
-    for s in sizes:
-        out.append(narrow(x, d, start, s))
-        start += s
-    return tuple(out)
+    step = int(split_size_or_sections)
+    if step < 0:
+        raise RuntimeError(f"split expects split_size be non-negative, but got split_size={step}")
+    if step == 0 and x.shape[d]:
+        raise RuntimeError("split_size can only be 0 if dimension size is 0, but got dimension "
+                           f"size of {x.shape[d]}")
+    return _call("split", x, split_size=step, dim=d)
+
+
+@expose(public="split_with_sizes", methods="split_with_sizes")
+def split_with_sizes(x, split_sizes, dim: int = 0):
+    """Views of consecutive pieces of the given sizes along ``dim``, under one node."""
+    d = _dim(dim, x.ndim, "split_with_sizes")
+    sizes = tuple(int(s) for s in split_sizes)
+    if builtins.any(s < 0 for s in sizes):
+        raise RuntimeError("split_with_sizes expects split_sizes have only non-negative entries, "
+                           f"but got split_sizes={list(sizes)}")
+    if builtins.sum(sizes) != x.shape[d]:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {x.shape[d]} "
+                           f"(input tensor's size at dimension {d}), but got "
+                           f"split_sizes={list(sizes)}")
+    return _call("split_with_sizes", x, split_sizes=sizes, dim=d)
 
 
 @defcomposite("chunk", public="chunk", methods="chunk")
 def chunk(x, chunks: int, dim: int = 0):
-    """Split into ``chunks`` pieces of (at most) equal size along ``dim``."""
+    """Split into ``chunks`` pieces of (at most) equal size along ``dim`` (PyTorch's: a split
+    by the rounded-up size, so there may be fewer pieces; ``chunks`` empty ones of an empty
+    dim)."""
     if chunks <= 0:
-        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
-    n = x.shape[_dim(dim, x.ndim, "chunk")]
-    return split(x, builtins.max(1, -(-n // chunks)), dim)
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = _dim(dim, x.ndim, "chunk")
+    n = x.shape[d]
+    if n == 0:
+        return split_with_sizes(x, (0,) * chunks, d)
+    return split(x, -(-n // chunks), d)
 
 
 @expose(public="pad")
@@ -978,11 +992,10 @@ def swapaxes(x, axis0, axis1):
                  dim1=_dim(axis1, x.ndim, "swapaxes"))
 
 
-@defcomposite("unbind", public="unbind", methods="unbind")
+@expose(public="unbind", methods="unbind")
 def unbind(x, dim=0):
-    """The slices along ``dim``, as a tuple of views without that dim."""
-    d = _dim(dim, x.ndim, "unbind")
-    return tuple(_call("index", x, key=(slice(None),) * d + (i,)) for i in range(x.shape[d]))
+    """The slices along ``dim``, as a tuple of views without that dim, under one node."""
+    return _call("unbind", x, dim=_dim(dim, x.ndim, "unbind"))
 
 
 @defcomposite("tile", public="tile", methods="tile")
@@ -1035,7 +1048,7 @@ def tensor_split(x, indices_or_sections, dim=0):
     for b in bounds + [size]:
         b = builtins.min(builtins.max(b + size if b < 0 else b, 0), size)
         start = builtins.min(prev, size)
-        out.append(_call("index", x, key=(slice(None),) * d + (slice(start, builtins.max(b, start)),)))
+        out.append(_call("slice", x, dim=d, start=start, end=builtins.max(b, start)))
         prev = b
     return tuple(out)
 

@@ -1,4 +1,5 @@
-"""Indexing by slices, integers, integer arrays and boolean masks; gather/scatter; embedding.
+"""Indexing by slices, integers, integer arrays and boolean masks; splits into several views;
+gather/scatter; embedding.
 
 Each op is linear in its value inputs (the indices are constants), so its forward-mode rule
 is the op itself applied to the tangents (``jvp=linear_in(...)``).
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from .. import backend
 from ..dispatch import defop, linear_in
+from .shape import MAX_CAT_INPUTS
 
 
 def is_basic_index(key) -> bool:
@@ -30,6 +32,88 @@ defop("index", lambda xp, x, key: x[key],
       jvp=linear_in(0), meta=(0,), view=lambda key: is_basic_index(key))
 defop("index_backward", _index_backward,
       (lambda F, g, out, x, shape, key: F.index(g, key=key),), jvp=linear_in(0))
+
+
+# --------------------------------------------------------------------------- slices and splits
+
+
+def _slice_key(dim, start, end):
+    return (slice(None),) * dim + (slice(start, end),)
+
+
+# narrow and tensor_split's pieces: PyTorch's aten::slice, whose node is SliceBackward0.
+defop("slice", lambda xp, x, dim, start, end: x[_slice_key(dim, start, end)],
+      (lambda F, g, out, x, dim, start, end:
+       F.index_backward(g, shape=x.shape, key=_slice_key(dim, start, end)),),
+      jvp=linear_in(0), meta=(0,), view=True, node_name="SliceBackward0")
+
+
+# split, split_with_sizes and unbind return several views under one node, as PyTorch's do
+# (SplitBackward0, SplitWithSizesBackward0, UnbindBackward0): the backward joins the pieces'
+# gradients (zeros for a piece that got none) into one array of the input's shape, where one
+# IndexBackward0 per piece would each make an input-sized array for the engine to sum.
+# ``view=`` names each output's key into the input: the forward is those keys, and each
+# output remembers its own key as its view step.
+
+
+def _equal_sizes(n: int, split_size: int) -> list:
+    """The sizes of ``split(split_size)`` along a dim of size ``n``: equal pieces, the last
+    smaller (one empty piece when ``n`` is 0, as PyTorch gives)."""
+    return [min(split_size, n - i) for i in range(0, n, split_size)] if n else [0]
+
+
+def _sizes_keys(sizes, dim):
+    lead = (slice(None),) * dim
+    keys, start = [], 0
+    for s in sizes:
+        keys.append(lead + (slice(start, start + s),))
+        start += s
+    return keys
+
+
+def _split_keys(shape, split_size, dim):
+    return _sizes_keys(_equal_sizes(shape[dim], split_size), dim)
+
+
+def _split_with_sizes_keys(shape, split_sizes, dim):
+    return _sizes_keys(split_sizes, dim)
+
+
+def _unbind_keys(shape, dim):
+    lead = (slice(None),) * dim
+    return [lead + (i,) for i in range(shape[dim])]
+
+
+def _join(F, g, dim):
+    """The pieces' gradients ``g`` (all there: the node fills missing ones with zeros) joined
+    along ``dim``; in rounds when there are more than cat takes at once."""
+    while len(g) > MAX_CAT_INPUTS:
+        g = [_join(F, g[i:i + MAX_CAT_INPUTS], dim) for i in range(0, len(g), MAX_CAT_INPUTS)]
+    return F.cat(*g, dim=dim, sizes=tuple(p.shape[dim] for p in g))
+
+
+def _unbind_vjp(F, g, out, x, dim):
+    return _join(F, [F.reshape(p, shape=p.shape[:dim] + (1,) + p.shape[dim:]) for p in g], dim)
+
+
+def _split_fwd(xp, x, split_size, dim):
+    return tuple(x[k] for k in _split_keys(x.shape, split_size, dim))
+
+
+def _split_with_sizes_fwd(xp, x, split_sizes, dim):
+    return tuple(x[k] for k in _sizes_keys(split_sizes, dim))
+
+
+def _unbind_fwd(xp, x, dim):
+    return tuple(x[k] for k in _unbind_keys(x.shape, dim))
+
+
+defop("split", _split_fwd, (lambda F, g, out, x, split_size, dim: _join(F, g, dim),),
+      jvp=linear_in(0), nout=None, view=_split_keys)
+defop("split_with_sizes", _split_with_sizes_fwd,
+      (lambda F, g, out, x, split_sizes, dim: _join(F, g, dim),),
+      jvp=linear_in(0), nout=None, view=_split_with_sizes_keys)
+defop("unbind", _unbind_fwd, (_unbind_vjp,), jvp=linear_in(0), nout=None, view=_unbind_keys)
 
 
 # --------------------------------------------------------------------------- gather / scatter
