@@ -425,7 +425,8 @@ class Collector:
             keys = objects.copy()
             keys[accumulate] = [id(nodes[k].variable) for k in accumulate]
         ids = np.arange(n)
-        sorted_keys = np.sort(keys)
+        by_object = np.argsort(objects)
+        sorted_keys = objects[by_object] if keys is objects else np.sort(keys)
         if n > 1 and (sorted_keys[1:] == sorted_keys[:-1]).any():
             # A node run twice (retain_graph), or a leaf's AccumulateGrads: first-run order.
             _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
@@ -435,7 +436,6 @@ class Collector:
             self._graph_nodes = [nodes[k] for k in np.sort(first).tolist()]
         else:
             self._graph_nodes = list(nodes)
-        by_object = np.argsort(objects)
         self._node_table = (objects[by_object], ids[by_object])
         return ids
 

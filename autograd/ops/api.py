@@ -8,6 +8,7 @@ that needs none of this gets its function and methods from its ``defop`` entry.
 from __future__ import annotations
 
 import builtins
+import numbers
 import types
 from collections import namedtuple
 
@@ -237,10 +238,12 @@ def expand_as(x, other):
     return expand(x, other.shape)
 
 
-@expose(methods="t")
+@expose(public="t", methods="t")
 def t(x):
-    """The transpose of a 2-D tensor (a tensor of fewer dims as it is)."""
-    return apply_op(OPS["transpose"], (x,), {"dim0": 0, "dim1": 1}) if x.ndim == 2 else x
+    """The transpose of a 2-D tensor; a tensor of fewer dims as it is (a view)."""
+    if x.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    return apply_op(OPS["t"], (x,))
 
 
 @defcomposite("flatten", public="flatten", methods="flatten")
@@ -257,21 +260,21 @@ def flatten(x, start_dim: int = 0, end_dim: int = -1):
     return _reshape(x, x.shape[:s] + (n,) + x.shape[e + 1:])
 
 
-@defcomposite("squeeze", public="squeeze", methods="squeeze")
+@expose(public="squeeze", methods="squeeze")
 def squeeze(x, dim=None):
-    """Remove size-1 dims (all of them, or those in ``dim`` that have size 1)."""
+    """Remove size-1 dims: all of them, or those of ``dim`` (an int or a tuple) that have
+    size 1 (a dim of another size stays, as in PyTorch)."""
     if dim is None:
-        dims = {i for i, s in enumerate(x.shape) if s == 1}
-    else:
-        dims = {d for d in norm_dims(dim, x.ndim) if x.shape[d] == 1}
-    return _reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in dims))
+        return apply_op(OPS["squeeze"], (x,), {"dims": tuple(range(x.ndim))})
+    if isinstance(dim, (tuple, list)):
+        return apply_op(OPS["squeeze.dims"], (x,), {"dims": norm_dims(dim, x.ndim)})
+    return apply_op(OPS["squeeze.dim"], (x,), {"dims": (_dim(dim, x.ndim, "squeeze"),)})
 
 
-@defcomposite("unsqueeze", public="unsqueeze", methods="unsqueeze")
+@expose(public="unsqueeze", methods="unsqueeze")
 def unsqueeze(x, dim: int):
     """Insert a size-1 dim at ``dim`` (negative counts from the end of the result)."""
-    d = _dim(dim, x.ndim + 1, "unsqueeze")
-    return _reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+    return apply_op(OPS["unsqueeze"], (x,), {"dim": _dim(dim, x.ndim + 1, "unsqueeze")})
 
 
 @defcomposite("repeat", public="repeat", methods="repeat")
@@ -324,6 +327,19 @@ def stack(tensors, dim: int = 0):
                                f"entry {i}")
     d = _dim(dim, tensors[0].ndim + 1, "stack")
     return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+@expose(public="select", methods="select")
+def select(x, dim: int, index: int):
+    """The slice at ``index`` of dim ``dim``, without that dim (a view; ``x[:, index]``)."""
+    d = _dim(dim, x.ndim, "select")
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    size = x.shape[d]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(x.shape)} at dimension {d}")
+    return apply_op(OPS["select"], (x,), {"dim": d, "index": index % size})
 
 
 @defcomposite("narrow", public="narrow", methods="narrow")
@@ -553,7 +569,81 @@ def _index_key(key):
 
 @expose(methods="__getitem__")
 def _getitem(self, key):
-    return apply_op(OPS["index"], (self,), {"key": _index_key(key)})
+    """``x[key]``: ints, slices, None and ``...`` as PyTorch's view ops, one per entry that
+    changes something (``x[1:3]`` SliceBackward0, ``x[:, 0]`` SelectBackward0, ``x[None]``
+    UnsqueezeBackward0, ``x[...]`` AliasBackward0); anything else (integer or boolean
+    arrays, lists, tensors, a negative step) as one ``index`` op (IndexBackward0)."""
+    steps = _basic_steps(self.shape, key)
+    if steps is None:
+        return apply_op(OPS["index"], (self,), {"key": _index_key(key)})
+    out = self
+    for name, attrs in steps:
+        out = apply_op(OPS[name], (out,), attrs)
+    return out
+
+
+def _is_index(k) -> bool:
+    """An integer for indexing (Python's or NumPy's, not a bool), or None (a slice bound)."""
+    return k is None or k.__class__ is int or (isinstance(k, numbers.Integral)
+                                               and k.__class__ is not bool)
+
+
+def _basic_steps(shape, key):
+    """The view ops ``x[key]`` is, in PyTorch's order (left to right: ``select`` for an int,
+    ``slice`` for a slice that is not the whole dim, ``unsqueeze`` for None), as
+    ``[(op, attrs)]``; None when ``key`` holds anything else.
+
+    PyTorch's rules: a lone slice is always a ``slice`` (``x[:]`` too); in a tuple a whole-dim
+    slice is skipped, and a key that changes nothing is an ``alias``."""
+    if key.__class__ is slice:
+        if not (_is_index(key.start) and _is_index(key.stop) and _is_index(key.step)):
+            return None
+        if not shape:
+            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+        start, stop, step = key.indices(shape[0])
+        if step <= 0:
+            return None
+        return [("slice", {"dim": 0, "start": start, "end": builtins.max(stop, start), "step": step})]
+    items = key if key.__class__ is tuple else (key,)
+    consumed = 0
+    for k in items:
+        if k is None or k is Ellipsis:
+            continue
+        if k.__class__ is slice:
+            if not (_is_index(k.start) and _is_index(k.stop) and _is_index(k.step)):
+                return None
+        elif not _is_index(k):
+            return None
+        consumed += 1
+    if items.count(Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    ndim, shape = len(shape), list(shape)
+    steps, dim = [], 0
+    for k in items:
+        if k is None:
+            steps.append(("unsqueeze", {"dim": dim}))
+            shape.insert(dim, 1)
+            dim += 1
+        elif k is Ellipsis:      # the dims no int or slice takes, left as they are
+            dim += ndim - consumed
+        elif k.__class__ is slice:
+            start, stop, step = k.indices(shape[dim])
+            if step <= 0:
+                return None
+            if (start, stop, step) != (0, shape[dim], 1):
+                stop = builtins.max(stop, start)
+                steps.append(("slice", {"dim": dim, "start": start, "end": stop, "step": step}))
+                shape[dim] = len(range(start, stop, step))
+            dim += 1
+        else:
+            i, size = int(k), shape[dim]
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+            steps.append(("select", {"dim": dim, "index": i % size}))
+            shape.pop(dim)
+    return steps or [("alias", {})]
 
 
 @expose(methods="__setitem__")

@@ -37,15 +37,28 @@ defop("index_backward", _index_backward,
 # --------------------------------------------------------------------------- slices and splits
 
 
-def _slice_key(dim, start, end):
-    return (slice(None),) * dim + (slice(start, end),)
+def _slice_key(dim, start, end, step=1):
+    return (slice(None),) * dim + (slice(start, end, step),)
 
 
-# narrow and tensor_split's pieces: PyTorch's aten::slice, whose node is SliceBackward0.
-defop("slice", lambda xp, x, dim, start, end: x[_slice_key(dim, start, end)],
-      (lambda F, g, out, x, dim, start, end:
-       F.index_backward(g, shape=x.shape, key=_slice_key(dim, start, end)),),
+def _select_key(dim, index):
+    return (slice(None),) * dim + (index,)
+
+
+# The basic views under PyTorch's nodes: ``x[1:3]``, ``narrow`` and ``tensor_split``'s pieces
+# are aten::slice (SliceBackward0), ``x[0]`` and ``select`` aten::select (SelectBackward0),
+# ``x[...]`` aten::alias (AliasBackward0). Bounds are normalized by the caller (start <= end,
+# 0 <= index < size, step > 0).
+defop("slice", lambda xp, x, dim, start, end, step=1: x[_slice_key(dim, start, end, step)],
+      (lambda F, g, out, x, dim, start, end, step=1:
+       F.index_backward(g, shape=x.shape, key=_slice_key(dim, start, end, step)),),
       jvp=linear_in(0), meta=(0,), view=True, node_name="SliceBackward0")
+defop("select", lambda xp, x, dim, index: x[_select_key(dim, index)],
+      (lambda F, g, out, x, dim, index:
+       F.index_backward(g, shape=x.shape, key=_select_key(dim, index)),),
+      jvp=linear_in(0), meta=(0,), view=True, node_name="SelectBackward0")
+defop("alias", lambda xp, x: x.view(), (lambda F, g, out, x: g,), jvp=linear_in(0),
+      view=True, node_name="AliasBackward0")
 
 
 # split, split_with_sizes and unbind return several views under one node, as PyTorch's do

@@ -15,6 +15,26 @@ def _reshape_fwd(xp, x, shape):
 
 defop("reshape", _reshape_fwd, (lambda F, g, out, x, shape: F.reshape(g, shape=x.shape),),
       jvp=linear_in(0), meta=(0,), view=True, node_name="ViewBackward0")
+
+
+def _squeeze_fwd(xp, x, dims):
+    # The size-1 dims among ``dims`` go (others stay, as PyTorch ignores them).
+    return xp.reshape(x, tuple(n for i, n in enumerate(x.shape) if n != 1 or i not in dims))
+
+
+# unsqueeze and squeeze are reshapes, under PyTorch's nodes: squeeze() SqueezeBackward0,
+# squeeze(dim) SqueezeBackward1, squeeze(dims) SqueezeBackward2.
+defop("unsqueeze", lambda xp, x, dim: xp.expand_dims(x, dim),
+      (lambda F, g, out, x, dim: F.reshape(g, shape=x.shape),),
+      jvp=linear_in(0), meta=(0,), view=True, node_name="UnsqueezeBackward0")
+# (Named as PyTorch's overloads, aten::squeeze.dim and aten::squeeze.dims.)
+for _name, _node in (("squeeze", "SqueezeBackward0"), ("squeeze.dim", "SqueezeBackward1"),
+                     ("squeeze.dims", "SqueezeBackward2")):
+    defop(_name, _squeeze_fwd, (lambda F, g, out, x, dims: F.reshape(g, shape=x.shape),),
+          jvp=linear_in(0), meta=(0,), view=True, node_name=_node)
+# t(): the transpose of a 2-D tensor, a view of the tensor itself for fewer dims (TBackward0).
+defop("t", lambda xp, x: xp.swapaxes(x, 0, 1) if x.ndim == 2 else x.view(),
+      (lambda F, g, out, x: F.t(g),), jvp=linear_in(0), view=True, node_name="TBackward0")
 defop("transpose", lambda xp, x, dim0, dim1: xp.swapaxes(x, dim0, dim1),
       (lambda F, g, out, x, dim0, dim1: F.transpose(g, dim0=dim0, dim1=dim1),),
       jvp=linear_in(0), view=True, public="transpose", methods="transpose")

@@ -135,14 +135,18 @@ CASES: list[OpCase] = [
     OpCase("matmul", lambda a, b: a @ b, np.matmul, ins(rnd(2, 3, 4), rnd(4)), name="matmul_1d_right"),
     OpCase("matmul", lambda a, b: a @ b, np.matmul, ins(rnd(4), rnd(4)), name="matmul_dot"),
     # indexing: slices, ints, integer arrays with repeats, boolean masks
-    OpCase("index", lambda a: a[1:, ::2], lambda a: a[1:, ::2], ins(rnd(4, 5))),
+    # Basic keys are PyTorch's view ops (torch: a[1:, ::2] is two SliceBackward0, a[1, :, None]
+    # SelectBackward0 then UnsqueezeBackward0, a[...] AliasBackward0).
+    OpCase("slice", lambda a: a[1:, ::2], lambda a: a[1:, ::2], ins(rnd(4, 5)), name="getitem_slices"),
+    OpCase("alias", lambda a: a[...] * 2.0, lambda a: a * 2.0, ins(rnd(3, 4)), name="getitem_ellipsis"),
     OpCase("index", lambda a: a[np.array([0, 2, 0])], lambda a: a[np.array([0, 2, 0])],
            ins(rnd(4, 3)), name="index_repeated", covers=("index_backward",)),
     OpCase("index", lambda a: a[np.array([-1, 3, 0, -1])], lambda a: a[np.array([-1, 3, 0, -1])],
            ins(rnd(4, 3)), name="index_negative_aliases"),
     OpCase("index", lambda a, m: a[m], lambda a, m: a[m],
            ins(rnd(3, 4), lambda rng: rng.uniform(size=(3, 4)) > 0.5), nondiff=(1,), name="index_mask"),
-    OpCase("index", lambda a: a[1, :, None], lambda a: a[1, :, None], ins(rnd(3, 4)), name="index_int_none"),
+    OpCase("select", lambda a: a[1, :, None], lambda a: a[1, :, None], ins(rnd(3, 4)), name="getitem_int_none"),
+    OpCase("select", lambda a: a.select(-1, -2), lambda a: a[..., -2], ins(rnd(3, 4))),
 ]
 
 
@@ -479,7 +483,11 @@ CASES += [
     # --------------------------------------------------------------- shape
     OpCase("flatten", lambda a: a.flatten(1), lambda a: a.reshape(2, -1), ins(rnd(2, 3, 4))),
     OpCase("squeeze", lambda a: a.squeeze(), np.squeeze, ins(rnd(1, 3, 1, 2))),
-    OpCase("squeeze", lambda a: a.squeeze(-2), lambda a: a.squeeze(-2), ins(rnd(1, 3, 1, 2)), name="squeeze_dim"),
+    OpCase("squeeze.dim", lambda a: a.squeeze(-2), lambda a: a.squeeze(-2), ins(rnd(1, 3, 1, 2)), name="squeeze_dim"),
+    OpCase("squeeze.dim", lambda a: a.squeeze(1), lambda a: a, ins(rnd(1, 3, 1, 2)), name="squeeze_dim_not_1"),
+    OpCase("squeeze.dims", lambda a: a.squeeze((0, 1, -2)), lambda a: a.reshape(3, 2), ins(rnd(1, 3, 1, 2))),
+    OpCase("t", lambda a: a.t() * 2.0, lambda a: a.T * 2.0, ins(rnd(3, 4))),
+    OpCase("t", lambda a: a.t() * 2.0, lambda a: a * 2.0, ins(rnd(4)), name="t_1d"),
     OpCase("unsqueeze", lambda a: a.unsqueeze(-1), lambda a: a[..., None], ins(rnd(3, 4))),
     OpCase("repeat", lambda a: a.repeat(2, 1, 3), lambda a: np.tile(a, (2, 1, 3)), ins(rnd(2, 3))),
     OpCase("cat", lambda a, b: ag.cat([a, b.T], -1), lambda a, b: np.concatenate([a, b.T], -1),
