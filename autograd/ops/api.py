@@ -583,9 +583,13 @@ def _getitem(self, key):
 
 
 def _is_index(k) -> bool:
-    """An integer for indexing (Python's or NumPy's, not a bool), or None (a slice bound)."""
-    return k is None or k.__class__ is int or (isinstance(k, numbers.Integral)
-                                               and k.__class__ is not bool)
+    """An integer for indexing (Python's or NumPy's, not a bool; a 0-d integer tensor, as
+    PyTorch takes it), or None (a slice bound)."""
+    if k is None or k.__class__ is int:
+        return True
+    if isinstance(k, Tensor):
+        return k.ndim == 0 and k.dtype.kind in "iu"
+    return isinstance(k, numbers.Integral) and k.__class__ is not bool
 
 
 def _basic_steps(shape, key):

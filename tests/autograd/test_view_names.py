@@ -28,6 +28,8 @@ KEYS = [
     ("[0]", ["SelectBackward0"], (5, 6)),
     ("[-1]", ["SelectBackward0"], (5, 6)),
     ("[np.int64(1)]", ["SelectBackward0"], (5, 6)),
+    ("[ag.tensor(1)]", ["SelectBackward0"], (5, 6)),     # a 0-d integer tensor is an int
+    ("[1:ag.tensor(3)]", ["SliceBackward0"], (2, 5, 6)),
     ("[:, 0]", ["SelectBackward0"], (4, 6)),           # a whole-dim slice in a tuple: skipped
     ("[:, 1:3]", ["SliceBackward0"], (4, 2, 6)),
     ("[:, :, 2:4]", ["SliceBackward0"], (4, 5, 2)),
