@@ -314,9 +314,9 @@ def cat(tensors, dim: int = 0):
     return _call("cat", *tensors, dim=d, sizes=tuple(t.shape[d] for t in tensors))
 
 
-@defcomposite("stack", public="stack")
+@expose(public="stack")
 def stack(tensors, dim: int = 0):
-    """Join same-shaped tensors along a new dim."""
+    """Join same-shaped tensors along a new dim (one StackBackward0, as PyTorch's)."""
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack: expected a non-empty list of tensors")
@@ -326,7 +326,9 @@ def stack(tensors, dim: int = 0):
                                f"{list(tensors[0].shape)} at entry 0 and {list(t.shape)} at "
                                f"entry {i}")
     d = _dim(dim, tensors[0].ndim + 1, "stack")
-    return cat([unsqueeze(t, d) for t in tensors], d)
+    if len(tensors) > MAX_CAT_INPUTS:
+        return cat([unsqueeze(t, d) for t in tensors], d)
+    return _call("stack", *tensors, dim=d)
 
 
 @expose(public="select", methods="select")

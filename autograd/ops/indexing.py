@@ -106,7 +106,10 @@ def _join(F, g, dim):
 
 
 def _unbind_vjp(F, g, out, x, dim):
-    return _join(F, [F.reshape(p, shape=p.shape[:dim] + (1,) + p.shape[dim:]) for p in g], dim)
+    # PyTorch's: a stack of the pieces' gradients (cat of unsqueezed ones past stack's inputs).
+    if len(g) <= MAX_CAT_INPUTS:
+        return F.stack(*g, dim=dim)
+    return _join(F, [F.unsqueeze(p, dim=dim) for p in g], dim)
 
 
 def _split_fwd(xp, x, split_size, dim):

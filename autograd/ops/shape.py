@@ -117,18 +117,29 @@ def _cat_rule(i):
         start = 0
         for s in sizes[:i]:
             start += s
-        key = (slice(None),) * dim + (slice(start, start + sizes[i]),)
-        return F.index(g, key=key)
+        return F.slice(g, dim=dim, start=start, end=start + sizes[i])   # PyTorch's narrow
 
     return rule
 
 
-#: cat takes any number of inputs; each needs its own rule, so the table holds this many and
-#: the public ``cat`` joins longer lists in rounds.
+def _stack_rule(i):
+    """Rule for input ``i`` of stack: its slice of the gradient, without the new dim."""
+
+    def rule(F, g, out, *xs, dim):
+        return F.select(g, dim=dim, index=i)
+
+    return rule
+
+
+#: cat and stack take any number of inputs; each needs its own rule, so the table holds this
+#: many: the public ``cat`` joins longer lists in rounds, ``stack`` goes through cat for them.
 MAX_CAT_INPUTS = 64
 
 defop("cat", lambda xp, *xs, dim, sizes: xp.concatenate(xs, axis=dim),
       tuple(_cat_rule(i) for i in range(MAX_CAT_INPUTS)),
+      jvp=linear_in(*range(MAX_CAT_INPUTS)))
+defop("stack", lambda xp, *xs, dim: xp.stack(xs, axis=dim),
+      tuple(_stack_rule(i) for i in range(MAX_CAT_INPUTS)),
       jvp=linear_in(*range(MAX_CAT_INPUTS)))
 
 

@@ -496,6 +496,9 @@ CASES += [
            name="cat_many_repeated"),
     OpCase("stack", lambda a, b: ag.stack([a, b], 1), lambda a, b: np.stack([a, b], 1),
            ins(rnd(3, 4), rnd(3, 4))),
+    OpCase("stack", lambda a: ag.stack([a[i % 3] * (i + 1) for i in range(70)], -1),
+           lambda a: np.stack([a[i % 3] * (i + 1) for i in range(70)], -1), ins(rnd(3, 2)),
+           name="stack_70_through_cat"),
     # split/chunk/unbind: several views under one node (SplitBackward0, SplitWithSizesBackward0,
     # UnbindBackward0 in PyTorch); pieces weighted differently so a swapped gradient shows.
     OpCase("split", lambda a: ag.cat([p.flatten() * (i + 1) for i, p in enumerate(a.split(2, -1))]),

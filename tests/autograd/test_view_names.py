@@ -128,3 +128,29 @@ def test_a_negative_step_stays_numpy_indexing():
     assert _chain(y) == ["IndexBackward0"]
     (y * ag.tensor(np.arange(5.0, dtype=np.float32))).sum().backward()
     np.testing.assert_array_equal(x.grad._data, np.arange(5.0)[::-1])
+
+
+@pytest.mark.parametrize("make, node, next_node", [
+    # torch 2.13: a differentiable backward of cat narrows (SliceBackward0), of stack selects
+    # (SelectBackward0), of unbind stacks (StackBackward0)
+    (lambda a, b, w: ag.cat([a, b], 0) * w, "SliceBackward0", "MulBackward0"),
+    (lambda a, b, w: ag.stack([a, b], 0) * w.reshape(2, 2, 3), "SelectBackward0", "MulBackward0"),
+    (lambda a, b, w: sum(p * (i + 1.0) * p for i, p in enumerate(a.unbind(1))), "StackBackward0", None),
+])
+def test_double_backward_nodes_are_pytorchs(make, node, next_node):
+    ag.manual_seed(0)
+    a, b, w = ag.randn(2, 3).requires_grad_(), ag.randn(2, 3).requires_grad_(), ag.randn(4, 3).requires_grad_()
+    g, = ag.grad(make(a, b, w).sum(), a, create_graph=True)
+    assert g.grad_fn.name() == node
+    if next_node is not None:
+        assert g.grad_fn.next_functions[0][0].name() == next_node
+
+
+def test_stack_is_one_node():
+    """torch: stack is one StackBackward0 (no unsqueeze and cat nodes), also past 64 inputs
+    (here a cat of unsqueezed inputs then)."""
+    xs = [ag.randn(2).requires_grad_() for _ in range(3)]
+    y = ag.stack(xs, 1)
+    assert y.grad_fn.name() == "StackBackward0" and y.shape == (2, 3)
+    assert [f.name() for f, _ in y.grad_fn.next_functions] == ["AccumulateGrad"] * 3
+    assert ag.stack(xs * 30, 0).shape == (90, 2)
