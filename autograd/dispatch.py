@@ -193,12 +193,15 @@ def _fill_missing(node, grads, F):
 class OpDef:
     """One primitive: its forward, its backward rules and what its node saves."""
 
-    __slots__ = ("name", "fwd", "vjp", "nout", "differentiable", "view", "moves_device",
-                 "node_cls", "_uses_out", "_uses_in", "_meta", "_plans", "check", "jvp", "doc",
-                 "input_names", "simple")
+    __slots__ = ("name", "record_name", "fwd", "vjp", "nout", "differentiable", "view",
+                 "moves_device", "node_cls", "_uses_out", "_uses_in", "_meta", "_plans", "check",
+                 "jvp", "doc", "input_names", "simple")
 
     def __init__(self, name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device):
         self.name = name
+        # An overload ("sum.dim", for its own node, SumBackward1) is recorded and named in
+        # errors by its base name, as PyTorch's profiler shows aten::sum for both.
+        self.record_name = name.partition(".")[0]
         self.fwd = fwd
         self.vjp = tuple(vjp) if vjp is not None else ()
         self.nout = nout
@@ -262,7 +265,10 @@ def defop(name: str, fwd, vjp=(), *, jvp=None, nout: int = 1, view=False, meta=(
     public function and Tensor methods that call it.
 
     Args:
-        name: op name as the profiler shows it (``"mul"``).
+        name: op name as the profiler shows it (``"mul"``); an overload of an op that needs its
+            own backward node (``"squeeze.dim"``: SqueezeBackward1) adds ``.<overload>``,
+            which the profiler and errors leave out (PyTorch's ``aten::squeeze.dim`` too shows
+            as ``aten::squeeze``).
         fwd: ``fwd(xp, *inputs, **attrs)`` returning an array (a tuple when ``nout > 1``).
             Its parameter names and defaults are the signature of the generated function.
         vjp: one rule per input, ``rule(F, g, out, *inputs, **attrs)``, None where an input
@@ -557,13 +563,13 @@ def _describe(inputs) -> str:
 
 
 def _op_error(op, inputs, exc) -> RuntimeError:
-    return RuntimeError(f"{op.name}: {exc} (inputs: {_describe(inputs)})")
+    return RuntimeError(f"{op.record_name}: {exc} (inputs: {_describe(inputs)})")
 
 
 def _device_error(op, inputs):
     devs = sorted({str(x._device) for x in inputs if isinstance(x, Tensor)})
     return RuntimeError(
-        f"{op.name}: expected all tensors to be on the same device, but found tensors on "
+        f"{op.record_name}: expected all tensors to be on the same device, but found tensors on "
         f"{' and '.join(devs)} (inputs: {_describe(inputs)})")
 
 
@@ -627,7 +633,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
     if _RF.on:
         if mask:
             seq = ops.next_seq()
-        rec = _rf.begin(_FUNCTION, op.name, seq, 0, inputs, dev._name,
+        rec = _rf.begin(_FUNCTION, op.record_name, seq, 0, inputs, dev._name,
                         ops.cpu_stream if dev is CPU else backend.current_stream(dev))
     try:
         if op.check is not None:
@@ -894,15 +900,15 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     if (base is not None and self._creation_meta != views.DEFAULT and grad_mode
             and (mask or base.requires_grad)):
         fn = Tensor.__dict__["grad_fn"].__get__(self)   # as stored, not regenerated
-        raise RuntimeError(f"{op.name}_: " + views.inplace_view_error(
+        raise RuntimeError(f"{op.record_name}_: " + views.inplace_view_error(
             self._creation_meta, fn.name() if fn is not None else None, self._output_nr,
             rebased=False))
     if recording and base is not None:
         if base.grad_fn is None and base.requires_grad:
-            raise RuntimeError(f"{op.name}_: {views.ERR_LEAF_VIEW}")
+            raise RuntimeError(f"{op.record_name}_: {views.ERR_LEAF_VIEW}")
     elif recording and self.grad_fn is None and self.requires_grad:
         raise RuntimeError(
-            f"{op.name}_: a leaf Variable that requires grad is being used in an in-place "
+            f"{op.record_name}_: a leaf Variable that requires grad is being used in an in-place "
             "operation; use out-of-place ops or wrap it in autograd.no_grad()")
     if not recording:
         with _no_grad_scope():
@@ -1011,12 +1017,12 @@ def _move_tangent(out, self) -> None:
 def _write_into(op, self, data) -> None:
     if data.shape != self._data.shape:
         raise RuntimeError(
-            f"{op.name}_: output with shape {list(self._data.shape)} doesn't match the "
+            f"{op.record_name}_: output with shape {list(self._data.shape)} doesn't match the "
             f"broadcast shape {list(data.shape)}")
     try:
         self._data[...] = data
     except ValueError as exc:  # e.g. a read-only broadcast view
-        raise RuntimeError(f"{op.name}_: cannot write into this tensor in place ({exc})") from None
+        raise RuntimeError(f"{op.record_name}_: cannot write into this tensor in place ({exc})") from None
 
 
 class _no_grad_scope:
