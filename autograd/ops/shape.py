@@ -9,8 +9,11 @@ from __future__ import annotations
 from ..dispatch import defop, linear_in
 
 
+# The array method, not xp.reshape: NumPy's function form goes through its Python dispatch
+# wrapper and costs about 1 us more per call (the same view), which a small model's backward
+# pays on every reshape.
 def _reshape_fwd(xp, x, shape):
-    return xp.reshape(x, shape)
+    return x.reshape(shape)
 
 
 defop("reshape", _reshape_fwd, (lambda F, g, out, x, shape: F.reshape(g, shape=x.shape),),
@@ -60,13 +63,15 @@ def sum_to_shape(xp, x, shape):
     if x.shape == shape:
         return x
     axes = sum_axes(x.shape, shape)
-    return sum_over(xp, x, axes, shape) if axes else xp.reshape(x, shape)
+    return sum_over(xp, x, axes, shape) if axes else x.reshape(shape)
 
 
 def sum_over(xp, x, axes, shape):
     """``x`` summed over ``axes`` (non-empty, as :func:`sum_axes` gives them) and reshaped to
     ``shape``: sum_to_shape's arithmetic, for callers that know the axes already (compiled
-    autograd folds them into its programs)."""
+    autograd folds them into its programs). Array methods, not ``xp.reshape``: on a bias of a
+    small model this is called per layer per step, and NumPy's function forms cost more than
+    the GEMV itself."""
     if axes[-1] == len(axes) - 1 and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and \
             x.size and x.flags.c_contiguous:
         # Leading axes only (a bias's gradient): one GEMV, ones @ (rows, rest), 2-3x faster
@@ -74,9 +79,9 @@ def sum_over(xp, x, axes, shape):
         rows = 1
         for s in x.shape[:len(axes)]:
             rows *= s
-        x2 = xp.reshape(x, (rows, x.size // rows))
-        return xp.reshape(xp.matmul(xp.ones(rows, dtype=x.dtype), x2), shape)
-    return xp.reshape(xp.sum(x, axis=axes), shape)
+        x2 = x.reshape(rows, x.size // rows)
+        return xp.matmul(xp.ones(rows, dtype=x.dtype), x2).reshape(shape)
+    return x.sum(axis=axes).reshape(shape)
 
 
 defop("expand", _expand_fwd, (lambda F, g, out, x, shape: F.sum_to_size(g, shape=x.shape),),
