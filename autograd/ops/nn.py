@@ -251,7 +251,10 @@ def _rows_of(a, dims):
     if not k or k > nd or a.dtype.kind != "f" or not a.flags.c_contiguous or not a.size:
         return None
     lead = nd - k
-    if sorted(d % nd for d in dims) != list(range(lead, nd)):
+    if k == 1:   # the common case, without building lists
+        if dims[0] != -1 and dims[0] != lead:
+            return None
+    elif sorted(d % nd for d in dims) != list(range(lead, nd)):
         return None
     shape = a.shape
     rows = 1
