@@ -38,7 +38,7 @@ from . import record_function as _rf
 from .backend import array_module, current_stream
 from .dispatch import OPS, ArrayF, TensorF, _gradient_edge, apply_op
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
-from .node import AccumulateGrad, GraphRoot
+from .node import GRAPH_EPOCH, AccumulateGrad, GraphRoot
 from .ops.shape import sum_to_shape
 from .tensor import Tensor
 
@@ -300,6 +300,7 @@ class backward_scope:
                 f"backward: maximum reentrant backward depth ({MAX_REENTRANT_DEPTH}) exceeded; "
                 "a custom Function's backward calls backward recursively without end")
         _THREAD.backward_depth = depth + 1
+        GRAPH_EPOCH[0] += 1   # this run may release saved tensors (see node.GRAPH_EPOCH)
         self.lock = _serial_lock if not _multithreading else None
         if self.lock is not None:
             self.lock.acquire()

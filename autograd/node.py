@@ -19,6 +19,13 @@ __all__ = ["Edge", "Node", "NodeExtra", "AccumulateGrad", "GraphRoot", "SavedVar
 #: AccumulateGrad's sequence_nr: above every other node, so it runs first among ready nodes.
 MAX_SEQUENCE_NR = 2**64 - 1
 
+#: Moves whenever a node may have gained a hook (:meth:`Node._extras`) or a backward starts
+#: (whose nodes may release their saved tensors, ``engine.backward_scope``): never per node.
+#: While it has not moved since a forward recorded its nodes, none of them can have changed
+#: in those two ways, and compiled autograd completes that forward's key without looking at
+#: each node again (``compiled_autograd.key.Recording.finish``).
+GRAPH_EPOCH = [0]
+
 
 # An edge is a plain ``(node, input_nr)`` tuple: where a gradient goes. Plain tuples because one
 # is made per differentiable input of every op, and a NamedTuple costs several times more.
@@ -111,6 +118,7 @@ class Node:
 
     # ------------------------------------------------------------------ hooks
     def _extras(self) -> "NodeExtra":
+        GRAPH_EPOCH[0] += 1   # every hook registration comes through here
         if self._extra is None:
             self._extra = NodeExtra()
         return self._extra

@@ -17,7 +17,7 @@ from itertools import chain
 from operator import attrgetter
 
 from ..dispatch import OpNode
-from ..node import ERR_FREED, AccumulateGrad, SavedVariable
+from ..node import ERR_FREED, GRAPH_EPOCH, AccumulateGrad, SavedVariable
 
 __all__ = ["NODE_FIELDS", "OP", "ACC", "GENERIC", "kind_of", "build_key", "parse_key",
            "explain_miss", "node_hook_sig", "leaf_hook_sig", "Recording", "DEFAULT_LIMIT"]
@@ -245,10 +245,17 @@ def explain_miss(old_key, new_key) -> str:
 #
 # - node hooks (``register_hook``, ``register_prehook``, tensor hooks, ``retain_grad``) on any
 #   recorded node: the recorded key is not used, the backward walks the graph instead;
+# - saved tensors already freed: walk instead (the walk raises the eager error);
 # - unpack hooks of saved tensors, and the hooks of the leaves (few nodes each): added to the
 #   key at backward;
-# - saved tensors already freed: walk instead (the walk raises the eager error);
 # - a root node that gained an edge (``add_next_edge``): walk instead.
+#
+# The first two are passes over every recorded node, and on a long graph they
+# cost more than the key comparison itself: they run only when ``node.GRAPH_EPOCH`` moved
+# since the first node was recorded, which every hook registration and the start of every
+# backward (eager or compiled, in any thread) does. (A ``release_variables()`` called by hand
+# on a recorded node moves nothing: its replay then raises the freed-graph error where it
+# reads the node's saved values, see ``compiled_autograd._replay``.)
 #
 # A node whose child was not made under this recording (a custom Function's node, a node of an
 # earlier graph) breaks the recording: that backward walks. Leaves (AccumulateGrad) are
@@ -279,7 +286,7 @@ class Recording:
     """
 
     __slots__ = ("nodes", "index", "leaves", "leaf_index", "key", "at", "sv_nodes", "broken",
-                 "limit")
+                 "limit", "epoch")
 
     def __init__(self, limit: int = DEFAULT_LIMIT):
         self.nodes: list = []
@@ -291,6 +298,7 @@ class Recording:
         self.sv_nodes: list = []   # the nodes that saved a tensor
         self.broken = False
         self.limit = limit
+        self.epoch = None          # node.GRAPH_EPOCH when the first node was recorded
 
     def add(self, node) -> None:
         """Record one node made by a table op (called by ``dispatch._record``).
@@ -303,6 +311,8 @@ class Recording:
         if i >= self.limit:
             self.drop()
             return
+        if not i:
+            self.epoch = GRAPH_EPOCH[0]
         index = self.index
         key = self.key
         edges = node.next_edges
@@ -367,17 +377,25 @@ class Recording:
                 return None
             roots.append((j, nr))
         leaves = self.leaves
+        # Hooks or released saves on the recorded nodes: only where node.GRAPH_EPOCH moved
+        # since the first was recorded (a hook registered, a backward run); else these two
+        # passes over every node, half of this function's cost on a long graph, are skipped.
         # A node's _saved is a non-empty list until released (None): all() tests each by
         # truth, in C, where ``None in`` would compare each list with None.
-        if (any(map(_get_extra, nodes)) or any(map(_get_extra, leaves))
-                or not all(map(_get_saved, nodes))):
+        if self.epoch != GRAPH_EPOCH[0] and (any(map(_get_extra, nodes))
+                                             or not all(map(_get_saved, nodes))):
+            return None
+        if any(map(_get_extra, leaves)):
             return None
         # Per saved position of the nodes that saved a tensor, in one flat list (how many
         # positions each node has is its class's, already in the key): True for a plain
         # saved tensor, False for one with an unpack hook, None for anything else.
         sv = SavedVariable
-        hooks = [s._unpack_hook is None if s.__class__ is sv else None
-                 for s in chain.from_iterable(map(_get_saved, self.sv_nodes))]
+        try:
+            hooks = [s._unpack_hook is None if s.__class__ is sv else None
+                     for s in chain.from_iterable(map(_get_saved, self.sv_nodes))]
+        except TypeError:   # a _saved of None: released by hand (see above); walk
+            return None
         tail = [tuple(roots), hooks]
         extras = list(map(_get_extra, map(_get_variable, leaves)))
         sigs = [leaf_hook_sig(e) if e else None for e in extras] if any(extras) else None
