@@ -264,7 +264,8 @@ def _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_r
     saved = entry["saved"]
     # Arguments of every rule: out, then the inputs (a saved tensor is unpacked once).
     ind = begin_record(j)
-    if any(what in (SavedKind.VALUE, SavedKind.TENSOR) for what in saved):
+    reads_saved = any(what in (SavedKind.VALUE, SavedKind.TENSOR) for what in saved)
+    if reads_saved:
         emit(f"{ind}_s = _n._saved")
     args = []
     for p, what in enumerate(saved):
@@ -308,7 +309,13 @@ def _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_r
         emit(f"    del {', '.join(temps)}")
     if not keep_graph and not graph_mode:
         if entry["has_sv"]:
-            emit("    _n.release_variables()")
+            # OpNode.release_variables() with the saved positions known (the key fixes
+            # which hold a SavedVariable): no loop, no class test per position.
+            sv = [p for p, what in enumerate(saved)
+                  if what in (SavedKind.TENSOR, SavedKind.HOOKED)]
+            if not reads_saved:
+                emit("    _s = _n._saved")
+            emit("    " + "".join(f"_s[{p}].release(); " for p in sv) + "_n._saved = None")
         else:
             emit("    _n._saved = None")
 
