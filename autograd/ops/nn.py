@@ -13,7 +13,7 @@ import numpy
 from .. import backend
 from ..dispatch import SELF_ADJOINT, TensorF, defop, linear_in
 from ..tensor import Tensor
-from .shape import _pad_fwd
+from .shape import _pad_fwd, ones_vector
 
 
 # --------------------------------------------------------------------------- linear
@@ -272,7 +272,7 @@ def row_sum(xp, a, dims=(-1,)):
     if rows is None:
         return xp.sum(a, axis=dims, keepdims=True)
     r, kept = rows
-    return xp.matmul(r, xp.ones(r.shape[1], dtype=a.dtype)).reshape(kept)
+    return xp.matmul(r, ones_vector(xp, r.shape[1], a.dtype)).reshape(kept)
 
 
 def row_dot(xp, a, b, dims=(-1,)):

@@ -6,6 +6,8 @@ tangent (``jvp=linear_in(0)``).
 """
 from __future__ import annotations
 
+import numpy
+
 from ..dispatch import defop, linear_in
 
 
@@ -66,6 +68,27 @@ def sum_to_shape(xp, x, shape):
     return sum_over(xp, x, axes, shape) if axes else x.reshape(shape)
 
 
+_ONES: dict = {}       # (length, dtype) -> a read-only NumPy vector of ones
+_ONES_MAX_LEN = 4096   # longer sums spend far more on the arithmetic than on the allocation
+
+
+def ones_vector(xp, n, dtype):
+    """``n`` ones of ``dtype``: the GEMV operand of the bias and row sums. NumPy's are made once
+    per (length, dtype) up to _ONES_MAX_LEN and kept read-only (their allocation was a third
+    of a small sum); CuPy's are made per call (an array lives on one device)."""
+    if xp is not numpy or n > _ONES_MAX_LEN:
+        return xp.ones(n, dtype=dtype)
+    key = (n, dtype)
+    v = _ONES.get(key)
+    if v is None:
+        v = numpy.ones(n, dtype=dtype)
+        v.flags.writeable = False
+        if len(_ONES) >= 256:   # many lengths (varying batches): start over, stay small
+            _ONES.clear()
+        _ONES[key] = v
+    return v
+
+
 def sum_over(xp, x, axes, shape):
     """``x`` summed over ``axes`` (non-empty, as :func:`sum_axes` gives them) and reshaped to
     ``shape``: sum_to_shape's arithmetic, for callers that know the axes already (compiled
@@ -80,7 +103,7 @@ def sum_over(xp, x, axes, shape):
         for s in x.shape[:len(axes)]:
             rows *= s
         x2 = x.reshape(rows, x.size // rows)
-        return xp.matmul(xp.ones(rows, dtype=x.dtype), x2).reshape(shape)
+        return xp.matmul(ones_vector(xp, rows, x.dtype), x2).reshape(shape)
     return x.sum(axis=axes).reshape(shape)
 
 

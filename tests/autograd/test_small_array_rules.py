@@ -105,3 +105,19 @@ def test_row_reductions_take_trailing_dims_in_any_order(shape, dims):
     np.testing.assert_array_equal(row_dot(np, a, b, dims), row_dot(np, a, b, ordered))
     np.testing.assert_allclose(row_sum(np, a, dims), np.sum(a, axis=ordered, keepdims=True),
                                rtol=1e-5, atol=1e-5)
+
+
+# The ones of the GEMV sums are kept per (length, dtype) for NumPy: read-only, so that no
+# caller can change what every later sum multiplies by; past the length limit, made per call.
+@pytest.mark.parametrize("n, dtype, kept", [(32, np.float32, True), (7, np.float64, True),
+                                            (5000, np.float32, False)])
+def test_ones_vector_is_shared_read_only_up_to_its_length_limit(n, dtype, kept):
+    from gradtrace.autograd.ops.shape import ones_vector
+
+    a, b = ones_vector(np, n, np.dtype(dtype)), ones_vector(np, n, np.dtype(dtype))
+    np.testing.assert_array_equal(a, np.ones(n, dtype))
+    assert a.dtype == dtype and (a is b) == kept
+    assert a.flags.writeable != kept
+    if kept:
+        with pytest.raises(ValueError):
+            a[0] = 2.0
