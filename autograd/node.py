@@ -22,10 +22,9 @@ MAX_SEQUENCE_NR = 2**64 - 1
 #: Moves whenever a node or a leaf may have gained a hook (:meth:`Node._extras`,
 #: ``Tensor.register_hook`` on a leaf, ``register_post_accumulate_grad_hook``) or a backward
 #: starts (whose nodes may release their saved tensors, ``engine.backward_scope``): never per
-#: node.
-#: While it has not moved since a forward recorded its nodes, none of them can have changed
-#: in those two ways, and compiled autograd completes that forward's key without looking at
-#: each node again (``compiled_autograd.key.Recording.finish``).
+#: node. While it has not moved since a forward recorded its nodes, none of them and none of
+#: their leaves can have changed in those ways, and compiled autograd completes that forward's
+#: key without looking at each node again (``compiled_autograd.key.Recording.finish``).
 GRAPH_EPOCH = [0]
 
 #: Moves whenever a saved tensor gets an unpack hook (:meth:`SavedVariable._apply_hooks`, at
