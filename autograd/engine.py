@@ -38,7 +38,7 @@ from . import record_function as _rf
 from .backend import array_module, current_stream
 from .dispatch import OPS, ArrayF, TensorF, _gradient_edge, apply_op
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
-from .node import AccumulateGrad, GraphRoot
+from .node import GRAPH_EPOCH, AccumulateGrad, GraphRoot
 from .ops.shape import sum_to_shape
 from .tensor import Tensor
 
@@ -300,6 +300,7 @@ class backward_scope:
                 f"backward: maximum reentrant backward depth ({MAX_REENTRANT_DEPTH}) exceeded; "
                 "a custom Function's backward calls backward recursively without end")
         _THREAD.backward_depth = depth + 1
+        GRAPH_EPOCH[0] += 1   # this run may release saved tensors (see node.GRAPH_EPOCH)
         self.lock = _serial_lock if not _multithreading else None
         if self.lock is not None:
             self.lock.acquire()
@@ -768,7 +769,7 @@ def accumulate_grad(task, node, g):
 _UNSHARED_REFCOUNT = 3
 
 
-def _can_steal(g) -> bool:
+def _can_steal(g, unshared=_UNSHARED_REFCOUNT) -> bool:
     """May ``.grad`` take over this gradient's buffer instead of copying it (PyTorch steals
     when the gradient's use count is 1)? Only for a plain array that owns its memory, is
     writable, and that no other object refers to (a gradient sent to two leaves, or the
@@ -776,18 +777,23 @@ def _can_steal(g) -> bool:
     if g.__class__ is not numpy.ndarray or g.base is not None or not g.flags.writeable:
         return False
     # +2: this function's parameter and getrefcount's argument.
-    return sys.getrefcount(g) <= _UNSHARED_REFCOUNT + 2
+    return sys.getrefcount(g) <= unshared + 2
 
 
-def _accumulate_into_tensor(t, g, create_graph):
-    """``t.grad += g``, race-free across threads; the first gradient is copied, never aliased."""
+def _accumulate_into_tensor(t, g, create_graph, unshared=_UNSHARED_REFCOUNT):
+    """``t.grad += g``, race-free across threads; the first gradient is copied, never aliased.
+
+    ``unshared``: how many references to ``g`` the callers hold when nobody else does
+    (_UNSHARED_REFCOUNT through accumulate_grad; compiled autograd's replays, which call this
+    directly for a leaf without hooks, hold two: the register and this parameter)."""
     with AccumulateGrad._lock:
         old = t.grad
         if create_graph:
             new = g if isinstance(g, Tensor) else _wrap(g, t._device)
             t.grad = new if old is None else old + new
         elif old is None:
-            data = g if _can_steal(g) else (g._data if isinstance(g, Tensor) else g).copy()
+            data = g if _can_steal(g, unshared) else (
+                g._data if isinstance(g, Tensor) else g).copy()
             t.grad = Tensor._make(data, False, None, 0, [0], t._device)
         elif old.grad_fn is None and not old.requires_grad and getattr(
                 old._data.flags, "writeable", True) and old._data.shape == t._data.shape:

@@ -19,6 +19,19 @@ __all__ = ["Edge", "Node", "NodeExtra", "AccumulateGrad", "GraphRoot", "SavedVar
 #: AccumulateGrad's sequence_nr: above every other node, so it runs first among ready nodes.
 MAX_SEQUENCE_NR = 2**64 - 1
 
+#: Moves whenever a node or a leaf may have gained a hook (:meth:`Node._extras`,
+#: ``Tensor.register_hook`` on a leaf, ``register_post_accumulate_grad_hook``) or a backward
+#: starts (whose nodes may release their saved tensors, ``engine.backward_scope``): never per
+#: node. While it has not moved since a forward recorded its nodes, none of them and none of
+#: their leaves can have changed in those ways, and compiled autograd completes that forward's
+#: key without looking at each node again (``compiled_autograd.key.Recording.finish``).
+GRAPH_EPOCH = [0]
+
+#: Moves whenever a saved tensor gets an unpack hook (:meth:`SavedVariable._apply_hooks`, at
+#: creation under default hooks or by ``register_hooks``): while it has not moved since a
+#: recording began, none of its nodes' saved tensors has one (``Recording.finish``).
+SAVED_HOOKS_EPOCH = [0]
+
 
 # An edge is a plain ``(node, input_nr)`` tuple: where a gradient goes. Plain tuples because one
 # is made per differentiable input of every op, and a NamedTuple costs several times more.
@@ -111,6 +124,7 @@ class Node:
 
     # ------------------------------------------------------------------ hooks
     def _extras(self) -> "NodeExtra":
+        GRAPH_EPOCH[0] += 1   # every hook registration comes through here
         if self._extra is None:
             self._extra = NodeExtra()
         return self._extra
@@ -270,6 +284,7 @@ class SavedVariable:
         finally:
             STATE.saved_hooks = saved
         self._unpack_hook = unpack
+        SAVED_HOOKS_EPOCH[0] += 1
         self._meta = (tensor._data.shape, tensor._data.dtype)
         self.tensor = None
         self._data = None

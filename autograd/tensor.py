@@ -10,6 +10,7 @@ from . import backend, dispatch, views
 from . import record_function as _rf
 from .backend import CPU
 from .hooks import register
+from .node import GRAPH_EPOCH
 
 __all__ = ["Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones",
            "empty", "full", "arange", "linspace", "eye", "randn", "rand", "randint",
@@ -217,6 +218,7 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is not None:
             return self.grad_fn._register_tensor_pre_hook(self._output_nr, hook)
+        GRAPH_EPOCH[0] += 1   # a leaf's hooks changed (see node.GRAPH_EPOCH)
         return register(self._extras().setdefault("hooks", {}), hook)
 
     def register_post_accumulate_grad_hook(self, hook):
@@ -225,6 +227,7 @@ class Tensor:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        GRAPH_EPOCH[0] += 1
         return register(self._extras().setdefault("post_acc_hooks", {}), hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None,

@@ -42,6 +42,8 @@ from .. import engine as _engine
 from .. import record_function as _rf
 from ..backend import current_stream
 from ..grad_mode import STATE as _THREAD
+from ..dispatch import OpNode
+from ..node import ERR_FREED
 from ..tensor import Tensor
 from .capture import capture
 from .codegen import compile_program, generate
@@ -347,6 +349,12 @@ def _replay(prog, fn, nodes, grads, keep, profiled, use_graph) -> None:
                     fn(task, nodes, grads)
             else:
                 fn(task, nodes, grads)
+        except TypeError as exc:
+            # A node released by hand (release_variables()) after its key was recorded: the
+            # program met its _saved as None. The eager engine's error for it.
+            if any(isinstance(n, OpNode) and n._saved is None for n in nodes):
+                raise RuntimeError(ERR_FREED) from exc
+            raise
         finally:
             if rec is not None:
                 _rf.end(rec)

@@ -111,6 +111,7 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
           "_multi": _multi_out, "_conform": _engine.conform, "_ROOT": _ROOT,
           "_tph": _engine.call_tensor_pre_hooks, "_pre": _engine.call_pre_hooks,
           "_post": _engine.call_post_hooks, "_acc": _engine.accumulate_grad,
+          "_into": _engine._accumulate_into_tensor,
           "_begin": _rf.begin, "_end": _rf.end, "_BW": _BACKWARD,
           "_noted": _conform_noted, "_SEEN": program.conform_seen, "_sum_over": sum_over,
           "F": ArrayF(program.device.xp) if program.device else None}
@@ -118,6 +119,10 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
     emit = lines.append
     maybe_none = program.maybe_none
     frees = _liveness(program.steps) if not graph_mode else None
+    # Whether any step runs user code (a hook, an unpack hook, a custom node's backward),
+    # which could register a hook on a leaf during the replay.
+    direct_acc = not any(s.kind in _GRAPH_REFUSES or (
+        s.kind is StepKind.CALL and info[s.node]["kind"] == GENERIC) for s in program.steps)
     consts: dict = {}
     n_inputs = [0]
 
@@ -228,7 +233,16 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
                 emit(f"    O.append({g})")
             else:
                 ind = begin_record(j)
-                emit(f"{ind}_acc(T, _n, {g})")
+                if direct_acc and not info[j].get("leaf_hooks") and s.reads and \
+                        s.reads[0] not in maybe_none:
+                    # accumulate_grad's own work without its checks, which a replay settles
+                    # here: its task always accumulates, into every leaf, without a graph;
+                    # this leaf has no hooks and nothing the program runs can add one (no
+                    # user code). 2: the references the register and the callee's parameter
+                    # hold (see engine._accumulate_into_tensor).
+                    emit(f"{ind}_into(_n.variable, {g}, False, 2)")
+                else:
+                    emit(f"{ind}_acc(T, _n, {g})")
                 end_record()
         else:  # pragma: no cover - every kind is handled above
             raise AssertionError(kind)
@@ -264,7 +278,8 @@ def _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_r
     saved = entry["saved"]
     # Arguments of every rule: out, then the inputs (a saved tensor is unpacked once).
     ind = begin_record(j)
-    if any(what in (SavedKind.VALUE, SavedKind.TENSOR) for what in saved):
+    reads_saved = any(what in (SavedKind.VALUE, SavedKind.TENSOR) for what in saved)
+    if reads_saved:
         emit(f"{ind}_s = _n._saved")
     args = []
     for p, what in enumerate(saved):
@@ -308,7 +323,13 @@ def _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_r
         emit(f"    del {', '.join(temps)}")
     if not keep_graph and not graph_mode:
         if entry["has_sv"]:
-            emit("    _n.release_variables()")
+            # OpNode.release_variables() with the saved positions known (the key fixes
+            # which hold a SavedVariable): no loop, no class test per position.
+            sv = [p for p, what in enumerate(saved)
+                  if what in (SavedKind.TENSOR, SavedKind.HOOKED)]
+            if not reads_saved:
+                emit("    _s = _n._saved")
+            emit("    " + "".join(f"_s[{p}].release(); " for p in sv) + "_n._saved = None")
         else:
             emit("    _n._saved = None")
 

@@ -17,7 +17,7 @@ from itertools import chain
 from operator import attrgetter
 
 from ..dispatch import OpNode
-from ..node import ERR_FREED, AccumulateGrad, SavedVariable
+from ..node import ERR_FREED, GRAPH_EPOCH, SAVED_HOOKS_EPOCH, AccumulateGrad, SavedVariable
 
 __all__ = ["NODE_FIELDS", "OP", "ACC", "GENERIC", "kind_of", "build_key", "parse_key",
            "explain_miss", "node_hook_sig", "leaf_hook_sig", "Recording", "DEFAULT_LIMIT"]
@@ -240,15 +240,24 @@ def explain_miss(old_key, new_key) -> str:
 # that thread hand every node they make to its :class:`Recording` (one slot read in
 # ``dispatch._record`` when none is open), which appends the node's entry to a key as it is
 # made: its class, input metadata, edges (as positions in the recording), whether attributes
-# were given and whether it saved a tensor. At backward the key is then mostly built; what is
+# were given and what each saved position holds. At backward the key is then mostly built; what is
 # left is what can change after a node is made, checked over the recording in C-level passes:
 #
 # - node hooks (``register_hook``, ``register_prehook``, tensor hooks, ``retain_grad``) on any
 #   recorded node: the recorded key is not used, the backward walks the graph instead;
-# - unpack hooks of saved tensors, and the hooks of the leaves (few nodes each): added to the
-#   key at backward;
 # - saved tensors already freed: walk instead (the walk raises the eager error);
+# - unpack hooks of saved tensors: added to the key at backward, looked for only when
+#   ``node.SAVED_HOOKS_EPOCH`` moved since the recording began (what each saved position
+#   holds is recorded with the node);
+# - the hooks of the leaves (few nodes): added to the key at backward;
 # - a root node that gained an edge (``add_next_edge``): walk instead.
+#
+# The first two are passes over every recorded node, and on a long graph they
+# cost more than the key comparison itself: they run only when ``node.GRAPH_EPOCH`` moved
+# since the first node was recorded, which every hook registration and the start of every
+# backward (eager or compiled, in any thread) does. (A ``release_variables()`` called by hand
+# on a recorded node moves nothing: its replay then raises the freed-graph error where it
+# reads the node's saved values, see ``compiled_autograd._replay``.)
 #
 # A node whose child was not made under this recording (a custom Function's node, a node of an
 # earlier graph) breaks the recording: that backward walks. Leaves (AccumulateGrad) are
@@ -273,13 +282,13 @@ class Recording:
         nodes: op nodes in creation order (position ``i`` is ``i`` in the key's edges).
         leaves: AccumulateGrad nodes in order of first use (position ``k`` is ``-1 - k``).
         key: per op node: class, input_metadata, number of edges, one value per edge (a
-            position, ``(position, input_nr)`` for input_nr > 0, None), ``not attrs``, saves
-            a tensor; a leaf's (AccumulateGrad, input_metadata) is written where it is
-            first used.
+            position, ``(position, input_nr)`` for input_nr > 0, None), ``not attrs``, and
+            the class of each saved position (False for a node that saved no tensor); a
+            leaf's (AccumulateGrad, input_metadata) is written where it is first used.
     """
 
     __slots__ = ("nodes", "index", "leaves", "leaf_index", "key", "at", "sv_nodes", "broken",
-                 "limit")
+                 "limit", "epoch", "hooks_epoch", "leaf_sigs")
 
     def __init__(self, limit: int = DEFAULT_LIMIT):
         self.nodes: list = []
@@ -291,6 +300,11 @@ class Recording:
         self.sv_nodes: list = []   # the nodes that saved a tensor
         self.broken = False
         self.limit = limit
+        self.epoch = None          # node.GRAPH_EPOCH when the first node was recorded
+        self.hooks_epoch = SAVED_HOOKS_EPOCH[0]   # before any of its nodes saved a tensor
+        # Per leaf, its hooks when first used (leaf_hook_sig; False: its AccumulateGrad node
+        # has hooks of its own); valid while node.GRAPH_EPOCH has not moved since.
+        self.leaf_sigs: list = []
 
     def add(self, node) -> None:
         """Record one node made by a table op (called by ``dispatch._record``).
@@ -303,6 +317,8 @@ class Recording:
         if i >= self.limit:
             self.drop()
             return
+        if not i:
+            self.epoch = GRAPH_EPOCH[0]
         index = self.index
         key = self.key
         edges = node.next_edges
@@ -318,10 +334,13 @@ class Recording:
                 if j is None:
                     return
             key.append((j, e[1]) if e[1] else j)
-        tensors = node._saves_tensors
-        key += (not node._attrs, tensors)
-        if tensors:
+        if node._saves_tensors:
+            # What each saved position holds, by class (a SavedVariable, a number, a Meta,
+            # None): read while the node is new, where finish() would visit each again.
+            key += (not node._attrs, tuple(map(type, node._saved)))
             self.sv_nodes.append(node)
+        else:
+            key += (not node._attrs, False)
         index[node] = i
         nodes.append(node)
 
@@ -336,6 +355,9 @@ class Recording:
             k = self.leaf_index[child] = len(self.leaves)
             self.leaves.append(child)
             key += (AccumulateGrad, child.input_metadata)
+            extra = child.variable._extra
+            self.leaf_sigs.append(False if child._extra is not None else
+                                  leaf_hook_sig(extra) if extra else None)
         return -1 - k
 
     def drop(self) -> None:
@@ -345,7 +367,7 @@ class Recording:
         self.broken = True
         self.limit = -1
         self.nodes, self.index, self.leaves, self.leaf_index = [], {}, [], {}
-        self.key, self.at, self.sv_nodes = [], [], []
+        self.key, self.at, self.sv_nodes, self.leaf_sigs = [], [], [], []
 
     def finish(self, root_edges):
         """The recorded key of the graph below ``root_edges``, completed with what can change
@@ -367,19 +389,35 @@ class Recording:
                 return None
             roots.append((j, nr))
         leaves = self.leaves
+        # Hooks or released saves on the recorded nodes, and the leaves' hooks: looked for
+        # only where node.GRAPH_EPOCH moved since the first node was recorded (a hook
+        # registered, a backward run); else these passes over every node, most of this
+        # function's cost, are skipped and the leaves' hooks are those seen at their first use.
         # A node's _saved is a non-empty list until released (None): all() tests each by
         # truth, in C, where ``None in`` would compare each list with None.
-        if (any(map(_get_extra, nodes)) or any(map(_get_extra, leaves))
-                or not all(map(_get_saved, nodes))):
-            return None
-        # Per saved position of the nodes that saved a tensor, in one flat list (how many
-        # positions each node has is its class's, already in the key): True for a plain
-        # saved tensor, False for one with an unpack hook, None for anything else.
-        sv = SavedVariable
-        hooks = [s._unpack_hook is None if s.__class__ is sv else None
-                 for s in chain.from_iterable(map(_get_saved, self.sv_nodes))]
-        tail = [tuple(roots), hooks]
-        extras = list(map(_get_extra, map(_get_variable, leaves)))
-        sigs = [leaf_hook_sig(e) if e else None for e in extras] if any(extras) else None
-        tail.append(sigs if sigs and any(sigs) else None)   # None: no leaf has a hook
+        if self.epoch == GRAPH_EPOCH[0]:
+            sigs = self.leaf_sigs
+            if False in sigs:   # an AccumulateGrad node with hooks of its own
+                return None
+        else:
+            if (any(map(_get_extra, nodes)) or not all(map(_get_saved, nodes))
+                    or any(map(_get_extra, leaves))):
+                return None
+            extras = list(map(_get_extra, map(_get_variable, leaves)))
+            sigs = [leaf_hook_sig(e) if e else None for e in extras] if any(extras) else None
+        # Which saved tensors have an unpack hook: none unless node.SAVED_HOOKS_EPOCH moved
+        # since this recording began (None); else, per saved tensor of the nodes that saved
+        # one (their positions are in the key), whether it has one, unless none has (None).
+        hooked = None
+        if self.hooks_epoch != SAVED_HOOKS_EPOCH[0]:
+            sv = SavedVariable
+            try:
+                hooked = [s._unpack_hook is not None
+                          for s in chain.from_iterable(map(_get_saved, self.sv_nodes))
+                          if s.__class__ is sv]
+            except TypeError:   # a _saved of None: released by hand (see above); walk
+                return None
+            if True not in hooked:
+                hooked = None
+        tail = [tuple(roots), hooked, list(sigs) if sigs and any(sigs) else None]  # None: no hook
         return nodes + leaves, [key, tail]

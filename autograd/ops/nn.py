@@ -13,7 +13,7 @@ import numpy
 from .. import backend
 from ..dispatch import SELF_ADJOINT, TensorF, defop, linear_in
 from ..tensor import Tensor
-from .shape import _pad_fwd
+from .shape import _pad_fwd, ones_vector
 
 
 # --------------------------------------------------------------------------- linear
@@ -242,45 +242,48 @@ _GEMV_ROWS = 4096
 
 
 def _rows_of(a, dims):
-    """``a`` as (..., n) over the trailing ``dims`` when that is a view, else None."""
-    if a.dtype.kind != "f" or not a.flags.c_contiguous or not dims:
+    """``a`` as a (rows, n) view over its trailing ``dims`` (any order, negative allowed), and
+    the shape of a per-row result kept to ``a``'s rank; None when that is no view, or rows
+    longer than _GEMV_ROWS. Plain loops and array methods: on small arrays this is most of
+    the cost of a row reduction."""
+    nd = a.ndim
+    k = len(dims)
+    if not k or k > nd or a.dtype.kind != "f" or not a.flags.c_contiguous or not a.size:
         return None
-    lead = a.shape[:a.ndim - len(dims)]
-    n = a.size // max(1, _prod(lead)) if a.size else 0
-    if n == 0 or n > _GEMV_ROWS:
+    lead = nd - k
+    if k == 1:   # the common case, without building lists
+        if dims[0] != -1 and dims[0] != lead:
+            return None
+    elif sorted(d % nd for d in dims) != list(range(lead, nd)):
         return None
-    return a.reshape(*lead, n)
-
-
-def _prod(shape) -> int:
-    out = 1
-    for s in shape:
-        out *= s
-    return out
-
-
-def _kept(a, dims):
-    return a.shape[:a.ndim - len(dims)] + (1,) * len(dims)
+    shape = a.shape
+    rows = 1
+    for s in shape[:lead]:
+        rows *= s
+    n = a.size // rows
+    if n > _GEMV_ROWS:
+        return None
+    return a.reshape(rows, n), shape[:lead] + (1,) * k
 
 
 def row_sum(xp, a, dims=(-1,)):
     """``xp.sum(a, axis=dims, keepdims=True)`` over trailing ``dims``."""
-    dims = tuple(d % a.ndim for d in dims) if a.ndim else dims
-    rows = _rows_of(a, dims) if dims == tuple(range(a.ndim - len(dims), a.ndim)) else None
+    rows = _rows_of(a, dims)
     if rows is None:
         return xp.sum(a, axis=dims, keepdims=True)
-    return xp.matmul(rows, xp.ones(rows.shape[-1], dtype=a.dtype)).reshape(_kept(a, dims))
+    r, kept = rows
+    return xp.matmul(r, ones_vector(xp, r.shape[1], a.dtype)).reshape(kept)
 
 
 def row_dot(xp, a, b, dims=(-1,)):
     """``xp.sum(a * b, axis=dims, keepdims=True)`` over trailing ``dims`` (same shapes)."""
-    dims = tuple(d % a.ndim for d in dims) if a.ndim else dims
     ra = rb = None
-    if a.shape == b.shape and dims == tuple(range(a.ndim - len(dims), a.ndim)):
+    if a.shape == b.shape and a.dtype == b.dtype:
         ra, rb = _rows_of(a, dims), _rows_of(b, dims)
-    if ra is None or rb is None or a.dtype != b.dtype:
+    if ra is None or rb is None:
         return xp.sum(a * b, axis=dims, keepdims=True)
-    return xp.matmul(ra[..., None, :], rb[..., :, None]).reshape(_kept(a, dims))
+    (ra, kept), (rb, _) = ra, rb
+    return xp.matmul(ra[:, None, :], rb[:, :, None]).reshape(kept)
 
 
 # NOTE: softmax and log_softmax are primitives for numerics (the max is subtracted before exp,
@@ -374,8 +377,17 @@ def _scaled_softmax_vjp(F, g, out, x, scale=1.0, causal=False):
 # nodes (mul, masked_fill, softmax) and three score-sized temporaries each way. Its Jacobian,
 # scale (diag(out) - out outᵀ), is symmetric.
 defop("scaled_softmax", _scaled_softmax_fwd, (_scaled_softmax_vjp,), jvp=SELF_ADJOINT)
-defop("log_softmax", _log_softmax_fwd,
-      (lambda F, g, out, x, dim: g - F.exp(out) * F.sum(g, dim=dim, keepdim=True),),
+def _log_softmax_vjp(F, g, out, x, dim):
+    if F is TensorF or g.dtype != out.dtype:
+        return g - F.exp(out) * F.sum(g, dim=dim, keepdim=True)
+    # The same arithmetic on arrays in one temporary, with array methods: on a small batch
+    # the calls, not the arithmetic, were the cost.
+    d = F.xp.exp(out)
+    d *= g.sum(axis=dim, keepdims=True)
+    return F.xp.subtract(g, d, out=d)
+
+
+defop("log_softmax", _log_softmax_fwd, (_log_softmax_vjp,),
       jvp=(lambda F, t, out, x, dim: t - F.sum(F.exp(out) * t, dim=dim, keepdim=True),))
 
 
@@ -669,6 +681,10 @@ def _nll_fwd(xp, input, target, ignore_index=-100, reduction="mean"):  # noqa: A
 def _nll_grad(F, g, out, input, target, ignore_index=-100, reduction="mean"):  # noqa: A002
     t = target._data if isinstance(target, Tensor) else target
     xp = backend.array_module(t)
+    if not isinstance(g, Tensor):
+        w = _nll_grad_all_valid(xp, g, input, t, ignore_index, reduction)
+        if w is not None:
+            return w
     rows, cols, coef, valid = _nll_picks(xp, input.dtype, t, ignore_index, reduction)
     w = xp.zeros(input.shape, dtype=input.dtype)
     if isinstance(g, Tensor):   # create_graph: the gradient is linear in g, g * w records it
@@ -679,6 +695,23 @@ def _nll_grad(F, g, out, input, target, ignore_index=-100, reduction="mean"):  #
     # (no pass over all N x C entries); every other entry is 0 whatever g is (inf, NaN), and
     # so is all of it when every row is ignored (a "mean" over no rows).
     w[rows, cols] = xp.where(valid, coef * g, 0)
+    return w
+
+
+def _nll_grad_all_valid(xp, g, input, t, ignore_index, reduction):  # noqa: A002
+    """_nll_grad's array result when no target is ``ignore_index`` and the loss is reduced
+    (the common case), in a third of the calls; None otherwise. NumPy only: counting the
+    valid rows on the host would be a device sync (and no CUDA graph) for CuPy. The
+    coefficient is _nll_picks's, -1 (over the count) rounded once to the input's dtype, so
+    the values are the same bit for bit."""
+    if xp is not numpy or reduction == "none" or input.ndim != 2 or not t.shape[0]:
+        return None
+    n = t.shape[0]
+    if numpy.count_nonzero(t != ignore_index) != n:
+        return None
+    coef = input.dtype.type(-1.0 / n if reduction == "mean" else -1.0)
+    w = numpy.zeros(input.shape, dtype=input.dtype)
+    w[numpy.arange(n), t] = coef * g
     return w
 
 

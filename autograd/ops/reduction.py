@@ -32,7 +32,8 @@ def kept_shape(shape, dim) -> tuple:
 
 
 def _sum_fwd(xp, x, dim=None, keepdim=False):
-    return xp.sum(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim)
+    # The method, not xp.sum (the same reduction without NumPy's Python wrapper: 1 us less).
+    return x.sum(axis=norm_dims(dim, x.ndim), keepdims=keepdim)
 
 
 def _sum_vjp(F, g, out, x, dim=None, keepdim=False):

@@ -6,11 +6,16 @@ tangent (``jvp=linear_in(0)``).
 """
 from __future__ import annotations
 
+import numpy
+
 from ..dispatch import defop, linear_in
 
 
+# Views by array methods, not xp.reshape / xp.swapaxes / xp.transpose: NumPy's function forms
+# go through a Python dispatch wrapper that costs 0.3-1 us more per call (for the same view),
+# which a small model's backward pays on every reshape and transpose.
 def _reshape_fwd(xp, x, shape):
-    return xp.reshape(x, shape)
+    return x.reshape(shape)
 
 
 defop("reshape", _reshape_fwd, (lambda F, g, out, x, shape: F.reshape(g, shape=x.shape),),
@@ -19,12 +24,12 @@ defop("reshape", _reshape_fwd, (lambda F, g, out, x, shape: F.reshape(g, shape=x
 
 def _squeeze_fwd(xp, x, dims):
     # The size-1 dims among ``dims`` go (others stay, as PyTorch ignores them).
-    return xp.reshape(x, tuple(n for i, n in enumerate(x.shape) if n != 1 or i not in dims))
+    return x.reshape(tuple(n for i, n in enumerate(x.shape) if n != 1 or i not in dims))
 
 
 # unsqueeze and squeeze are reshapes, under PyTorch's nodes: squeeze() SqueezeBackward0,
 # squeeze(dim) SqueezeBackward1, squeeze(dims) SqueezeBackward2.
-defop("unsqueeze", lambda xp, x, dim: xp.expand_dims(x, dim),
+defop("unsqueeze", lambda xp, x, dim: x.reshape(x.shape[:dim] + (1,) + x.shape[dim:]),
       (lambda F, g, out, x, dim: F.reshape(g, shape=x.shape),),
       jvp=linear_in(0), meta=(0,), view=True, node_name="UnsqueezeBackward0")
 # (Named as PyTorch's overloads, aten::squeeze.dim and aten::squeeze.dims.)
@@ -33,9 +38,9 @@ for _name, _node in (("squeeze", "SqueezeBackward0"), ("squeeze.dim", "SqueezeBa
     defop(_name, _squeeze_fwd, (lambda F, g, out, x, dims: F.reshape(g, shape=x.shape),),
           jvp=linear_in(0), meta=(0,), view=True, node_name=_node)
 # t(): the transpose of a 2-D tensor, a view of the tensor itself for fewer dims (TBackward0).
-defop("t", lambda xp, x: xp.swapaxes(x, 0, 1) if x.ndim == 2 else x.view(),
+defop("t", lambda xp, x: x.swapaxes(0, 1) if x.ndim == 2 else x.view(),
       (lambda F, g, out, x: F.t(g),), jvp=linear_in(0), view=True, node_name="TBackward0")
-defop("transpose", lambda xp, x, dim0, dim1: xp.swapaxes(x, dim0, dim1),
+defop("transpose", lambda xp, x, dim0, dim1: x.swapaxes(dim0, dim1),
       (lambda F, g, out, x, dim0, dim1: F.transpose(g, dim0=dim0, dim1=dim1),),
       jvp=linear_in(0), view=True, public="transpose", methods="transpose")
 
@@ -47,7 +52,7 @@ def _inverse(dims):
     return tuple(inv)
 
 
-defop("permute", lambda xp, x, dims: xp.transpose(x, dims),
+defop("permute", lambda xp, x, dims: x.transpose(dims),
       (lambda F, g, out, x, dims: F.permute(g, dims=_inverse(dims)),), jvp=linear_in(0),
       view=True)
 
@@ -80,13 +85,36 @@ def sum_to_shape(xp, x, shape):
     if x.shape == shape:
         return x
     axes = sum_axes(x.shape, shape)
-    return sum_over(xp, x, axes, shape) if axes else xp.reshape(x, shape)
+    return sum_over(xp, x, axes, shape) if axes else x.reshape(shape)
+
+
+_ONES: dict = {}       # (length, dtype) -> a read-only NumPy vector of ones
+_ONES_MAX_LEN = 4096   # longer sums spend far more on the arithmetic than on the allocation
+
+
+def ones_vector(xp, n, dtype):
+    """``n`` ones of ``dtype``: the GEMV operand of the bias and row sums. NumPy's are made once
+    per (length, dtype) up to _ONES_MAX_LEN and kept read-only (their allocation was a third
+    of a small sum); CuPy's are made per call (an array lives on one device)."""
+    if xp is not numpy or n > _ONES_MAX_LEN:
+        return xp.ones(n, dtype=dtype)
+    key = (n, dtype)
+    v = _ONES.get(key)
+    if v is None:
+        v = numpy.ones(n, dtype=dtype)
+        v.flags.writeable = False
+        if len(_ONES) >= 256:   # many lengths (varying batches): start over, stay small
+            _ONES.clear()
+        _ONES[key] = v
+    return v
 
 
 def sum_over(xp, x, axes, shape):
     """``x`` summed over ``axes`` (non-empty, as :func:`sum_axes` gives them) and reshaped to
     ``shape``: sum_to_shape's arithmetic, for callers that know the axes already (compiled
-    autograd folds them into its programs)."""
+    autograd folds them into its programs). Array methods, not ``xp.reshape``: on a bias of a
+    small model this is called per layer per step, and NumPy's function forms cost more than
+    the GEMV itself."""
     if axes[-1] == len(axes) - 1 and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and \
             x.size and x.flags.c_contiguous:
         # Leading axes only (a bias's gradient): one GEMV, ones @ (rows, rest), 2-3x faster
@@ -94,9 +122,9 @@ def sum_over(xp, x, axes, shape):
         rows = 1
         for s in x.shape[:len(axes)]:
             rows *= s
-        x2 = xp.reshape(x, (rows, x.size // rows))
-        return xp.reshape(xp.matmul(xp.ones(rows, dtype=x.dtype), x2), shape)
-    return xp.reshape(xp.sum(x, axis=axes), shape)
+        x2 = x.reshape(rows, x.size // rows)
+        return xp.matmul(ones_vector(xp, rows, x.dtype), x2).reshape(shape)
+    return x.sum(axis=axes).reshape(shape)
 
 
 defop("expand", _expand_fwd, (lambda F, g, out, x, shape: F.sum_to_size(g, shape=x.shape),),

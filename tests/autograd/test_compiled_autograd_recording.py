@@ -59,6 +59,26 @@ def _leaf_hook(w, inp, events):
     return _base(w, inp, events)
 
 
+def _leaf_hook_after_forward(w, inp, events):
+    loss = _base(w, inp, events)
+    events.append(w.register_hook(lambda g: g * 2))
+    return loss
+
+
+def _post_accumulate_hook_after_forward(w, inp, events):
+    loss = _base(w, inp, events)
+    events.append(w.register_post_accumulate_grad_hook(lambda p: events.append("post acc")))
+    return loss
+
+
+def _hook_on_the_leafs_node(w, inp, events):
+    from gradtrace.autograd.dispatch import _gradient_edge
+
+    acc = _gradient_edge(w)[0]     # the leaf's AccumulateGrad node, kept while w lives
+    events.append(acc.register_hook(lambda gi, go: events.append("acc node hook")))
+    return _base(w, inp, events)
+
+
 def _post_accumulate_hook(w, inp, events):
     events.append(w.register_post_accumulate_grad_hook(lambda p: None))
     return _base(w, inp, events)
@@ -87,6 +107,10 @@ CASES = {
     "a node post hook": (_node_post_hook, False),
     "a hook on the leaf": (_leaf_hook, False),
     "a post-accumulate-grad hook on the leaf": (_post_accumulate_hook, False),
+    "a hook on the leaf after the forward": (_leaf_hook_after_forward, False),
+    "a post-accumulate-grad hook after the forward": (_post_accumulate_hook_after_forward,
+                                                      False),
+    "a hook on the leaf's AccumulateGrad node": (_hook_on_the_leafs_node, False),
     "an unpack hook added after the forward": (_unpack_hook_after_forward, False),
     "default saved-tensor hooks": (_default_saved_hooks, False),
     "a custom Function's node in the graph": (lambda w, inp, ev: _base(Double.apply(w), inp, ev),
@@ -236,3 +260,103 @@ def test_one_program_serves_recordings_that_made_its_nodes_in_different_orders()
     prog = ca.last_program()
     assert ca.stats()["captures"] == 1 and ca.stats()["recorded_hits"] == 6
     assert len(prog.orders) == ca._MAX_ORDERS < 6
+
+
+def _eager_backward_of_a_shared_part(y, z, w):
+    with ca.disable():
+        y.sum().backward()
+
+
+def _grad_of_a_shared_part(y, z, w):
+    ag.grad(y.sum(), [w])
+
+
+def _release_by_hand(y, z, w):
+    y.grad_fn.release_variables()
+
+
+def _release_by_hand_a_node_without_saved_tensors(y, z, w):
+    z.grad_fn.release_variables()      # z = y * 2 saved the number 2 only
+
+
+# Between a recorded forward and its backward, something frees saved tensors of recorded
+# nodes; the compiled backward must raise as the eager one does (the recorded key skips its
+# per-node checks only while node.GRAPH_EPOCH has not moved: a backward moves it, a
+# release_variables() by hand does not, and the replay itself raises for that one).
+FREED_CASES = {
+    "an eager backward of a shared part": _eager_backward_of_a_shared_part,
+    "autograd.grad of a shared part": _grad_of_a_shared_part,
+    "release_variables() by hand": _release_by_hand,
+    "release_variables() by hand, no saved tensor": _release_by_hand_a_node_without_saved_tensors,
+}
+
+
+@pytest.mark.parametrize("case", list(FREED_CASES))
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_saved_tensors_freed_after_a_recorded_forward_raise_like_eager(case, compiled):
+    w = ag.tensor(np.linspace(-1, 1, 3), requires_grad=True)
+    inp = ag.tensor(np.array([0.5, 1.5, -2.0]))
+    with ca.enable() if compiled else ca.disable():
+        for _ in range(2):   # the structure is known, its recorded key too
+            _base(w, inp, []).backward()
+        y = (inp * w).exp()
+        z = y * 2
+        loss = z.sum()
+        FREED_CASES[case](y, z, w)
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            loss.backward()
+
+
+# What moves node.GRAPH_EPOCH (and so makes a recording check each node again): hooks on a
+# node, and the start of a backward, eager or compiled; a forward does not.
+EPOCH_CASES = {
+    "a forward": (lambda y: (y * 3).sum(), False),
+    "a node post hook": (lambda y: y.grad_fn.register_hook(lambda gi, go: None), True),
+    "a tensor hook": (lambda y: y.register_hook(lambda g: g), True),
+    "retain_grad": (lambda y: y.retain_grad(), True),
+    "an eager backward": (lambda y: y.sum().backward(), True),
+    "a compiled backward": (lambda y: y.sum().backward(compiled=True), True),
+    "a hook on a leaf": (lambda y: _LEAF.register_hook(lambda g: g), True),
+    "a post-accumulate-grad hook": (lambda y: _LEAF.register_post_accumulate_grad_hook(
+        lambda p: None), True),
+}
+_LEAF = ag.tensor(np.ones(3), requires_grad=True)
+
+
+@pytest.mark.parametrize("case", list(EPOCH_CASES))
+def test_graph_epoch_moves_on_hooks_and_backward_only(case):
+    from gradtrace.autograd.node import GRAPH_EPOCH
+
+    do, moves = EPOCH_CASES[case]
+    y = (ag.tensor(np.ones(3), requires_grad=True) * 2).exp()
+    before = GRAPH_EPOCH[0]
+    do(y)
+    assert (GRAPH_EPOCH[0] != before) == moves
+
+
+# What moves node.SAVED_HOOKS_EPOCH (and so makes a recording look at each saved tensor for
+# an unpack hook): a saved tensor given hooks, by register_hooks or by default hooks at save
+# time; a plain forward, or hooks of other kinds, do not.
+SAVED_HOOKS_CASES = {
+    "a forward": (lambda x: (x * x).exp(), False),
+    "register_hooks": (lambda x: (x * x).grad_fn._raw_saved_a.register_hooks(
+        lambda t: t, lambda t: t), True),
+    "default saved-tensor hooks": (lambda x: _with_default_hooks(lambda: (x * x).exp()), True),
+    "a tensor hook": (lambda x: (x * x).register_hook(lambda g: g), False),
+}
+
+
+def _with_default_hooks(fn):
+    with saved_tensors_hooks(lambda t: t, lambda t: t):
+        return fn()
+
+
+@pytest.mark.parametrize("case", list(SAVED_HOOKS_CASES))
+def test_saved_hooks_epoch_moves_when_a_saved_tensor_gets_an_unpack_hook(case):
+    from gradtrace.autograd.node import SAVED_HOOKS_EPOCH
+
+    do, moves = SAVED_HOOKS_CASES[case]
+    x = ag.tensor(np.ones(3), requires_grad=True)
+    before = SAVED_HOOKS_EPOCH[0]
+    do(x)
+    assert (SAVED_HOOKS_EPOCH[0] != before) == moves
