@@ -48,7 +48,7 @@ def tanh(x):
 
 def linear(input, weight, bias=None):  # noqa: A002 - PyTorch's names
     """``input @ weight.T + bias`` (a primitive: one GEMM forward, two backward)."""
-    return _call("linear", input, weight, bias)
+    return _call("linear" if bias is not None else "linear.mm", input, weight, bias)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):  # noqa: A002

@@ -50,14 +50,7 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' and 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        # where, not maximum/minimum: a value equal to a bound keeps its whole gradient
-        # (PyTorch's clamp rule), where maximum would split a tie.
-        out = x
-        if min is not None:
-            out = _call("where", out < min, min, out)
-        if max is not None:
-            out = _call("where", out > max, max, out)
-        return out
+        return _call("clamp.Tensor", x, min, max)
     return _call("clamp", x, min=min, max=max)
 
 
@@ -147,14 +140,14 @@ def _extreme(name, whole, elementwise, result, x, dim, keepdim):
 def max(x, dim=None, keepdim: bool = False):  # noqa: A001
     """The largest value; with ``dim`` an int, ``(values, indices)`` along it; with a tensor,
     the elementwise maximum."""
-    return _extreme("max", "amax", "maximum", MaxResult, x, dim, keepdim)
+    return _extreme("max", "max.full", "maximum", MaxResult, x, dim, keepdim)
 
 
 @expose(public="min", methods="min")
 def min(x, dim=None, keepdim: bool = False):  # noqa: A001
     """The smallest value; with ``dim`` an int, ``(values, indices)`` along it; with a tensor,
     the elementwise minimum."""
-    return _extreme("min", "amin", "minimum", MinResult, x, dim, keepdim)
+    return _extreme("min", "min.full", "minimum", MinResult, x, dim, keepdim)
 
 
 @expose(public="argmax", methods="argmax")
@@ -500,7 +493,7 @@ def bmm(a, b):
     if a.shape[0] != b.shape[0]:
         raise RuntimeError(f"bmm: batch sizes differ: {a.shape[0]} (shape {list(a.shape)}) and "
                            f"{b.shape[0]} (shape {list(b.shape)})")
-    return _call("matmul", a, b)
+    return _call("matmul.bmm", a, b)
 
 
 @defcomposite("outer", public="outer")
@@ -926,7 +919,7 @@ def mv(input, vec):  # noqa: A002
     """Matrix-vector product."""
     _need("mv", input, 2, "input")
     _need("mv", vec, 1, "vec")
-    return _call("matmul", input, vec)
+    return _call("matmul.mv", input, vec)
 
 
 @expose(public=("dot", "inner1d"), methods="dot")
@@ -937,7 +930,7 @@ def dot(input, other):  # noqa: A002
     if input.shape != other.shape:
         raise RuntimeError(f"dot: inconsistent tensor size, expected tensor [{input.shape[0]}] "
                            f"and src [{other.shape[0]}] to have the same number of elements")
-    return _call("matmul", input, other)
+    return _call("matmul.dot", input, other)
 
 
 def _scaled_sum(input, product, beta, alpha):

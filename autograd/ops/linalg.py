@@ -1,7 +1,7 @@
 """Matrix products."""
 from __future__ import annotations
 
-from ..dispatch import defop
+from ..dispatch import apply_op, defop, expose
 
 
 def _check_matmul(a, b):
@@ -37,11 +37,47 @@ def _grad_b(F, g, out, a, b):
     return F.matmul(F.transpose(a, dim0=-1, dim1=-2), g)
 
 
-# Bilinear: each input's tangent takes its place, the other input stays.
-defop("matmul", lambda xp, a, b: xp.matmul(a, b), (_grad_a, _grad_b),
-      jvp=(lambda F, t, out, a, b: F.matmul(t, b), lambda F, t, out, a, b: F.matmul(a, t)),
-      check=_check_matmul, node_name="MmBackward0", public="matmul",
-      methods=("matmul", "mm", "__matmul__"), reflected="__rmatmul__")
+def _matmul_fwd(xp, a, b):
+    return xp.matmul(a, b)
+
+
+# One rule set under the node PyTorch's matmul computes with for those shapes: matrices
+# MmBackward0, matrix @ vector MvBackward0, vectors DotBackward0, batches BmmBackward0.
+# Where PyTorch folds or views around that product (a 3-D @ 2-D is one mm under an
+# UnsafeViewBackward0, a vector @ batch one mv), one node here, named as the product.
+def _defmatmul(name, node_name):
+    # Bilinear: each input's tangent takes its place, the other input stays.
+    return defop(name, _matmul_fwd, (_grad_a, _grad_b),
+                 jvp=(lambda F, t, out, a, b: F.matmul(t, b),
+                      lambda F, t, out, a, b: F.matmul(a, t)),
+                 check=_check_matmul, node_name=node_name)
+
+
+_MM = _defmatmul("matmul", "MmBackward0")
+_MV = _defmatmul("matmul.mv", "MvBackward0")
+_DOT = _defmatmul("matmul.dot", "DotBackward0")
+_BMM = _defmatmul("matmul.bmm", "BmmBackward0")
+
+
+def matmul_op(a_ndim: int, b_ndim: int):
+    """The matmul op (node class) for operands of these numbers of dims."""
+    if a_ndim == 1:
+        return _DOT if b_ndim == 1 else _MM if b_ndim == 2 else _MV
+    if b_ndim == 1:
+        return _MV
+    return _MM if a_ndim == 2 or b_ndim == 2 else _BMM
+
+
+@expose(public="matmul", methods=("matmul", "mm", "__matmul__"))
+def matmul(input, other):  # noqa: A002 - PyTorch's names
+    """Matrix product with NumPy's broadcasting rules (1-D operands are vectors)."""
+    return apply_op(matmul_op(getattr(input, "ndim", 0), getattr(other, "ndim", 0)),
+                    (input, other), None)
+
+
+@expose(methods="__rmatmul__")
+def _rmatmul(self, other):
+    return matmul(other, self)
 
 
 # --------------------------------------------------------------------------- einsum

@@ -1,0 +1,148 @@
+"""Backward node names as PyTorch 2.13's (``grad_fn.name()``), for the ops whose PyTorch node
+depends on the overload (``sum()`` SumBackward0, ``sum(dim)`` SumBackward1), the operands'
+shapes (matmul) or that PyTorch computes as one node where a composite would make several.
+
+Each expected name is what torch 2.13 gives for the same expression; the forward range in a
+profile is the op's base name (``aten::sum`` for both overloads, as torch's profiler shows).
+"""
+import numpy as np
+import pytest
+
+import gradtrace.autograd as ag
+from gradtrace.autograd import record_function as rf
+from gradtrace.autograd.nn import functional as F
+from gradtrace.autograd.record_function import RecordScope
+
+
+def _inputs():
+    rng = np.random.default_rng(0)
+
+    def t(*shape):
+        return ag.tensor(rng.standard_normal(shape), requires_grad=True)
+
+    return {"x": t(3, 4), "v": t(4), "b3": t(2, 3, 4), "b4": t(2, 2, 3, 4), "m": t(4, 5),
+            "w": t(5, 4), "bias": t(5), "ag": ag, "F": F}
+
+
+# expression, torch's grad_fn name (where torch's chain has more nodes, its output node first)
+NAMES = [
+    # overloads
+    ("x.sum()", "SumBackward0"),
+    ("x.sum(0)", "SumBackward1"),
+    ("x.sum((0, 1))", "SumBackward1"),
+    ("x.max()", "MaxBackward1"),
+    ("x.min()", "MinBackward1"),
+    ("x.max(0).values", "MaxBackward0"),
+    ("x.amax()", "AmaxBackward0"),
+    ("x ** 2", "PowBackward0"),
+    ("x.exp().pow(x)", "PowBackward1"),
+    ("2.0 ** x", "PowBackward2"),
+    ("ag.pow(2.0, x)", "PowBackward2"),
+    ("x.clamp(-0.5, 0.5)", "ClampBackward1"),
+    ("x.clamp(min=0)", "ClampBackward1"),
+    ("x.clamp(x - 1, x + 1)", "ClampBackward0"),
+    ("x.clamp(min=v)", "ClampBackward0"),
+    ("2 - x", "RsubBackward1"),
+    ("x - 2", "SubBackward0"),
+    ("x - x", "SubBackward0"),
+    ("x.exp().log1p()", "Log1PBackward0"),
+    ("F.linear(x, w)", "MmBackward0"),
+    ("F.linear(b3, w)", "MmBackward0"),       # torch: UnsafeViewBackward0 over MmBackward0
+    ("F.linear(v, w)", "MmBackward0"),        # torch: SqueezeBackward4 over MmBackward0
+    ("F.linear(x, w, bias)", "AddmmBackward0"),
+    ("F.linear(b3, w, bias)", "AddmmBackward0"),  # torch: ViewBackward0 over AddmmBackward0
+    # matmul by shapes
+    ("x @ m", "MmBackward0"),
+    ("ag.mm(x, m)", "MmBackward0"),
+    ("x.matmul(v)", "MvBackward0"),
+    ("x.mv(v)", "MvBackward0"),
+    ("v @ v", "DotBackward0"),
+    ("ag.dot(v, v)", "DotBackward0"),
+    ("b3.bmm(b3.transpose(1, 2))", "BmmBackward0"),
+    ("b3 @ b3.transpose(1, 2)", "BmmBackward0"),  # torch: UnsafeViewBackward0 over BmmBackward0
+    ("b4 @ b3.transpose(1, 2)", "BmmBackward0"),  # torch: UnsafeViewBackward0 over BmmBackward0
+    ("b3 @ m", "MmBackward0"),                    # torch: UnsafeViewBackward0 over MmBackward0
+    ("v @ m", "MmBackward0"),                     # torch: SqueezeBackward4 over MmBackward0
+    ("b3 @ v", "MvBackward0"),                    # torch: UnsafeViewBackward0 over MvBackward0
+    ("v @ b3.transpose(1, 2)", "MvBackward0"),    # torch: UnsafeViewBackward0 over MvBackward0
+    # primitives where a composite made several nodes
+    ("x.mean()", "MeanBackward0"),
+    ("x.mean(1)", "MeanBackward1"),
+    ("x.mean((0, 1), keepdim=True)", "MeanBackward1"),
+    ("x.var()", "VarBackward0"),
+    ("x.var(0)", "VarBackward0"),
+    ("x.var(1, correction=0, keepdim=True)", "VarBackward0"),
+    ("x.std()", "StdBackward0"),
+    ("x.std(0, unbiased=False)", "StdBackward0"),
+]
+
+
+@pytest.mark.parametrize("expr, name", NAMES, ids=[e for e, _ in NAMES])
+def test_node_name_is_pytorchs(expr, name):
+    y = eval(expr, _inputs())   # noqa: S307 - a fixed table
+    assert y.grad_fn.name() == name
+
+
+# expression, the forward range the profiler shows (torch's aten:: name without the overload)
+RANGES = [
+    ("x.mean(1)", "mean"), ("x.var(0)", "var"), ("x.std()", "std"),
+    ("x.sum(0)", "sum"), ("x.max()", "max"), ("x.exp().pow(x)", "pow"), ("2.0 ** x", "pow"),
+    ("x.clamp(min=v)", "clamp"), ("2 - x", "rsub"), ("x @ v", "matmul"), ("v @ v", "matmul"),
+    ("F.linear(x, w)", "linear"),
+]
+
+
+@pytest.mark.parametrize("expr, name", RANGES, ids=[e for e, _ in RANGES])
+def test_forward_range_is_the_base_name(expr, name):
+    env = _inputs()
+    seen = []
+    with rf.add_global_callback(lambda rec: seen.append(rec.name), scopes=[RecordScope.FUNCTION]):
+        eval(expr, env)   # noqa: S307
+    assert name in seen and not any("." in n for n in seen)
+
+
+def test_full_max_shares_ties_evenly():
+    """torch: x.max() (MaxBackward1, evenly_distribute_backward) and x.amax() both give
+    [[0, .5], [.5, 0]] here; max(dim) gives the whole gradient to one index."""
+    for fn in (lambda x: x.max(), lambda x: x.amax(), lambda x: -(-x).min()):
+        x = ag.tensor([[1.0, 3.0], [3.0, 2.0]], requires_grad=True)
+        fn(x).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.5], [0.5, 0.0]])
+
+
+def test_clamp_tensor_bounds_gradients_are_pytorchs():
+    """torch 2.13: x=[0, 1, 2] clamped to min=max=1 (tensors) gives x.grad [0, 1, 0],
+    min.grad [0, 0, 0] (where min == max the result is max, and at x < min nobody gets the
+    gradient), max.grad [0, 0, 1]; with min only, min.grad [1, 0, 0] and x.grad [0, 1, 1]."""
+    x = ag.tensor([0.0, 1.0, 2.0], requires_grad=True)
+    lo = ag.tensor([1.0, 1.0, 1.0], requires_grad=True)
+    hi = ag.tensor([1.0, 1.0, 1.0], requires_grad=True)
+    x.clamp(lo, hi).sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0, 0.0]
+    assert lo.grad.tolist() == [0.0, 0.0, 0.0]
+    assert hi.grad.tolist() == [0.0, 0.0, 1.0]
+    x = ag.tensor([0.0, 1.0, 2.0], requires_grad=True)
+    lo = ag.tensor([1.0, 1.0, 1.0], requires_grad=True)
+    x.clamp(min=lo).sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0, 1.0] and lo.grad.tolist() == [1.0, 0.0, 0.0]
+
+
+def test_mean_is_sum_over_n():
+    """torch's mean is sum / n; the old composite's sum * (1/n) can differ in the last bit
+    (here at n = 3 in float32), the primitive's value is sum / n exactly."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((200, 3)).astype(np.float32)
+    got = ag.tensor(a).mean(1).numpy()
+    np.testing.assert_array_equal(got, a.sum(1) / np.float32(3))
+    assert (a.sum(1) * np.float32(1 / 3) != got).any()
+    assert np.isnan(ag.zeros(0).mean().item())         # torch: the mean of nothing is nan
+
+
+def test_var_std_edge_values_are_pytorchs():
+    """torch 2.13: one element with correction 1 gives var nan and std nan; a constant row's
+    std has a zero gradient (std_backward masks result == 0)."""
+    one = ag.tensor([2.0], requires_grad=True)
+    assert np.isnan(one.var().item()) and np.isnan(one.std().item())
+    x = ag.tensor([[1.0, 1.0, 1.0], [0.0, 1.0, 2.0]], requires_grad=True)
+    x.std(1).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0.0, 0.0, 0.0], [-0.5, 0.0, 0.5]])
