@@ -38,12 +38,6 @@ def _dim(dim, ndim, op) -> int:
 
 # --------------------------------------------------------------------------- elementwise
 
-@defcomposite("silu", public="silu")
-def silu(x):
-    """SiLU (swish): ``x * sigmoid(x)``."""
-    return x * _call("sigmoid", x)
-
-
 @expose(public=("clamp", "clip"), methods=("clamp", "clip"))
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     """Limit values to ``[min, max]`` (either may be None; tensors are allowed)."""
@@ -270,21 +264,20 @@ def unsqueeze(x, dim: int):
     return apply_op(OPS["unsqueeze"], (x,), {"dim": _dim(dim, x.ndim + 1, "unsqueeze")})
 
 
-@defcomposite("repeat", public="repeat", methods="repeat")
+@expose(public="repeat", methods="repeat")
 def repeat(x, *sizes):
     """Tile ``x``: ``sizes[i]`` copies along dim i (leading new dims allowed)."""
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
-    if len(sizes) < x.ndim:
-        raise RuntimeError(f"repeat: {len(sizes)} repeat sizes given for a tensor of "
-                           f"{x.ndim} dims; need at least {x.ndim}")
-    shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
-    inter, expanded, final = [], [], []
-    for r, s in zip(sizes, shape):
-        inter += [1, s]
-        expanded += [r, s]
-        final.append(r * s)
-    return _reshape(_call("expand", _reshape(x, inter), shape=tuple(expanded)), final)
+    if len(sizes) < x.ndim:   # torch's words
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    sizes = tuple(int(r) for r in sizes)
+    final = [r * s for r, s in zip(sizes, (1,) * (len(sizes) - x.ndim) + tuple(x.shape))]
+    neg = [n for n in final if n < 0]
+    if neg:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {neg[0]}: {final}")
+    return _call("repeat", x, sizes=sizes)
 
 
 @expose(public=("cat", "concat"))
@@ -714,24 +707,22 @@ def sub(input, other, *, alpha=1):  # noqa: A002
     return _call("sub", input, other if alpha == 1 else other * alpha)
 
 
-@defcomposite("addcmul", public="addcmul", methods="addcmul")
+@expose(public="addcmul", methods="addcmul")
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """``input + value * tensor1 * tensor2``."""
-    prod = tensor1 * tensor2
-    return input + (prod if value == 1 else prod * value)
+    return _call("addcmul", input, tensor1, tensor2, value=value)
 
 
 @expose(methods="addcmul_")
 def addcmul_(x, tensor1, tensor2, *, value=1):
     """In-place :func:`addcmul`."""
-    prod = tensor1 * tensor2
-    return x.add_(prod if value == 1 else prod * value)
+    return apply_inplace(OPS["addcmul"], x, (tensor1, tensor2), {"value": value})
 
 
 @defcomposite("square", public="square", methods="square")
 def square(x):
-    """``x * x``."""
-    return x * x
+    """``x ** 2`` (PowBackward0, as PyTorch's square)."""
+    return _call("pow", x, 2)
 
 
 @defcomposite("frac", public="frac", methods="frac")
@@ -740,10 +731,12 @@ def frac(x):
     return x - _call("trunc", x)
 
 
-@defcomposite("lerp", public="lerp", methods="lerp")
+@expose(public="lerp", methods="lerp")
 def lerp(input, end, weight):  # noqa: A002
-    """``input + weight * (end - input)``."""
-    return input + weight * (end - input)
+    """``input + weight * (end - input)``; ``weight`` a number or a tensor."""
+    if isinstance(weight, Tensor):
+        return _call("lerp.Tensor", input, end, weight)
+    return _call("lerp", input, end, weight=weight)
 
 
 @defcomposite("hypot", public="hypot", methods="hypot")

@@ -79,6 +79,37 @@ def _rpow(self, other):
     """``other ** self`` for a number ``other``."""
     return apply_op(_POW_SCALAR, (other, self), None)
 
+
+# NOTE: lerp and addcmul are primitives for PyTorch's nodes (LerpBackward0/1,
+# AddcmulBackward0) and one node instead of three; values as the composites they replace.
+def _lerp_fwd(xp, input, end, weight):  # noqa: A002 - PyTorch's names
+    return input + weight * (end - input)
+
+
+# A number weight is an attribute (LerpBackward0), a tensor one an input (LerpBackward1).
+defop("lerp", _lerp_fwd, (lambda F, g, out, input, end, weight: g * (1 - weight),
+                          lambda F, g, out, input, end, weight: g * weight), jvp=SELF_ADJOINT)
+defop("lerp.Tensor", _lerp_fwd, (lambda F, g, out, input, end, weight: g * (1 - weight),
+                                 lambda F, g, out, input, end, weight: g * weight,
+                                 lambda F, g, out, input, end, weight: g * (end - input)),
+      jvp=SELF_ADJOINT, node_name="LerpBackward1")
+
+
+def _addcmul_fwd(xp, input, tensor1, tensor2, value=1):  # noqa: A002
+    prod = tensor1 * tensor2
+    return input + (prod if value == 1 else prod * value)
+
+
+def _scaled(g, value):
+    return g if value == 1 else g * value
+
+
+defop("addcmul", _addcmul_fwd,
+      (lambda F, g, out, input, tensor1, tensor2, value=1: g,
+       lambda F, g, out, input, tensor1, tensor2, value=1: _scaled(g * tensor2, value),
+       lambda F, g, out, input, tensor1, tensor2, value=1: _scaled(g * tensor1, value)),
+      jvp=SELF_ADJOINT)
+
 # Unary math.
 defop("exp", lambda xp, x: xp.exp(x), (lambda F, g, out, x: g * out,), jvp=SELF_ADJOINT,
       public="exp", methods="exp", inplace="exp_")
@@ -158,6 +189,33 @@ def _sigmoid_fwd(xp, x):
 defop("sigmoid", _sigmoid_fwd,
       (lambda F, g, out, x: g * out * (1 - out),), jvp=SELF_ADJOINT,
       public="sigmoid", methods="sigmoid", inplace="sigmoid_")
+
+
+# NOTE: silu and elu are primitives for PyTorch's nodes (SiluBackward0, EluBackward0) and one
+# node instead of two to four; values as the composites they replace.
+def _silu_vjp(F, g, out, x):
+    s = F.sigmoid(x)
+    return g * s * (1 + x * (1 - s))
+
+
+defop("silu", lambda xp, x: x * _sigmoid_fwd(xp, x), (_silu_vjp,), jvp=SELF_ADJOINT,
+      public="silu")
+
+
+def _elu_fwd(xp, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    # expm1 of min(x, 0) never overflows, so the unselected branch holds no inf.
+    neg = xp.expm1(xp.minimum(x, 0) * input_scale) * (alpha * scale)
+    return xp.where(x > 0, x * scale if scale != 1.0 else x, neg).astype(x.dtype, copy=False)
+
+
+def _elu_vjp(F, g, out, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """PyTorch's elu_backward: x <= 0 takes the exponential branch's slope (alpha at 0)."""
+    slope = F.exp(F.clamp(x, max=0.0) * input_scale) * (alpha * scale * input_scale)
+    return F.where(x > 0, g * scale, g * slope)
+
+
+# aten::elu(alpha, scale, input_scale): selu is elu with scale, under the same node.
+defop("elu", _elu_fwd, (_elu_vjp,), jvp=SELF_ADJOINT)
 
 
 def _softplus_fwd(xp, x, beta=1.0, threshold=20.0):

@@ -181,3 +181,21 @@ defop("tril", lambda xp, x, diagonal=0: xp.tril(x, diagonal),
 defop("triu", lambda xp, x, diagonal=0: xp.triu(x, diagonal),
       (lambda F, g, out, x, diagonal=0: F.triu(g, diagonal=diagonal),), jvp=linear_in(0),
       public="triu", methods="triu")
+
+
+# --------------------------------------------------------------------------- repeat
+
+
+def _repeat_vjp(F, g, out, x, sizes):
+    """Each copy's gradient summed back: g as (r0, s0, r1, s1, ...), summed over the r's."""
+    shape = (1,) * (len(sizes) - len(x.shape)) + tuple(x.shape)
+    split = []
+    for r, s in zip(sizes, shape):
+        split += [r, s]
+    summed = F.sum(F.reshape(g, shape=tuple(split)), dim=tuple(range(0, len(split), 2)))
+    return F.reshape(summed, shape=x.shape)
+
+
+# NOTE: a primitive for PyTorch's node (RepeatBackward0) and one node instead of three.
+defop("repeat", lambda xp, x, sizes: xp.tile(x, sizes), (_repeat_vjp,), jvp=linear_in(0),
+      meta=(0,))

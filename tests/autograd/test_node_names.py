@@ -74,6 +74,24 @@ NAMES = [
     ("x.var(1, correction=0, keepdim=True)", "VarBackward0"),
     ("x.std()", "StdBackward0"),
     ("x.std(0, unbiased=False)", "StdBackward0"),
+    ("x.square()", "PowBackward0"),
+    ("F.silu(x)", "SiluBackward0"),
+    ("F.elu(x)", "EluBackward0"),
+    ("F.selu(x)", "EluBackward0"),
+    ("F.mse_loss(x, x.detach() * 0)", "MseLossBackward0"),
+    ("F.mse_loss(x, x * 2, reduction='none')", "MseLossBackward0"),
+    ("x.lerp(x * 2, 0.5)", "LerpBackward0"),
+    ("x.lerp(x * 2, x)", "LerpBackward1"),
+    ("x.addcmul(x, x)", "AddcmulBackward0"),
+    ("x.addcmul(x, x, value=2)", "AddcmulBackward0"),
+    ("(x * 1).addcmul_(x, x)", "AddcmulBackward0"),
+    ("F.binary_cross_entropy_with_logits(x, (x > 0).float())",
+     "BinaryCrossEntropyWithLogitsBackward0"),
+    ("F.binary_cross_entropy_with_logits(x, (x > 0).float(), pos_weight=v.detach(), "
+     "reduction='sum')", "BinaryCrossEntropyWithLogitsBackward0"),
+    ("x.repeat(2, 1)", "RepeatBackward0"),
+    ("x.repeat(2, 1, 3)", "RepeatBackward0"),
+    ("x.tile((2,))", "RepeatBackward0"),
 ]
 
 
@@ -85,7 +103,11 @@ def test_node_name_is_pytorchs(expr, name):
 
 # expression, the forward range the profiler shows (torch's aten:: name without the overload)
 RANGES = [
-    ("x.mean(1)", "mean"), ("x.var(0)", "var"), ("x.std()", "std"),
+    ("x.mean(1)", "mean"), ("x.var(0)", "var"), ("x.std()", "std"), ("x.square()", "square"),
+    ("F.silu(x)", "silu"), ("F.elu(x)", "elu"), ("F.mse_loss(x, x * 2)", "mse_loss"),
+    ("x.lerp(x * 2, x)", "lerp"), ("x.addcmul(x, x)", "addcmul"), ("x.repeat(2, 1)", "repeat"),
+    ("F.binary_cross_entropy_with_logits(x, (x > 0).float())",
+     "binary_cross_entropy_with_logits"),
     ("x.sum(0)", "sum"), ("x.max()", "max"), ("x.exp().pow(x)", "pow"), ("2.0 ** x", "pow"),
     ("x.clamp(min=v)", "clamp"), ("2 - x", "rsub"), ("x @ v", "matmul"), ("v @ v", "matmul"),
     ("F.linear(x, w)", "linear"),
@@ -146,3 +168,33 @@ def test_var_std_edge_values_are_pytorchs():
     x = ag.tensor([[1.0, 1.0, 1.0], [0.0, 1.0, 2.0]], requires_grad=True)
     x.std(1).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [[0.0, 0.0, 0.0], [-0.5, 0.0, 0.5]])
+
+
+# PyTorch's gradients at kinks and ties of the new primitives (torch 2.13 values)
+KINKS = [
+    ("elu at 0 takes alpha (torch: elu_backward's x <= 0 branch)",
+     lambda x: F.elu(x, alpha=2.0), [0.0, 0.0], [2.0, 2.0]),
+    ("silu at 0 is 0.5", F.silu, [0.0], [0.5]),
+    ("mse at input == target is 0", lambda x: F.mse_loss(x, x.detach()), [1.0, 2.0], [0.0, 0.0]),
+    ("bce with logits at 0 and target 1: sigmoid(0) - 1, over N",
+     lambda x: F.binary_cross_entropy_with_logits(x, ag.ones(2)), [0.0, 0.0], [-0.25, -0.25]),
+]
+
+
+@pytest.mark.parametrize("what, fn, at, grad", KINKS, ids=[k[0] for k in KINKS])
+def test_gradients_at_kinks_are_pytorchs(what, fn, at, grad):
+    x = ag.tensor(at, requires_grad=True)
+    y = fn(x)
+    (y.sum() if y.ndim else y).backward()
+    np.testing.assert_allclose(x.grad.numpy(), grad)
+
+
+def test_errors_are_pytorchs():
+    x = ag.randn(2, 3)
+    with pytest.raises(RuntimeError, match="Number of dimensions of repeat dims can not be "
+                                           "smaller than number of dimensions of tensor"):
+        x.repeat(2)
+    with pytest.raises(RuntimeError, match=r"Trying to create tensor with negative dimension -2"):
+        x.repeat(2, -1, 3)
+    with pytest.raises(ValueError, match="reduction"):
+        F.mse_loss(x, x, reduction="avg")
