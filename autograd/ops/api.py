@@ -464,14 +464,16 @@ def scatter_add(x, dim: int, index, src):
     return _call("scatter_add", x, index, src, dim=d)
 
 
-@defcomposite("index_select", public="index_select", methods="index_select")
+@expose(public="index_select", methods="index_select")
 def index_select(x, dim: int, index):
     """Entries ``index`` (1-D integer tensor) of dim ``dim``."""
     d = _dim(dim, x.ndim, "index_select")
-    idx = index._data if isinstance(index, Tensor) else index
-    if getattr(idx, "ndim", 1) != 1:
-        raise RuntimeError(f"index_select: index must be 1-D, got shape {list(idx.shape)}")
-    return _call("index", x, key=(slice(None),) * d + (idx,))
+    idx = index._data if isinstance(index, Tensor) else x.device.xp.asarray(index)
+    if idx.ndim > 1:   # torch's words (a 0-d index is one entry)
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    return _call("index_select", x, index=idx.reshape(-1), dim=d)
 
 
 # --------------------------------------------------------------------------- linear algebra
@@ -858,8 +860,8 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     size = x.shape[d] if x.ndim else 1
     if not 0 <= k <= size:
         raise RuntimeError(f"topk: selected index k out of range (k={k}, size {size})")
-    values, indices = sort(x, d, descending=largest)
-    return TopkResult(_pick(values, d, 0, k), _pick(indices, d, 0, k))
+    return TopkResult(*_call("topk", x, k=int(k), dim=d, largest=bool(largest),
+                             sorted=bool(sorted)))
 
 
 @expose(public="kthvalue", methods="kthvalue")
@@ -996,30 +998,40 @@ def tensordot(a, b, dims=2):
                     tuple(a.shape[i] for i in free_a) + tuple(b.shape[j] for j in free_b))
 
 
-@defcomposite("cdist", public="cdist")
+@expose(public="cdist")
 def cdist(x1, x2, p=2.0):
     """Pairwise ``p``-norm distances between the rows of ``x1`` (..., P, M) and ``x2``
     (..., R, M): (..., P, R). A zero distance has a zero gradient (the norm's rule)."""
-    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
-        raise RuntimeError(f"cdist: X1 and X2 must have the same number of columns, got shapes "
-                           f"{list(x1.shape)} and {list(x2.shape)}")
-    return vector_norm(unsqueeze(x1, -2) - unsqueeze(x2, -3), p, -1)
+    for name, x in (("X1", x1), ("X2", x2)):
+        if x.ndim < 2:   # torch's words
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {x.ndim}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{x1.shape[-1]} X2: {x2.shape[-1]}")
+    return _call("cdist", x1, x2, p=float(p))
 
 
-@defcomposite("diagonal", public="diagonal", methods="diagonal")
+@expose(public="diagonal", methods="diagonal")
 def diagonal(x, offset=0, dim1=0, dim2=1):
-    """The diagonal ``offset`` of the (dim1, dim2) planes, as the last dim."""
+    """The diagonal ``offset`` of the (dim1, dim2) planes, as the last dim (a view)."""
     d1, d2 = _dim(dim1, x.ndim, "diagonal"), _dim(dim2, x.ndim, "diagonal")
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    rest = [i for i in range(x.ndim) if i not in (d1, d2)]
-    moved = permute(x, *(rest + [d1, d2]))
-    n1, n2 = moved.shape[-2:]
-    start1, start2 = (0, offset) if offset >= 0 else (-offset, 0)
-    length = builtins.max(0, builtins.min(n1 - start1, n2 - start2))
-    xp = x.device.xp
-    rows = xp.arange(start1, start1 + length)
-    return _call("index", moved, key=(Ellipsis, rows, rows - start1 + start2))
+    return _call("diagonal", x, offset=int(offset), dim1=d1, dim2=d2)
+
+
+@expose(methods="unfold")
+def unfold(x, dimension, size, step):
+    """``Tensor.unfold``: windows of ``size`` every ``step`` along ``dimension``, as a new
+    last dim (a view of ``x``)."""
+    d = _dim(dimension, x.ndim, "unfold")
+    length = x.shape[d] if x.ndim else 1
+    if size > length:   # torch's words
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is "
+                           f"{size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    return _call("unfold", x, dimension=d, size=int(size), step=int(step))
 
 
 @defcomposite("diag", public="diag", methods="diag")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..dispatch import apply_op, defop, expose
+from .reduction import _vector_norm_fwd, _vector_norm_vjp
 
 
 def _check_matmul(a, b):
@@ -157,3 +158,39 @@ defop("einsum", _einsum_fwd,
        lambda F, g, out, a, b, equation: _einsum_grad(F, g, equation, 1, a, b.shape)),
       jvp=(lambda F, t, out, a, b, equation: F.einsum(t, b, equation=equation),
            lambda F, t, out, a, b, equation: F.einsum(a, t, equation=equation)))
+
+
+# --------------------------------------------------------------------------- cdist
+
+
+def _pair_diffs(F, x1, x2):
+    """(..., P, R, M): every row of x1 minus every row of x2."""
+    return F.unsqueeze(x1, dim=-2) - F.unsqueeze(x2, dim=-3)
+
+
+def _cdist_fwd(xp, x1, x2, p=2.0):
+    return _vector_norm_fwd(xp, xp.expand_dims(x1, -2) - xp.expand_dims(x2, -3), p, -1)
+
+
+def _cdist_grad(F, g, out, x1, x2, p, sign, dim):
+    """The vector norm's rule over the pairwise differences (a zero distance has a zero
+    gradient, as PyTorch's cdist_backward), summed over the other input's rows."""
+    d = _vector_norm_vjp(F, g, out, _pair_diffs(F, x1, x2), p, -1, False)
+    return F.sum(d, dim=dim) if sign > 0 else -F.sum(d, dim=dim)
+
+
+def _cdist_jvp(F, t, out, x1, x2, p, tangent):
+    ones = F.zeros_like(out) + 1.0
+    d = _vector_norm_vjp(F, ones, out, _pair_diffs(F, x1, x2), p, -1, False)
+    return F.sum(d * tangent, dim=-1)
+
+
+# NOTE: a primitive for PyTorch's node (CdistBackward0) and one node instead of four; the
+# value is the norm of the pairwise differences, as the composite it replaces.
+defop("cdist", _cdist_fwd,
+      (lambda F, g, out, x1, x2, p=2.0: _cdist_grad(F, g, out, x1, x2, p, 1, -2),
+       lambda F, g, out, x1, x2, p=2.0: _cdist_grad(F, g, out, x1, x2, p, -1, -3)),
+      jvp=(lambda F, t, out, x1, x2, p=2.0: _cdist_jvp(F, t, out, x1, x2, p,
+                                                      F.unsqueeze(t, dim=-2)),
+           lambda F, t, out, x1, x2, p=2.0: _cdist_jvp(F, t, out, x1, x2, p,
+                                                      -F.unsqueeze(t, dim=-3))))

@@ -453,3 +453,19 @@ def _sort_jvp(F, t, out, x, dim=-1, descending=False, stable=False):
 
 
 defop("sort", _sort_fwd, (_sort_vjp,), jvp=(_sort_jvp,), nout=2, meta=(0,))
+
+
+# topk: the first k of the sort, as one op with PyTorch's node (TopkBackward0); its rules are
+# sort's (the gradient goes back to the selected indices).
+def _topk_fwd(xp, x, k, dim, largest=True, sorted=True):  # noqa: A002 - PyTorch's names
+    values, idx = _sort_fwd(xp, x, dim, descending=largest)
+    if x.ndim == 0:
+        return values, idx
+    key = (slice(None),) * dim + (slice(0, k),)
+    return xp.ascontiguousarray(values[key]), xp.ascontiguousarray(idx[key])
+
+
+defop("topk", _topk_fwd,
+      (lambda F, g, out, x, k, dim, largest=True, sorted=True: _sort_vjp(F, g, out, x, dim),),
+      jvp=(lambda F, t, out, x, k, dim, largest=True, sorted=True: _sort_jvp(F, t, out, x, dim),),
+      nout=2, meta=(0,))

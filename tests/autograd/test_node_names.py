@@ -92,6 +92,15 @@ NAMES = [
     ("x.repeat(2, 1)", "RepeatBackward0"),
     ("x.repeat(2, 1, 3)", "RepeatBackward0"),
     ("x.tile((2,))", "RepeatBackward0"),
+    # views and others
+    ("x.diagonal()", "DiagonalBackward0"),
+    ("b3.diagonal(1, 0, 2)", "DiagonalBackward0"),
+    ("x.index_select(0, x.argmax(0))", "IndexSelectBackward0"),
+    ("x.topk(2).values", "TopkBackward0"),
+    ("x.topk(2, dim=0, largest=False).values", "TopkBackward0"),
+    ("ag.cdist(x, x)", "CdistBackward0"),
+    ("ag.cdist(b3, b3, p=1.0)", "CdistBackward0"),
+    ("x.unfold(1, 2, 1)", "UnfoldBackward0"),
 ]
 
 
@@ -108,6 +117,8 @@ RANGES = [
     ("x.lerp(x * 2, x)", "lerp"), ("x.addcmul(x, x)", "addcmul"), ("x.repeat(2, 1)", "repeat"),
     ("F.binary_cross_entropy_with_logits(x, (x > 0).float())",
      "binary_cross_entropy_with_logits"),
+    ("x.diagonal()", "diagonal"), ("x.index_select(0, x.argmax(0))", "index_select"),
+    ("x.topk(2).values", "topk"), ("ag.cdist(x, x)", "cdist"), ("x.unfold(1, 2, 1)", "unfold"),
     ("x.sum(0)", "sum"), ("x.max()", "max"), ("x.exp().pow(x)", "pow"), ("2.0 ** x", "pow"),
     ("x.clamp(min=v)", "clamp"), ("2 - x", "rsub"), ("x @ v", "matmul"), ("v @ v", "matmul"),
     ("F.linear(x, w)", "linear"),
@@ -178,7 +189,44 @@ KINKS = [
     ("mse at input == target is 0", lambda x: F.mse_loss(x, x.detach()), [1.0, 2.0], [0.0, 0.0]),
     ("bce with logits at 0 and target 1: sigmoid(0) - 1, over N",
      lambda x: F.binary_cross_entropy_with_logits(x, ag.ones(2)), [0.0, 0.0], [-0.25, -0.25]),
+    ("topk at a tie: the gradient goes to the selected indices (1 and 2)",
+     lambda x: x.topk(2).values, [1.0, 3.0, 3.0, 2.0], [0.0, 1.0, 1.0, 0.0]),
+    ("overlapping unfold windows add up", lambda x: x.unfold(0, 2, 1), [1.0, 2.0, 3.0, 4.0],
+     [1.0, 2.0, 2.0, 1.0]),
+    ("index_select with a repeated index adds up",
+     lambda x: x.index_select(0, ag.tensor([0, 0, 2])), [1.0, 2.0, 3.0], [2.0, 0.0, 1.0]),
 ]
+
+
+# torch 2.13: cdist at a zero distance gives that pair no gradient ([[0, 0], [1, 1]] with
+# itself: p=2 [[-1.4142, -1.4142], [1.4142, 1.4142]], p=1 [[-2, -2], [2, 2]])
+@pytest.mark.parametrize("p, grad", [(2.0, [[-2 ** 0.5] * 2, [2 ** 0.5] * 2]),
+                                     (1.0, [[-2.0, -2.0], [2.0, 2.0]])])
+def test_cdist_zero_distance_gradient_is_pytorchs(p, grad):
+    a = ag.tensor([[0.0, 0.0], [1.0, 1.0]], requires_grad=True)
+    ag.cdist(a, a, p=p).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), grad)
+
+
+@pytest.mark.parametrize("make", [lambda x: x.diagonal(), lambda x: x.diagonal(1),
+                                  lambda x: x.unfold(1, 2, 2)], ids=["diagonal", "offset", "unfold"])
+def test_diagonal_and_unfold_are_views(make):
+    """As torch's: the result shares the input's storage; an in-place op on it writes into
+    the base, and the base's gradient goes through it (CopySlices)."""
+    leaf = ag.randn(3, 4, requires_grad=True)
+    x = leaf * 1.0
+    y = make(x)
+    assert y._base is x and np.shares_memory(y._data, x._data)
+    y.mul_(2.0)
+    ref = make(ag.tensor(leaf.detach().numpy()))
+    np.testing.assert_array_equal(make(x.detach())._data, ref._data * 2.0)
+    x.sum().backward()
+    covered = make(ag.tensor(np.arange(12.0).reshape(3, 4)))._data.astype(int).ravel()
+    expected = np.ones(12)
+    expected[covered] = 2.0    # each covered entry once, doubled by the in-place mul
+    expected = expected.reshape(3, 4)
+    np.testing.assert_array_equal(leaf.grad.numpy(), expected)
+
 
 
 @pytest.mark.parametrize("what, fn, at, grad", KINKS, ids=[k[0] for k in KINKS])
@@ -198,3 +246,19 @@ def test_errors_are_pytorchs():
         x.repeat(2, -1, 3)
     with pytest.raises(ValueError, match="reduction"):
         F.mse_loss(x, x, reduction="avg")
+    with pytest.raises(RuntimeError, match="maximum size for tensor at dimension 1 is 3 but "
+                                           "size is 5"):
+        x.unfold(1, 5, 1)
+    with pytest.raises(RuntimeError, match="step is 0 but must be > 0"):
+        x.unfold(1, 2, 0)
+    with pytest.raises(IndexError, match=r"index_select\(\): Index is supposed to be a vector"):
+        x.index_select(0, ag.tensor([[0]]))
+    with pytest.raises(RuntimeError, match=r"index_select\(\): Expected dtype int32 or int64"):
+        x.index_select(0, ag.tensor([0.5]))
+    with pytest.raises(RuntimeError, match="cdist only supports at least 2D tensors, X1 got: 1D"):
+        ag.cdist(ag.randn(4), x)
+    with pytest.raises(RuntimeError, match="X1 and X2 must have the same number of columns. "
+                                           "X1: 3 X2: 5"):
+        ag.cdist(x, ag.randn(2, 5))
+    with pytest.raises(RuntimeError, match="diagonal dimensions cannot be identical 0, 0"):
+        x.diagonal(0, 0, 0)
