@@ -741,6 +741,14 @@ def lerp(input, end, weight):  # noqa: A002
     return _call("lerp", input, end, weight=weight)
 
 
+@expose(methods="lerp_")
+def lerp_(x, end, weight):
+    """In-place :func:`lerp`."""
+    if isinstance(weight, Tensor):
+        return apply_inplace(OPS["lerp.Tensor"], x, (end, weight))
+    return apply_inplace(OPS["lerp"], x, (end,), {"weight": weight})
+
+
 @defcomposite("hypot", public="hypot", methods="hypot")
 def hypot(input, other):  # noqa: A002
     """``sqrt(input² + other²)``."""

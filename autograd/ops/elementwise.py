@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from .. import backend
-from ..dispatch import SELF_ADJOINT, apply_op, defop, expose
+from ..dispatch import SELF_ADJOINT, apply_inplace, apply_op, defop, expose
 from ..tensor import Tensor
 
 # Arithmetic. ``a``/``b`` may be tensors or Python scalars; the engine sums each gradient
@@ -57,8 +57,7 @@ def _pow_fwd(xp, a, b):
 # One rule set under PyTorch's three nodes: a number exponent PowBackward0 (aten::pow.Tensor_
 # Scalar), a tensor one PowBackward1 (pow.Tensor_Tensor), a number base PowBackward2
 # (pow.Scalar); :func:`pow` picks by the operands.
-_POW = defop("pow", _pow_fwd, (_pow_grad_base, _pow_grad_exponent), jvp=SELF_ADJOINT,
-             inplace="pow_")
+_POW = defop("pow", _pow_fwd, (_pow_grad_base, _pow_grad_exponent), jvp=SELF_ADJOINT)
 _POW_TENSOR = defop("pow.Tensor_Tensor", _pow_fwd, (_pow_grad_base, _pow_grad_exponent),
                     jvp=SELF_ADJOINT, node_name="PowBackward1")
 _POW_SCALAR = defop("pow.Scalar", _pow_fwd, (_pow_grad_base, _pow_grad_exponent),
@@ -72,6 +71,13 @@ def pow(input, exponent):  # noqa: A001, A002 - PyTorch's names
         return apply_op(_POW, (input, exponent), None)
     return apply_op(_POW_TENSOR if isinstance(input, Tensor) else _POW_SCALAR,
                     (input, exponent), None)
+
+
+@expose(methods="pow_")
+def pow_(self, exponent):
+    """In-place :func:`pow`."""
+    return apply_inplace(_POW_TENSOR if isinstance(exponent, Tensor) else _POW, self,
+                         (exponent,), None)
 
 
 @expose(methods="__rpow__")
