@@ -48,7 +48,7 @@ def tanh(x):
 
 def linear(input, weight, bias=None):  # noqa: A002 - PyTorch's names
     """``input @ weight.T + bias`` (a primitive: one GEMM forward, two backward)."""
-    return _call("linear", input, weight, bias)
+    return _call("linear" if bias is not None else "linear.mm", input, weight, bias)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):  # noqa: A002
@@ -359,14 +359,16 @@ def one_hot(t, num_classes: int = -1):
 # --------------------------------------------------------------------------- losses
 
 
+def _reduction(reduction, op):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return reduction
+
+
 def _reduce(loss, reduction, op, denom=None):
-    if reduction == "mean":
+    if _reduction(reduction, op) == "mean":
         return loss.mean() if denom is None else loss.sum() / denom
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return loss.sum() if reduction == "sum" else loss
 
 
 def _check_targets(op, target, n_classes, ignore_index):
@@ -474,12 +476,10 @@ def _same_shape(op, input, target):
                            f"{list(target.shape)}")
 
 
-@defcomposite("mse_loss")
 def mse_loss(input, target, reduction: str = "mean"):  # noqa: A002
     """Squared error, averaged (or summed)."""
     _same_shape("mse_loss", input, target)
-    d = input - target
-    return _reduce(d * d, reduction, "mse_loss")
+    return _call("mse_loss", input, target, reduction=_reduction(reduction, "mse_loss"))
 
 
 @defcomposite("l1_loss")
@@ -500,19 +500,12 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):  
     return _reduce(loss, reduction, "binary_cross_entropy")
 
 
-@defcomposite("binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",  # noqa: A002
                                      pos_weight=None):
     """BCE of logits, stable for large |x|: ``(1 - t) x + (1 + (pw - 1) t) softplus(-x)``."""
     _same_shape("binary_cross_entropy_with_logits", input, target)
-    sp = softplus(-input)
-    if pos_weight is None:
-        loss = (1 - target) * input + sp
-    else:
-        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+    return _call("binary_cross_entropy_with_logits", input, target, weight, pos_weight,
+                 reduction=_reduction(reduction, "binary_cross_entropy_with_logits"))
 
 
 @defcomposite("scaled_dot_product_attention")
@@ -581,19 +574,16 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-@defcomposite("elu")
 def elu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
     """``x`` for x > 0, ``alpha * (exp(x) - 1)`` otherwise."""
-    # expm1 of min(x, 0) never overflows, so the unselected branch cannot put inf*0 in the
-    # gradient.
-    neg = ops.expm1(ops.clamp(input, max=0.0)) * alpha
-    return _inplace(input, where(input > 0, input, neg), inplace)
+    return _inplace(input, _call("elu", input, alpha=float(alpha)), inplace)
 
 
 @defcomposite("selu")
 def selu(input, inplace: bool = False):  # noqa: A002
-    """``scale * elu(x, alpha)`` with the self-normalising constants of Klambauer et al."""
-    return _inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
+    """``scale * elu(x, alpha)`` with the self-normalising constants of Klambauer et al.
+    (one EluBackward0, as PyTorch's)."""
+    return _inplace(input, _call("elu", input, alpha=_SELU_ALPHA, scale=_SELU_SCALE), inplace)
 
 
 @defcomposite("celu")

@@ -38,26 +38,13 @@ def _dim(dim, ndim, op) -> int:
 
 # --------------------------------------------------------------------------- elementwise
 
-@defcomposite("silu", public="silu")
-def silu(x):
-    """SiLU (swish): ``x * sigmoid(x)``."""
-    return x * _call("sigmoid", x)
-
-
 @expose(public=("clamp", "clip"), methods=("clamp", "clip"))
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     """Limit values to ``[min, max]`` (either may be None; tensors are allowed)."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' and 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        # where, not maximum/minimum: a value equal to a bound keeps its whole gradient
-        # (PyTorch's clamp rule), where maximum would split a tie.
-        out = x
-        if min is not None:
-            out = _call("where", out < min, min, out)
-        if max is not None:
-            out = _call("where", out > max, max, out)
-        return out
+        return _call("clamp.Tensor", x, min, max)
     return _call("clamp", x, min=min, max=max)
 
 
@@ -147,14 +134,14 @@ def _extreme(name, whole, elementwise, result, x, dim, keepdim):
 def max(x, dim=None, keepdim: bool = False):  # noqa: A001
     """The largest value; with ``dim`` an int, ``(values, indices)`` along it; with a tensor,
     the elementwise maximum."""
-    return _extreme("max", "amax", "maximum", MaxResult, x, dim, keepdim)
+    return _extreme("max", "max.full", "maximum", MaxResult, x, dim, keepdim)
 
 
 @expose(public="min", methods="min")
 def min(x, dim=None, keepdim: bool = False):  # noqa: A001
     """The smallest value; with ``dim`` an int, ``(values, indices)`` along it; with a tensor,
     the elementwise minimum."""
-    return _extreme("min", "amin", "minimum", MinResult, x, dim, keepdim)
+    return _extreme("min", "min.full", "minimum", MinResult, x, dim, keepdim)
 
 
 @expose(public="argmax", methods="argmax")
@@ -277,21 +264,20 @@ def unsqueeze(x, dim: int):
     return apply_op(OPS["unsqueeze"], (x,), {"dim": _dim(dim, x.ndim + 1, "unsqueeze")})
 
 
-@defcomposite("repeat", public="repeat", methods="repeat")
+@expose(public="repeat", methods="repeat")
 def repeat(x, *sizes):
     """Tile ``x``: ``sizes[i]`` copies along dim i (leading new dims allowed)."""
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
-    if len(sizes) < x.ndim:
-        raise RuntimeError(f"repeat: {len(sizes)} repeat sizes given for a tensor of "
-                           f"{x.ndim} dims; need at least {x.ndim}")
-    shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
-    inter, expanded, final = [], [], []
-    for r, s in zip(sizes, shape):
-        inter += [1, s]
-        expanded += [r, s]
-        final.append(r * s)
-    return _reshape(_call("expand", _reshape(x, inter), shape=tuple(expanded)), final)
+    if len(sizes) < x.ndim:   # torch's words
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    sizes = tuple(int(r) for r in sizes)
+    final = [r * s for r, s in zip(sizes, (1,) * (len(sizes) - x.ndim) + tuple(x.shape))]
+    neg = [n for n in final if n < 0]
+    if neg:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {neg[0]}: {final}")
+    return _call("repeat", x, sizes=sizes)
 
 
 @expose(public=("cat", "concat"))
@@ -478,14 +464,16 @@ def scatter_add(x, dim: int, index, src):
     return _call("scatter_add", x, index, src, dim=d)
 
 
-@defcomposite("index_select", public="index_select", methods="index_select")
+@expose(public="index_select", methods="index_select")
 def index_select(x, dim: int, index):
     """Entries ``index`` (1-D integer tensor) of dim ``dim``."""
     d = _dim(dim, x.ndim, "index_select")
-    idx = index._data if isinstance(index, Tensor) else index
-    if getattr(idx, "ndim", 1) != 1:
-        raise RuntimeError(f"index_select: index must be 1-D, got shape {list(idx.shape)}")
-    return _call("index", x, key=(slice(None),) * d + (idx,))
+    idx = index._data if isinstance(index, Tensor) else x.device.xp.asarray(index)
+    if idx.ndim > 1:   # torch's words (a 0-d index is one entry)
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    return _call("index_select", x, index=idx.reshape(-1), dim=d)
 
 
 # --------------------------------------------------------------------------- linear algebra
@@ -500,7 +488,7 @@ def bmm(a, b):
     if a.shape[0] != b.shape[0]:
         raise RuntimeError(f"bmm: batch sizes differ: {a.shape[0]} (shape {list(a.shape)}) and "
                            f"{b.shape[0]} (shape {list(b.shape)})")
-    return _call("matmul", a, b)
+    return _call("matmul.bmm", a, b)
 
 
 @defcomposite("outer", public="outer")
@@ -721,24 +709,22 @@ def sub(input, other, *, alpha=1):  # noqa: A002
     return _call("sub", input, other if alpha == 1 else other * alpha)
 
 
-@defcomposite("addcmul", public="addcmul", methods="addcmul")
+@expose(public="addcmul", methods="addcmul")
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """``input + value * tensor1 * tensor2``."""
-    prod = tensor1 * tensor2
-    return input + (prod if value == 1 else prod * value)
+    return _call("addcmul", input, tensor1, tensor2, value=value)
 
 
 @expose(methods="addcmul_")
 def addcmul_(x, tensor1, tensor2, *, value=1):
     """In-place :func:`addcmul`."""
-    prod = tensor1 * tensor2
-    return x.add_(prod if value == 1 else prod * value)
+    return apply_inplace(OPS["addcmul"], x, (tensor1, tensor2), {"value": value})
 
 
 @defcomposite("square", public="square", methods="square")
 def square(x):
-    """``x * x``."""
-    return x * x
+    """``x ** 2`` (PowBackward0, as PyTorch's square)."""
+    return _call("pow", x, 2)
 
 
 @defcomposite("frac", public="frac", methods="frac")
@@ -747,10 +733,20 @@ def frac(x):
     return x - _call("trunc", x)
 
 
-@defcomposite("lerp", public="lerp", methods="lerp")
+@expose(public="lerp", methods="lerp")
 def lerp(input, end, weight):  # noqa: A002
-    """``input + weight * (end - input)``."""
-    return input + weight * (end - input)
+    """``input + weight * (end - input)``; ``weight`` a number or a tensor."""
+    if isinstance(weight, Tensor):
+        return _call("lerp.Tensor", input, end, weight)
+    return _call("lerp", input, end, weight=weight)
+
+
+@expose(methods="lerp_")
+def lerp_(x, end, weight):
+    """In-place :func:`lerp`."""
+    if isinstance(weight, Tensor):
+        return apply_inplace(OPS["lerp.Tensor"], x, (end, weight))
+    return apply_inplace(OPS["lerp"], x, (end,), {"weight": weight})
 
 
 @defcomposite("hypot", public="hypot", methods="hypot")
@@ -872,8 +868,8 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     size = x.shape[d] if x.ndim else 1
     if not 0 <= k <= size:
         raise RuntimeError(f"topk: selected index k out of range (k={k}, size {size})")
-    values, indices = sort(x, d, descending=largest)
-    return TopkResult(_pick(values, d, 0, k), _pick(indices, d, 0, k))
+    return TopkResult(*_call("topk", x, k=int(k), dim=d, largest=bool(largest),
+                             sorted=bool(sorted)))
 
 
 @expose(public="kthvalue", methods="kthvalue")
@@ -926,7 +922,7 @@ def mv(input, vec):  # noqa: A002
     """Matrix-vector product."""
     _need("mv", input, 2, "input")
     _need("mv", vec, 1, "vec")
-    return _call("matmul", input, vec)
+    return _call("matmul.mv", input, vec)
 
 
 @expose(public=("dot", "inner1d"), methods="dot")
@@ -937,7 +933,7 @@ def dot(input, other):  # noqa: A002
     if input.shape != other.shape:
         raise RuntimeError(f"dot: inconsistent tensor size, expected tensor [{input.shape[0]}] "
                            f"and src [{other.shape[0]}] to have the same number of elements")
-    return _call("matmul", input, other)
+    return _call("matmul.dot", input, other)
 
 
 def _scaled_sum(input, product, beta, alpha):
@@ -1010,30 +1006,40 @@ def tensordot(a, b, dims=2):
                     tuple(a.shape[i] for i in free_a) + tuple(b.shape[j] for j in free_b))
 
 
-@defcomposite("cdist", public="cdist")
+@expose(public="cdist")
 def cdist(x1, x2, p=2.0):
     """Pairwise ``p``-norm distances between the rows of ``x1`` (..., P, M) and ``x2``
     (..., R, M): (..., P, R). A zero distance has a zero gradient (the norm's rule)."""
-    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
-        raise RuntimeError(f"cdist: X1 and X2 must have the same number of columns, got shapes "
-                           f"{list(x1.shape)} and {list(x2.shape)}")
-    return vector_norm(unsqueeze(x1, -2) - unsqueeze(x2, -3), p, -1)
+    for name, x in (("X1", x1), ("X2", x2)):
+        if x.ndim < 2:   # torch's words
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {x.ndim}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{x1.shape[-1]} X2: {x2.shape[-1]}")
+    return _call("cdist", x1, x2, p=float(p))
 
 
-@defcomposite("diagonal", public="diagonal", methods="diagonal")
+@expose(public="diagonal", methods="diagonal")
 def diagonal(x, offset=0, dim1=0, dim2=1):
-    """The diagonal ``offset`` of the (dim1, dim2) planes, as the last dim."""
+    """The diagonal ``offset`` of the (dim1, dim2) planes, as the last dim (a view)."""
     d1, d2 = _dim(dim1, x.ndim, "diagonal"), _dim(dim2, x.ndim, "diagonal")
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    rest = [i for i in range(x.ndim) if i not in (d1, d2)]
-    moved = permute(x, *(rest + [d1, d2]))
-    n1, n2 = moved.shape[-2:]
-    start1, start2 = (0, offset) if offset >= 0 else (-offset, 0)
-    length = builtins.max(0, builtins.min(n1 - start1, n2 - start2))
-    xp = x.device.xp
-    rows = xp.arange(start1, start1 + length)
-    return _call("index", moved, key=(Ellipsis, rows, rows - start1 + start2))
+    return _call("diagonal", x, offset=int(offset), dim1=d1, dim2=d2)
+
+
+@expose(methods="unfold")
+def unfold(x, dimension, size, step):
+    """``Tensor.unfold``: windows of ``size`` every ``step`` along ``dimension``, as a new
+    last dim (a view of ``x``)."""
+    d = _dim(dimension, x.ndim, "unfold")
+    length = x.shape[d] if x.ndim else 1
+    if size > length:   # torch's words
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is "
+                           f"{size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    return _call("unfold", x, dimension=d, size=int(size), step=int(step))
 
 
 @defcomposite("diag", public="diag", methods="diag")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 
 from .. import backend
-from ..dispatch import SELF_ADJOINT, defop
+from ..dispatch import SELF_ADJOINT, apply_inplace, apply_op, defop, expose
+from ..tensor import Tensor
 
 # Arithmetic. ``a``/``b`` may be tensors or Python scalars; the engine sums each gradient
 # back to its input's shape, so rules ignore broadcasting.
@@ -16,8 +17,11 @@ defop("add", lambda xp, a, b: a + b, (lambda F, g, out, a, b: g, lambda F, g, ou
       jvp=SELF_ADJOINT, methods="__add__", reflected="__radd__",
       inplace="add_")
 defop("sub", lambda xp, a, b: a - b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g),
-      jvp=SELF_ADJOINT, methods="__sub__", reflected="__rsub__",
-      inplace="sub_")
+      jvp=SELF_ADJOINT, methods="__sub__", inplace="sub_")
+# ``2 - x``: PyTorch's aten::rsub.Scalar, whose node is RsubBackward1.
+defop("rsub", lambda xp, x, other: other - x,
+      (lambda F, g, out, x, other: -g, lambda F, g, out, x, other: g),
+      jvp=SELF_ADJOINT, methods="__rsub__", node_name="RsubBackward1")
 defop("mul", lambda xp, a, b: a * b,
       (lambda F, g, out, a, b: g * b, lambda F, g, out, a, b: g * a),
       jvp=SELF_ADJOINT, public="mul", methods=("mul", "__mul__"), reflected="__rmul__",
@@ -46,9 +50,71 @@ def _pow_grad_exponent(F, g, out, a, b):
     return g * out * F.log(F.where((a == 0) & (b >= 0), 1.0, a))
 
 
-defop("pow", lambda xp, a, b: a ** b, (_pow_grad_base, _pow_grad_exponent),
-      jvp=SELF_ADJOINT, public="pow", methods=("pow", "__pow__"), reflected="__rpow__",
-      inplace="pow_")
+def _pow_fwd(xp, a, b):
+    return a ** b
+
+
+# One rule set under PyTorch's three nodes: a number exponent PowBackward0 (aten::pow.Tensor_
+# Scalar), a tensor one PowBackward1 (pow.Tensor_Tensor), a number base PowBackward2
+# (pow.Scalar); :func:`pow` picks by the operands.
+_POW = defop("pow", _pow_fwd, (_pow_grad_base, _pow_grad_exponent), jvp=SELF_ADJOINT)
+_POW_TENSOR = defop("pow.Tensor_Tensor", _pow_fwd, (_pow_grad_base, _pow_grad_exponent),
+                    jvp=SELF_ADJOINT, node_name="PowBackward1")
+_POW_SCALAR = defop("pow.Scalar", _pow_fwd, (_pow_grad_base, _pow_grad_exponent),
+                    jvp=SELF_ADJOINT, node_name="PowBackward2")
+
+
+@expose(public="pow", methods=("pow", "__pow__"))
+def pow(input, exponent):  # noqa: A001, A002 - PyTorch's names
+    """``input ** exponent``; either may be a number."""
+    if not isinstance(exponent, Tensor):
+        return apply_op(_POW, (input, exponent), None)
+    return apply_op(_POW_TENSOR if isinstance(input, Tensor) else _POW_SCALAR,
+                    (input, exponent), None)
+
+
+@expose(methods="pow_")
+def pow_(self, exponent):
+    """In-place :func:`pow`."""
+    return apply_inplace(_POW_TENSOR if isinstance(exponent, Tensor) else _POW, self,
+                         (exponent,), None)
+
+
+@expose(methods="__rpow__")
+def _rpow(self, other):
+    """``other ** self`` for a number ``other``."""
+    return apply_op(_POW_SCALAR, (other, self), None)
+
+
+# NOTE: lerp and addcmul are primitives for PyTorch's nodes (LerpBackward0/1,
+# AddcmulBackward0) and one node instead of three; values as the composites they replace.
+def _lerp_fwd(xp, input, end, weight):  # noqa: A002 - PyTorch's names
+    return input + weight * (end - input)
+
+
+# A number weight is an attribute (LerpBackward0), a tensor one an input (LerpBackward1).
+defop("lerp", _lerp_fwd, (lambda F, g, out, input, end, weight: g * (1 - weight),
+                          lambda F, g, out, input, end, weight: g * weight), jvp=SELF_ADJOINT)
+defop("lerp.Tensor", _lerp_fwd, (lambda F, g, out, input, end, weight: g * (1 - weight),
+                                 lambda F, g, out, input, end, weight: g * weight,
+                                 lambda F, g, out, input, end, weight: g * (end - input)),
+      jvp=SELF_ADJOINT, node_name="LerpBackward1")
+
+
+def _addcmul_fwd(xp, input, tensor1, tensor2, value=1):  # noqa: A002
+    prod = tensor1 * tensor2
+    return input + (prod if value == 1 else prod * value)
+
+
+def _scaled(g, value):
+    return g if value == 1 else g * value
+
+
+defop("addcmul", _addcmul_fwd,
+      (lambda F, g, out, input, tensor1, tensor2, value=1: g,
+       lambda F, g, out, input, tensor1, tensor2, value=1: _scaled(g * tensor2, value),
+       lambda F, g, out, input, tensor1, tensor2, value=1: _scaled(g * tensor1, value)),
+      jvp=SELF_ADJOINT)
 
 # Unary math.
 defop("exp", lambda xp, x: xp.exp(x), (lambda F, g, out, x: g * out,), jvp=SELF_ADJOINT,
@@ -98,7 +164,7 @@ _SQRT_PI = 1.7724538509055159
 
 
 defop("log1p", lambda xp, x: xp.log1p(x), (lambda F, g, out, x: g / (x + 1),),
-      jvp=SELF_ADJOINT, public="log1p", methods="log1p")
+      jvp=SELF_ADJOINT, public="log1p", methods="log1p", node_name="Log1PBackward0")
 defop("expm1", lambda xp, x: xp.expm1(x), (lambda F, g, out, x: g * (out + 1),),
       jvp=SELF_ADJOINT, public="expm1", methods="expm1")
 defop("sin", lambda xp, x: xp.sin(x), (lambda F, g, out, x: g * F.cos(x),), jvp=SELF_ADJOINT,
@@ -129,6 +195,33 @@ def _sigmoid_fwd(xp, x):
 defop("sigmoid", _sigmoid_fwd,
       (lambda F, g, out, x: g * out * (1 - out),), jvp=SELF_ADJOINT,
       public="sigmoid", methods="sigmoid", inplace="sigmoid_")
+
+
+# NOTE: silu and elu are primitives for PyTorch's nodes (SiluBackward0, EluBackward0) and one
+# node instead of two to four; values as the composites they replace.
+def _silu_vjp(F, g, out, x):
+    s = F.sigmoid(x)
+    return g * s * (1 + x * (1 - s))
+
+
+defop("silu", lambda xp, x: x * _sigmoid_fwd(xp, x), (_silu_vjp,), jvp=SELF_ADJOINT,
+      public="silu")
+
+
+def _elu_fwd(xp, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    # expm1 of min(x, 0) never overflows, so the unselected branch holds no inf.
+    neg = xp.expm1(xp.minimum(x, 0) * input_scale) * (alpha * scale)
+    return xp.where(x > 0, x * scale if scale != 1.0 else x, neg).astype(x.dtype, copy=False)
+
+
+def _elu_vjp(F, g, out, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """PyTorch's elu_backward: x <= 0 takes the exponential branch's slope (alpha at 0)."""
+    slope = F.exp(F.clamp(x, max=0.0) * input_scale) * (alpha * scale * input_scale)
+    return F.where(x > 0, g * scale, g * slope)
+
+
+# aten::elu(alpha, scale, input_scale): selu is elu with scale, under the same node.
+defop("elu", _elu_fwd, (_elu_vjp,), jvp=SELF_ADJOINT)
 
 
 def _softplus_fwd(xp, x, beta=1.0, threshold=20.0):
@@ -279,7 +372,31 @@ def _clamp_vjp(F, g, out, x, min=None, max=None):  # noqa: A002
     return g
 
 
-defop("clamp", _clamp_fwd, (_clamp_vjp,), jvp=SELF_ADJOINT)
+# Number bounds: aten::clamp, ClampBackward1 (tensor bounds, clamp.Tensor, are ClampBackward0).
+defop("clamp", _clamp_fwd, (_clamp_vjp,), jvp=SELF_ADJOINT, node_name="ClampBackward1")
+
+
+def _clamp_tensor_fwd(xp, x, min, max):  # noqa: A002
+    if min is not None:
+        x = xp.maximum(x, min)
+    return x if max is None else xp.minimum(x, max)
+
+
+# PyTorch's clamp_backward_min_max: a bound gets the gradient where it is the result, and
+# with min > max the result is max (so min gets nothing there, and at min == max neither).
+def _clamp_tensor_vjp_min(F, g, out, x, min, max):  # noqa: A002
+    hit = x < min
+    return F.where(hit if max is None else hit & (min < max), g, 0.0)
+
+
+def _clamp_tensor_vjp_max(F, g, out, x, min, max):  # noqa: A002
+    hit = x > max
+    return F.where(hit if min is None else hit | (max < min), g, 0.0)
+
+
+defop("clamp.Tensor", _clamp_tensor_fwd,
+      (_clamp_vjp, _clamp_tensor_vjp_min, _clamp_tensor_vjp_max), jvp=SELF_ADJOINT,
+      node_name="ClampBackward0")
 
 # Logical ops: boolean results, no gradient.
 defop("logical_and", lambda xp, a, b: xp.logical_and(a, b), public="logical_and",

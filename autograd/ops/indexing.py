@@ -259,3 +259,10 @@ defop("scatter", _scatter_fwd,
       (_scatter_self_grad, None,
        lambda F, g, out, x, index, src, dim: _src_grad(F, g, index, src.shape, dim)),
       jvp=linear_in(0, 2), meta=(2,))
+
+
+# index_select: one node (IndexSelectBackward0); the index, an integer vector, is an attribute.
+defop("index_select", lambda xp, x, index, dim: xp.take(x, index, axis=dim),
+      (lambda F, g, out, x, index, dim: F.index_backward(
+          g, shape=x.shape, key=(slice(None),) * dim + (index,)),),
+      jvp=linear_in(0), meta=(0,))

@@ -1,7 +1,8 @@
 """Matrix products."""
 from __future__ import annotations
 
-from ..dispatch import defop
+from ..dispatch import apply_op, defop, expose
+from .reduction import _vector_norm_fwd, _vector_norm_vjp
 
 
 def _check_matmul(a, b):
@@ -37,11 +38,47 @@ def _grad_b(F, g, out, a, b):
     return F.matmul(F.transpose(a, dim0=-1, dim1=-2), g)
 
 
-# Bilinear: each input's tangent takes its place, the other input stays.
-defop("matmul", lambda xp, a, b: xp.matmul(a, b), (_grad_a, _grad_b),
-      jvp=(lambda F, t, out, a, b: F.matmul(t, b), lambda F, t, out, a, b: F.matmul(a, t)),
-      check=_check_matmul, node_name="MmBackward0", public="matmul",
-      methods=("matmul", "mm", "__matmul__"), reflected="__rmatmul__")
+def _matmul_fwd(xp, a, b):
+    return xp.matmul(a, b)
+
+
+# One rule set under the node PyTorch's matmul computes with for those shapes: matrices
+# MmBackward0, matrix @ vector MvBackward0, vectors DotBackward0, batches BmmBackward0.
+# Where PyTorch folds or views around that product (a 3-D @ 2-D is one mm under an
+# UnsafeViewBackward0, a vector @ batch one mv), one node here, named as the product.
+def _defmatmul(name, node_name):
+    # Bilinear: each input's tangent takes its place, the other input stays.
+    return defop(name, _matmul_fwd, (_grad_a, _grad_b),
+                 jvp=(lambda F, t, out, a, b: F.matmul(t, b),
+                      lambda F, t, out, a, b: F.matmul(a, t)),
+                 check=_check_matmul, node_name=node_name)
+
+
+_MM = _defmatmul("matmul", "MmBackward0")
+_MV = _defmatmul("matmul.mv", "MvBackward0")
+_DOT = _defmatmul("matmul.dot", "DotBackward0")
+_BMM = _defmatmul("matmul.bmm", "BmmBackward0")
+
+
+def matmul_op(a_ndim: int, b_ndim: int):
+    """The matmul op (node class) for operands of these numbers of dims."""
+    if a_ndim == 1:
+        return _DOT if b_ndim == 1 else _MM if b_ndim == 2 else _MV
+    if b_ndim == 1:
+        return _MV
+    return _MM if a_ndim == 2 or b_ndim == 2 else _BMM
+
+
+@expose(public="matmul", methods=("matmul", "mm", "__matmul__"))
+def matmul(input, other):  # noqa: A002 - PyTorch's names
+    """Matrix product with NumPy's broadcasting rules (1-D operands are vectors)."""
+    return apply_op(matmul_op(getattr(input, "ndim", 0), getattr(other, "ndim", 0)),
+                    (input, other), None)
+
+
+@expose(methods="__rmatmul__")
+def _rmatmul(self, other):
+    return matmul(other, self)
 
 
 # --------------------------------------------------------------------------- einsum
@@ -121,3 +158,39 @@ defop("einsum", _einsum_fwd,
        lambda F, g, out, a, b, equation: _einsum_grad(F, g, equation, 1, a, b.shape)),
       jvp=(lambda F, t, out, a, b, equation: F.einsum(t, b, equation=equation),
            lambda F, t, out, a, b, equation: F.einsum(a, t, equation=equation)))
+
+
+# --------------------------------------------------------------------------- cdist
+
+
+def _pair_diffs(F, x1, x2):
+    """(..., P, R, M): every row of x1 minus every row of x2."""
+    return F.unsqueeze(x1, dim=-2) - F.unsqueeze(x2, dim=-3)
+
+
+def _cdist_fwd(xp, x1, x2, p=2.0):
+    return _vector_norm_fwd(xp, xp.expand_dims(x1, -2) - xp.expand_dims(x2, -3), p, -1)
+
+
+def _cdist_grad(F, g, out, x1, x2, p, sign, dim):
+    """The vector norm's rule over the pairwise differences (a zero distance has a zero
+    gradient, as PyTorch's cdist_backward), summed over the other input's rows."""
+    d = _vector_norm_vjp(F, g, out, _pair_diffs(F, x1, x2), p, -1, False)
+    return F.sum(d, dim=dim) if sign > 0 else -F.sum(d, dim=dim)
+
+
+def _cdist_jvp(F, t, out, x1, x2, p, tangent):
+    ones = F.zeros_like(out) + 1.0
+    d = _vector_norm_vjp(F, ones, out, _pair_diffs(F, x1, x2), p, -1, False)
+    return F.sum(d * tangent, dim=-1)
+
+
+# NOTE: a primitive for PyTorch's node (CdistBackward0) and one node instead of four; the
+# value is the norm of the pairwise differences, as the composite it replaces.
+defop("cdist", _cdist_fwd,
+      (lambda F, g, out, x1, x2, p=2.0: _cdist_grad(F, g, out, x1, x2, p, 1, -2),
+       lambda F, g, out, x1, x2, p=2.0: _cdist_grad(F, g, out, x1, x2, p, -1, -3)),
+      jvp=(lambda F, t, out, x1, x2, p=2.0: _cdist_jvp(F, t, out, x1, x2, p,
+                                                      F.unsqueeze(t, dim=-2)),
+           lambda F, t, out, x1, x2, p=2.0: _cdist_jvp(F, t, out, x1, x2, p,
+                                                      -F.unsqueeze(t, dim=-3))))

@@ -71,14 +71,17 @@ def _check_linear(x, weight, bias=None):
                            f"[{weight.shape[0]}] for weight of shape {list(weight.shape)}")
 
 
-defop("linear", _linear_fwd,
-      (_linear_grad_input,
-       _linear_grad_weight,
-       lambda F, g, out, x, weight, bias: g),
-      jvp=(lambda F, t, out, x, weight, bias: F.linear(t, weight, None),
-           lambda F, t, out, x, weight, bias: F.linear(x, t, None),
-           lambda F, t, out, x, weight, bias: t),
-      check=_check_linear, node_name="AddmmBackward0")
+# With a bias AddmmBackward0, without MmBackward0, as PyTorch's 2-D linear (for more dims
+# PyTorch adds a view node over these; one node here).
+for _name, _node in (("linear", "AddmmBackward0"), ("linear.mm", "MmBackward0")):
+    defop(_name, _linear_fwd,
+          (_linear_grad_input,
+           _linear_grad_weight,
+           lambda F, g, out, x, weight, bias: g),
+          jvp=(lambda F, t, out, x, weight, bias: F.linear(t, weight, None),
+               lambda F, t, out, x, weight, bias: F.linear(x, t, None),
+               lambda F, t, out, x, weight, bias: t),
+          check=_check_linear, node_name=_node)
 
 
 # --------------------------------------------------------------------------- im2col / col2im

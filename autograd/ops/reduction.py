@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from .. import backend
-from ..dispatch import OPS, SELF_ADJOINT, apply_op, defcomposite, defop, linear_in
+from ..dispatch import OPS, SELF_ADJOINT, apply_op, defcomposite, defop, expose, linear_in
 
 
 def norm_dims(dim, ndim: int):
@@ -42,18 +42,41 @@ def _sum_vjp(F, g, out, x, dim=None, keepdim=False):
     return F.expand(g, shape=x.shape)
 
 
-defop("sum", _sum_fwd, (_sum_vjp,), jvp=linear_in(0), meta=(0,), public="sum", methods="sum")
+# Over all dims SumBackward0, over some (``sum.dim_IntList``) SumBackward1, as PyTorch's.
+_SUM = defop("sum", _sum_fwd, (_sum_vjp,), jvp=linear_in(0), meta=(0,))
+_SUM_DIM = defop("sum.dim", _sum_fwd, (_sum_vjp,), jvp=linear_in(0), meta=(0,),
+                 node_name="SumBackward1")
 
 
-@defcomposite("mean", public="mean", methods="mean")
+@expose(public="sum", methods="sum")
+def sum(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """Sum over ``dim`` (an int or a tuple; all dims by default)."""
+    return apply_op(_SUM if dim is None else _SUM_DIM, (x,), {"dim": dim, "keepdim": keepdim})
+
+
+# NOTE: a primitive for PyTorch's node (MeanBackward0 over all dims, MeanBackward1 over
+# some) and one node instead of two; its value is PyTorch's, sum / n (the composite's
+# sum * (1/n) could differ in the last bit).
+def _mean_fwd(xp, x, dim=None, keepdim=False):
+    total = xp.sum(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim)
+    n = _count(x.shape, dim)
+    return total / n if n else total + xp.nan   # PyTorch: the mean of nothing is NaN
+
+
+def _mean_vjp(F, g, out, x, dim=None, keepdim=False):
+    # PyTorch's _safe_size: a zero-size reduction divides by 1.
+    return _sum_vjp(F, g, out, x, dim, keepdim) / max(_count(x.shape, dim), 1)
+
+
+_MEAN = defop("mean", _mean_fwd, (_mean_vjp,), jvp=linear_in(0), meta=(0,))
+_MEAN_DIM = defop("mean.dim", _mean_fwd, (_mean_vjp,), jvp=linear_in(0), meta=(0,),
+                  node_name="MeanBackward1")
+
+
+@expose(public="mean", methods="mean")
 def mean(x, dim=None, keepdim=False):
-    """Mean over ``dim`` (all dims by default)."""
-    dims = norm_dims(dim, x.ndim)
-    count = 1
-    for i, s in enumerate(x.shape):
-        if dims is None or i in dims:
-            count *= s
-    return x.sum(dim=dim, keepdim=keepdim) * (1.0 / max(count, 1))
+    """Mean over ``dim`` (an int or a tuple; all dims by default)."""
+    return apply_op(_MEAN if dim is None else _MEAN_DIM, (x,), {"dim": dim, "keepdim": keepdim})
 
 
 def _kept(F, t, shape, dim, keepdim):
@@ -98,6 +121,10 @@ def _extreme_jvp(F, t, out, x, dim=None, keepdim=False):
 
 defop("amax", _amax_fwd, (_extreme_vjp,), jvp=(_extreme_jvp,), node_name="AmaxBackward0")
 defop("amin", _amin_fwd, (_extreme_vjp,), jvp=(_extreme_jvp,), node_name="AminBackward0")
+# max()/min() over all of a tensor: PyTorch's MaxBackward1/MinBackward1, whose rule
+# (evenly_distribute_backward) shares the gradient among ties as amax's does.
+defop("max.full", _amax_fwd, (_extreme_vjp,), jvp=(_extreme_jvp,), node_name="MaxBackward1")
+defop("min.full", _amin_fwd, (_extreme_vjp,), jvp=(_extreme_jvp,), node_name="MinBackward1")
 
 
 # max/min along one dim: values and indices (nout=2); the gradient goes to the index.
@@ -247,27 +274,68 @@ def _divisor(n: int, correction) -> float:
     return 1.0 / d if d > 0 else math.inf
 
 
-@defcomposite("var", public="var", methods="var")
+def _correction(unbiased, correction):
+    """PyTorch's: ``correction`` wins; else ``unbiased`` (default True) is 1, False 0."""
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+# NOTE: var and std are primitives for PyTorch's nodes (VarBackward0, StdBackward0) and one
+# node instead of five; the forward is the composite's arithmetic, the sum of squared
+# deviations times 1 / (N - correction).
+def _var_fwd(xp, x, dim=None, correction=1, keepdim=False):
+    c = x - _mean_fwd(xp, x, dim, True)
+    ss = xp.sum(c * c, axis=norm_dims(dim, x.ndim), keepdims=keepdim)
+    return ss * _divisor(_count(x.shape, dim), correction)
+
+
+def _var_vjp(F, g, out, x, dim=None, correction=1, keepdim=False):
+    """PyTorch's var_backward: 2 / (N - correction) * g * (x - mean)."""
+    scale = 2.0 * _divisor(_count(x.shape, dim), correction)
+    return _kept(F, g, x.shape, dim, keepdim) * (x - F.mean(x, dim=dim, keepdim=True)) * scale
+
+
+def _std_vjp(F, g, out, x, dim=None, correction=1, keepdim=False):
+    """PyTorch's std_backward: var's rule at g / (2 std), zero where std is 0 (a constant
+    group), where the plain quotient would give NaN."""
+    scaled = _safe_recip_scale(F, _kept(F, g, x.shape, dim, keepdim),
+                               _kept(F, out, x.shape, dim, keepdim), 1)
+    return scaled * (x - F.mean(x, dim=dim, keepdim=True)) * _divisor(_count(x.shape, dim), correction)
+
+
+def _reduction_jvp(vjp):
+    """Forward-mode rule of a reduction from its reverse rule: each entry's partial
+    derivative (the rule at g = 1) times its tangent, summed over the reduced dims."""
+
+    def jvp(F, t, out, x, *args, dim=None, keepdim=False, **kwargs):
+        ones = F.zeros_like(out) + 1.0
+        return _reduce_like(F, vjp(F, ones, out, x, *args, dim=dim, keepdim=keepdim, **kwargs)
+                            * t, dim, keepdim)
+
+    return jvp
+
+
+defop("var", _var_fwd, (_var_vjp,), jvp=(_reduction_jvp(_var_vjp),))
+defop("std", lambda xp, x, dim=None, correction=1, keepdim=False:
+      xp.sqrt(_var_fwd(xp, x, dim, correction, keepdim)), (_std_vjp,),
+      jvp=(_reduction_jvp(_std_vjp),))
+
+
+@expose(public="var", methods="var")
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance over ``dim``; ``correction`` (or ``unbiased``: 1 or 0) is subtracted from N."""
-    if correction is None:
-        correction = 1 if unbiased is None or unbiased else 0
-    centered = x - x.mean(dim=dim, keepdim=True)
-    n = _count(x.shape, dim)
-    return (centered * centered).sum(dim=dim, keepdim=keepdim) * _divisor(n, correction)
+    norm_dims(dim, x.ndim)
+    return apply_op(OPS["var"], (x,), {"dim": dim, "correction": _correction(unbiased, correction),
+                                       "keepdim": keepdim})
 
 
-@defcomposite("std", public="std", methods="std")
+@expose(public="std", methods="std")
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """Standard deviation: the 2-norm of the centered values over sqrt(N - correction).
-
-    Through the norm rather than ``sqrt(var)``: the norm's rule gives a zero gradient where
-    the result is 0 (a constant row), as PyTorch's std does, where sqrt's would give NaN."""
-    if correction is None:
-        correction = 1 if unbiased is None or unbiased else 0
-    centered = x - x.mean(dim=dim, keepdim=True)
-    n = _count(x.shape, dim)
-    return vector_norm(centered, 2, dim, keepdim) * math.sqrt(_divisor(n, correction))
+    """Standard deviation over ``dim``: the square root of :func:`var`."""
+    norm_dims(dim, x.ndim)
+    return apply_op(OPS["std"], (x,), {"dim": dim, "correction": _correction(unbiased, correction),
+                                       "keepdim": keepdim})
 
 
 # --------------------------------------------------------------------------- vector norms
@@ -322,15 +390,8 @@ def _vector_norm_vjp(F, g, out, x, ord=2, dim=None, keepdim=False):  # noqa: A00
     return scaled * _safe_recip_scale(F, g, n, ord - 1)
 
 
-def _vector_norm_jvp(F, t, out, x, ord=2, dim=None, keepdim=False):  # noqa: A002
-    """A reduction's tangent: each entry's partial derivative (the reverse rule at g = 1)
-    times its tangent, summed over the reduced dims."""
-    ones = F.zeros_like(out) + 1.0
-    return _reduce_like(F, _vector_norm_vjp(F, ones, out, x, ord, dim, keepdim) * t, dim,
-                        keepdim)
-
-
-defop("linalg_vector_norm", _vector_norm_fwd, (_vector_norm_vjp,), jvp=(_vector_norm_jvp,),
+defop("linalg_vector_norm", _vector_norm_fwd, (_vector_norm_vjp,),
+      jvp=(_reduction_jvp(_vector_norm_vjp),),
       node_name="LinalgVectorNormBackward0")
 
 
@@ -393,3 +454,19 @@ def _sort_jvp(F, t, out, x, dim=-1, descending=False, stable=False):
 
 
 defop("sort", _sort_fwd, (_sort_vjp,), jvp=(_sort_jvp,), nout=2, meta=(0,))
+
+
+# topk: the first k of the sort, as one op with PyTorch's node (TopkBackward0); its rules are
+# sort's (the gradient goes back to the selected indices).
+def _topk_fwd(xp, x, k, dim, largest=True, sorted=True):  # noqa: A002 - PyTorch's names
+    values, idx = _sort_fwd(xp, x, dim, descending=largest)
+    if x.ndim == 0:
+        return values, idx
+    key = (slice(None),) * dim + (slice(0, k),)
+    return xp.ascontiguousarray(values[key]), xp.ascontiguousarray(idx[key])
+
+
+defop("topk", _topk_fwd,
+      (lambda F, g, out, x, k, dim, largest=True, sorted=True: _sort_vjp(F, g, out, x, dim),),
+      jvp=(lambda F, t, out, x, k, dim, largest=True, sorted=True: _sort_jvp(F, t, out, x, dim),),
+      nout=2, meta=(0,))

@@ -209,3 +209,88 @@ defop("tril", lambda xp, x, diagonal=0: xp.tril(x, diagonal),
 defop("triu", lambda xp, x, diagonal=0: xp.triu(x, diagonal),
       (lambda F, g, out, x, diagonal=0: F.triu(g, diagonal=diagonal),), jvp=linear_in(0),
       public="triu", methods="triu")
+
+
+# --------------------------------------------------------------------------- repeat
+
+
+def _repeat_vjp(F, g, out, x, sizes):
+    """Each copy's gradient summed back: g as (r0, s0, r1, s1, ...), summed over the r's."""
+    shape = (1,) * (len(sizes) - len(x.shape)) + tuple(x.shape)
+    split = []
+    for r, s in zip(sizes, shape):
+        split += [r, s]
+    summed = F.sum(F.reshape(g, shape=tuple(split)), dim=tuple(range(0, len(split), 2)))
+    return F.reshape(summed, shape=x.shape)
+
+
+# NOTE: a primitive for PyTorch's node (RepeatBackward0) and one node instead of three.
+defop("repeat", lambda xp, x, sizes: xp.tile(x, sizes), (_repeat_vjp,), jvp=linear_in(0),
+      meta=(0,))
+
+
+# --------------------------------------------------------------------------- strided views
+
+
+def _strided(xp, x, shape, strides):
+    """A view of ``x`` with these sizes and byte strides (writeable, as PyTorch's views: an
+    in-place op on it writes into ``x``)."""
+    return xp.lib.stride_tricks.as_strided(x, shape=tuple(shape), strides=tuple(strides))
+
+
+def _diagonal_fwd(xp, x, offset=0, dim1=0, dim2=1):
+    planes = xp.moveaxis(x, (dim1, dim2), (-2, -1))
+    n1, n2 = planes.shape[-2:]
+    start1, start2 = (0, offset) if offset >= 0 else (-offset, 0)
+    length = max(0, min(n1 - start1, n2 - start2))
+    corner = planes[..., start1:start1 + length, start2:start2 + length]
+    return _strided(xp, corner, corner.shape[:-2] + (length,),
+                    corner.strides[:-2] + (corner.strides[-2] + corner.strides[-1],))
+
+
+def _diagonal_backward_fwd(xp, g, shape, offset=0, dim1=0, dim2=1):
+    z = xp.zeros(shape, dtype=g.dtype)
+    _diagonal_fwd(xp, z, offset, dim1, dim2)[...] = g
+    return z
+
+
+# diagonal: a view (DiagonalBackward0), its adjoint puts the gradient on the diagonal of zeros.
+defop("diagonal", _diagonal_fwd,
+      (lambda F, g, out, x, offset=0, dim1=0, dim2=1: F.diagonal_backward(
+          g, shape=x.shape, offset=offset, dim1=dim1, dim2=dim2),),
+      jvp=linear_in(0), meta=(0,), view=True)
+defop("diagonal_backward", _diagonal_backward_fwd,
+      (lambda F, g, out, x, shape, offset=0, dim1=0, dim2=1: F.diagonal(
+          g, offset=offset, dim1=dim1, dim2=dim2),), jvp=linear_in(0))
+
+
+def _unfold_fwd(xp, x, dimension, size, step):
+    """Windows of ``size`` every ``step`` along ``dimension``, as a new last dim (a view)."""
+    if x.ndim == 0:
+        return x.reshape(1)
+    n = (x.shape[dimension] - size) // step + 1
+    shape = x.shape[:dimension] + (n,) + x.shape[dimension + 1:] + (size,)
+    stride = x.strides[dimension]
+    strides = x.strides[:dimension] + (stride * step,) + x.strides[dimension + 1:] + (stride,)
+    return _strided(xp, x, shape, strides)
+
+
+def _unfold_backward_fwd(xp, g, shape, dimension, size, step):
+    """Each window's gradient added back where it was read (windows may overlap)."""
+    z = xp.zeros(shape, dtype=g.dtype)
+    if not z.ndim:
+        return g.reshape(())
+    n = g.shape[dimension]
+    for k in range(size):
+        key = (slice(None),) * dimension + (slice(k, k + step * (n - 1) + 1, step),)
+        z[key] += g[..., k]
+    return z
+
+
+defop("unfold", _unfold_fwd,
+      (lambda F, g, out, x, dimension, size, step: F.unfold_backward(
+          g, shape=x.shape, dimension=dimension, size=size, step=step),),
+      jvp=linear_in(0), meta=(0,), view=True)
+defop("unfold_backward", _unfold_backward_fwd,
+      (lambda F, g, out, x, shape, dimension, size, step: F.unfold(
+          g, dimension=dimension, size=size, step=step),), jvp=linear_in(0))

@@ -115,7 +115,8 @@ def test_colour_by_self_or_total_time():
 
 def test_node_details_show_the_graph_around_a_node(gpt):
     cols = gpt.data.event_columns
-    mm = next(i for i in np.flatnonzero(cols["scope"] == B) if gpt.data.name_of(int(i)) == "MmBackward0")
+    # attention's batched matmul: BmmBackward0, as torch's (under its UnsafeViewBackward0)
+    mm = next(i for i in np.flatnonzero(cols["scope"] == B) if gpt.data.name_of(int(i)) == "BmmBackward0")
     d = node_details(gpt, int(mm))
     assert d["forward_op"] == "matmul" and d["node_id"] is not None
     assert d["next_nodes"] and d["fed_by"]

@@ -1,0 +1,136 @@
+"""Loss primitives: mse_loss and binary_cross_entropy_with_logits, under PyTorch's nodes
+(MseLossBackward0, BinaryCrossEntropyWithLogitsBackward0).
+
+NOTE: primitives for those nodes and for one node instead of four to eight; the values are
+the composites' they replace (the elementwise loss, then its mean, sum or nothing).
+
+Each input's rule is its elementwise partial derivative of the unreduced loss times the
+gradient, over N for a mean; the forward-mode rule is the same partial times the tangent,
+reduced as the forward.
+"""
+from __future__ import annotations
+
+from ..dispatch import defop
+from .elementwise import _softplus_fwd
+
+
+
+def _reduce_fwd(xp, loss, reduction):
+    if reduction == "none":
+        return loss
+    total = xp.sum(loss)
+    return total if reduction == "sum" else (total / loss.size if loss.size else total + xp.nan)
+
+
+def _reduce(F, values, reduction):
+    """A forward-mode tangent, reduced as the forward reduces the loss."""
+    if reduction == "none":
+        return values
+    return F.sum(values) if reduction == "sum" else F.mean(values)
+
+
+def _per_element(g, reduction, input):  # noqa: A002
+    """The loss's gradient per element: g (a 0-d gradient broadcasts), over N for a mean."""
+    if reduction != "mean":
+        return g
+    n = 1
+    for s in input.shape:
+        n *= s
+    return g / max(n, 1)
+
+
+def _jvp(partial):
+    """Forward-mode rule from an elementwise partial derivative: reduced as the forward."""
+
+    def rule(F, t, out, input, target, *rest, reduction="mean"):  # noqa: A002
+        return _reduce(F, partial(F, input, target, *rest) * t, reduction)
+
+    return rule
+
+
+# --------------------------------------------------------------------------- mse_loss
+
+
+def _mse_fwd(xp, input, target, reduction="mean"):  # noqa: A002 - PyTorch's names
+    d = input - target
+    return _reduce_fwd(xp, d * d, reduction)
+
+
+def _mse_d_input(F, input, target):  # noqa: A002
+    return (input - target) * 2.0
+
+
+def _mse_d_target(F, input, target):  # noqa: A002
+    return (target - input) * 2.0
+
+
+# (Rules name their inputs: what a node saves is read from them.)
+defop("mse_loss", _mse_fwd,
+      (lambda F, g, out, input, target, reduction="mean":
+       _per_element(g, reduction, input) * _mse_d_input(F, input, target),
+       lambda F, g, out, input, target, reduction="mean":
+       _per_element(g, reduction, input) * _mse_d_target(F, input, target)),
+      jvp=(_jvp(_mse_d_input), _jvp(_mse_d_target)), node_name="MseLossBackward0")
+
+
+# --------------------------------------------------------------------------- BCE with logits
+
+
+def _bce_logits_fwd(xp, input, target, weight=None, pos_weight=None, reduction="mean"):  # noqa: A002
+    """``(1 - t) x + (1 + (pw - 1) t) softplus(-x)``, stable for large |x|."""
+    sp = _softplus_fwd(xp, -input)
+    if pos_weight is None:
+        loss = (1 - target) * input + sp
+    else:
+        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce_fwd(xp, loss, reduction)
+
+
+def _weighted(d, weight):
+    return d if weight is None else d * weight
+
+
+def _bce_d_input(F, input, target, weight=None, pos_weight=None):  # noqa: A002
+    """PyTorch's: sigmoid(x) - t; with pos_weight (pw t + 1 - t) sigmoid(x) - pw t."""
+    s = F.sigmoid(input)
+    if pos_weight is None:
+        return _weighted(s - target, weight)
+    pt = pos_weight * target
+    return _weighted((pt + 1 - target) * s - pt, weight)
+
+
+def _bce_d_target(F, input, target, weight=None, pos_weight=None):  # noqa: A002
+    """PyTorch's: -x; with pos_weight -x + (pw - 1) softplus(-x)."""
+    if pos_weight is None:
+        return _weighted(-input, weight)
+    return _weighted((pos_weight - 1) * F.softplus(-input) - input, weight)
+
+
+def _bce_d_weight(F, input, target, weight=None, pos_weight=None):  # noqa: A002
+    # PyTorch has no derivative for weight and pos_weight (it raises); the composite this
+    # replaces had them, so they stay.
+    sp = F.softplus(-input)
+    if pos_weight is None:
+        return (1 - target) * input + sp
+    return (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
+
+
+def _bce_d_pos_weight(F, input, target, weight=None, pos_weight=None):  # noqa: A002
+    return _weighted(target * F.softplus(-input), weight)
+
+
+def _bce_rule(partial):
+    def rule(F, g, out, input, target, weight, pos_weight, reduction="mean"):  # noqa: A002
+        return _per_element(g, reduction, input) * partial(F, input, target, weight, pos_weight)
+
+    return rule
+
+
+defop("binary_cross_entropy_with_logits", _bce_logits_fwd,
+      tuple(_bce_rule(p) for p in (_bce_d_input, _bce_d_target, _bce_d_weight,
+                                   _bce_d_pos_weight)),
+      jvp=tuple(_jvp(p) for p in (_bce_d_input, _bce_d_target, _bce_d_weight,
+                                  _bce_d_pos_weight)),
+      node_name="BinaryCrossEntropyWithLogitsBackward0")
