@@ -23,13 +23,20 @@ defop("reshape", _reshape_fwd, (lambda F, g, out, x, shape: F.reshape(g, shape=x
 
 
 def _squeeze_fwd(xp, x, dims):
-    # The size-1 dims among ``dims`` go (others stay, as PyTorch ignores them).
+    # The size-1 dims among ``dims`` (negatives count from the end) go; others stay, as
+    # PyTorch ignores them.
+    dims = {d % x.ndim for d in dims} if x.ndim else ()
     return x.reshape(tuple(n for i, n in enumerate(x.shape) if n != 1 or i not in dims))
 
 
 # unsqueeze and squeeze are reshapes, under PyTorch's nodes: squeeze() SqueezeBackward0,
 # squeeze(dim) SqueezeBackward1, squeeze(dims) SqueezeBackward2.
-defop("unsqueeze", lambda xp, x, dim: x.reshape(x.shape[:dim] + (1,) + x.shape[dim:]),
+def _unsqueeze_fwd(xp, x, dim):
+    dim %= x.ndim + 1    # a negative dim counts from the end of the result (rules pass -2)
+    return x.reshape(x.shape[:dim] + (1,) + x.shape[dim:])
+
+
+defop("unsqueeze", _unsqueeze_fwd,
       (lambda F, g, out, x, dim: F.reshape(g, shape=x.shape),),
       jvp=linear_in(0), meta=(0,), view=True, node_name="UnsqueezeBackward0")
 # (Named as PyTorch's overloads, aten::squeeze.dim and aten::squeeze.dims.)
