@@ -512,7 +512,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None, generator=None):
     """``softmax(q k^T * scale + mask) v`` over (..., L, E) / (..., S, E) / (..., S, Ev).
-    ``attn_mask``: bool (True = attend) or float (added); ``is_causal`` masks the future."""
+    ``attn_mask``: bool (True = attend) or float (added); ``is_causal`` masks the future. A
+    query whose mask hides every key gets zeros (and no gradient), as PyTorch's since 2.5."""
     if query.shape[-1] != key.shape[-1]:
         raise RuntimeError(f"scaled_dot_product_attention: query has head size "
                            f"{query.shape[-1]}, key has {key.shape[-1]} (shapes "
@@ -539,7 +540,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
             scores = masked_fill(scores, ops.logical_not(attn_mask), -math.inf)
         else:
             scores = scores + attn_mask
-    attn = softmax(scores, -1)
+    # PyTorch's safe softmax (since 2.5): a query whose mask hides every key gets zeros,
+    # not NaN, so a padding row does not poison the loss and its gradients.
+    attn = _call("_safe_softmax", scores, dim=scores.ndim - 1)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True, generator=generator)
     return attn @ value

@@ -291,31 +291,57 @@ def row_dot(xp, a, b, dims=(-1,)):
 
 # NOTE: softmax and log_softmax are primitives for numerics (the max is subtracted before exp,
 # so large logits never overflow) and speed (one node, and the rules reuse the output).
-def _softmax_fwd(xp, x, dim):
+def _minus_row_max(xp, x, dim):
+    """(``x`` minus its max along ``dim``, that max): a row all -inf (a fully masked
+    attention row) or holding +inf gives NaN silently, as PyTorch's softmax does, where NumPy
+    warns."""
+    m = xp.max(x, axis=dim, keepdims=True)
+    with numpy.errstate(invalid="ignore"):
+        return x - m, m
+
+
+def _softmax_fwd(xp, x, dim, safe=False):
     if x.shape[dim] == 0:   # nothing to normalise (and no max to take): an empty result
         return x.copy()
-    e = xp.exp(x - xp.max(x, axis=dim, keepdims=True))
+    e, m = _minus_row_max(xp, x, dim)
+    xp.exp(e, out=e)
     e /= row_sum(xp, e, (dim,))
+    return _zero_empty_rows(xp, e, m) if safe else e
+
+
+def _zero_empty_rows(xp, e, m):
+    """``e`` with the rows whose max ``m`` is -inf (every entry -inf: an attention row with
+    nothing to attend to) at 0 instead of NaN, as PyTorch's _safe_softmax (which its
+    scaled_dot_product_attention uses): their gradient is then 0 too, by softmax's rule."""
+    empty = m == -xp.inf
+    if xp is not numpy or empty.any():      # (no host sync on a GPU: always the copy)
+        xp.copyto(e, e.dtype.type(0), where=empty)
     return e
 
 
 def _log_softmax_fwd(xp, x, dim):
     if x.shape[dim] == 0:
         return x.copy()
-    shifted = x - xp.max(x, axis=dim, keepdims=True)
+    shifted, _ = _minus_row_max(xp, x, dim)
     shifted -= xp.log(row_sum(xp, xp.exp(shifted), (dim,)))
     return shifted
 
 
 # softmax's Jacobian, diag(out) - out outᵀ, is symmetric: the reverse rule is the forward one.
-defop("softmax", _softmax_fwd,
-      (lambda F, g, out, x, dim: out * (g - F.sum(g * out, dim=dim, keepdim=True)),),
-      jvp=SELF_ADJOINT)
+def _softmax_vjp(F, g, out, x, dim):
+    return out * (g - F.sum(g * out, dim=dim, keepdim=True))
+
+
+defop("softmax", _softmax_fwd, (_softmax_vjp,), jvp=SELF_ADJOINT)
+# scaled_dot_product_attention's softmax under a mask: softmax, with fully masked rows at 0.
+defop("_safe_softmax", lambda xp, x, dim: _softmax_fwd(xp, x, dim, safe=True), (_softmax_vjp,),
+      jvp=SELF_ADJOINT, node_name="SafeSoftmaxBackward0")
 
 
 def _scaled_softmax_fwd(xp, x, scale=1.0, causal=False):
     """softmax(x * scale) over the last dim, with the future (column > row) at -inf when
-    ``causal``: attention's weights in one pass of temporaries, computed in place."""
+    ``causal``: attention's weights in one pass of temporaries, computed in place. A row all
+    -inf gives 0s, as scaled_dot_product_attention's safe softmax does."""
     if xp is numpy and x.size:
         out = _softmax_by_one_shift(x, scale, causal)
         if out is not None:
@@ -325,10 +351,10 @@ def _scaled_softmax_fwd(xp, x, scale=1.0, causal=False):
         out += _causal_mask(xp, out, 0.0)
     if out.shape[-1] == 0:
         return out
-    out -= xp.max(out, axis=-1, keepdims=True)
+    out, m = _minus_row_max(xp, out, -1)
     xp.exp(out, out=out)
     out /= row_sum(xp, out)
-    return out
+    return _zero_empty_rows(xp, out, m)
 
 
 def _causal_mask(xp, out, value):

@@ -359,7 +359,10 @@ def _sdpa_ref(q, k, v, causal, mask=None):
         s = np.where(np.triu(np.ones(s.shape[-2:], bool), 1), -np.inf, s)
     if mask is not None:
         s = np.where(mask, s, -np.inf)
-    return _softmax(s, -1) @ v
+    with np.errstate(invalid="ignore"):
+        weights = _softmax(s, -1)
+    # torch (since 2.5): a query with every key masked attends to nothing: zeros, not NaN.
+    return np.where(np.isneginf(s).all(-1, keepdims=True), 0.0, weights) @ v
 
 
 CASES += [
@@ -702,6 +705,12 @@ CASES += [
            lambda q, k, v, m: _sdpa_ref(q, k, v, False, m), ins(rnd(3, 4), rnd(5, 4), rnd(5, 2),
                                                                lambda rng: rng.uniform(size=(3, 5)) > 0.3),
            nondiff=(3,), name="sdpa_bool_mask"),
+    OpCase("_safe_softmax",
+           lambda q, k, v, m: AF.scaled_dot_product_attention(q, k, v, attn_mask=m),
+           lambda q, k, v, m: _sdpa_ref(q, k, v, False, m), ins(rnd(3, 4), rnd(5, 4), rnd(5, 2),
+                                                               lambda rng: np.array([[1, 0, 1, 1, 0], [0, 0, 0, 0, 0],
+                                                                         [0, 1, 1, 0, 1]], bool)),
+           nondiff=(3,), name="sdpa_query_with_every_key_masked"),
 ]
 
 

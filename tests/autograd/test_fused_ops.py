@@ -139,7 +139,7 @@ def _nan_row(scores):
 
 
 def _masked_row(scores):
-    scores[0, 1, 2] = -np.inf   # every column masked: NaN, as PyTorch's softmax gives
+    scores[0, 1, 2] = -np.inf   # every column masked: 0s, as scaled_dot_product_attention gives
     return scores
 
 
@@ -167,9 +167,12 @@ def test_scaled_softmax_one_shift_matches_the_row_shift(make, causal):
     ref = scores.astype(np.float32).astype(np.float64) * 0.5
     if causal:
         ref = np.where(np.triu(np.ones((8, 8), bool), 1), -np.inf, ref)
+    # A row with nothing to attend to: 0s (torch's safe softmax in attention), not NaN.
+    empty = np.isneginf(ref).all(-1, keepdims=True)
     with np.errstate(invalid="ignore"):
         ref = np.exp(ref - ref.max(-1, keepdims=True))
         ref /= ref.sum(-1, keepdims=True)
+    ref = np.where(empty, 0.0, ref)
     got = got.numpy()
     assert got.dtype == np.float32
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
@@ -187,3 +190,32 @@ def test_layer_norm_of_no_rows_gives_zero_parameter_gradients():
     for p in (w, b):
         assert p.grad.shape == (3, 4) and p.grad.dtype == np.float32
         np.testing.assert_array_equal(p.grad.numpy(), np.zeros((3, 4), np.float32))
+
+
+@pytest.mark.parametrize("float_mask", [False, True])
+def test_attention_query_with_every_key_masked_gets_zeros(float_mask):
+    """torch 2.13: scaled_dot_product_attention gives 0s (not NaN) for a query whose mask hides
+    every key, and that query adds nothing to any gradient: the gradients equal those of the
+    same attention without that query."""
+    rng = np.random.default_rng(5)
+    qa, ka, va = (rng.standard_normal(s) for s in ((3, 4), (5, 4), (5, 2)))
+    keep = np.array([[1, 0, 1, 1, 0], [0, 0, 0, 0, 0], [0, 1, 1, 0, 1]], bool)
+    weights = np.arange(1.0, 7.0).reshape(3, 2)      # d loss / d out, per query row
+
+    def run(rows):
+        q, k, v = (ag.tensor(a, requires_grad=True) for a in (qa[rows], ka, va))
+        m = keep[rows]
+        mask = ag.tensor(np.where(m, 0.0, -np.inf)) if float_mask else ag.tensor(m)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        (out * ag.tensor(weights[rows])).sum().backward()
+        return out.detach().numpy(), q.grad.numpy(), k.grad.numpy(), v.grad.numpy()
+
+    out, gq, gk, gv = run([0, 1, 2])
+    np.testing.assert_array_equal(out[1], 0.0)
+    np.testing.assert_array_equal(gq[1], 0.0)
+    assert not np.isnan(gq).any() and not np.isnan(gk).any() and not np.isnan(gv).any()
+    out2, gq2, gk2, gv2 = run([0, 2])
+    np.testing.assert_allclose(out[[0, 2]], out2, rtol=1e-12)
+    np.testing.assert_allclose(gq[[0, 2]], gq2, rtol=1e-12)
+    np.testing.assert_allclose(gk, gk2, rtol=1e-12)
+    np.testing.assert_allclose(gv, gv2, rtol=1e-12)
