@@ -81,13 +81,13 @@ def test_graph_opens_readable_and_reacts(dash_duo, gpt, shot):
     wait_until(lambda: _cy(dash_duo, "return cy.nodes().length;") > before, what="group expanded",
                show=lambda: _cy(dash_duo, "return [cy.nodes().length, cy.nodes(':selected').map(n => n.id())];"))
 
-    # Expand all; search again: every MmBackward0 highlighted, the first centred.
+    # Expand all; search again: every (Add|B)mmBackward0 highlighted, the first centred.
     dash_duo.find_element("#gr-expand").click()
     wait_until(lambda: _cy(dash_duo, "return cy.nodes('.collapsed').length;") == 0, what="expanded")
     shot("graph_gpt_expanded")
     search.send_keys(Keys.CONTROL, "a")
     search.send_keys("MmBackward\n")
-    # The first match is selected and centred (AddmmBackward0 and MmBackward0 both match).
+    # The first match is selected and centred (AddmmBackward0 and attention's BmmBackward0 match).
     wait_until(lambda: _cy(dash_duo, "const n = cy.nodes('.found:selected')[0]; const p = n.renderedPosition();"
                                      "return Math.abs(p.x - cy.width()/2) < 40 && Math.abs(p.y - cy.height()/2) < 40;"),
                what="found node centred")
@@ -95,9 +95,9 @@ def test_graph_opens_readable_and_reacts(dash_duo, gpt, shot):
     shot("graph_gpt_search")
 
     # A click on the found node: its times, edges and the forward op that created it.
-    _cy(dash_duo, "cy.center(cy.nodes('.found').filter(n => n.data('label') === 'MmBackward0')[0]); return 1;")
-    _click_node(dash_duo, "cy.nodes('.found').filter(n => n.data('label') === 'MmBackward0')[0]")
-    dash_duo.wait_for_text_to_equal("#gr-details-name", "MmBackward0", timeout=10)
+    _cy(dash_duo, "cy.center(cy.nodes('.found').filter(n => n.data('label') === 'BmmBackward0')[0]); return 1;")
+    _click_node(dash_duo, "cy.nodes('.found').filter(n => n.data('label') === 'BmmBackward0')[0]")
+    dash_duo.wait_for_text_to_equal("#gr-details-name", "BmmBackward0", timeout=10)
     details = dash_duo.find_element("#gr-details").text
     for word in ("self CPU", "created by forward op", "matmul", "gradient flows into", "graph node id", "input shapes"):
         assert word in details, details
