@@ -25,7 +25,7 @@ FORWARD_OP_SORT_FIELDS = ("count", "self_cpu_time_total", "cpu_time_total", "sel
                           "backward_count")
 FORWARD_OP_EXPLAINED = ("Self: the op's own time and that of the backward nodes it created itself; over "
                         "all rows it adds up to at most the profile total. Total: with the ops inside "
-                        "it and their backward nodes (mean includes its sum), so rows overlap, as CPU "
+                        "it and their backward nodes (cross_entropy includes its log_softmax), so rows overlap, as CPU "
                         "total does.")
 
 
