@@ -46,8 +46,8 @@ linear      1     1.000      4.000     2.500    2.500     3.500      6.500      
 matmul      1     3.000      3.000     0.000    0.000     3.000      3.000      0
 relu        1     0.500      0.500     0.800    0.800     1.300      1.300      1  ReluBackward0
 Self: the op's own time and that of the backward nodes it created itself; over all rows it adds up
-to at most the profile total. Total: with the ops inside it and their backward nodes (mean includes
-its sum), so rows overlap, as CPU total does.
+to at most the profile total. Total: with the ops inside it and their backward nodes (cross_entropy
+includes its log_softmax), so rows overlap, as CPU total does.
 """
 
 SHAPES = """\
