@@ -123,8 +123,12 @@ class OpNode(Node):
             if out is not None and not isinstance(out, tuple):
                 vals = [tuple(out), *vals[1:]]
         attrs = self._attrs
-        rules = op.vjp
         edges = self.next_edges
+        if op.joint is not None and F is not TensorF:
+            # One call for every input that needs a gradient (shared intermediates).
+            needs = tuple([e is not None for e in edges])
+            return list(op.joint(F, g, *vals, needs=needs, **attrs))
+        rules = op.vjp
         result = [None] * len(edges)
         # rule(F, g, out, *inputs, **attrs), for each input with somewhere to send a gradient.
         for i, edge in enumerate(edges):
@@ -194,17 +198,19 @@ def _fill_missing(node, grads, F):
 class OpDef:
     """One primitive: its forward, its backward rules and what its node saves."""
 
-    __slots__ = ("name", "record_name", "fwd", "vjp", "nout", "differentiable", "view",
+    __slots__ = ("name", "record_name", "fwd", "vjp", "joint", "nout", "differentiable", "view",
                  "moves_device", "node_cls", "_uses_out", "_uses_in", "_meta", "_plans", "check",
                  "jvp", "doc", "input_names", "simple")
 
-    def __init__(self, name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device):
+    def __init__(self, name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device,
+                 joint=None):
         self.name = name
         # An overload ("sum.dim", for its own node, SumBackward1) is recorded and named in
         # errors by its base name, as PyTorch's profiler shows aten::sum for both.
         self.record_name = name.partition(".")[0]
         self.fwd = fwd
         self.vjp = tuple(vjp) if vjp is not None else ()
+        self.joint = joint
         self.nout = nout
         self.differentiable = any(r is not None for r in self.vjp)
         self.view = view
@@ -261,7 +267,7 @@ class OpDef:
 def defop(name: str, fwd, vjp=(), *, jvp=None, nout: int = 1, view=False, meta=(),
           node_name: str | None = None, check=None, doc: str = "",
           moves_device: bool = False, public=(), methods=(), reflected=(),
-          inplace=()) -> OpDef:
+          inplace=(), joint=None) -> OpDef:
     """Register a primitive op: its forward, its reverse and forward-mode rules, and the
     public function and Tensor methods that call it.
 
@@ -294,13 +300,18 @@ def defop(name: str, fwd, vjp=(), *, jvp=None, nout: int = 1, view=False, meta=(
         methods: Tensor method name(s) bound to the same function (``("add", "__add__")``).
         reflected: Tensor method name(s) with the operands swapped (``"__radd__"``).
         inplace: Tensor method name(s) that write the result into ``self`` (``"add_"``).
+        joint: ``joint(F, g, out, *inputs, needs, **attrs)`` giving every input's gradient in
+            one call (None where ``needs[i]`` is false), for an op whose gradients share work
+            (layer_norm's statistics): a node runs it instead of the rules when its backward
+            is on arrays. The rules stay for the differentiable backward and decide what is
+            saved, so ``joint`` reads only what the rules of the inputs it serves read.
 
     Returns:
         The :class:`OpDef`, also in ``OPS[name]``.
     """
     if name in OPS:
         raise ValueError(f"op '{name}' is already registered")
-    op = OpDef(name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device)
+    op = OpDef(name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device, joint)
     op.jvp = _forward_rules(op, jvp)
     OPS[name] = op
     ArrayF._add(op)

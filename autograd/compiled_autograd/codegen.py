@@ -305,15 +305,20 @@ def _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_r
             args[0] = "_o0"
     kw = ", **_n._attrs" if entry["attrs"] else ""
     argstr = ", ".join(args)
+    if op.joint is not None:   # every gradient in one call, as the node's apply does on arrays
+        lhs = ", ".join("_" if r is None else v(r) for r in outs)
+        needs = tuple(e is not None for e in entry["edges"])
+        emit(f"{ind}{lhs}, = {const(op.joint, 'J')}(F, {g}, {argstr}, needs={needs!r}{kw})")
     for i, e in enumerate(entry["edges"]):
         if e is None:
             continue
         rule = op.vjp[i]
         r = outs[i]
-        if rule is None:
-            emit(f"{ind}{v(r)} = None")
-            continue
-        emit(f"{ind}{v(r)} = {const(rule, 'R')}(F, {g}, {argstr}{kw})")
+        if op.joint is None:
+            if rule is None:
+                emit(f"{ind}{v(r)} = None")
+                continue
+            emit(f"{ind}{v(r)} = {const(rule, 'R')}(F, {g}, {argstr}{kw})")
         meta = program.nodes_info[e[0]]["meta"][e[1]]
         validate(r, meta[0], meta[1], "_n", i, (k, i), ind)
     end_record()

@@ -6,7 +6,6 @@ primitives for speed or numerics, each with a ``NOTE`` saying which.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy
 
@@ -577,20 +576,6 @@ def _layer_norm_fwd(xp, input, weight=None, bias=None, normalized_shape=(), eps=
     return out
 
 
-class _LastNormalized(threading.local):
-    """The centered input and 1 / std a layer_norm node's input rule computed, for its weight
-    rule, which OpNode.apply calls next (a node's rules run in input order): one
-    recomputation instead of two. Keyed by the saved input array itself (held, so its id is
-    not reused), eps and the normalized shape, on which alone they depend; taken once."""
-
-    key = None
-    centered = None
-    rstd = None
-
-
-_LAST_NORMALIZED = _LastNormalized()
-
-
 def _ln_stats(F, input, normalized_shape, eps):  # noqa: A002
     """(xhat, rstd, dims, n), recomputed from the input: with primitives when the backward is
     differentiable (and in forward mode), on arrays in place otherwise.
@@ -617,51 +602,52 @@ def _ln_project(F, d, xhat, rstd, dims, n):
 
 
 def _ln_grad_input(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
-    if F is TensorF:
-        xhat, rstd, dims, n = _ln_stats(F, input, normalized_shape, eps)
-        return _ln_project(F, g if weight is None else g * weight, xhat, rstd, dims, n)
-    # Arrays: _ln_project's arithmetic in place on temporaries, with xhat = xc rstd left
-    # unformed (a pass fewer): rstd (d - mean(d) - xc rstd^2 mean(d xc)).
-    xp = F.xp
-    dims, n = _ln_dims(input, normalized_shape)
-    xc, rstd = _ln_moments(xp, input, dims, n, eps)
-    if weight is not None:   # the weight rule runs next and needs them too
-        last = _LAST_NORMALIZED
-        last.key, last.centered, last.rstd = (input, eps, normalized_shape), xc, rstd
-    d = g if weight is None else g * weight
-    mean_d = row_sum(xp, d, dims) * (1.0 / n)
-    k = row_dot(xp, d, xc, dims) * (1.0 / n)
-    k *= rstd
-    k *= rstd
-    d = d - mean_d if weight is None else xp.subtract(d, mean_d, out=d)
-    d -= xc * k
-    d *= rstd
-    return d
-
-
-def _ln_grad_weight(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
-    last = _LAST_NORMALIZED
-    key = last.key
-    if F is TensorF or key is None or key[0] is not input or key[1:] != (eps, normalized_shape):
-        return _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape, eps)
-    xc, rstd = last.centered, last.rstd
-    last.key = last.centered = last.rstd = None
-    if xc.shape == g.shape and xc.dtype == g.dtype:
-        xc *= g              # the input rule is done with it
-    else:
-        xc = g * xc
-    # sum over the rows of rstd g xc: one GEMV with rstd where xhat = xc rstd was a pass
-    rows = rstd.size
-    if xc.size and xc.flags.c_contiguous:
-        return F.xp.matmul(rstd.reshape(rows), xc.reshape(rows, xc.size // rows)).reshape(
-            normalized_shape)
-    xc *= rstd
-    return xc                # summed to the weight's shape by the engine
+    # The rules serve the differentiable backward (and decide what is saved); a backward on
+    # arrays runs _ln_joint.
+    xhat, rstd, dims, n = _ln_stats(F, input, normalized_shape, eps)
+    return _ln_project(F, g if weight is None else g * weight, xhat, rstd, dims, n)
 
 
 def _ln_by_normalized(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
     # weight's gradient (and its tangent's contribution): g * xhat, summed by the engine.
     return g * _ln_stats(F, input, normalized_shape, eps)[0]
+
+
+def _ln_joint(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5, *, needs):  # noqa: A002
+    """The gradients on arrays in one call: the statistics (x - mean, 1 / std) once for the
+    input's and the weight's, with xhat = xc rstd left unformed (a pass fewer)."""
+    grads = [None, None, g if needs[2] else None]
+    if not (needs[0] or needs[1]):
+        return grads
+    xp = F.xp
+    dims, n = _ln_dims(input, normalized_shape)
+    xc, rstd = _ln_moments(xp, input, dims, n, eps)
+    if needs[0]:
+        # _ln_project's arithmetic in place on temporaries: rstd (d - mean(d) - xc rstd^2
+        # mean(d xc)).
+        d = g if weight is None else g * weight
+        mean_d = row_sum(xp, d, dims) * (1.0 / n)
+        k = row_dot(xp, d, xc, dims) * (1.0 / n)
+        k *= rstd
+        k *= rstd
+        d = d - mean_d if weight is None else xp.subtract(d, mean_d, out=d)
+        d -= xc * k
+        d *= rstd
+        grads[0] = d
+    if needs[1]:
+        if xc.shape == g.shape and xc.dtype == g.dtype:
+            xc *= g              # the input's gradient is done with it
+        else:
+            xc = g * xc
+        # sum over the rows of rstd g xc: one GEMV with rstd where xhat = xc rstd was a pass
+        rows = rstd.size
+        if xc.size and xc.flags.c_contiguous:
+            grads[1] = xp.matmul(rstd.reshape(rows), xc.reshape(rows, xc.size // rows)).reshape(
+                normalized_shape)
+        else:
+            xc *= rstd
+            grads[1] = xc        # summed to the weight's shape by the engine
+    return grads
 
 
 def _ln_jvp_input(F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5):  # noqa: A002
@@ -671,14 +657,14 @@ def _ln_jvp_input(F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5)
 
 
 # NOTE: layer_norm is a primitive for speed, as PyTorch's native_layer_norm: one node, the
-# forward in place on one temporary, and one fused backward per input (the projection of the
-# gradient) where the composite made eleven nodes each way.
+# forward in place on one temporary, and one backward call for all inputs (the statistics
+# once, the projection of the gradient fused) where the composite made eleven nodes each way.
 defop("layer_norm", _layer_norm_fwd,
-      (_ln_grad_input, _ln_grad_weight,
+      (_ln_grad_input, _ln_by_normalized,
        lambda F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5: g),
       jvp=(_ln_jvp_input, _ln_by_normalized,
            lambda F, t, out, input, weight, bias, normalized_shape=(), eps=1e-5: t),
-      node_name="NativeLayerNormBackward0")
+      joint=_ln_joint, node_name="NativeLayerNormBackward0")
 
 
 # --------------------------------------------------------------------------- nll_loss

@@ -219,3 +219,47 @@ def test_attention_query_with_every_key_masked_gets_zeros(float_mask):
     np.testing.assert_allclose(gq[[0, 2]], gq2, rtol=1e-12)
     np.testing.assert_allclose(gk, gk2, rtol=1e-12)
     np.testing.assert_allclose(gv, gv2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("needs", [(True, True, True), (True, False, False), (False, True, False),
+                                   (False, False, True), (False, True, True), (True, True, False)])
+def test_layer_norm_backward_is_one_call_for_the_inputs_that_need_it(needs, monkeypatch):
+    """On arrays a layer_norm node computes its gradients in one call (the statistics once
+    for the input's and the weight's: defop's ``joint``), for exactly the inputs that need
+    one, and gives what the differentiable rules give; a compiled replay makes the same one
+    call and the same values, bit for bit."""
+    from gradtrace.autograd import compiled_autograd
+
+    rng = np.random.default_rng(7)
+    op = ag.OPS["layer_norm"]
+    joint, calls = op.joint, []
+    monkeypatch.setattr(op, "joint", lambda *a, **k: calls.append(k["needs"]) or joint(*a, **k))
+    arrays = (rng.standard_normal((3, 5, 6)), rng.uniform(0.5, 1.5, 6), rng.standard_normal(6))
+    up = ag.tensor(rng.standard_normal((3, 5, 6)))
+
+    def grads(mode):
+        x, w, b = (ag.tensor(a, requires_grad=n) for a, n in zip(arrays, needs))
+        want = [t for t in (x, w, b) if t.requires_grad]
+        if mode == "tensor":            # the rules, differentiably
+            return [g.detach().numpy() for g in ag.grad((F.layer_norm(x, (6,), w, b) * up).sum(), want,
+                                                        create_graph=True)]
+        if mode == "compiled":
+            with compiled_autograd.enable():
+                (F.layer_norm(x, (6,), w, b) * up).sum().backward()
+        else:
+            (F.layer_norm(x, (6,), w, b) * up).sum().backward()
+        return [t.grad.numpy() for t in want]
+
+    eager = grads("eager")
+    assert calls == [needs]
+    for got, ref in zip(eager, grads("tensor")):
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    compiled_autograd.reset()
+    for _ in range(3):                  # capture, then replays
+        calls.clear()
+        replayed = grads("compiled")
+        assert calls == [needs]
+        for got, ref in zip(replayed, eager):
+            np.testing.assert_array_equal(got, ref)
+    stats = compiled_autograd.stats()
+    assert stats["captures"] == 1 and stats["hits"] == 2 and stats["eager_fallbacks"] == 0
