@@ -589,15 +589,7 @@ def _basic_steps(shape, key):
 
     PyTorch's rules: a lone slice is always a ``slice`` (``x[:]`` too); in a tuple a whole-dim
     slice is skipped, and a key that changes nothing is an ``alias``."""
-    if key.__class__ is slice:
-        if not (_is_index(key.start) and _is_index(key.stop) and _is_index(key.step)):
-            return None
-        if not shape:
-            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
-        start, stop, step = key.indices(shape[0])
-        if step <= 0:
-            return None
-        return [("slice", {"dim": 0, "start": start, "end": builtins.max(stop, start), "step": step})]
+    lone = key.__class__ is slice
     items = key if key.__class__ is tuple else (key,)
     consumed = 0
     for k in items:
@@ -612,7 +604,8 @@ def _basic_steps(shape, key):
     if items.count(Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if consumed > len(shape):
-        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+        raise IndexError("slice() cannot be applied to a 0-dim tensor." if lone else
+                         f"too many indices for tensor of dimension {len(shape)}")
     ndim, shape = len(shape), list(shape)
     steps, dim = [], 0
     for k in items:
@@ -626,7 +619,7 @@ def _basic_steps(shape, key):
             start, stop, step = k.indices(shape[dim])
             if step <= 0:
                 return None
-            if (start, stop, step) != (0, shape[dim], 1):
+            if lone or (start, stop, step) != (0, shape[dim], 1):
                 stop = builtins.max(stop, start)
                 steps.append(("slice", {"dim": dim, "start": start, "end": stop, "step": step}))
                 shape[dim] = len(range(start, stop, step))

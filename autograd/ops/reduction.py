@@ -58,7 +58,7 @@ def sum(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
 # some) and one node instead of two; its value is PyTorch's, sum / n (the composite's
 # sum * (1/n) could differ in the last bit).
 def _mean_fwd(xp, x, dim=None, keepdim=False):
-    total = xp.sum(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim)
+    total = _sum_fwd(xp, x, dim, keepdim)
     n = _count(x.shape, dim)
     return total / n if n else total + xp.nan   # PyTorch: the mean of nothing is NaN
 

@@ -18,8 +18,13 @@ def _reshape_fwd(xp, x, shape):
     return x.reshape(shape)
 
 
-defop("reshape", _reshape_fwd, (lambda F, g, out, x, shape: F.reshape(g, shape=x.shape),),
-      jvp=linear_in(0), meta=(0,), view=True, node_name="ViewBackward0")
+def _to_input_shape(F, g, out, x, **attrs):
+    """The reverse rule of every reshape-like view (reshape, unsqueeze, squeeze): g as x's shape."""
+    return F.reshape(g, shape=x.shape)
+
+
+defop("reshape", _reshape_fwd, (_to_input_shape,), jvp=linear_in(0), meta=(0,), view=True,
+      node_name="ViewBackward0")
 
 
 def _squeeze_fwd(xp, x, dims):
@@ -36,14 +41,13 @@ def _unsqueeze_fwd(xp, x, dim):
     return x.reshape(x.shape[:dim] + (1,) + x.shape[dim:])
 
 
-defop("unsqueeze", _unsqueeze_fwd,
-      (lambda F, g, out, x, dim: F.reshape(g, shape=x.shape),),
-      jvp=linear_in(0), meta=(0,), view=True, node_name="UnsqueezeBackward0")
+defop("unsqueeze", _unsqueeze_fwd, (_to_input_shape,), jvp=linear_in(0), meta=(0,), view=True,
+      node_name="UnsqueezeBackward0")
 # (Named as PyTorch's overloads, aten::squeeze.dim and aten::squeeze.dims.)
 for _name, _node in (("squeeze", "SqueezeBackward0"), ("squeeze.dim", "SqueezeBackward1"),
                      ("squeeze.dims", "SqueezeBackward2")):
-    defop(_name, _squeeze_fwd, (lambda F, g, out, x, dims: F.reshape(g, shape=x.shape),),
-          jvp=linear_in(0), meta=(0,), view=True, node_name=_node)
+    defop(_name, _squeeze_fwd, (_to_input_shape,), jvp=linear_in(0), meta=(0,), view=True,
+          node_name=_node)
 # t(): the transpose of a 2-D tensor, a view of the tensor itself for fewer dims (TBackward0).
 defop("t", lambda xp, x: x.swapaxes(0, 1) if x.ndim == 2 else x.view(),
       (lambda F, g, out, x: F.t(g),), jvp=linear_in(0), view=True, node_name="TBackward0")
