@@ -40,7 +40,7 @@ from .dispatch import OPS, ArrayF, TensorF, _gradient_edge, apply_op
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
 from .node import GRAPH_EPOCH, AccumulateGrad, GraphRoot
 from .ops.shape import sum_to_shape
-from .tensor import Tensor
+from .tensor import _ENGINE_BACKWARD, Tensor
 
 __all__ = ["backward", "grad", "GraphTask"]
 
@@ -95,6 +95,11 @@ class GraphTask:
         self.F = self.F_dev = None
 
 
+# The compiled_autograd module once loaded (it imports this module, and puts itself here:
+# enable() can only have been called after that).
+COMPILED_AUTOGRAD: list = [None]
+
+
 def make_root_edges(tensors, grad_tensors, create_graph):
     """Validate roots and their gradients; returns (edges, grads)."""
     edges, grads = [], []
@@ -105,14 +110,20 @@ def make_root_edges(tensors, grad_tensors, create_graph):
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn")
         g = grad_tensors[i] if grad_tensors is not None else None
-        if g is None:
-            if t._data.size != 1:
+        if g is None:   # the implicit 1 of a scalar output: its shape and device by making
+            data = t._data
+            if data.size != 1:
                 raise RuntimeError(
                     f"grad can be implicitly created only for scalar outputs; element {i} has "
                     f"shape {list(t.shape)}: pass gradient= with that shape")
-            g = Tensor._make(t._device.xp.ones(t._data.shape, t._data.dtype), False, None, 0, [0],
-                             t._device)
-        elif not isinstance(g, Tensor):
+            # empty + fill: xp.ones is a Python function costing 2.5x this, once per backward
+            ones = t._device.xp.empty(data.shape, data.dtype)
+            ones.fill(1)
+            edges.append(_gradient_edge(t))
+            grads.append(Tensor._make(ones, False, None, 0, [0], t._device) if create_graph
+                         else ones)
+            continue
+        if not isinstance(g, Tensor):
             g = Tensor._make(t._device.xp.asarray(g, dtype=t._data.dtype), False, None, 0, [0],
                              t._device)
         if g.shape != t.shape:
@@ -149,9 +160,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         inputs: accumulate only into these tensors' ``.grad``.
     """
     # Compiled autograd (issue 9): inside compiled_autograd.enable(), delegate.
-    from . import compiled_autograd as _ca  # noqa: PLC0415 - it imports this module
-    if _ca.enabled_depth:
-        return _ca.run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
+    ca = COMPILED_AUTOGRAD[0]
+    if ca is not None and ca.enabled_depth:
+        return ca.run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
     edges, grads, task = _start_task(tensors, grad_tensors, retain_graph, create_graph,
                                      accumulate=True)
     if inputs is not None:
@@ -812,3 +823,6 @@ def _accumulate_into_tensor(t, g, create_graph, unshared=_UNSHARED_REFCOUNT):
 #: autograd runs the same loop with a recorder's pair in their place and ``validate`` False
 #: (its outputs are placeholders; the program it records validates when it runs).
 EAGER = (call_tensor_pre_hooks, call_function, True)
+
+
+_ENGINE_BACKWARD[0] = backward   # Tensor.backward's (see tensor._ENGINE_BACKWARD)

@@ -233,54 +233,60 @@ def has_callbacks() -> bool:
     return STATE.on
 
 
-_dtype_names: dict = {}
 _SCALAR = ((), "Scalar")
 # One object per distinct description (bounded: cleared when it grows past _MAX_DESCRIPTIONS),
 # so that a profiler can tell descriptions apart by id() instead of hashing nested tuples per
 # range (equal ones made across a clearing are two objects, which it interns by value).
+# Looked up by the inputs' raw shapes and dtypes (``_descriptions``): building the description
+# itself, with dtype names, only on a miss (``_by_value`` makes equal ones one object).
 _descriptions: dict = {}
+_by_value: dict = {}
 _MAX_DESCRIPTIONS = 1 << 16
 
 
 def _describe_inputs(inputs) -> tuple:
-    """(shape, dtype) for each input: arrays and tensors by their shape, scalars as ``()``.
-    A tuple, and the same tuple object for equal descriptions (see ``_descriptions``).
+    """(shape, dtype name) for each input: arrays and tensors by their shape, scalars as
+    ``()``. A tuple, and the same tuple object for equal descriptions (see ``_descriptions``).
 
     Runs once per recorded op when shapes are asked for, so the common inputs (tensors,
-    arrays, Python floats and ints) take plain attribute reads, and dtype names are cached
-    (``str`` of a dtype costs more than the rest of this function).
+    arrays, Python floats and ints) take plain attribute reads into a flat key of shapes,
+    dtypes and scalar classes, and one dict lookup finds the description.
     """
-    out = []
+    key = []
     for x in inputs:
         cls = x.__class__
         if cls is float or cls is int:   # the scalar operand of ``y * 2.0``: no lookups
-            out.append(_SCALAR)
+            key.append(cls)
             continue
         try:
             data = x._data               # a tensor's array
         except AttributeError:
             data = x
         try:
-            shape, dt = data.shape, data.dtype
-            name = _dtype_names[dt]
-        except AttributeError:
-            out.extend(_describe_other(x))
-            continue
-        except KeyError:
-            name = _dtype_names[dt] = str(dt)
-        out.append((shape, name))
-    out = tuple(out)
-    known = _descriptions.get(out)
+            key.append(data.shape)
+            key.append(data.dtype)
+        except AttributeError:           # a list of tensors, None, a string: described apart
+            return _intern(tuple(e for x in inputs for e in _describe_one(x)))
+    key = tuple(key)
+    known = _descriptions.get(key)
     if known is None:
         if len(_descriptions) >= _MAX_DESCRIPTIONS:
             _descriptions.clear()
-        known = _descriptions[out] = out
+            _by_value.clear()
+        known = _descriptions[key] = _intern(tuple(e for x in inputs for e in _describe_one(x)))
     return known
 
 
-def _describe_other(x) -> list:
-    """The description entries of an input that is neither a tensor, an array nor a float or
-    int: a scalar, a list of tensors (one entry each), anything else by its type's name."""
+def _intern(description: tuple) -> tuple:
+    return _by_value.setdefault(description, description)
+
+
+def _describe_one(x) -> list:
+    """The description entries of one input: a tensor or array by its shape and dtype name, a
+    scalar as ``()``, a list of tensors one entry each, anything else by its type's name."""
+    data = getattr(x, "_data", x)
+    if hasattr(data, "shape") and hasattr(data, "dtype"):
+        return [(data.shape, str(data.dtype))]
     if isinstance(x, (bool, int, float, complex)):
         return [_SCALAR]
     if isinstance(x, (list, tuple)) and x and all(hasattr(getattr(t, "_data", t), "shape") for t in x):

@@ -12,6 +12,10 @@ from .backend import CPU
 from .hooks import register
 from .node import GRAPH_EPOCH
 
+# engine.backward, put here by the engine as it loads (it imports this module, so this one
+# cannot import it back): an import inside Tensor.backward cost a microsecond per call.
+_ENGINE_BACKWARD: list = [None]
+
 __all__ = ["Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones",
            "empty", "full", "arange", "linspace", "eye", "randn", "rand", "randint",
            "zeros_like", "ones_like", "empty_like", "full_like", "randn_like", "rand_like",
@@ -236,8 +240,7 @@ class Tensor:
 
         ``compiled=True`` runs it through compiled autograd (``autograd.compiled_autograd``).
         """
-        from .engine import backward  # noqa: PLC0415
-
+        backward = _ENGINE_BACKWARD[0]
         if compiled:  # compiled autograd (issue 9): a pass-through
             from .compiled_autograd import run_backward as backward  # noqa: PLC0415
 

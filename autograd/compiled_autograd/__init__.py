@@ -36,6 +36,7 @@ different streams run eagerly (logged).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 
 from .. import engine as _engine
@@ -367,3 +368,7 @@ def _eager(edges, grads, keep, why) -> None:
     task = _engine.GraphTask(keep, False, accumulate=True)
     _engine.execute(task, edges, grads)
 
+
+
+# engine.backward delegates to run_backward while enabled_depth > 0 (see engine.COMPILED_AUTOGRAD).
+_engine.COMPILED_AUTOGRAD[0] = sys.modules[__name__]

@@ -134,8 +134,13 @@ def sum_over(xp, x, axes, shape):
         for s in x.shape[:len(axes)]:
             rows *= s
         x2 = x.reshape(rows, x.size // rows)
-        return xp.matmul(ones_vector(xp, rows, x.dtype), x2).reshape(shape)
-    return x.sum(axis=axes).reshape(shape)
+        out = xp.matmul(ones_vector(xp, rows, x.dtype), x2)
+    else:
+        out = x.sum(axis=axes)
+    # A reshape is a view even to the same shape, and a view's buffer cannot become ``.grad``
+    # (the engine copies it instead): reshaped only where the shape differs, or to make an
+    # array of the NumPy scalar that a reduction over every axis gives.
+    return out if out.shape == shape and out.ndim else out.reshape(shape)
 
 
 defop("expand", _expand_fwd, (lambda F, g, out, x, shape: F.sum_to_size(g, shape=x.shape),),

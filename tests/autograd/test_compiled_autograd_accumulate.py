@@ -103,3 +103,33 @@ def test_a_gradient_only_the_backward_holds_is_taken_over(compiled, monkeypatch)
     if compiled:
         src = ca.last_program().source
         assert any("_into(" in s for s in src.values())
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_bias_gradient_summed_over_the_batch_is_taken_over(compiled, dtype, monkeypatch):
+    """The bias's rule hands on the batch's gradient, summed down to the bias by the engine
+    (or by the program's folded sum); the sum is a new array nobody else holds, so ``.grad``
+    takes it over (a reshape to its own shape made a view of it, which had to be copied)."""
+    from gradtrace.autograd.compiled_autograd import codegen
+    from gradtrace.autograd.ops import shape
+
+    made = []
+    real = shape.sum_over
+
+    def spy(xp, x, axes, to):
+        r = real(xp, x, axes, to)
+        made.append(id(r))
+        return r
+
+    monkeypatch.setattr(shape, "sum_over", spy)
+    monkeypatch.setattr(codegen, "sum_over", spy)
+    lin = ag.nn.Linear(3, 4).to(dtype=dtype)
+    x = ag.ones((5, 3), dtype=dtype)
+    with ca.enable() if compiled else ca.disable():
+        for _ in range(3):
+            lin.bias.grad = None
+            made.clear()
+            lin(x).sum().backward()
+            assert id(lin.bias.grad._data) in made
+            assert lin.bias.grad.tolist() == [5.0] * 4

@@ -146,3 +146,32 @@ def test_no_callback_means_no_record_object_and_no_allocation_in_record_function
     with rf.add_global_callback(lambda rec: None, lambda rec, ctx: None):
         ag.ones(2) * 2
     assert made
+
+
+_T = ag.ones((2, 3))
+
+
+@pytest.mark.parametrize("inputs, expected", [
+    ((_T, 2.0), (((2, 3), "float32"), ((), "Scalar"))),
+    ((_T, 2), (((2, 3), "float32"), ((), "Scalar"))),
+    ((_T, True), (((2, 3), "float32"), ((), "Scalar"))),
+    ((np.zeros(4, np.int64),), (((4,), "int64"),)),
+    ((np.float64(1.5), _T), (((), "float64"), ((2, 3), "float32"))),
+    (([_T, ag.zeros(5, dtype=np.float64)], 0), (((2, 3), "float32"), ((5,), "float64"), ((), "Scalar"))),
+    ((_T, None, "mean"), (((2, 3), "float32"), ((), "NoneType"), ((), "str"))),
+    ((), ()),
+])
+def test_input_descriptions(inputs, expected):
+    """(shape, dtype) per input, scalars as torch's profiler shows them (an empty shape), a
+    list of tensors one entry each; equal descriptions are one object (a profiler tells them
+    apart by id()), also when reached through different raw inputs (a float and an int)."""
+    desc = rf._describe_inputs(inputs)
+    assert desc == expected
+    assert rf._describe_inputs(inputs) is desc
+    assert rf._intern(tuple(expected)) is desc
+
+
+def test_equal_descriptions_are_one_object_across_input_kinds():
+    a = rf._describe_inputs((ag.ones(3), 2.0))
+    assert rf._describe_inputs((ag.ones(3), 7)) is a
+    assert rf._describe_inputs((np.ones(3, np.float32), 1.0)) is a
