@@ -11,7 +11,7 @@ import math
 import numpy
 
 from .. import backend, ops
-from ..dispatch import TensorF, defcomposite
+from ..dispatch import OPS, TensorF, apply_inplace, defcomposite
 from ..grad_mode import no_grad
 from ..ops import _call
 from ..ops.nn import conv2d_input_grad, conv_out_size
@@ -553,7 +553,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
 # composites of existing primitives: their gradients come from the op table.
 
 __all__ += [
-    "elu", "selu", "celu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "mish",
+    "elu", "selu", "celu", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "relu_",
+    "hardsigmoid", "hardswish", "mish",
     "logsigmoid", "softsign", "softmin", "glu", "normalize", "cosine_similarity",
     "pairwise_distance", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle", "unfold",
     "max_pool1d", "avg_pool1d", "adaptive_max_pool2d", "adaptive_avg_pool1d", "instance_norm",
@@ -596,17 +597,43 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
     return _inplace(input, where(input > 0, input, neg), inplace)
 
 
-@defcomposite("hardtanh")
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):  # noqa: A002
-    """``x`` clamped to [min_val, max_val]."""
+    """``x`` clamped to [min_val, max_val]; the gradient passes strictly inside the bounds
+    (HardtanhBackward0, as PyTorch's, in place too)."""
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val {min_val} cannot be greater than max_val {max_val}")
-    return _inplace(input, ops.clamp(input, min=min_val, max=max_val), inplace)
+    attrs = {"min_val": float(min_val), "max_val": float(max_val)}
+    if inplace:
+        return apply_inplace(OPS["hardtanh"], input, (), attrs)
+    return _call("hardtanh", input, **attrs)
+
+
+def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):  # noqa: A002
+    """In-place :func:`hardtanh`."""
+    return hardtanh(input, min_val, max_val, inplace=True)
 
 
 def relu6(input, inplace: bool = False):  # noqa: A002
-    """``min(max(0, x), 6)``."""
+    """``min(max(0, x), 6)``: hardtanh on [0, 6], as PyTorch's (HardtanhBackward0)."""
     return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False):  # noqa: A002
+    """``value`` where ``x <= threshold``, else ``x`` (ThresholdBackward0, as PyTorch's)."""
+    if inplace:
+        return threshold_(input, threshold, value)
+    return _call("threshold", input, threshold=threshold, value=value)
+
+
+def threshold_(input, threshold: float, value: float):  # noqa: A002
+    """In-place :func:`threshold` (ThresholdBackward1, as PyTorch's)."""
+    return apply_inplace(OPS["threshold.inplace"], input, (),
+                         {"threshold": threshold, "value": value})
+
+
+def relu_(input):  # noqa: A002
+    """In-place :func:`relu`."""
+    return input.relu_()
 
 
 @defcomposite("hardsigmoid")

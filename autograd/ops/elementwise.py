@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import numpy
+
 from .. import backend
 from ..dispatch import SELF_ADJOINT, apply_inplace, apply_op, defop, expose
 from ..tensor import Tensor
@@ -125,8 +127,77 @@ defop("sqrt", lambda xp, x: xp.sqrt(x), (lambda F, g, out, x: g / (out * 2),), j
       public="sqrt", methods="sqrt", inplace="sqrt_")
 defop("tanh", lambda xp, x: xp.tanh(x), (lambda F, g, out, x: g * (1 - out * out),),
       jvp=SELF_ADJOINT, public="tanh", methods="tanh", inplace="tanh_")
-defop("relu", lambda xp, x: xp.maximum(x, 0), (lambda F, g, out, x: g * (out > 0),),
+
+# --------------------------------------------------------------------------- threshold-style rules
+
+# The signed integer of each float's size: a select done as a bit mask on the float's bits.
+_SAME_SIZE_INT = {numpy.dtype(numpy.float16): numpy.int16,
+                  numpy.dtype(numpy.float32): numpy.int32,
+                  numpy.dtype(numpy.float64): numpy.int64}
+_MINUS_ONE = numpy.int8(-1)
+
+
+def grad_unless(F, g, zero):
+    """``g``, with +0 where ``zero`` is true: PyTorch's threshold_backward select
+    (``zero ? 0 : g``), shared by every threshold-style rule (relu, threshold, hardtanh, the
+    shrinks). ``zero`` must be a fresh comparison result: on NumPy it is written into.
+
+    A select, not ``g * mask``: an inf or NaN gradient at a masked position must give 0 (the
+    product gives NaN, and a RuntimeWarning), and where ``zero`` is false (a NaN input: NaN <= 0
+    is false) the gradient passes whole. On NumPy the select is an AND of the gradient's bits
+    with a 0 / all-ones mask of the same-size integer, which costs about what the multiply
+    does, where ``numpy.where`` costs 2-3 times more (relu's backward is on every training
+    step). Anything else goes through ``F.where``: CuPy's where is one fused kernel already,
+    complex dtypes have no same-size integer, and under create_graph (tensors) the where
+    must be recorded as an op so that the gradient is differentiable again.
+    """
+    # A NumPy array gradient means an array backward (under create_graph it is a Tensor).
+    if g.__class__ is numpy.ndarray and zero.__class__ is numpy.ndarray and g.shape == zero.shape:
+        ints = _SAME_SIZE_INT.get(g.dtype)
+        if ints is not None:
+            # True (1) -> 0, False (0) -> -1, in one-byte ints (the cheapest pass), then
+            # sign-extended to all bits set by the cast.
+            mask = zero.view(numpy.int8)
+            mask += _MINUS_ONE
+            bits = mask.astype(ints)
+            bits &= g.view(ints)
+            return bits.view(g.dtype)
+    return F.where(zero, 0.0, g)
+
+
+# relu saves its result, as PyTorch's ReluBackward0: result <= 0 exactly where x <= 0, and a
+# NaN input gives a NaN result, which passes the gradient.
+defop("relu", lambda xp, x: xp.maximum(x, 0),
+      (lambda F, g, out, x: grad_unless(F, g, out <= 0),),
       jvp=SELF_ADJOINT, public="relu", methods="relu", inplace="relu_")
+
+
+def _threshold_fwd(xp, x, threshold, value):
+    # ``x <= threshold ? value : x``: a NaN input stays NaN.
+    return xp.where(x <= threshold, xp.asarray(value, x.dtype), x)
+
+
+def _threshold_vjp(F, g, out, x, threshold, value):
+    return grad_unless(F, g, x <= threshold)
+
+
+# torch.nn.functional.threshold; its in-place form is another node, ThresholdBackward1 (both
+# save the input: the in-place one gets a copy of the old values).
+defop("threshold", _threshold_fwd, (_threshold_vjp,), jvp=SELF_ADJOINT)
+defop("threshold.inplace", _threshold_fwd, (_threshold_vjp,), jvp=SELF_ADJOINT,
+      node_name="ThresholdBackward1")
+
+
+def _hardtanh_fwd(xp, x, min_val=-1.0, max_val=1.0):
+    return xp.clip(x, xp.asarray(min_val, x.dtype), xp.asarray(max_val, x.dtype))
+
+
+# NOTE: a primitive, not clamp: PyTorch's hardtanh (and relu6) is its own node whose gradient
+# passes only strictly inside (min_val, max_val) -- a boundary input gets 0, where clamp's
+# bounds are inclusive -- and a NaN input passes it.
+defop("hardtanh", _hardtanh_fwd,
+      (lambda F, g, out, x, min_val=-1.0, max_val=1.0:
+       grad_unless(F, g, (x <= min_val) | (x >= max_val)),), jvp=SELF_ADJOINT)
 
 # Comparisons: no gradient, boolean results.
 defop("eq", lambda xp, a, b: a == b, public="eq", methods="__eq__")

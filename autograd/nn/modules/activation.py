@@ -4,7 +4,7 @@ from __future__ import annotations
 from .. import functional as F
 from .module import Module
 
-__all__ = ["ELU", "SELU", "CELU", "ReLU6", "Hardtanh", "Hardsigmoid", "Hardswish", "Mish",
+__all__ = ["ELU", "SELU", "CELU", "ReLU6", "Hardtanh", "Threshold", "Hardsigmoid", "Hardswish", "Mish",
            "LogSigmoid", "Softsign", "Softmin", "GLU", "Softplus", "LogSoftmax"]
 
 
@@ -50,6 +50,19 @@ class Hardtanh(Module):
 
     def extra_repr(self):
         return (f"min_val={self.min_val}, max_val={self.max_val}"
+                + (", inplace=True" if self.inplace else ""))
+
+
+class Threshold(Module):
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        return (f"threshold={self.threshold}, value={self.value}"
                 + (", inplace=True" if self.inplace else ""))
 
 
