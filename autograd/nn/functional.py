@@ -15,7 +15,7 @@ from ..dispatch import OPS, TensorF, apply_inplace, defcomposite
 from ..grad_mode import no_grad
 from ..ops import _call
 from ..ops.nn import conv2d_input_grad, conv_out_size
-from ..ops import (cat, erf, gelu, leaky_relu, log_softmax, masked_fill, pad, sigmoid,  # noqa: F401
+from ..ops import (cat, erf, gelu, log_softmax, masked_fill, pad, sigmoid,  # noqa: F401
                    silu, softmax, softplus, where)
 from ..tensor import Tensor, default_generator
 
@@ -554,7 +554,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
 
 __all__ += [
     "elu", "selu", "celu", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "relu_",
-    "hardsigmoid", "hardswish", "mish",
+    "hardshrink", "softshrink", "tanhshrink", "hardsigmoid", "hardswish", "mish",
     "logsigmoid", "softsign", "softmin", "glu", "normalize", "cosine_similarity",
     "pairwise_distance", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle", "unfold",
     "max_pool1d", "avg_pool1d", "adaptive_max_pool2d", "adaptive_avg_pool1d", "instance_norm",
@@ -568,33 +568,39 @@ def _const(array, like):
     return Tensor._make(backend.to_device(arr, like.device), False, None, 0, [0], like.device)
 
 
-def _inplace(input, out, inplace):
-    return input.copy_(out) if inplace else out
-
-
 # --------------------------------------------------------------------------- activations
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+def _call_or_inplace(name, input, inplace, **attrs):  # noqa: A002
+    """The primitive ``name``, or in place writing into ``input``: through its
+    ``name.inplace`` twin where PyTorch names the in-place node apart (EluBackward1)."""
+    if inplace:
+        return apply_inplace(OPS.get(name + ".inplace") or OPS[name], input, (), attrs)
+    return _call(name, input, **attrs)
+
+
 def elu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
     """``x`` for x > 0, ``alpha * (exp(x) - 1)`` otherwise."""
-    return _inplace(input, _call("elu", input, alpha=float(alpha)), inplace)
+    return _call_or_inplace("elu", input, inplace, alpha=float(alpha))
 
 
-@defcomposite("selu")
 def selu(input, inplace: bool = False):  # noqa: A002
     """``scale * elu(x, alpha)`` with the self-normalising constants of Klambauer et al.
     (one EluBackward0, as PyTorch's)."""
-    return _inplace(input, _call("elu", input, alpha=_SELU_ALPHA, scale=_SELU_SCALE), inplace)
+    return _call_or_inplace("elu", input, inplace, alpha=_SELU_ALPHA, scale=_SELU_SCALE)
 
 
-@defcomposite("celu")
 def celu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
-    neg = ops.expm1(ops.clamp(input, max=0.0) * (1.0 / alpha)) * alpha
-    return _inplace(input, where(input > 0, input, neg), inplace)
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` (CeluBackward0)."""
+    return _call_or_inplace("celu", input, inplace, alpha=float(alpha))
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):  # noqa: A002
+    """``x`` for x > 0, ``negative_slope * x`` otherwise (LeakyReluBackward0/1)."""
+    return _call_or_inplace("leaky_relu", input, inplace, negative_slope=negative_slope)
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):  # noqa: A002
@@ -602,10 +608,8 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
     (HardtanhBackward0, as PyTorch's, in place too)."""
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val {min_val} cannot be greater than max_val {max_val}")
-    attrs = {"min_val": float(min_val), "max_val": float(max_val)}
-    if inplace:
-        return apply_inplace(OPS["hardtanh"], input, (), attrs)
-    return _call("hardtanh", input, **attrs)
+    return _call_or_inplace("hardtanh", input, inplace, min_val=float(min_val),
+                            max_val=float(max_val))
 
 
 def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):  # noqa: A002
@@ -619,16 +623,14 @@ def relu6(input, inplace: bool = False):  # noqa: A002
 
 
 def threshold(input, threshold: float, value: float, inplace: bool = False):  # noqa: A002
-    """``value`` where ``x <= threshold``, else ``x`` (ThresholdBackward0, as PyTorch's)."""
-    if inplace:
-        return threshold_(input, threshold, value)
-    return _call("threshold", input, threshold=threshold, value=value)
+    """``value`` where ``x <= threshold``, else ``x`` (ThresholdBackward0; in place
+    ThresholdBackward1, as PyTorch's)."""
+    return _call_or_inplace("threshold", input, inplace, threshold=threshold, value=value)
 
 
 def threshold_(input, threshold: float, value: float):  # noqa: A002
-    """In-place :func:`threshold` (ThresholdBackward1, as PyTorch's)."""
-    return apply_inplace(OPS["threshold.inplace"], input, (),
-                         {"threshold": threshold, "value": value})
+    """In-place :func:`threshold`."""
+    return _call_or_inplace("threshold", input, True, threshold=threshold, value=value)
 
 
 def relu_(input):  # noqa: A002
@@ -636,34 +638,49 @@ def relu_(input):  # noqa: A002
     return input.relu_()
 
 
-@defcomposite("hardsigmoid")
 def hardsigmoid(input, inplace: bool = False):  # noqa: A002
-    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between."""
-    return _inplace(input, ops.clamp(input + 3.0, min=0.0, max=6.0) * (1.0 / 6.0), inplace)
+    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between (HardsigmoidBackward0)."""
+    return _call_or_inplace("hardsigmoid", input, inplace)
 
 
-@defcomposite("hardswish")
 def hardswish(input, inplace: bool = False):  # noqa: A002
-    """``x * relu6(x + 3) / 6`` (MobileNetV3)."""
-    return _inplace(input, input * ops.clamp(input + 3.0, min=0.0, max=6.0) * (1.0 / 6.0),
-                    inplace)
+    """``x * relu6(x + 3) / 6`` (MobileNetV3; HardswishBackward0)."""
+    return _call_or_inplace("hardswish", input, inplace)
 
 
 def _softplus_stable(z):
-    # log(1 + exp(z)) = max(z, 0) + log1p(exp(-|z|)): no overflow for any z.
-    return ops.relu(z) + ops.log1p(ops.exp(-ops.abs(z)))
+    # log(1 + exp(z)) = -logsigmoid(-z): no overflow for any z, and the slope sigmoid(z)
+    # everywhere (0.5 at 0; a max/abs composite has one-sided kinks there).
+    return -_call("logsigmoid", -z)
 
 
-@defcomposite("mish")
 def mish(input, inplace: bool = False):  # noqa: A002
-    """``x * tanh(softplus(x))``."""
-    return _inplace(input, input * ops.tanh(_softplus_stable(input)), inplace)
+    """``x * tanh(softplus(x))`` (MishBackward0)."""
+    return _call_or_inplace("mish", input, inplace)
 
 
-@defcomposite("logsigmoid")
 def logsigmoid(input):  # noqa: A002
-    """``log(sigmoid(x)) = -softplus(-x)``, finite for any x (log of sigmoid underflows)."""
-    return -_softplus_stable(-input)
+    """``log(sigmoid(x)) = -softplus(-x)``, finite for any x (LogSigmoidBackward0)."""
+    return _call("logsigmoid", input)
+
+
+def hardshrink(input, lambd: float = 0.5):  # noqa: A002
+    """0 on ``[-lambd, lambd]``, ``x`` elsewhere (HardshrinkBackward0)."""
+    return _call("hardshrink", input, lambd=lambd)
+
+
+def softshrink(input, lambd: float = 0.5):  # noqa: A002
+    """``x`` moved ``lambd`` toward 0, 0 on ``[-lambd, lambd]`` (SoftshrinkBackward0)."""
+    if lambd < 0:
+        raise RuntimeError(f"softshrink: lambda must be greater or equal to 0, but found to "
+                           f"be {lambd}.")
+    return _call("softshrink", input, lambd=lambd)
+
+
+@defcomposite("tanhshrink")
+def tanhshrink(input):  # noqa: A002
+    """``x - tanh(x)`` (a composite in PyTorch too: SubBackward0)."""
+    return input - ops.tanh(input)
 
 
 @defcomposite("softsign")

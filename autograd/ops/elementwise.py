@@ -286,13 +286,31 @@ def _elu_fwd(xp, x, alpha=1.0, scale=1.0, input_scale=1.0):
 
 
 def _elu_vjp(F, g, out, x, alpha=1.0, scale=1.0, input_scale=1.0):
-    """PyTorch's elu_backward: x <= 0 takes the exponential branch's slope (alpha at 0)."""
+    """PyTorch's elu_backward: x <= 0 takes the exponential branch's slope (alpha at 0); the
+    rest, a NaN input included (NaN <= 0 is false), the linear one's."""
     slope = F.exp(F.clamp(x, max=0.0) * input_scale) * (alpha * scale * input_scale)
-    return F.where(x > 0, g * scale, g * slope)
+    return F.where(x <= 0, g * slope, g * scale)
 
 
-# aten::elu(alpha, scale, input_scale): selu is elu with scale, under the same node.
+# aten::elu(alpha, scale, input_scale): selu is elu with scale, under the same node; in place
+# (elu_, selu_) PyTorch's node is EluBackward1. Both save the input (in place, a copy).
 defop("elu", _elu_fwd, (_elu_vjp,), jvp=SELF_ADJOINT)
+defop("elu.inplace", _elu_fwd, (_elu_vjp,), jvp=SELF_ADJOINT, node_name="EluBackward1")
+
+
+def _celu_fwd(xp, x, alpha=1.0):
+    return _elu_fwd(xp, x, alpha, 1.0, 1.0 / alpha)
+
+
+def _celu_vjp(F, g, out, x, alpha=1.0):
+    return _elu_vjp(F, g, out, x, alpha, 1.0, 1.0 / alpha)
+
+
+# NOTE: celu is elu with input_scale = 1 / alpha (as PyTorch computes it), under its own node:
+# a composite on expm1 took its slope from expm1's output + 1, which loses the tail
+# (exp(-25) came out 4e-6 off in float64).
+defop("celu", _celu_fwd, (_celu_vjp,), jvp=SELF_ADJOINT)
+defop("celu.inplace", _celu_fwd, (_celu_vjp,), jvp=SELF_ADJOINT, node_name="CeluBackward1")
 
 
 def _softplus_fwd(xp, x, beta=1.0, threshold=20.0):
@@ -308,9 +326,91 @@ defop("softplus", _softplus_fwd,
        F.where(x * beta > threshold, g, g * F.sigmoid(x * beta)),), jvp=SELF_ADJOINT,
       public="softplus", doc="``log(1 + exp(beta x)) / beta``, computed stably; linear above "
       "``threshold`` (torch.nn.functional.softplus).")
-defop("leaky_relu", lambda xp, x, negative_slope=0.01: xp.where(x > 0, x, x * negative_slope),
-      (lambda F, g, out, x, negative_slope=0.01: F.where(x > 0, g, g * negative_slope),),
-      jvp=SELF_ADJOINT, public="leaky_relu")
+def _leaky_relu_fwd(xp, x, negative_slope=0.01):
+    return xp.where(x > 0, x, x * negative_slope)
+
+
+def _leaky_relu_vjp(F, g, out, x, negative_slope=0.01):
+    return F.where(x > 0, g, g * negative_slope)
+
+
+defop("leaky_relu", _leaky_relu_fwd, (_leaky_relu_vjp,), jvp=SELF_ADJOINT, public="leaky_relu")
+# In place, PyTorch's node is LeakyReluBackward1.
+defop("leaky_relu.inplace", _leaky_relu_fwd, (_leaky_relu_vjp,), jvp=SELF_ADJOINT,
+      node_name="LeakyReluBackward1")
+
+
+# NOTE: hardsigmoid, hardswish, logsigmoid and mish are primitives for PyTorch's gradients and
+# nodes: as composites of clamp, relu and abs their one-sided rules gave the wrong slope at
+# the kinks (logsigmoid'(0) came out 0, not 0.5; hardswish'(3) 1.5, not 1), NaN where an
+# inf gradient met a zero factor, and several nodes where PyTorch has one.
+def _hardsigmoid_fwd(xp, x):
+    return xp.clip(x + 3, 0, 6) / 6
+
+
+def _hardsigmoid_vjp(F, g, out, x):
+    # PyTorch's hardsigmoid_backward: grad / 6 strictly inside (-3, 3), 0 elsewhere and at NaN.
+    return grad_unless(F, g * (1.0 / 6.0), ~((x > -3.0) & (x < 3.0)))
+
+
+defop("hardsigmoid", _hardsigmoid_fwd, (_hardsigmoid_vjp,), jvp=SELF_ADJOINT)
+
+
+def _hardswish_fwd(xp, x):
+    return x * (xp.clip(x + 3, 0, 6) / 6)
+
+
+def _hardswish_vjp(F, g, out, x):
+    # PyTorch's hardswish_backward: 0 up to -3 (inclusive), x / 3 + 1/2 strictly below 3,
+    # from 3 on (and at NaN) the gradient itself.
+    return grad_unless(F, F.where(x < 3.0, g * (x * (1.0 / 3.0) + 0.5), g), x <= -3.0)
+
+
+defop("hardswish", _hardswish_fwd, (_hardswish_vjp,), jvp=SELF_ADJOINT)
+
+
+def _logsigmoid_fwd(xp, x):
+    # -(max(-x, 0) + log1p(exp(-|x|))): no overflow for any x, full precision in both tails.
+    return -(xp.maximum(-x, 0) + xp.log1p(xp.exp(-xp.abs(x))))
+
+
+defop("logsigmoid", _logsigmoid_fwd, (lambda F, g, out, x: g * F.sigmoid(-x),),
+      jvp=SELF_ADJOINT, node_name="LogSigmoidBackward0")
+
+
+def _mish_fwd(xp, x):
+    return x * xp.tanh(_softplus_fwd(xp, x))
+
+
+def _mish_vjp(F, g, out, x):
+    # PyTorch's mish_backward: tanh(softplus(x)) + x * sigmoid(x) * (1 - tanh(softplus(x))^2).
+    t = F.tanh(F.softplus(x))
+    return g * (t + x * F.sigmoid(x) * (1 - t * t))
+
+
+defop("mish", _mish_fwd, (_mish_vjp,), jvp=SELF_ADJOINT)
+
+
+def _shrink_zero(x, lambd):
+    # Both shrinks' backward: 0 on [-lambd, lambd], the gradient elsewhere and at NaN.
+    return (x >= -lambd) & (x <= lambd)
+
+
+def _hardshrink_fwd(xp, x, lambd=0.5):
+    return xp.where((x >= -lambd) & (x <= lambd), xp.zeros((), x.dtype), x)
+
+
+def _softshrink_fwd(xp, x, lambd=0.5):
+    # x - lambd above, x + lambd below, 0 between; NaN stays NaN.
+    return x - xp.clip(x, xp.asarray(-lambd, x.dtype), xp.asarray(lambd, x.dtype))
+
+
+defop("hardshrink", _hardshrink_fwd,
+      (lambda F, g, out, x, lambd=0.5: grad_unless(F, g, _shrink_zero(x, lambd)),),
+      jvp=SELF_ADJOINT)
+defop("softshrink", _softshrink_fwd,
+      (lambda F, g, out, x, lambd=0.5: grad_unless(F, g, _shrink_zero(x, lambd)),),
+      jvp=SELF_ADJOINT)
 # atan2(input, other) is the angle of the point (other, input): d/dinput = other / r²,
 # d/dother = -input / r², with r² = input² + other².
 defop("atan2", lambda xp, input, other: xp.arctan2(input, other),  # noqa: A006 - PyTorch's names

@@ -935,6 +935,13 @@ def _away(*shape):
     return make
 
 
+def _away_from_1(*shape):
+    """Values at least 0.2 away from the shrinks' kinks at -1 and 1."""
+    def make(rng):
+        return rng.choice([-2.0, -0.5, 0.5, 2.0], shape) + rng.uniform(-0.3, 0.3, shape)
+    return make
+
+
 def _softmax_np(a, axis):
     e = np.exp(a - a.max(axis, keepdims=True))
     return e / e.sum(axis, keepdims=True)
@@ -953,6 +960,17 @@ CASES += [
            ins(_away(3, 4))),
     OpCase("threshold.inplace", lambda x: AF.threshold(x * 1.0, 0.5, -1.5, inplace=True) * x,
            lambda x: np.where(x <= 0.5, -1.5, x) * x, ins(_away(3, 4)), name="threshold_inplace"),
+    OpCase("elu.inplace", lambda x: AF.elu(x * 1.0, 0.7, inplace=True) * x,
+           lambda x: np.where(x > 0, x, 0.7 * np.expm1(x)) * x, ins(_away(3, 4)), name="elu_inplace"),
+    OpCase("celu.inplace", lambda x: AF.celu(x * 1.0, 2.0, inplace=True) * x,
+           lambda x: np.where(x > 0, x, 2 * np.expm1(x / 2)) * x, ins(_away(3, 4)), name="celu_inplace"),
+    OpCase("leaky_relu.inplace", lambda x: AF.leaky_relu(x * 1.0, 0.2, inplace=True) * x,
+           lambda x: np.where(x > 0, x, 0.2 * x) * x, ins(_away(3, 4)), name="leaky_relu_inplace"),
+    OpCase("hardshrink", lambda x: AF.hardshrink(x, 1.0), lambda x: np.where(np.abs(x) <= 1, 0, x),
+           ins(_away_from_1(3, 4))),
+    OpCase("softshrink", lambda x: AF.softshrink(x, 1.0), lambda x: x - np.clip(x, -1, 1),
+           ins(_away_from_1(3, 4))),
+    OpCase("tanhshrink", AF.tanhshrink, lambda x: x - np.tanh(x), ins(rnd(3, 4))),
     OpCase("hardsigmoid", AF.hardsigmoid, lambda x: np.clip(x / 6 + 0.5, 0, 1), ins(_away(3, 4))),
     OpCase("hardswish", AF.hardswish, lambda x: x * np.clip(x + 3, 0, 6) / 6, ins(_away(3, 4))),
     OpCase("mish", AF.mish, lambda x: x * np.tanh(_sp(x)), ins(rnd(3, 4))),

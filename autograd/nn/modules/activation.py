@@ -4,7 +4,8 @@ from __future__ import annotations
 from .. import functional as F
 from .module import Module
 
-__all__ = ["ELU", "SELU", "CELU", "ReLU6", "Hardtanh", "Threshold", "Hardsigmoid", "Hardswish", "Mish",
+__all__ = ["ELU", "SELU", "CELU", "ReLU6", "Hardtanh", "Threshold", "Hardshrink", "Softshrink",
+           "Tanhshrink", "Hardsigmoid", "Hardswish", "Mish",
            "LogSigmoid", "Softsign", "Softmin", "GLU", "Softplus", "LogSoftmax"]
 
 
@@ -64,6 +65,28 @@ class Threshold(Module):
     def extra_repr(self):
         return (f"threshold={self.threshold}, value={self.value}"
                 + (", inplace=True" if self.inplace else ""))
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):  # noqa: A002
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input):  # noqa: A002
+        return F.softshrink(input, self.lambd)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):  # noqa: A002
+        return F.tanhshrink(input)
 
 
 class ReLU6(Hardtanh):
