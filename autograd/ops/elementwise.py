@@ -37,18 +37,20 @@ defop("neg", lambda xp, x: -x, (lambda F, g, out, x: -g,), jvp=SELF_ADJOINT,
 
 
 def _pow_grad_base(F, g, out, a, b):
-    """``g * b * a**(b-1)``, zero where ``b == 0`` (PyTorch's rule: no NaN from ``0**-1`` at
-    ``a == 0``). The exponent is made safe rather than the product masked, so that a second
-    derivative sees no inf either."""
+    """``g * b * a**(b-1)``, zero where ``b == 0`` (PyTorch's rule: a select, so no NaN from
+    ``0**-1`` at ``a == 0`` nor from an inf gradient). The exponent is made safe as well as
+    the product masked, so that a second derivative sees no inf either."""
     if not hasattr(b, "shape"):
-        return g * 0.0 if b == 0 else g * b * a ** (b - 1)
-    return g * b * a ** F.where(b == 0, 0.0, b - 1)
+        return F.zeros_like(g) if b == 0 else g * b * a ** (b - 1)
+    return grad_unless(F, g * b * a ** F.where(b == 0, 0.0, b - 1), b == 0)
 
 
 def _pow_grad_exponent(F, g, out, a, b):
-    """``g * a**b * log(a)``, zero where ``a == 0`` and ``b >= 0`` (PyTorch masks the same)."""
+    """``g * a**b * log(a)``, zero where ``a == 0`` and ``b >= 0`` (PyTorch masks the same;
+    below, 0**b * log(0) is -inf, as PyTorch's)."""
     if not hasattr(a, "shape"):
-        return g * 0.0 if a == 0 else g * out * math.log(a)
+        # 0**b is 0 or 1 for b >= 0 and inf below: out * log(0) is -out there.
+        return g * F.where(b >= 0, 0.0, -out) if a == 0 else g * out * math.log(a)
     return g * out * F.log(F.where((a == 0) & (b >= 0), 1.0, a))
 
 
@@ -250,7 +252,13 @@ defop("abs", lambda xp, x: xp.abs(x), (lambda F, g, out, x: g * F.sign(x),), jvp
       public="abs", methods=("abs", "__abs__"), inplace="abs_")
 # sign is piecewise constant: its gradient is zero, but it is differentiable (as PyTorch's),
 # so a backward through a sign-only path runs and gives zeros.
-defop("sign", lambda xp, x: xp.sign(x), (lambda F, g, out, x: F.zeros_like(g),),
+def _sign_fwd(xp, x):
+    # PyTorch's sign (and sgn, abs's slope) of NaN is 0; NumPy's is NaN.
+    s = xp.sign(x)
+    return xp.nan_to_num(s, copy=False, nan=0.0) if s.dtype.kind == "f" else s
+
+
+defop("sign", _sign_fwd, (lambda F, g, out, x: F.zeros_like(g),),
       jvp=SELF_ADJOINT, public="sign", methods="sign")
 
 
@@ -411,11 +419,19 @@ defop("hardshrink", _hardshrink_fwd,
 defop("softshrink", _softshrink_fwd,
       (lambda F, g, out, x, lambd=0.5: grad_unless(F, g, _shrink_zero(x, lambd)),),
       jvp=SELF_ADJOINT)
+def _atan2_recip(F, input, other):  # noqa: A002 - PyTorch's names
+    """1 / r², r² = input² + other², and 0 at the origin (PyTorch's: the gradient there is 0,
+    not 0/0). The inner where keeps the reciprocal finite for a second derivative."""
+    r2 = input * input + other * other
+    origin = r2 == 0
+    return F.where(origin, 0.0, 1.0 / F.where(origin, 1.0, r2))
+
+
 # atan2(input, other) is the angle of the point (other, input): d/dinput = other / r²,
-# d/dother = -input / r², with r² = input² + other².
+# d/dother = -input / r².
 defop("atan2", lambda xp, input, other: xp.arctan2(input, other),  # noqa: A006 - PyTorch's names
-      (lambda F, g, out, input, other: g * other / (input * input + other * other),
-       lambda F, g, out, input, other: -g * input / (input * input + other * other)),
+      (lambda F, g, out, input, other: g * other * _atan2_recip(F, input, other),
+       lambda F, g, out, input, other: -g * input * _atan2_recip(F, input, other)),
       jvp=SELF_ADJOINT, public=("atan2", "arctan2"), methods=("atan2", "arctan2"),
       inplace=("atan2_", "arctan2_"), doc="Elementwise arctangent of ``input / other`` in the "
       "quadrant of the point ``(other, input)`` (torch.atan2).")
@@ -493,13 +509,15 @@ defop("remainder", lambda xp, a, b: xp.remainder(a, b),
 
 
 def _xlogy_fwd(xp, x, y):
-    safe = xp.where(x == 0, 1, y)
-    return xp.where((x == 0) & ~xp.isnan(y), 0, x * xp.log(safe))
+    # The log of 1 where x == 0, so that 0 * log(0) is no NaN; a NaN y stays NaN (0 * NaN).
+    safe = xp.where((x == 0) & ~xp.isnan(y), 1, y)
+    return x * xp.log(safe)
 
 
-# xlogy(0, y) = 0 for any y but NaN; PyTorch's rules: d/dx = xlogy(x != 0, y), d/dy = x / y.
+# xlogy(0, y) = 0 for any y but NaN; PyTorch 2.13's rules: d/dx = xlogy(g, y), 0 where x == 0
+# and y <= 0 (log(2) at x == 0, y == 2); d/dy = x / y.
 defop("xlogy", _xlogy_fwd,
-      (lambda F, g, out, x, y: g * F.xlogy(F.to_dtype(x != 0, dtype=out.dtype), y),
+      (lambda F, g, out, x, y: grad_unless(F, F.xlogy(g, y), (x == 0) & (y <= 0)),
        lambda F, g, out, x, y: g * x / y), jvp=SELF_ADJOINT, public="xlogy", methods="xlogy")
 
 # Selections: the gradient goes to the input that was picked; maximum/minimum split a tie
@@ -510,9 +528,11 @@ defop("where", lambda xp, cond, a, b: xp.where(cond, a, b),
 
 
 def _picked(F, g, mine, other, bigger: bool):
-    """The share of ``g`` that ``mine`` gets: all where it wins, half on a tie."""
-    wins = mine > other if bigger else mine < other
-    return F.where(mine == other, g * 0.5, F.where(wins, g, 0.0))
+    """The share of ``g`` that ``mine`` gets: half on a tie, none where it loses, all
+    elsewhere -- a NaN on either side included, so both operands of a NaN result get the
+    gradient (PyTorch's ``where(self == other, grad / 2, grad).masked_fill_(self < other, 0)``)."""
+    loses = mine < other if bigger else mine > other
+    return grad_unless(F, F.where(mine == other, g * 0.5, g), loses)
 
 
 defop("maximum", lambda xp, a, b: xp.maximum(a, b),

@@ -1,0 +1,115 @@
+"""Selections and powers at special values (ties, NaN, 0, inf; inf and NaN upstream gradients),
+against PyTorch 2.13's answers (float64, from the same calls). PyTorch's rules there are
+selects (masked_fill / where), so a masked position gets 0 whatever the upstream gradient is.
+"""
+import numpy as np
+import pytest
+
+import gradtrace.autograd as ag
+
+# NaN answers (0 * inf, 0 / 0) are PyTorch's too: NumPy's warnings about them are expected.
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning",
+                                        "ignore:divide by zero encountered:RuntimeWarning")
+inf, nan = np.inf, np.nan
+
+
+def leaf(values):
+    return ag.tensor(np.array(values, dtype=np.float64), requires_grad=True)
+
+
+def grads(fn, inputs, upstream):
+    ts = [leaf(v) for v in inputs]
+    y = fn(*ts)
+    y.backward(ag.tensor(np.array(upstream, dtype=np.float64)))
+    return y, [t.grad.numpy() for t in ts]
+
+
+A = [1.0, 2.0, 2.0, nan, 1.0, nan, 0.0, -inf]
+B = [2.0, 1.0, 2.0, 1.0, nan, nan, -0.0, -inf]
+G = [inf, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, nan]
+
+# (fn, torch's values, torch's a.grad, torch's b.grad): a tie splits the gradient, a NaN on
+# either side gives both operands all of it, the loser gets 0 (also for an inf gradient).
+BINARY = [
+    ("maximum", ag.maximum, [2.0, 2.0, 2.0, nan, nan, nan, -0.0, -inf],
+     [0.0, 3.0, 2.0, 5.0, 6.0, 7.0, 4.0, nan], [inf, 0.0, 2.0, 5.0, 6.0, 7.0, 4.0, nan]),
+    ("minimum", ag.minimum, [1.0, 1.0, 2.0, nan, nan, nan, -0.0, -inf],
+     [inf, 0.0, 2.0, 5.0, 6.0, 7.0, 4.0, nan], [0.0, 3.0, 2.0, 5.0, 6.0, 7.0, 4.0, nan]),
+]
+
+
+@pytest.mark.parametrize("name,fn,values,grad_a,grad_b", BINARY, ids=[r[0] for r in BINARY])
+def test_maximum_minimum_match_torch(name, fn, values, grad_a, grad_b):
+    y, (ga, gb) = grads(fn, [A, B], G)
+    np.testing.assert_array_equal(y.detach().numpy(), values)
+    np.testing.assert_array_equal(ga, grad_a)
+    np.testing.assert_array_equal(gb, grad_b)
+
+
+# x.max() / x.min() (MaxBackward1 / MinBackward1): the gradient shared among ties, or among the
+# NaN entries when the result is NaN; the rest filled with 0 (torch's CPU rule).
+FULL = [
+    ("max ties", lambda t: t.max(), [1.0, 3.0, 3.0], 2.0, [0.0, 1.0, 1.0]),
+    ("max ties inf", lambda t: t.max(), [1.0, 3.0, 3.0], inf, [0.0, inf, inf]),
+    ("min ties inf", lambda t: t.min(), [1.0, 3.0, 1.0], inf, [inf, 0.0, inf]),
+    ("max nan", lambda t: t.max(), [nan, 3.0, nan], 2.0, [1.0, 0.0, 1.0]),
+    ("min nan inf", lambda t: t.min(), [nan, 3.0, nan], inf, [inf, 0.0, inf]),
+]
+
+
+@pytest.mark.parametrize("name,fn,x,upstream,grad", FULL, ids=[r[0] for r in FULL])
+def test_full_max_min_match_torch(name, fn, x, upstream, grad):
+    _, (gx,) = grads(fn, [x], upstream)
+    np.testing.assert_array_equal(gx, grad)
+
+
+# (fn, x, upstream, torch's node, torch's x.grad)
+POW = [
+    ("x**0", lambda t: t ** 0, [0.0, 2.0, -1.0, nan, inf], inf, "PowBackward0",
+     [0.0, 0.0, 0.0, 0.0, 0.0]),
+    ("x**zeros", lambda t: t ** ag.zeros(5, dtype=ag.float64), [0.0, 2.0, -1.0, nan, inf], inf,
+     "PowBackward1", [0.0, 0.0, 0.0, 0.0, 0.0]),
+    ("0**x", lambda t: 0 ** t, [-1.0, 0.0, 2.0, nan, -inf], 1.0, "PowBackward2",
+     [-inf, 0.0, 0.0, nan, -inf]),
+    ("0**x inf", lambda t: 0 ** t, [-1.0, 0.0, 2.0, nan, -inf], inf, "PowBackward2",
+     [-inf, nan, nan, nan, -inf]),
+]
+
+
+@pytest.mark.parametrize("name,fn,x,upstream,node,grad", POW, ids=[r[0] for r in POW])
+def test_pow_at_zero_matches_torch(name, fn, x, upstream, node, grad):
+    y, (gx,) = grads(fn, [x], [upstream] * len(x))
+    assert y.grad_fn.name() == node
+    np.testing.assert_array_equal(gx, grad)
+
+
+def test_xlogy_matches_torch():
+    x = [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, -1.0, 2.0, nan]
+    y = [2.0, -1.0, 0.0, nan, inf, nan, 2.0, 0.0, 1.0]
+    out, (gx, gy) = grads(ag.xlogy, [x, y], [1.0] * 9)
+    # torch 2.13: xlogy(0, nan) is nan; d/dx = xlogy(g, y), 0 where x == 0 and y <= 0
+    np.testing.assert_allclose(out.detach().numpy(),
+                               [0.0, 0.0, 0.0, nan, 0.0, nan, -0.6931471805599453, -inf, nan])
+    np.testing.assert_allclose(gx, [0.6931471805599453, 0.0, 0.0, nan, inf, nan,
+                                    0.6931471805599453, -inf, 0.0])
+    np.testing.assert_allclose(gy, [0.0, -0.0, nan, nan, 0.0, nan, -0.5, inf, nan])
+
+
+@pytest.mark.parametrize("upstream,grad_in,grad_other", [
+    (1.0, [0.0, 0.0, 0.0, 0.0, 1.0, nan, nan], [0.0, 0.0, 0.0, -1.0, 0.0, nan, nan]),
+    (inf, [nan, nan, nan, nan, inf, nan, nan], [nan, nan, nan, -inf, nan, nan, nan]),
+])
+def test_atan2_at_the_origin_matches_torch(upstream, grad_in, grad_other):
+    # torch: the gradient at (0, 0) is 0 (times the upstream gradient), not 0/0
+    _, (gi, go) = grads(ag.atan2, [[0.0, -0.0, 0.0, 1.0, 0.0, inf, nan],
+                                   [0.0, 0.0, -0.0, 0.0, 1.0, inf, 0.0]], [upstream] * 7)
+    np.testing.assert_array_equal(gi, grad_in)
+    np.testing.assert_array_equal(go, grad_other)
+
+
+def test_sign_and_abs_of_nan():
+    # torch: sign(nan) = 0 and abs's slope there (sgn) is 0
+    x = leaf([nan, -2.0, 0.0, 3.0])
+    np.testing.assert_array_equal(ag.sign(x).detach().numpy(), [0.0, -1.0, 0.0, 1.0])
+    ag.abs(x).backward(ag.tensor(np.array([5.0, 5.0, 5.0, 5.0])))
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, -5.0, 0.0, 5.0])
