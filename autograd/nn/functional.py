@@ -554,7 +554,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
 
 __all__ += [
     "elu", "selu", "celu", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "relu_",
-    "hardshrink", "softshrink", "tanhshrink", "hardsigmoid", "hardswish", "mish",
+    "hardshrink", "softshrink", "tanhshrink", "prelu", "hardsigmoid", "hardswish", "mish",
     "logsigmoid", "softsign", "softmin", "glu", "normalize", "cosine_similarity",
     "pairwise_distance", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle", "unfold",
     "max_pool1d", "avg_pool1d", "adaptive_max_pool2d", "adaptive_avg_pool1d", "instance_norm",
@@ -675,6 +675,21 @@ def softshrink(input, lambd: float = 0.5):  # noqa: A002
         raise RuntimeError(f"softshrink: lambda must be greater or equal to 0, but found to "
                            f"be {lambd}.")
     return _call("softshrink", input, lambd=lambd)
+
+
+def prelu(input, weight):  # noqa: A002
+    """``x`` for x > 0, ``weight * x`` otherwise; ``weight`` has one entry or one per channel
+    (dim 1), viewed to broadcast there as PyTorch does (PreluKernelBackward0)."""
+    n = weight.numel()
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if n != 1 and n != channels:
+        raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size: "
+                           f"weight has {n} entries, input of shape {list(input.shape)} has "
+                           f"{channels} channels")
+    shape = [1] * input.ndim
+    if input.ndim >= 2:
+        shape[1] = n
+    return _call("prelu", input, ops.reshape(weight, tuple(shape)))
 
 
 @defcomposite("tanhshrink")

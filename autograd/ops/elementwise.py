@@ -589,6 +589,90 @@ defop("clamp.Tensor", _clamp_tensor_fwd,
       (_clamp_vjp, _clamp_tensor_vjp_min, _clamp_tensor_vjp_max), jvp=SELF_ADJOINT,
       node_name="ClampBackward0")
 
+# clamp_min / clamp_max: one bound, their own nodes in PyTorch (ClampMinBackward0 for a number,
+# ClampMinBackward1 for a tensor bound, likewise for max); the input's gradient passes where
+# the bound is not above (below) it, as clamp's, and a tensor bound gets the rest.
+def _clamp_min_fwd(xp, x, min):  # noqa: A002 - PyTorch's names
+    return xp.maximum(x, min if hasattr(min, "dtype") else xp.asarray(min, x.dtype))
+
+
+def _clamp_max_fwd(xp, x, max):  # noqa: A002
+    return xp.minimum(x, max if hasattr(max, "dtype") else xp.asarray(max, x.dtype))
+
+
+_CLAMP_MIN = defop("clamp_min", _clamp_min_fwd,
+                   (lambda F, g, out, x, min: F.where(x >= min, g, 0.0),), jvp=SELF_ADJOINT)
+_CLAMP_MAX = defop("clamp_max", _clamp_max_fwd,
+                   (lambda F, g, out, x, max: F.where(x <= max, g, 0.0),), jvp=SELF_ADJOINT)
+_CLAMP_MIN_T = defop("clamp_min.Tensor", _clamp_min_fwd,
+                     (lambda F, g, out, x, min: F.where(x >= min, g, 0.0),
+                      lambda F, g, out, x, min: F.where(x < min, g, 0.0)), jvp=SELF_ADJOINT,
+                     node_name="ClampMinBackward1")
+_CLAMP_MAX_T = defop("clamp_max.Tensor", _clamp_max_fwd,
+                     (lambda F, g, out, x, max: F.where(x <= max, g, 0.0),
+                      lambda F, g, out, x, max: F.where(x > max, g, 0.0)), jvp=SELF_ADJOINT,
+                     node_name="ClampMaxBackward1")
+
+
+@expose(public="clamp_min", methods="clamp_min")
+def clamp_min(input, min):  # noqa: A002
+    """``max(input, min)``; ``min`` a number or a tensor (torch.clamp_min)."""
+    if isinstance(min, Tensor):
+        return apply_op(_CLAMP_MIN_T, (input, min), None)
+    return apply_op(_CLAMP_MIN, (input,), {"min": min})
+
+
+@expose(public="clamp_max", methods="clamp_max")
+def clamp_max(input, max):  # noqa: A002
+    """``min(input, max)``; ``max`` a number or a tensor (torch.clamp_max)."""
+    if isinstance(max, Tensor):
+        return apply_op(_CLAMP_MAX_T, (input, max), None)
+    return apply_op(_CLAMP_MAX, (input,), {"max": max})
+
+
+@expose(methods="clamp_min_")
+def clamp_min_(input, min):  # noqa: A002
+    """In-place :func:`clamp_min`."""
+    if isinstance(min, Tensor):
+        return apply_inplace(_CLAMP_MIN_T, input, (min,), None)
+    return apply_inplace(_CLAMP_MIN, input, (), {"min": min})
+
+
+@expose(methods="clamp_max_")
+def clamp_max_(input, max):  # noqa: A002
+    """In-place :func:`clamp_max`."""
+    if isinstance(max, Tensor):
+        return apply_inplace(_CLAMP_MAX_T, input, (max,), None)
+    return apply_inplace(_CLAMP_MAX, input, (), {"max": max})
+
+
+# fmax / fmin: NaN-ignoring maximum / minimum. PyTorch's rules: the first operand gets the
+# gradient where it is the result (ties included) or the second is NaN, the second the rest.
+def _fmax_first(a, b, F):
+    return (a >= b) | F.isnan(b)
+
+
+def _fmin_first(a, b, F):
+    return (a <= b) | F.isnan(b)
+
+
+defop("fmax", lambda xp, a, b: xp.fmax(a, b),
+      (lambda F, g, out, a, b: grad_unless(F, g, ~_fmax_first(a, b, F)),
+       lambda F, g, out, a, b: grad_unless(F, g, _fmax_first(a, b, F))), jvp=SELF_ADJOINT,
+      public="fmax", methods="fmax")
+defop("fmin", lambda xp, a, b: xp.fmin(a, b),
+      (lambda F, g, out, a, b: grad_unless(F, g, ~_fmin_first(a, b, F)),
+       lambda F, g, out, a, b: grad_unless(F, g, _fmin_first(a, b, F))), jvp=SELF_ADJOINT,
+      public="fmin", methods="fmin")
+
+
+# prelu: leaky relu with a learned slope per channel (the weight reshaped by
+# nn.functional.prelu to broadcast over dim 1). PyTorch's node is PreluKernelBackward0.
+defop("prelu", lambda xp, x, weight: xp.where(x > 0, x, weight * x),
+      (lambda F, g, out, x, weight: F.where(x > 0, g, g * weight),
+       lambda F, g, out, x, weight: F.where(x > 0, 0.0, g * x)), jvp=SELF_ADJOINT,
+      node_name="PreluKernelBackward0")
+
 # Logical ops: boolean results, no gradient.
 defop("logical_and", lambda xp, a, b: xp.logical_and(a, b), public="logical_and",
       methods=("logical_and", "__and__"))

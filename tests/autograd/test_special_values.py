@@ -46,6 +46,59 @@ def test_maximum_minimum_match_torch(name, fn, values, grad_a, grad_b):
     np.testing.assert_array_equal(gb, grad_b)
 
 
+# (fn, torch's node, values, a.grad, b.grad): fmax/fmin ignore a NaN operand and give a tie to
+# the first; clamp_min/clamp_max with a tensor bound give the input its gradient where it
+# is within the bound (ties included), the bound where it is strictly beyond.
+NAN_AWARE = [
+    ("fmax", ag.fmax, "FmaxBackward0", [2.0, 2.0, 2.0, 1.0, 1.0, nan, 0.0, -inf],
+     [0.0, 3.0, 4.0, 0.0, 6.0, 7.0, 8.0, nan], [inf, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0]),
+    ("fmin", ag.fmin, "FminBackward0", [1.0, 1.0, 2.0, 1.0, 1.0, nan, 0.0, -inf],
+     [inf, 0.0, 4.0, 0.0, 6.0, 7.0, 8.0, nan], [0.0, 3.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0]),
+    ("clamp_min", ag.clamp_min, "ClampMinBackward1", [2.0, 2.0, 2.0, nan, nan, nan, -0.0, -inf],
+     [0.0, 3.0, 4.0, 0.0, 0.0, 0.0, 8.0, nan], [inf, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+    ("clamp_max", ag.clamp_max, "ClampMaxBackward1", [1.0, 1.0, 2.0, nan, nan, nan, -0.0, -inf],
+     [inf, 0.0, 4.0, 0.0, 0.0, 0.0, 8.0, nan], [0.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+]
+
+
+@pytest.mark.parametrize("name,fn,node,values,grad_a,grad_b", NAN_AWARE,
+                         ids=[r[0] for r in NAN_AWARE])
+def test_fmax_fmin_clamp_min_max_match_torch(name, fn, node, values, grad_a, grad_b):
+    y, (ga, gb) = grads(fn, [A, B], G)
+    assert y.grad_fn.name() == node
+    np.testing.assert_array_equal(y.detach().numpy(), values)
+    np.testing.assert_array_equal(ga, grad_a)
+    np.testing.assert_array_equal(gb, grad_b)
+
+
+@pytest.mark.parametrize("name,fn,values,grad", [
+    ("clamp_min", lambda t: t.clamp_min(1.0), [1.0, 2.0, 2.0, nan, 1.0, nan, 1.0, 1.0],
+     [inf, 3.0, 4.0, 0.0, 6.0, 0.0, 0.0, 0.0]),
+    ("clamp_max", lambda t: ag.clamp_max(t, 1.0), [1.0, 1.0, 1.0, nan, 1.0, nan, 0.0, -inf],
+     [inf, 0.0, 0.0, 0.0, 6.0, 0.0, 8.0, nan]),
+])
+def test_clamp_min_max_with_a_number_match_torch(name, fn, values, grad):
+    y, (ga,) = grads(fn, [A], G)
+    assert y.grad_fn.name() == ("ClampMinBackward0" if name == "clamp_min" else "ClampMaxBackward0")
+    np.testing.assert_array_equal(y.detach().numpy(), values)
+    np.testing.assert_array_equal(ga, grad)
+
+
+def test_prelu_matches_torch():
+    x = leaf([[-2.0, 0.0, 3.0], [nan, -inf, 1.0]])
+    w = leaf([0.25, -0.5, 2.0])
+    y = ag.nn.functional.prelu(x, w)
+    assert y.grad_fn.name() == "PreluKernelBackward0"
+    y.backward(ag.tensor(np.array([[1.0, inf, 2.0], [3.0, 4.0, nan]])))
+    # torch 2.13's values and gradients
+    np.testing.assert_array_equal(y.detach().numpy(), [[-0.5, -0.0, 3.0], [nan, inf, 1.0]])
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.25, -inf, 2.0], [0.75, -2.0, nan]])
+    np.testing.assert_array_equal(w.grad.numpy(), [nan, nan, 0.0])
+    m = ag.nn.PReLU(3)
+    assert repr(m) == "PReLU(num_parameters=3)"
+    np.testing.assert_array_equal(m.weight.detach().numpy(), np.full(3, 0.25, np.float32))
+
+
 # x.max() / x.min() (MaxBackward1 / MinBackward1): the gradient shared among ties, or among the
 # NaN entries when the result is NaN; the rest filled with 0 (torch's CPU rule).
 FULL = [

@@ -1,11 +1,13 @@
 """Activation modules over the functional activations (issue 14), with PyTorch's arguments."""
 from __future__ import annotations
 
+from ...tensor import full as _full
 from .. import functional as F
+from ..parameter import Parameter
 from .module import Module
 
 __all__ = ["ELU", "SELU", "CELU", "ReLU6", "Hardtanh", "Threshold", "Hardshrink", "Softshrink",
-           "Tanhshrink", "Hardsigmoid", "Hardswish", "Mish",
+           "Tanhshrink", "PReLU", "Hardsigmoid", "Hardswish", "Mish",
            "LogSigmoid", "Softsign", "Softmin", "GLU", "Softplus", "LogSoftmax"]
 
 
@@ -87,6 +89,19 @@ class Softshrink(Hardshrink):
 class Tanhshrink(Module):
     def forward(self, input):  # noqa: A002
         return F.tanhshrink(input)
+
+
+class PReLU(Module):
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = Parameter(_full((num_parameters,), float(init), device=device, dtype=dtype))
+
+    def forward(self, input):  # noqa: A002
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
 
 
 class ReLU6(Hardtanh):
