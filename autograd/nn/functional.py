@@ -1079,30 +1079,27 @@ def _legacy_reduction(size_average, reduce, reduction):
     return "none" if not reduce else ("mean" if size_average else "sum")
 
 
-@defcomposite("smooth_l1_loss")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
                    beta: float = 1.0):
-    """``0.5 d^2 / beta`` where |d| < beta, ``|d| - 0.5 beta`` elsewhere (l1 when beta=0)."""
+    """``0.5 d^2 / beta`` where |d| < beta, ``|d| - 0.5 beta`` elsewhere (l1 when beta=0);
+    one SmoothL1LossBackward0, as PyTorch's."""
     _same_shape("smooth_l1_loss", input, target)
     if beta < 0:
         raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    d = ops.abs(input - target)
+    reduction = _reduction(_legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
     if beta == 0.0:
-        return _reduce(d, reduction, "smooth_l1_loss")
-    loss = where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
-    return _reduce(loss, reduction, "smooth_l1_loss")
+        return _reduce(ops.abs(input - target), reduction, "smooth_l1_loss")
+    return _call("smooth_l1_loss", input, target, reduction=reduction, beta=float(beta))
 
 
-@defcomposite("huber_loss")
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):  # noqa: A002
-    """``0.5 d^2`` where |d| <= delta, ``delta (|d| - 0.5 delta)`` elsewhere."""
+    """``0.5 d^2`` where |d| <= delta, ``delta (|d| - 0.5 delta)`` elsewhere; one
+    HuberLossBackward0, as PyTorch's."""
     _same_shape("huber_loss", input, target)
     if delta <= 0:
         raise RuntimeError(f"huber_loss: delta must be positive, got {delta}")
-    d = ops.abs(input - target)
-    loss = where(d <= delta, d * d * 0.5, (d - 0.5 * delta) * delta)
-    return _reduce(loss, reduction, "huber_loss")
+    return _call("huber_loss", input, target, reduction=_reduction(reduction, "huber_loss"),
+                 delta=float(delta))
 
 
 @defcomposite("kl_div")

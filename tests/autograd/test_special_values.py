@@ -166,3 +166,39 @@ def test_sign_and_abs_of_nan():
     np.testing.assert_array_equal(ag.sign(x).detach().numpy(), [0.0, -1.0, 0.0, 1.0])
     ag.abs(x).backward(ag.tensor(np.array([5.0, 5.0, 5.0, 5.0])))
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, -5.0, 0.0, 5.0])
+
+
+# smooth_l1 (beta 0.5) and huber (delta 0.5) losses, reduction "none", upstream 2: the slope
+# is a select, finite for an infinite difference (torch 2.13's values, one node each).
+LOSS_X = [-inf, -2.0, -0.5, 0.0, 0.3, 2.0, inf, nan, 1.0]
+LOSS_T = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+ZONE_LOSSES = [
+    ("smooth_l1_loss", lambda a, b: ag.nn.functional.smooth_l1_loss(a, b, reduction="none", beta=0.5),
+     "SmoothL1LossBackward0", [inf, 1.75, 0.25, 0.0, 0.09, 1.75, inf, nan, 0.0],
+     [-2.0, -2.0, -2.0, 0.0, 1.2, 2.0, 2.0, nan, 0.0]),
+    ("huber_loss", lambda a, b: ag.nn.functional.huber_loss(a, b, reduction="none", delta=0.5),
+     "HuberLossBackward0", [inf, 0.875, 0.125, 0.0, 0.045, 0.875, inf, nan, 0.0],
+     [-1.0, -1.0, -1.0, 0.0, 0.6, 1.0, 1.0, nan, 0.0]),
+]
+
+
+@pytest.mark.parametrize("name,fn,node,values,grad", ZONE_LOSSES, ids=[r[0] for r in ZONE_LOSSES])
+def test_zone_losses_match_torch(name, fn, node, values, grad):
+    y, (gx, gt) = grads(fn, [LOSS_X, LOSS_T], [2.0] * 9)
+    assert y.grad_fn.name() == node
+    np.testing.assert_allclose(y.detach().numpy(), values, rtol=1e-15)
+    np.testing.assert_allclose(gx, grad, rtol=1e-15)
+    np.testing.assert_allclose(gt, -np.array(grad), rtol=1e-15)
+    # reduced, it is one node too (torch: SmoothL1LossBackward0 / HuberLossBackward0)
+    x = leaf([0.1, -3.0])
+    loss = getattr(ag.nn.functional, name)(x, ag.zeros(2, dtype=ag.float64))
+    assert loss.grad_fn.name() == node
+
+
+def test_bce_with_logits_keeps_the_tail():
+    # torch: [7.500000000013888, 17.500000000013888, 0.6931471805599453] (no linear threshold)
+    x = ag.tensor(np.array([-25.0, 25.0, 0.0]))
+    loss = ag.nn.functional.binary_cross_entropy_with_logits(
+        x, ag.tensor(np.full(3, 0.3)), reduction="none")
+    np.testing.assert_allclose(loss.numpy(), [7.500000000013888, 17.500000000013888,
+                                              0.6931471805599453], rtol=1e-15)
