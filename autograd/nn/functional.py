@@ -717,14 +717,13 @@ def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
     return softmax(-input, _softmax_dim(input.ndim) if dim is None else dim)
 
 
-@defcomposite("glu")
 def glu(input, dim: int = -1):  # noqa: A002
-    """Gated linear unit: ``a * sigmoid(b)`` with ``a, b`` the two halves along ``dim``."""
+    """Gated linear unit: ``a * sigmoid(b)`` with ``a, b`` the two halves along ``dim``
+    (GluBackward0)."""
     if input.ndim == 0 or input.shape[dim] % 2:
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} of shape "
                            f"{list(input.shape)} is not")
-    a, b = ops.chunk(input, 2, dim)
-    return a * sigmoid(b)
+    return _call("glu", input, dim=dim)
 
 
 # --------------------------------------------------------------------------- distances

@@ -276,6 +276,33 @@ defop("sigmoid", _sigmoid_fwd,
       public="sigmoid", methods="sigmoid", inplace="sigmoid_")
 
 
+# NOTE: glu is a primitive for PyTorch's node (GluBackward0) and one node instead of four.
+def _glu_fwd(xp, x, dim=-1):
+    a, b = xp.split(x, 2, axis=dim)
+    return a * _sigmoid_fwd(xp, b)
+
+
+def _glu_halves(F, x, dim):
+    """(dim, half size, a, sigmoid(b)) of glu's input."""
+    d = dim % x.ndim
+    h = x.shape[d] // 2
+    return d, h, F.slice(x, dim=d, start=0, end=h), F.sigmoid(F.slice(x, dim=d, start=h, end=2 * h))
+
+
+def _glu_vjp(F, g, out, x, dim=-1):
+    d, h, a, s = _glu_halves(F, x, dim)
+    return F.cat(g * s, g * a * s * (1 - s), dim=d, sizes=(h, h))
+
+
+def _glu_jvp(F, t, out, x, dim=-1):
+    d, h, a, s = _glu_halves(F, x, dim)
+    return (F.slice(t, dim=d, start=0, end=h) * s
+            + a * s * (1 - s) * F.slice(t, dim=d, start=h, end=2 * h))
+
+
+defop("glu", _glu_fwd, (_glu_vjp,), jvp=(_glu_jvp,))
+
+
 # NOTE: silu and elu are primitives for PyTorch's nodes (SiluBackward0, EluBackward0) and one
 # node instead of two to four; values as the composites they replace.
 def _silu_vjp(F, g, out, x):
@@ -486,6 +513,23 @@ defop("log10", lambda xp, x: xp.log10(x), (lambda F, g, out, x: g / (x * math.lo
 defop("exp2", lambda xp, x: xp.exp2(x), (lambda F, g, out, x: g * out * math.log(2.0),),
       jvp=SELF_ADJOINT, public="exp2", methods="exp2")
 
+# NOTE: frac, hypot and logaddexp are primitives for PyTorch's nodes (FracBackward0,
+# HypotBackward0, LogaddexpBackward0) and its values at infinities: hypot(inf, nan) is inf and
+# logaddexp(-inf, -inf) -inf, where the composites gave NaN.
+defop("frac", lambda xp, x: x - xp.trunc(x), (lambda F, g, out, x: g,), jvp=SELF_ADJOINT,
+      public="frac", methods="frac", doc="The fractional part, ``x - trunc(x)`` (the sign of "
+      "``x``).")
+defop("hypot", lambda xp, input, other: xp.hypot(input, other),  # noqa: A006 - PyTorch's names
+      (lambda F, g, out, input, other: g * input / out,
+       lambda F, g, out, input, other: g * other / out), jvp=SELF_ADJOINT,
+      public="hypot", methods="hypot", doc="``sqrt(input² + other²)`` (torch.hypot).")
+# d/da log(e^a + e^b) = sigmoid(a - b): never overflows, 1/2 at a tie.
+defop("logaddexp", lambda xp, input, other: xp.logaddexp(input, other),  # noqa: A006
+      (lambda F, g, out, input, other: g * F.sigmoid(input - other),
+       lambda F, g, out, input, other: g * F.sigmoid(other - input)), jvp=SELF_ADJOINT,
+      public="logaddexp", methods="logaddexp",
+      doc="``log(exp(input) + exp(other))`` without overflow (torch.logaddexp).")
+
 # Rounding: piecewise constant, so a zero gradient (PyTorch's), but differentiable.
 defop("floor", lambda xp, x: xp.floor(x), (lambda F, g, out, x: F.zeros_like(g),),
       jvp=SELF_ADJOINT, public="floor", methods="floor")
@@ -499,13 +543,43 @@ defop("round", lambda xp, x, decimals=0: xp.round(x, decimals),
       public="round", methods="round")
 
 # fmod truncates the quotient (the sign of the dividend), remainder floors it (the sign of the
-# divisor); d/db = -quotient.
-defop("fmod", lambda xp, a, b: xp.fmod(a, b),
-      (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g * F.trunc(a / b)),
-      jvp=SELF_ADJOINT, public="fmod", methods="fmod")
-defop("remainder", lambda xp, a, b: xp.remainder(a, b),
-      (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g * F.floor(a / b)),
-      jvp=SELF_ADJOINT, public="remainder", methods=("remainder", "__mod__"))
+# divisor); d/db = -quotient, with Python's floor division for remainder (-1 // inf is -1, as
+# PyTorch's div(rounding_mode="floor"); floor(-1 / inf) would be -0). A number divisor is an
+# attribute (FmodBackward0 / RemainderBackward0), a tensor one an input (...Backward1).
+defop("floor_divide", lambda xp, a, b: xp.floor_divide(a, b),
+      doc="Python's floor division, for remainder's rule (no gradient: piecewise constant).")
+
+
+def _fmod_fwd(xp, a, b):
+    return xp.fmod(a, b)
+
+
+def _remainder_fwd(xp, a, b):
+    return xp.remainder(a, b)
+
+
+_FMOD = defop("fmod", _fmod_fwd, (lambda F, g, out, a, b: g,), jvp=SELF_ADJOINT)
+_FMOD_T = defop("fmod.Tensor", _fmod_fwd,
+                (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g * F.trunc(a / b)),
+                jvp=SELF_ADJOINT, node_name="FmodBackward1")
+_REMAINDER = defop("remainder", _remainder_fwd, (lambda F, g, out, a, b: g,), jvp=SELF_ADJOINT)
+_REMAINDER_T = defop("remainder.Tensor", _remainder_fwd,
+                     (lambda F, g, out, a, b: g,
+                      lambda F, g, out, a, b: -g * F.floor_divide(a, b)),
+                     jvp=SELF_ADJOINT, node_name="RemainderBackward1")
+
+
+@expose(public="fmod", methods="fmod")
+def fmod(input, other):  # noqa: A002 - PyTorch's names
+    """The remainder of ``input / other`` with the sign of ``input`` (torch.fmod)."""
+    return apply_op(_FMOD_T if isinstance(other, Tensor) else _FMOD, (input, other), None)
+
+
+@expose(public="remainder", methods=("remainder", "__mod__"))
+def remainder(input, other):  # noqa: A002
+    """The remainder of ``input / other`` with the sign of ``other`` (torch.remainder)."""
+    return apply_op(_REMAINDER_T if isinstance(other, Tensor) else _REMAINDER, (input, other),
+                    None)
 
 
 def _xlogy_fwd(xp, x, y):

@@ -202,3 +202,33 @@ def test_bce_with_logits_keeps_the_tail():
         x, ag.tensor(np.full(3, 0.3)), reduction="none")
     np.testing.assert_allclose(loss.numpy(), [7.500000000013888, 17.500000000013888,
                                               0.6931471805599453], rtol=1e-15)
+
+
+# (fn, torch's values, a.grad, b.grad) with upstream 2: logaddexp and hypot at infinities
+# (-inf for two -infs, inf for an inf and a NaN), their slopes at a tie and at the origin.
+INF_PAIRS_A = [-inf, inf, inf, 1.0, -1.0, 0.0, 3.0]
+INF_PAIRS_B = [-inf, inf, nan, 1.0, inf, 0.0, -4.0]
+AT_INFINITY = [
+    ("logaddexp", ag.logaddexp, [-inf, inf, nan, 1.6931471805599454, inf, 0.6931471805599453, 3.000911466453774],
+     [nan, nan, nan, 1.0, 0.0, 1.0, 1.9981778976111988],
+     [nan, nan, nan, 1.0, 2.0, 1.0, 0.0018221023888012908]),
+    ("hypot", ag.hypot, [inf, inf, inf, 1.4142135623730951, inf, 0.0, 5.0],
+     [nan, nan, nan, 1.414213562373095, -0.0, nan, 1.2], [nan, nan, nan, 1.414213562373095, nan, nan, -1.6]),
+]
+
+
+@pytest.mark.parametrize("name,fn,values,grad_a,grad_b", AT_INFINITY, ids=[r[0] for r in AT_INFINITY])
+def test_logaddexp_hypot_at_infinity_match_torch(name, fn, values, grad_a, grad_b):
+    y, (ga, gb) = grads(fn, [INF_PAIRS_A, INF_PAIRS_B], [2.0] * 7)
+    np.testing.assert_allclose(y.detach().numpy(), values, rtol=1e-15)
+    np.testing.assert_allclose(ga, grad_a, rtol=1e-15)
+    np.testing.assert_allclose(gb, grad_b, rtol=1e-15)
+
+
+def test_remainder_divisor_gradient_uses_floor_division():
+    # torch: remainder = [inf, -inf, 1.5, 0.5, nan]; d/dother = -(a // b) = [1, 1, -2, 3, nan]
+    # (-1 // inf is -1, as Python's; floor(-1 / inf) would give 0)
+    y, (_, gb) = grads(ag.remainder, [[-1.0, 1.0, 5.5, -5.5, -inf], [inf, -inf, 2.0, 2.0, 1.0]],
+                       [1.0] * 5)
+    np.testing.assert_array_equal(y.detach().numpy(), [inf, -inf, 1.5, 0.5, nan])
+    np.testing.assert_array_equal(gb, [1.0, 1.0, -2.0, 3.0, nan])
