@@ -158,12 +158,15 @@ def grad_unless(F, g, zero):
         ints = _SAME_SIZE_INT.get(g.dtype)
         if ints is not None:
             # True (1) -> 0, False (0) -> -1, in one-byte ints (the cheapest pass), then
-            # sign-extended to all bits set by the cast.
+            # sign-extended to all bits set by the cast, into a float array of its own (a
+            # view of an int array would be copied, not taken, by AccumulateGrad).
             mask = zero.view(numpy.int8)
             mask += _MINUS_ONE
-            bits = mask.astype(ints)
+            out = numpy.empty(g.shape, g.dtype)
+            bits = out.view(ints)
+            bits[...] = mask
             bits &= g.view(ints)
-            return bits.view(g.dtype)
+            return out
     return F.where(zero, 0.0, g)
 
 
