@@ -180,6 +180,8 @@ def test_grad_unless_is_an_exact_select(dtype):
     with np.errstate(all="raise"):
         out = grad_unless(ArrayF(np), g, zero.copy())
     assert out.dtype == np.dtype(dtype) and out.shape == g.shape
+    # an array of its own, which AccumulateGrad takes over rather than copies
+    assert out.base is None and out.flags.owndata
     expected = np.where(zero, np.zeros((), dtype), g)
     # Bit for bit: +0 at the masked places, the gradient (its inf, NaN, -0.0) elsewhere.
     np.testing.assert_array_equal(out.view(np.uint8), expected.view(np.uint8))
