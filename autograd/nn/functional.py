@@ -554,7 +554,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
 
 __all__ += [
     "elu", "selu", "celu", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "relu_",
-    "hardshrink", "softshrink", "tanhshrink", "prelu", "hardsigmoid", "hardswish", "mish",
+    "elu_", "selu_", "celu_", "leaky_relu_", "hardshrink", "softshrink", "tanhshrink", "prelu",
+    "hardsigmoid", "hardswish", "mish",
     "logsigmoid", "softsign", "softmin", "glu", "normalize", "cosine_similarity",
     "pairwise_distance", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle", "unfold",
     "max_pool1d", "avg_pool1d", "adaptive_max_pool2d", "adaptive_avg_pool1d", "instance_norm",
@@ -636,6 +637,26 @@ def threshold_(input, threshold: float, value: float):  # noqa: A002
 def relu_(input):  # noqa: A002
     """In-place :func:`relu`."""
     return input.relu_()
+
+
+def elu_(input, alpha: float = 1.0):  # noqa: A002
+    """In-place :func:`elu` (EluBackward1)."""
+    return elu(input, alpha, inplace=True)
+
+
+def selu_(input):  # noqa: A002
+    """In-place :func:`selu` (EluBackward1)."""
+    return selu(input, inplace=True)
+
+
+def celu_(input, alpha: float = 1.0):  # noqa: A002
+    """In-place :func:`celu` (CeluBackward1)."""
+    return celu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input, negative_slope: float = 0.01):  # noqa: A002
+    """In-place :func:`leaky_relu` (LeakyReluBackward1)."""
+    return leaky_relu(input, negative_slope, inplace=True)
 
 
 def hardsigmoid(input, inplace: bool = False):  # noqa: A002
