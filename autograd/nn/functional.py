@@ -11,11 +11,11 @@ import math
 import numpy
 
 from .. import backend, ops
-from ..dispatch import TensorF, defcomposite
+from ..dispatch import OPS, TensorF, apply_inplace, defcomposite
 from ..grad_mode import no_grad
 from ..ops import _call
 from ..ops.nn import conv2d_input_grad, conv_out_size
-from ..ops import (cat, erf, gelu, leaky_relu, log_softmax, masked_fill, pad, sigmoid,  # noqa: F401
+from ..ops import (cat, erf, gelu, log_softmax, masked_fill, pad, sigmoid,  # noqa: F401
                    silu, softmax, softplus, where)
 from ..tensor import Tensor, default_generator
 
@@ -553,7 +553,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
 # composites of existing primitives: their gradients come from the op table.
 
 __all__ += [
-    "elu", "selu", "celu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "mish",
+    "elu", "selu", "celu", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "relu_",
+    "elu_", "selu_", "celu_", "leaky_relu_", "hardshrink", "softshrink", "tanhshrink", "prelu",
+    "hardsigmoid", "hardswish", "mish",
     "logsigmoid", "softsign", "softmin", "glu", "normalize", "cosine_similarity",
     "pairwise_distance", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle", "unfold",
     "max_pool1d", "avg_pool1d", "adaptive_max_pool2d", "adaptive_avg_pool1d", "instance_norm",
@@ -567,76 +569,154 @@ def _const(array, like):
     return Tensor._make(backend.to_device(arr, like.device), False, None, 0, [0], like.device)
 
 
-def _inplace(input, out, inplace):
-    return input.copy_(out) if inplace else out
-
-
 # --------------------------------------------------------------------------- activations
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+def _call_or_inplace(name, input, inplace, **attrs):  # noqa: A002
+    """The primitive ``name``, or in place writing into ``input``: through its
+    ``name.inplace`` twin where PyTorch names the in-place node apart (EluBackward1)."""
+    if inplace:
+        return apply_inplace(OPS.get(name + ".inplace") or OPS[name], input, (), attrs)
+    return _call(name, input, **attrs)
+
+
 def elu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
     """``x`` for x > 0, ``alpha * (exp(x) - 1)`` otherwise."""
-    return _inplace(input, _call("elu", input, alpha=float(alpha)), inplace)
+    return _call_or_inplace("elu", input, inplace, alpha=float(alpha))
 
 
-@defcomposite("selu")
 def selu(input, inplace: bool = False):  # noqa: A002
     """``scale * elu(x, alpha)`` with the self-normalising constants of Klambauer et al.
     (one EluBackward0, as PyTorch's)."""
-    return _inplace(input, _call("elu", input, alpha=_SELU_ALPHA, scale=_SELU_SCALE), inplace)
+    return _call_or_inplace("elu", input, inplace, alpha=_SELU_ALPHA, scale=_SELU_SCALE)
 
 
-@defcomposite("celu")
 def celu(input, alpha: float = 1.0, inplace: bool = False):  # noqa: A002
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
-    neg = ops.expm1(ops.clamp(input, max=0.0) * (1.0 / alpha)) * alpha
-    return _inplace(input, where(input > 0, input, neg), inplace)
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` (CeluBackward0)."""
+    return _call_or_inplace("celu", input, inplace, alpha=float(alpha))
 
 
-@defcomposite("hardtanh")
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):  # noqa: A002
+    """``x`` for x > 0, ``negative_slope * x`` otherwise (LeakyReluBackward0/1)."""
+    return _call_or_inplace("leaky_relu", input, inplace, negative_slope=negative_slope)
+
+
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):  # noqa: A002
-    """``x`` clamped to [min_val, max_val]."""
+    """``x`` clamped to [min_val, max_val]; the gradient passes strictly inside the bounds
+    (HardtanhBackward0, as PyTorch's, in place too)."""
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val {min_val} cannot be greater than max_val {max_val}")
-    return _inplace(input, ops.clamp(input, min=min_val, max=max_val), inplace)
+    return _call_or_inplace("hardtanh", input, inplace, min_val=float(min_val),
+                            max_val=float(max_val))
+
+
+def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):  # noqa: A002
+    """In-place :func:`hardtanh`."""
+    return hardtanh(input, min_val, max_val, inplace=True)
 
 
 def relu6(input, inplace: bool = False):  # noqa: A002
-    """``min(max(0, x), 6)``."""
+    """``min(max(0, x), 6)``: hardtanh on [0, 6], as PyTorch's (HardtanhBackward0)."""
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
-@defcomposite("hardsigmoid")
+def threshold(input, threshold: float, value: float, inplace: bool = False):  # noqa: A002
+    """``value`` where ``x <= threshold``, else ``x`` (ThresholdBackward0; in place
+    ThresholdBackward1, as PyTorch's)."""
+    return _call_or_inplace("threshold", input, inplace, threshold=threshold, value=value)
+
+
+def threshold_(input, threshold: float, value: float):  # noqa: A002
+    """In-place :func:`threshold`."""
+    return _call_or_inplace("threshold", input, True, threshold=threshold, value=value)
+
+
+def relu_(input):  # noqa: A002
+    """In-place :func:`relu`."""
+    return input.relu_()
+
+
+def elu_(input, alpha: float = 1.0):  # noqa: A002
+    """In-place :func:`elu` (EluBackward1)."""
+    return elu(input, alpha, inplace=True)
+
+
+def selu_(input):  # noqa: A002
+    """In-place :func:`selu` (EluBackward1)."""
+    return selu(input, inplace=True)
+
+
+def celu_(input, alpha: float = 1.0):  # noqa: A002
+    """In-place :func:`celu` (CeluBackward1)."""
+    return celu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input, negative_slope: float = 0.01):  # noqa: A002
+    """In-place :func:`leaky_relu` (LeakyReluBackward1)."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
 def hardsigmoid(input, inplace: bool = False):  # noqa: A002
-    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between."""
-    return _inplace(input, ops.clamp(input + 3.0, min=0.0, max=6.0) * (1.0 / 6.0), inplace)
+    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between (HardsigmoidBackward0)."""
+    return _call_or_inplace("hardsigmoid", input, inplace)
 
 
-@defcomposite("hardswish")
 def hardswish(input, inplace: bool = False):  # noqa: A002
-    """``x * relu6(x + 3) / 6`` (MobileNetV3)."""
-    return _inplace(input, input * ops.clamp(input + 3.0, min=0.0, max=6.0) * (1.0 / 6.0),
-                    inplace)
+    """``x * relu6(x + 3) / 6`` (MobileNetV3; HardswishBackward0)."""
+    return _call_or_inplace("hardswish", input, inplace)
 
 
 def _softplus_stable(z):
-    # log(1 + exp(z)) = max(z, 0) + log1p(exp(-|z|)): no overflow for any z.
-    return ops.relu(z) + ops.log1p(ops.exp(-ops.abs(z)))
+    # log(1 + exp(z)) = -logsigmoid(-z): no overflow for any z, and the slope sigmoid(z)
+    # everywhere (0.5 at 0; a max/abs composite has one-sided kinks there).
+    return -_call("logsigmoid", -z)
 
 
-@defcomposite("mish")
 def mish(input, inplace: bool = False):  # noqa: A002
-    """``x * tanh(softplus(x))``."""
-    return _inplace(input, input * ops.tanh(_softplus_stable(input)), inplace)
+    """``x * tanh(softplus(x))`` (MishBackward0)."""
+    return _call_or_inplace("mish", input, inplace)
 
 
-@defcomposite("logsigmoid")
 def logsigmoid(input):  # noqa: A002
-    """``log(sigmoid(x)) = -softplus(-x)``, finite for any x (log of sigmoid underflows)."""
-    return -_softplus_stable(-input)
+    """``log(sigmoid(x)) = -softplus(-x)``, finite for any x (LogSigmoidBackward0)."""
+    return _call("logsigmoid", input)
+
+
+def hardshrink(input, lambd: float = 0.5):  # noqa: A002
+    """0 on ``[-lambd, lambd]``, ``x`` elsewhere (HardshrinkBackward0)."""
+    return _call("hardshrink", input, lambd=lambd)
+
+
+def softshrink(input, lambd: float = 0.5):  # noqa: A002
+    """``x`` moved ``lambd`` toward 0, 0 on ``[-lambd, lambd]`` (SoftshrinkBackward0)."""
+    if lambd < 0:
+        raise RuntimeError(f"softshrink: lambda must be greater or equal to 0, but found to "
+                           f"be {lambd}.")
+    return _call("softshrink", input, lambd=lambd)
+
+
+def prelu(input, weight):  # noqa: A002
+    """``x`` for x > 0, ``weight * x`` otherwise; ``weight`` has one entry or one per channel
+    (dim 1), viewed to broadcast there as PyTorch does (PreluKernelBackward0)."""
+    n = weight.numel()
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if n != 1 and n != channels:
+        raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size: "
+                           f"weight has {n} entries, input of shape {list(input.shape)} has "
+                           f"{channels} channels")
+    shape = [1] * input.ndim
+    if input.ndim >= 2:
+        shape[1] = n
+    return _call("prelu", input, ops.reshape(weight, tuple(shape)))
+
+
+@defcomposite("tanhshrink")
+def tanhshrink(input):  # noqa: A002
+    """``x - tanh(x)`` (a composite in PyTorch too: SubBackward0)."""
+    return input - ops.tanh(input)
 
 
 @defcomposite("softsign")
@@ -658,14 +738,13 @@ def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
     return softmax(-input, _softmax_dim(input.ndim) if dim is None else dim)
 
 
-@defcomposite("glu")
 def glu(input, dim: int = -1):  # noqa: A002
-    """Gated linear unit: ``a * sigmoid(b)`` with ``a, b`` the two halves along ``dim``."""
+    """Gated linear unit: ``a * sigmoid(b)`` with ``a, b`` the two halves along ``dim``
+    (GluBackward0)."""
     if input.ndim == 0 or input.shape[dim] % 2:
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} of shape "
                            f"{list(input.shape)} is not")
-    a, b = ops.chunk(input, 2, dim)
-    return a * sigmoid(b)
+    return _call("glu", input, dim=dim)
 
 
 # --------------------------------------------------------------------------- distances
@@ -1020,30 +1099,27 @@ def _legacy_reduction(size_average, reduce, reduction):
     return "none" if not reduce else ("mean" if size_average else "sum")
 
 
-@defcomposite("smooth_l1_loss")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",  # noqa: A002
                    beta: float = 1.0):
-    """``0.5 d^2 / beta`` where |d| < beta, ``|d| - 0.5 beta`` elsewhere (l1 when beta=0)."""
+    """``0.5 d^2 / beta`` where |d| < beta, ``|d| - 0.5 beta`` elsewhere (l1 when beta=0);
+    one SmoothL1LossBackward0, as PyTorch's."""
     _same_shape("smooth_l1_loss", input, target)
     if beta < 0:
         raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    d = ops.abs(input - target)
+    reduction = _reduction(_legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
     if beta == 0.0:
-        return _reduce(d, reduction, "smooth_l1_loss")
-    loss = where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
-    return _reduce(loss, reduction, "smooth_l1_loss")
+        return _reduce(ops.abs(input - target), reduction, "smooth_l1_loss")
+    return _call("smooth_l1_loss", input, target, reduction=reduction, beta=float(beta))
 
 
-@defcomposite("huber_loss")
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):  # noqa: A002
-    """``0.5 d^2`` where |d| <= delta, ``delta (|d| - 0.5 delta)`` elsewhere."""
+    """``0.5 d^2`` where |d| <= delta, ``delta (|d| - 0.5 delta)`` elsewhere; one
+    HuberLossBackward0, as PyTorch's."""
     _same_shape("huber_loss", input, target)
     if delta <= 0:
         raise RuntimeError(f"huber_loss: delta must be positive, got {delta}")
-    d = ops.abs(input - target)
-    loss = where(d <= delta, d * d * 0.5, (d - 0.5 * delta) * delta)
-    return _reduce(loss, reduction, "huber_loss")
+    return _call("huber_loss", input, target, reduction=_reduction(reduction, "huber_loss"),
+                 delta=float(delta))
 
 
 @defcomposite("kl_div")

@@ -720,12 +720,6 @@ def square(x):
     return _call("pow", x, 2)
 
 
-@defcomposite("frac", public="frac", methods="frac")
-def frac(x):
-    """The fractional part, ``x - trunc(x)`` (the sign of ``x``)."""
-    return x - _call("trunc", x)
-
-
 @expose(public="lerp", methods="lerp")
 def lerp(input, end, weight):  # noqa: A002
     """``input + weight * (end - input)``; ``weight`` a number or a tensor."""
@@ -740,20 +734,6 @@ def lerp_(x, end, weight):
     if isinstance(weight, Tensor):
         return apply_inplace(OPS["lerp.Tensor"], x, (end, weight))
     return apply_inplace(OPS["lerp"], x, (end,), {"weight": weight})
-
-
-@defcomposite("hypot", public="hypot", methods="hypot")
-def hypot(input, other):  # noqa: A002
-    """``sqrt(input² + other²)``."""
-    return _call("sqrt", input * input + other * other)
-
-
-@defcomposite("logaddexp", public="logaddexp", methods="logaddexp")
-def logaddexp(input, other):  # noqa: A002
-    """``log(exp(input) + exp(other))`` without overflow: ``max + log1p(exp(-|a - b|))``. At
-    a tie, maximum's even split gives each operand 1/2, the true slope."""
-    return _call("maximum", input, other) + _call(
-        "log1p", _call("exp", -_call("abs", input - other)))
 
 
 # --------------------------------------------------------------------------- reductions

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import numpy
+
 from .. import backend
 from ..dispatch import SELF_ADJOINT, apply_inplace, apply_op, defop, expose
 from ..tensor import Tensor
@@ -35,18 +37,20 @@ defop("neg", lambda xp, x: -x, (lambda F, g, out, x: -g,), jvp=SELF_ADJOINT,
 
 
 def _pow_grad_base(F, g, out, a, b):
-    """``g * b * a**(b-1)``, zero where ``b == 0`` (PyTorch's rule: no NaN from ``0**-1`` at
-    ``a == 0``). The exponent is made safe rather than the product masked, so that a second
-    derivative sees no inf either."""
+    """``g * b * a**(b-1)``, zero where ``b == 0`` (PyTorch's rule: a select, so no NaN from
+    ``0**-1`` at ``a == 0`` nor from an inf gradient). The exponent is made safe as well as
+    the product masked, so that a second derivative sees no inf either."""
     if not hasattr(b, "shape"):
-        return g * 0.0 if b == 0 else g * b * a ** (b - 1)
-    return g * b * a ** F.where(b == 0, 0.0, b - 1)
+        return F.zeros_like(g) if b == 0 else g * b * a ** (b - 1)
+    return grad_unless(F, g * b * a ** F.where(b == 0, 0.0, b - 1), b == 0)
 
 
 def _pow_grad_exponent(F, g, out, a, b):
-    """``g * a**b * log(a)``, zero where ``a == 0`` and ``b >= 0`` (PyTorch masks the same)."""
+    """``g * a**b * log(a)``, zero where ``a == 0`` and ``b >= 0`` (PyTorch masks the same;
+    below, 0**b * log(0) is -inf, as PyTorch's)."""
     if not hasattr(a, "shape"):
-        return g * 0.0 if a == 0 else g * out * math.log(a)
+        # 0**b is 0 or 1 for b >= 0 and inf below: out * log(0) is -out there.
+        return g * F.where(b >= 0, 0.0, -out) if a == 0 else g * out * math.log(a)
     return g * out * F.log(F.where((a == 0) & (b >= 0), 1.0, a))
 
 
@@ -125,8 +129,80 @@ defop("sqrt", lambda xp, x: xp.sqrt(x), (lambda F, g, out, x: g / (out * 2),), j
       public="sqrt", methods="sqrt", inplace="sqrt_")
 defop("tanh", lambda xp, x: xp.tanh(x), (lambda F, g, out, x: g * (1 - out * out),),
       jvp=SELF_ADJOINT, public="tanh", methods="tanh", inplace="tanh_")
-defop("relu", lambda xp, x: xp.maximum(x, 0), (lambda F, g, out, x: g * (out > 0),),
+
+# --------------------------------------------------------------------------- threshold-style rules
+
+# The signed integer of each float's size: a select done as a bit mask on the float's bits.
+_SAME_SIZE_INT = {numpy.dtype(numpy.float16): numpy.int16,
+                  numpy.dtype(numpy.float32): numpy.int32,
+                  numpy.dtype(numpy.float64): numpy.int64}
+_MINUS_ONE = numpy.int8(-1)
+
+
+def grad_unless(F, g, zero):
+    """``g``, with +0 where ``zero`` is true: PyTorch's threshold_backward select
+    (``zero ? 0 : g``), shared by every threshold-style rule (relu, threshold, hardtanh, the
+    shrinks). ``zero`` must be a fresh comparison result: on NumPy it is written into.
+
+    A select, not ``g * mask``: an inf or NaN gradient at a masked position must give 0 (the
+    product gives NaN, and a RuntimeWarning), and where ``zero`` is false (a NaN input: NaN <= 0
+    is false) the gradient passes whole. On NumPy the select is an AND of the gradient's bits
+    with a 0 / all-ones mask of the same-size integer, which costs about what the multiply
+    does, where ``numpy.where`` costs 2-3 times more (relu's backward is on every training
+    step). Anything else goes through ``F.where``: CuPy's where is one fused kernel already,
+    complex dtypes have no same-size integer, and under create_graph (tensors) the where
+    must be recorded as an op so that the gradient is differentiable again.
+    """
+    # A NumPy array gradient means an array backward (under create_graph it is a Tensor).
+    if g.__class__ is numpy.ndarray and zero.__class__ is numpy.ndarray and g.shape == zero.shape:
+        ints = _SAME_SIZE_INT.get(g.dtype)
+        if ints is not None:
+            # True (1) -> 0, False (0) -> -1, in one-byte ints (the cheapest pass), then
+            # sign-extended to all bits set by the cast, into a float array of its own (a
+            # view of an int array would be copied, not taken, by AccumulateGrad).
+            mask = zero.view(numpy.int8)
+            mask += _MINUS_ONE
+            out = numpy.empty(g.shape, g.dtype)
+            bits = out.view(ints)
+            bits[...] = mask
+            bits &= g.view(ints)
+            return out
+    return F.where(zero, 0.0, g)
+
+
+# relu saves its result, as PyTorch's ReluBackward0: result <= 0 exactly where x <= 0, and a
+# NaN input gives a NaN result, which passes the gradient.
+defop("relu", lambda xp, x: xp.maximum(x, 0),
+      (lambda F, g, out, x: grad_unless(F, g, out <= 0),),
       jvp=SELF_ADJOINT, public="relu", methods="relu", inplace="relu_")
+
+
+def _threshold_fwd(xp, x, threshold, value):
+    # ``x <= threshold ? value : x``: a NaN input stays NaN.
+    return xp.where(x <= threshold, xp.asarray(value, x.dtype), x)
+
+
+def _threshold_vjp(F, g, out, x, threshold, value):
+    return grad_unless(F, g, x <= threshold)
+
+
+# torch.nn.functional.threshold; its in-place form is another node, ThresholdBackward1 (both
+# save the input: the in-place one gets a copy of the old values).
+defop("threshold", _threshold_fwd, (_threshold_vjp,), jvp=SELF_ADJOINT)
+defop("threshold.inplace", _threshold_fwd, (_threshold_vjp,), jvp=SELF_ADJOINT,
+      node_name="ThresholdBackward1")
+
+
+def _hardtanh_fwd(xp, x, min_val=-1.0, max_val=1.0):
+    return xp.clip(x, xp.asarray(min_val, x.dtype), xp.asarray(max_val, x.dtype))
+
+
+# NOTE: a primitive, not clamp: PyTorch's hardtanh (and relu6) is its own node whose gradient
+# passes only strictly inside (min_val, max_val) -- a boundary input gets 0, where clamp's
+# bounds are inclusive -- and a NaN input passes it.
+defop("hardtanh", _hardtanh_fwd,
+      (lambda F, g, out, x, min_val=-1.0, max_val=1.0:
+       grad_unless(F, g, (x <= min_val) | (x >= max_val)),), jvp=SELF_ADJOINT)
 
 # Comparisons: no gradient, boolean results.
 defop("eq", lambda xp, a, b: a == b, public="eq", methods="__eq__")
@@ -179,7 +255,13 @@ defop("abs", lambda xp, x: xp.abs(x), (lambda F, g, out, x: g * F.sign(x),), jvp
       public="abs", methods=("abs", "__abs__"), inplace="abs_")
 # sign is piecewise constant: its gradient is zero, but it is differentiable (as PyTorch's),
 # so a backward through a sign-only path runs and gives zeros.
-defop("sign", lambda xp, x: xp.sign(x), (lambda F, g, out, x: F.zeros_like(g),),
+def _sign_fwd(xp, x):
+    # PyTorch's sign (and sgn, abs's slope) of NaN is 0; NumPy's is NaN.
+    s = xp.sign(x)
+    return xp.nan_to_num(s, copy=False, nan=0.0) if s.dtype.kind == "f" else s
+
+
+defop("sign", _sign_fwd, (lambda F, g, out, x: F.zeros_like(g),),
       jvp=SELF_ADJOINT, public="sign", methods="sign")
 
 
@@ -195,6 +277,33 @@ def _sigmoid_fwd(xp, x):
 defop("sigmoid", _sigmoid_fwd,
       (lambda F, g, out, x: g * out * (1 - out),), jvp=SELF_ADJOINT,
       public="sigmoid", methods="sigmoid", inplace="sigmoid_")
+
+
+# NOTE: glu is a primitive for PyTorch's node (GluBackward0) and one node instead of four.
+def _glu_fwd(xp, x, dim=-1):
+    a, b = xp.split(x, 2, axis=dim)
+    return a * _sigmoid_fwd(xp, b)
+
+
+def _glu_halves(F, x, dim):
+    """(dim, half size, a, sigmoid(b)) of glu's input."""
+    d = dim % x.ndim
+    h = x.shape[d] // 2
+    return d, h, F.slice(x, dim=d, start=0, end=h), F.sigmoid(F.slice(x, dim=d, start=h, end=2 * h))
+
+
+def _glu_vjp(F, g, out, x, dim=-1):
+    d, h, a, s = _glu_halves(F, x, dim)
+    return F.cat(g * s, g * a * s * (1 - s), dim=d, sizes=(h, h))
+
+
+def _glu_jvp(F, t, out, x, dim=-1):
+    d, h, a, s = _glu_halves(F, x, dim)
+    return (F.slice(t, dim=d, start=0, end=h) * s
+            + a * s * (1 - s) * F.slice(t, dim=d, start=h, end=2 * h))
+
+
+defop("glu", _glu_fwd, (_glu_vjp,), jvp=(_glu_jvp,))
 
 
 # NOTE: silu and elu are primitives for PyTorch's nodes (SiluBackward0, EluBackward0) and one
@@ -215,13 +324,31 @@ def _elu_fwd(xp, x, alpha=1.0, scale=1.0, input_scale=1.0):
 
 
 def _elu_vjp(F, g, out, x, alpha=1.0, scale=1.0, input_scale=1.0):
-    """PyTorch's elu_backward: x <= 0 takes the exponential branch's slope (alpha at 0)."""
+    """PyTorch's elu_backward: x <= 0 takes the exponential branch's slope (alpha at 0); the
+    rest, a NaN input included (NaN <= 0 is false), the linear one's."""
     slope = F.exp(F.clamp(x, max=0.0) * input_scale) * (alpha * scale * input_scale)
-    return F.where(x > 0, g * scale, g * slope)
+    return F.where(x <= 0, g * slope, g * scale)
 
 
-# aten::elu(alpha, scale, input_scale): selu is elu with scale, under the same node.
+# aten::elu(alpha, scale, input_scale): selu is elu with scale, under the same node; in place
+# (elu_, selu_) PyTorch's node is EluBackward1. Both save the input (in place, a copy).
 defop("elu", _elu_fwd, (_elu_vjp,), jvp=SELF_ADJOINT)
+defop("elu.inplace", _elu_fwd, (_elu_vjp,), jvp=SELF_ADJOINT, node_name="EluBackward1")
+
+
+def _celu_fwd(xp, x, alpha=1.0):
+    return _elu_fwd(xp, x, alpha, 1.0, 1.0 / alpha)
+
+
+def _celu_vjp(F, g, out, x, alpha=1.0):
+    return _elu_vjp(F, g, out, x, alpha, 1.0, 1.0 / alpha)
+
+
+# NOTE: celu is elu with input_scale = 1 / alpha (as PyTorch computes it), under its own node:
+# a composite on expm1 took its slope from expm1's output + 1, which loses the tail
+# (exp(-25) came out 4e-6 off in float64).
+defop("celu", _celu_fwd, (_celu_vjp,), jvp=SELF_ADJOINT)
+defop("celu.inplace", _celu_fwd, (_celu_vjp,), jvp=SELF_ADJOINT, node_name="CeluBackward1")
 
 
 def _softplus_fwd(xp, x, beta=1.0, threshold=20.0):
@@ -237,14 +364,104 @@ defop("softplus", _softplus_fwd,
        F.where(x * beta > threshold, g, g * F.sigmoid(x * beta)),), jvp=SELF_ADJOINT,
       public="softplus", doc="``log(1 + exp(beta x)) / beta``, computed stably; linear above "
       "``threshold`` (torch.nn.functional.softplus).")
-defop("leaky_relu", lambda xp, x, negative_slope=0.01: xp.where(x > 0, x, x * negative_slope),
-      (lambda F, g, out, x, negative_slope=0.01: F.where(x > 0, g, g * negative_slope),),
-      jvp=SELF_ADJOINT, public="leaky_relu")
+def _leaky_relu_fwd(xp, x, negative_slope=0.01):
+    return xp.where(x > 0, x, x * negative_slope)
+
+
+def _leaky_relu_vjp(F, g, out, x, negative_slope=0.01):
+    return F.where(x > 0, g, g * negative_slope)
+
+
+defop("leaky_relu", _leaky_relu_fwd, (_leaky_relu_vjp,), jvp=SELF_ADJOINT, public="leaky_relu")
+# In place, PyTorch's node is LeakyReluBackward1.
+defop("leaky_relu.inplace", _leaky_relu_fwd, (_leaky_relu_vjp,), jvp=SELF_ADJOINT,
+      node_name="LeakyReluBackward1")
+
+
+# NOTE: hardsigmoid, hardswish, logsigmoid and mish are primitives for PyTorch's gradients and
+# nodes: as composites of clamp, relu and abs their one-sided rules gave the wrong slope at
+# the kinks (logsigmoid'(0) came out 0, not 0.5; hardswish'(3) 1.5, not 1), NaN where an
+# inf gradient met a zero factor, and several nodes where PyTorch has one.
+def _hardsigmoid_fwd(xp, x):
+    return xp.clip(x + 3, 0, 6) / 6
+
+
+def _hardsigmoid_vjp(F, g, out, x):
+    # PyTorch's hardsigmoid_backward: grad / 6 strictly inside (-3, 3), 0 elsewhere and at NaN.
+    return grad_unless(F, g * (1.0 / 6.0), ~((x > -3.0) & (x < 3.0)))
+
+
+defop("hardsigmoid", _hardsigmoid_fwd, (_hardsigmoid_vjp,), jvp=SELF_ADJOINT)
+
+
+def _hardswish_fwd(xp, x):
+    return x * (xp.clip(x + 3, 0, 6) / 6)
+
+
+def _hardswish_vjp(F, g, out, x):
+    # PyTorch's hardswish_backward: 0 up to -3 (inclusive), x / 3 + 1/2 strictly below 3,
+    # from 3 on (and at NaN) the gradient itself.
+    return grad_unless(F, F.where(x < 3.0, g * (x * (1.0 / 3.0) + 0.5), g), x <= -3.0)
+
+
+defop("hardswish", _hardswish_fwd, (_hardswish_vjp,), jvp=SELF_ADJOINT)
+
+
+def _logsigmoid_fwd(xp, x):
+    # -(max(-x, 0) + log1p(exp(-|x|))): no overflow for any x, full precision in both tails.
+    return -(xp.maximum(-x, 0) + xp.log1p(xp.exp(-xp.abs(x))))
+
+
+defop("logsigmoid", _logsigmoid_fwd, (lambda F, g, out, x: g * F.sigmoid(-x),),
+      jvp=SELF_ADJOINT, node_name="LogSigmoidBackward0")
+
+
+def _mish_fwd(xp, x):
+    return x * xp.tanh(_softplus_fwd(xp, x))
+
+
+def _mish_vjp(F, g, out, x):
+    # PyTorch's mish_backward: tanh(softplus(x)) + x * sigmoid(x) * (1 - tanh(softplus(x))^2).
+    t = F.tanh(F.softplus(x))
+    return g * (t + x * F.sigmoid(x) * (1 - t * t))
+
+
+defop("mish", _mish_fwd, (_mish_vjp,), jvp=SELF_ADJOINT)
+
+
+def _shrink_zero(x, lambd):
+    # Both shrinks' backward: 0 on [-lambd, lambd], the gradient elsewhere and at NaN.
+    return (x >= -lambd) & (x <= lambd)
+
+
+def _hardshrink_fwd(xp, x, lambd=0.5):
+    return xp.where((x >= -lambd) & (x <= lambd), xp.zeros((), x.dtype), x)
+
+
+def _softshrink_fwd(xp, x, lambd=0.5):
+    # x - lambd above, x + lambd below, 0 between; NaN stays NaN.
+    return x - xp.clip(x, xp.asarray(-lambd, x.dtype), xp.asarray(lambd, x.dtype))
+
+
+defop("hardshrink", _hardshrink_fwd,
+      (lambda F, g, out, x, lambd=0.5: grad_unless(F, g, _shrink_zero(x, lambd)),),
+      jvp=SELF_ADJOINT)
+defop("softshrink", _softshrink_fwd,
+      (lambda F, g, out, x, lambd=0.5: grad_unless(F, g, _shrink_zero(x, lambd)),),
+      jvp=SELF_ADJOINT)
+def _atan2_recip(F, input, other):  # noqa: A002 - PyTorch's names
+    """1 / r², r² = input² + other², and 0 at the origin (PyTorch's: the gradient there is 0,
+    not 0/0). The inner where keeps the reciprocal finite for a second derivative."""
+    r2 = input * input + other * other
+    origin = r2 == 0
+    return F.where(origin, 0.0, 1.0 / F.where(origin, 1.0, r2))
+
+
 # atan2(input, other) is the angle of the point (other, input): d/dinput = other / r²,
-# d/dother = -input / r², with r² = input² + other².
+# d/dother = -input / r².
 defop("atan2", lambda xp, input, other: xp.arctan2(input, other),  # noqa: A006 - PyTorch's names
-      (lambda F, g, out, input, other: g * other / (input * input + other * other),
-       lambda F, g, out, input, other: -g * input / (input * input + other * other)),
+      (lambda F, g, out, input, other: g * other * _atan2_recip(F, input, other),
+       lambda F, g, out, input, other: -g * input * _atan2_recip(F, input, other)),
       jvp=SELF_ADJOINT, public=("atan2", "arctan2"), methods=("atan2", "arctan2"),
       inplace=("atan2_", "arctan2_"), doc="Elementwise arctangent of ``input / other`` in the "
       "quadrant of the point ``(other, input)`` (torch.atan2).")
@@ -299,6 +516,23 @@ defop("log10", lambda xp, x: xp.log10(x), (lambda F, g, out, x: g / (x * math.lo
 defop("exp2", lambda xp, x: xp.exp2(x), (lambda F, g, out, x: g * out * math.log(2.0),),
       jvp=SELF_ADJOINT, public="exp2", methods="exp2")
 
+# NOTE: frac, hypot and logaddexp are primitives for PyTorch's nodes (FracBackward0,
+# HypotBackward0, LogaddexpBackward0) and its values at infinities: hypot(inf, nan) is inf and
+# logaddexp(-inf, -inf) -inf, where the composites gave NaN.
+defop("frac", lambda xp, x: x - xp.trunc(x), (lambda F, g, out, x: g,), jvp=SELF_ADJOINT,
+      public="frac", methods="frac", doc="The fractional part, ``x - trunc(x)`` (the sign of "
+      "``x``).")
+defop("hypot", lambda xp, input, other: xp.hypot(input, other),  # noqa: A006 - PyTorch's names
+      (lambda F, g, out, input, other: g * input / out,
+       lambda F, g, out, input, other: g * other / out), jvp=SELF_ADJOINT,
+      public="hypot", methods="hypot", doc="``sqrt(input² + other²)`` (torch.hypot).")
+# d/da log(e^a + e^b) = sigmoid(a - b): never overflows, 1/2 at a tie.
+defop("logaddexp", lambda xp, input, other: xp.logaddexp(input, other),  # noqa: A006
+      (lambda F, g, out, input, other: g * F.sigmoid(input - other),
+       lambda F, g, out, input, other: g * F.sigmoid(other - input)), jvp=SELF_ADJOINT,
+      public="logaddexp", methods="logaddexp",
+      doc="``log(exp(input) + exp(other))`` without overflow (torch.logaddexp).")
+
 # Rounding: piecewise constant, so a zero gradient (PyTorch's), but differentiable.
 defop("floor", lambda xp, x: xp.floor(x), (lambda F, g, out, x: F.zeros_like(g),),
       jvp=SELF_ADJOINT, public="floor", methods="floor")
@@ -312,23 +546,55 @@ defop("round", lambda xp, x, decimals=0: xp.round(x, decimals),
       public="round", methods="round")
 
 # fmod truncates the quotient (the sign of the dividend), remainder floors it (the sign of the
-# divisor); d/db = -quotient.
-defop("fmod", lambda xp, a, b: xp.fmod(a, b),
-      (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g * F.trunc(a / b)),
-      jvp=SELF_ADJOINT, public="fmod", methods="fmod")
-defop("remainder", lambda xp, a, b: xp.remainder(a, b),
-      (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g * F.floor(a / b)),
-      jvp=SELF_ADJOINT, public="remainder", methods=("remainder", "__mod__"))
+# divisor); d/db = -quotient, with Python's floor division for remainder (-1 // inf is -1, as
+# PyTorch's div(rounding_mode="floor"); floor(-1 / inf) would be -0). A number divisor is an
+# attribute (FmodBackward0 / RemainderBackward0), a tensor one an input (...Backward1).
+defop("floor_divide", lambda xp, a, b: xp.floor_divide(a, b),
+      doc="Python's floor division, for remainder's rule (no gradient: piecewise constant).")
+
+
+def _fmod_fwd(xp, a, b):
+    return xp.fmod(a, b)
+
+
+def _remainder_fwd(xp, a, b):
+    return xp.remainder(a, b)
+
+
+_FMOD = defop("fmod", _fmod_fwd, (lambda F, g, out, a, b: g,), jvp=SELF_ADJOINT)
+_FMOD_T = defop("fmod.Tensor", _fmod_fwd,
+                (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g * F.trunc(a / b)),
+                jvp=SELF_ADJOINT, node_name="FmodBackward1")
+_REMAINDER = defop("remainder", _remainder_fwd, (lambda F, g, out, a, b: g,), jvp=SELF_ADJOINT)
+_REMAINDER_T = defop("remainder.Tensor", _remainder_fwd,
+                     (lambda F, g, out, a, b: g,
+                      lambda F, g, out, a, b: -g * F.floor_divide(a, b)),
+                     jvp=SELF_ADJOINT, node_name="RemainderBackward1")
+
+
+@expose(public="fmod", methods="fmod")
+def fmod(input, other):  # noqa: A002 - PyTorch's names
+    """The remainder of ``input / other`` with the sign of ``input`` (torch.fmod)."""
+    return apply_op(_FMOD_T if isinstance(other, Tensor) else _FMOD, (input, other), None)
+
+
+@expose(public="remainder", methods=("remainder", "__mod__"))
+def remainder(input, other):  # noqa: A002
+    """The remainder of ``input / other`` with the sign of ``other`` (torch.remainder)."""
+    return apply_op(_REMAINDER_T if isinstance(other, Tensor) else _REMAINDER, (input, other),
+                    None)
 
 
 def _xlogy_fwd(xp, x, y):
-    safe = xp.where(x == 0, 1, y)
-    return xp.where((x == 0) & ~xp.isnan(y), 0, x * xp.log(safe))
+    # The log of 1 where x == 0, so that 0 * log(0) is no NaN; a NaN y stays NaN (0 * NaN).
+    safe = xp.where((x == 0) & ~xp.isnan(y), 1, y)
+    return x * xp.log(safe)
 
 
-# xlogy(0, y) = 0 for any y but NaN; PyTorch's rules: d/dx = xlogy(x != 0, y), d/dy = x / y.
+# xlogy(0, y) = 0 for any y but NaN; PyTorch 2.13's rules: d/dx = xlogy(g, y), 0 where x == 0
+# and y <= 0 (log(2) at x == 0, y == 2); d/dy = x / y.
 defop("xlogy", _xlogy_fwd,
-      (lambda F, g, out, x, y: g * F.xlogy(F.to_dtype(x != 0, dtype=out.dtype), y),
+      (lambda F, g, out, x, y: grad_unless(F, F.xlogy(g, y), (x == 0) & (y <= 0)),
        lambda F, g, out, x, y: g * x / y), jvp=SELF_ADJOINT, public="xlogy", methods="xlogy")
 
 # Selections: the gradient goes to the input that was picked; maximum/minimum split a tie
@@ -339,9 +605,11 @@ defop("where", lambda xp, cond, a, b: xp.where(cond, a, b),
 
 
 def _picked(F, g, mine, other, bigger: bool):
-    """The share of ``g`` that ``mine`` gets: all where it wins, half on a tie."""
-    wins = mine > other if bigger else mine < other
-    return F.where(mine == other, g * 0.5, F.where(wins, g, 0.0))
+    """The share of ``g`` that ``mine`` gets: half on a tie, none where it loses, all
+    elsewhere -- a NaN on either side included, so both operands of a NaN result get the
+    gradient (PyTorch's ``where(self == other, grad / 2, grad).masked_fill_(self < other, 0)``)."""
+    loses = mine < other if bigger else mine > other
+    return grad_unless(F, F.where(mine == other, g * 0.5, g), loses)
 
 
 defop("maximum", lambda xp, a, b: xp.maximum(a, b),
@@ -397,6 +665,90 @@ def _clamp_tensor_vjp_max(F, g, out, x, min, max):  # noqa: A002
 defop("clamp.Tensor", _clamp_tensor_fwd,
       (_clamp_vjp, _clamp_tensor_vjp_min, _clamp_tensor_vjp_max), jvp=SELF_ADJOINT,
       node_name="ClampBackward0")
+
+# clamp_min / clamp_max: one bound, their own nodes in PyTorch (ClampMinBackward0 for a number,
+# ClampMinBackward1 for a tensor bound, likewise for max); the input's gradient passes where
+# the bound is not above (below) it, as clamp's, and a tensor bound gets the rest.
+def _clamp_min_fwd(xp, x, min):  # noqa: A002 - PyTorch's names
+    return xp.maximum(x, min if hasattr(min, "dtype") else xp.asarray(min, x.dtype))
+
+
+def _clamp_max_fwd(xp, x, max):  # noqa: A002
+    return xp.minimum(x, max if hasattr(max, "dtype") else xp.asarray(max, x.dtype))
+
+
+_CLAMP_MIN = defop("clamp_min", _clamp_min_fwd,
+                   (lambda F, g, out, x, min: F.where(x >= min, g, 0.0),), jvp=SELF_ADJOINT)
+_CLAMP_MAX = defop("clamp_max", _clamp_max_fwd,
+                   (lambda F, g, out, x, max: F.where(x <= max, g, 0.0),), jvp=SELF_ADJOINT)
+_CLAMP_MIN_T = defop("clamp_min.Tensor", _clamp_min_fwd,
+                     (lambda F, g, out, x, min: F.where(x >= min, g, 0.0),
+                      lambda F, g, out, x, min: F.where(x < min, g, 0.0)), jvp=SELF_ADJOINT,
+                     node_name="ClampMinBackward1")
+_CLAMP_MAX_T = defop("clamp_max.Tensor", _clamp_max_fwd,
+                     (lambda F, g, out, x, max: F.where(x <= max, g, 0.0),
+                      lambda F, g, out, x, max: F.where(x > max, g, 0.0)), jvp=SELF_ADJOINT,
+                     node_name="ClampMaxBackward1")
+
+
+@expose(public="clamp_min", methods="clamp_min")
+def clamp_min(input, min):  # noqa: A002
+    """``max(input, min)``; ``min`` a number or a tensor (torch.clamp_min)."""
+    if isinstance(min, Tensor):
+        return apply_op(_CLAMP_MIN_T, (input, min), None)
+    return apply_op(_CLAMP_MIN, (input,), {"min": min})
+
+
+@expose(public="clamp_max", methods="clamp_max")
+def clamp_max(input, max):  # noqa: A002
+    """``min(input, max)``; ``max`` a number or a tensor (torch.clamp_max)."""
+    if isinstance(max, Tensor):
+        return apply_op(_CLAMP_MAX_T, (input, max), None)
+    return apply_op(_CLAMP_MAX, (input,), {"max": max})
+
+
+@expose(methods="clamp_min_")
+def clamp_min_(input, min):  # noqa: A002
+    """In-place :func:`clamp_min`."""
+    if isinstance(min, Tensor):
+        return apply_inplace(_CLAMP_MIN_T, input, (min,), None)
+    return apply_inplace(_CLAMP_MIN, input, (), {"min": min})
+
+
+@expose(methods="clamp_max_")
+def clamp_max_(input, max):  # noqa: A002
+    """In-place :func:`clamp_max`."""
+    if isinstance(max, Tensor):
+        return apply_inplace(_CLAMP_MAX_T, input, (max,), None)
+    return apply_inplace(_CLAMP_MAX, input, (), {"max": max})
+
+
+# fmax / fmin: NaN-ignoring maximum / minimum. PyTorch's rules: the first operand gets the
+# gradient where it is the result (ties included) or the second is NaN, the second the rest.
+def _fmax_first(a, b, F):
+    return (a >= b) | F.isnan(b)
+
+
+def _fmin_first(a, b, F):
+    return (a <= b) | F.isnan(b)
+
+
+defop("fmax", lambda xp, a, b: xp.fmax(a, b),
+      (lambda F, g, out, a, b: grad_unless(F, g, ~_fmax_first(a, b, F)),
+       lambda F, g, out, a, b: grad_unless(F, g, _fmax_first(a, b, F))), jvp=SELF_ADJOINT,
+      public="fmax", methods="fmax")
+defop("fmin", lambda xp, a, b: xp.fmin(a, b),
+      (lambda F, g, out, a, b: grad_unless(F, g, ~_fmin_first(a, b, F)),
+       lambda F, g, out, a, b: grad_unless(F, g, _fmin_first(a, b, F))), jvp=SELF_ADJOINT,
+      public="fmin", methods="fmin")
+
+
+# prelu: leaky relu with a learned slope per channel (the weight reshaped by
+# nn.functional.prelu to broadcast over dim 1). PyTorch's node is PreluKernelBackward0.
+defop("prelu", lambda xp, x, weight: xp.where(x > 0, x, weight * x),
+      (lambda F, g, out, x, weight: F.where(x > 0, g, g * weight),
+       lambda F, g, out, x, weight: F.where(x > 0, 0.0, g * x)), jvp=SELF_ADJOINT,
+      node_name="PreluKernelBackward0")
 
 # Logical ops: boolean results, no gradient.
 defop("logical_and", lambda xp, a, b: xp.logical_and(a, b), public="logical_and",

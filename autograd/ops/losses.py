@@ -1,5 +1,6 @@
-"""Loss primitives: mse_loss and binary_cross_entropy_with_logits, under PyTorch's nodes
-(MseLossBackward0, BinaryCrossEntropyWithLogitsBackward0).
+"""Loss primitives: mse_loss, smooth_l1_loss, huber_loss and binary_cross_entropy_with_logits,
+under PyTorch's nodes (MseLossBackward0, SmoothL1LossBackward0, HuberLossBackward0,
+BinaryCrossEntropyWithLogitsBackward0).
 
 NOTE: primitives for those nodes and for one node instead of four to eight; the values are
 the composites' they replace (the elementwise loss, then its mean, sum or nothing).
@@ -9,6 +10,8 @@ gradient, over N for a mean; the forward-mode rule is the same partial times the
 reduced as the forward.
 """
 from __future__ import annotations
+
+import math
 
 from ..dispatch import defop
 from .elementwise import _softplus_fwd
@@ -73,12 +76,64 @@ defop("mse_loss", _mse_fwd,
       jvp=(_jvp(_mse_d_input), _jvp(_mse_d_target)), node_name="MseLossBackward0")
 
 
+# --------------------------------------------------------------------------- smooth L1 / Huber
+# Their slopes are selects, as PyTorch's smooth_l1_loss_backward / huber_loss_backward: -1 / 1
+# (-delta / delta) beyond the quadratic zone, so an infinite difference has a finite slope
+# (the composite's where gave NaN there), and a NaN difference gives NaN.
+
+
+def _smooth_l1_fwd(xp, input, target, reduction="mean", beta=1.0):  # noqa: A002
+    d = input - target
+    z = xp.abs(d)
+    return _reduce_fwd(xp, xp.where(z < beta, d * d * (0.5 / beta), z - 0.5 * beta), reduction)
+
+
+def _smooth_l1_d_input(F, input, target, beta=1.0):  # noqa: A002
+    d = input - target
+    return F.where(d < -beta, -1.0, F.where(d > beta, 1.0, d * (1.0 / beta)))
+
+
+def _huber_fwd(xp, input, target, reduction="mean", delta=1.0):  # noqa: A002
+    d = input - target
+    z = xp.abs(d)
+    return _reduce_fwd(xp, xp.where(z < delta, d * d * 0.5, (z - 0.5 * delta) * delta), reduction)
+
+
+def _huber_d_input(F, input, target, delta=1.0):  # noqa: A002
+    d = input - target
+    return F.where(d < -delta, -delta, F.where(d > delta, delta, d))
+
+
+def _zone_loss(name, fwd, d_input, node_name):
+    """A loss of ``input - target`` with slope ``d_input``: the target's slope is its negative."""
+
+    def rule_input(F, g, out, input, target, reduction="mean", **p):  # noqa: A002
+        return _per_element(g, reduction, input) * d_input(F, input, target, **p)
+
+    def rule_target(F, g, out, input, target, reduction="mean", **p):  # noqa: A002
+        return -(_per_element(g, reduction, input) * d_input(F, input, target, **p))
+
+    def jvp_input(F, t, out, input, target, reduction="mean", **p):  # noqa: A002
+        return _reduce(F, d_input(F, input, target, **p) * t, reduction)
+
+    def jvp_target(F, t, out, input, target, reduction="mean", **p):  # noqa: A002
+        return _reduce(F, -(d_input(F, input, target, **p) * t), reduction)
+
+    defop(name, fwd, (rule_input, rule_target), jvp=(jvp_input, jvp_target),
+          node_name=node_name)
+
+
+_zone_loss("smooth_l1_loss", _smooth_l1_fwd, _smooth_l1_d_input, "SmoothL1LossBackward0")
+_zone_loss("huber_loss", _huber_fwd, _huber_d_input, "HuberLossBackward0")
+
+
 # --------------------------------------------------------------------------- BCE with logits
 
 
 def _bce_logits_fwd(xp, input, target, weight=None, pos_weight=None, reduction="mean"):  # noqa: A002
-    """``(1 - t) x + (1 + (pw - 1) t) softplus(-x)``, stable for large |x|."""
-    sp = _softplus_fwd(xp, -input)
+    """``(1 - t) x + (1 + (pw - 1) t) softplus(-x)``, stable for large |x|. The softplus has
+    no linear threshold: softplus(25) is 25 + 1.4e-11, which float64 keeps (as PyTorch's)."""
+    sp = _softplus_fwd(xp, -input, 1.0, math.inf)
     if pos_weight is None:
         loss = (1 - target) * input + sp
     else:
@@ -105,20 +160,20 @@ def _bce_d_target(F, input, target, weight=None, pos_weight=None):  # noqa: A002
     """PyTorch's: -x; with pos_weight -x + (pw - 1) softplus(-x)."""
     if pos_weight is None:
         return _weighted(-input, weight)
-    return _weighted((pos_weight - 1) * F.softplus(-input) - input, weight)
+    return _weighted((pos_weight - 1) * F.softplus(-input, threshold=math.inf) - input, weight)
 
 
 def _bce_d_weight(F, input, target, weight=None, pos_weight=None):  # noqa: A002
     # PyTorch has no derivative for weight and pos_weight (it raises); the composite this
     # replaces had them, so they stay.
-    sp = F.softplus(-input)
+    sp = F.softplus(-input, threshold=math.inf)
     if pos_weight is None:
         return (1 - target) * input + sp
     return (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
 
 
 def _bce_d_pos_weight(F, input, target, weight=None, pos_weight=None):  # noqa: A002
-    return _weighted(target * F.softplus(-input), weight)
+    return _weighted(target * F.softplus(-input, threshold=math.inf), weight)
 
 
 def _bce_rule(partial):

@@ -121,10 +121,19 @@ def _extreme_jvp(F, t, out, x, dim=None, keepdim=False):
 
 defop("amax", _amax_fwd, (_extreme_vjp,), jvp=(_extreme_jvp,), node_name="AmaxBackward0")
 defop("amin", _amin_fwd, (_extreme_vjp,), jvp=(_extreme_jvp,), node_name="AminBackward0")
-# max()/min() over all of a tensor: PyTorch's MaxBackward1/MinBackward1, whose rule
-# (evenly_distribute_backward) shares the gradient among ties as amax's does.
-defop("max.full", _amax_fwd, (_extreme_vjp,), jvp=(_extreme_jvp,), node_name="MaxBackward1")
-defop("min.full", _amin_fwd, (_extreme_vjp,), jvp=(_extreme_jvp,), node_name="MinBackward1")
+def _evenly_vjp(F, g, out, x, dim=None, keepdim=False):
+    """PyTorch's evenly_distribute_backward: ``g / count`` at each entry equal to the result
+    (a NaN result: at each NaN), filled in, so the other entries get 0 whatever ``g`` is."""
+    hit = (x == out) | (F.isnan(x) & F.isnan(out))
+    share = g / F.sum(F.to_dtype(hit, dtype=g.dtype))
+    return F.where(hit, share, 0.0)
+
+
+# max()/min() over all of a tensor: PyTorch's MaxBackward1/MinBackward1, whose rule shares the
+# gradient among ties as amax's does, but with a fill rather than a product (an inf gradient
+# gives the other entries 0, where amax's gives NaN) and to a NaN result's NaN entries.
+defop("max.full", _amax_fwd, (_evenly_vjp,), jvp=(_extreme_jvp,), node_name="MaxBackward1")
+defop("min.full", _amin_fwd, (_evenly_vjp,), jvp=(_extreme_jvp,), node_name="MinBackward1")
 
 
 # max/min along one dim: values and indices (nout=2); the gradient goes to the index.

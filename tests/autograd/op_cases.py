@@ -801,9 +801,14 @@ CASES += [
     OpCase("round", lambda a: (a * 3).round(decimals=1) + a, lambda a: np.round(3 * a, 1) + a, ins(rnd(3, 4)),
            name="round_decimals"),
     OpCase("frac", lambda a: (a * 3).frac(), lambda a: np.modf(3 * a)[0], ins(rnd(3, 4))),
-    OpCase("fmod", lambda a, b: ag.fmod(a * 3, b), lambda a, b: np.fmod(3 * a, b), ins(rnd(3, 4), away0(4))),
-    OpCase("remainder", lambda a, b: ag.remainder(a * 3, b), lambda a, b: np.remainder(3 * a, b),
+    OpCase("fmod.Tensor", lambda a, b: ag.fmod(a * 3, b), lambda a, b: np.fmod(3 * a, b), ins(rnd(3, 4), away0(4))),
+    OpCase("remainder.Tensor", lambda a, b: ag.remainder(a * 3, b), lambda a, b: np.remainder(3 * a, b),
            ins(rnd(3, 4), away0(4))),
+    OpCase("fmod", lambda a: ag.fmod(a * 3, 0.7), lambda a: np.fmod(3 * a, 0.7), ins(rnd(3, 4)), name="fmod_scalar"),
+    OpCase("remainder", lambda a: (a * 3) % -0.7, lambda a: np.remainder(3 * a, -0.7), ins(rnd(3, 4)),
+           name="remainder_scalar"),
+    OpCase("floor_divide", lambda a, b: ag.ops.apply_op(ag.OPS["floor_divide"], (a, b), None),
+           np.floor_divide, ins(rnd(3, 4), away0(4)), grad=False),
     OpCase("xlogy", lambda a, b: ag.xlogy(_with_zero(a, a.device), b), lambda a, b: _np_xlogy(_with_zero(a), b),
            ins(rnd(3, 4), pos(3, 4))),
     # binary composites
@@ -935,6 +940,13 @@ def _away(*shape):
     return make
 
 
+def _away_from_1(*shape):
+    """Values at least 0.2 away from the shrinks' kinks at -1 and 1."""
+    def make(rng):
+        return rng.choice([-2.0, -0.5, 0.5, 2.0], shape) + rng.uniform(-0.3, 0.3, shape)
+    return make
+
+
 def _softmax_np(a, axis):
     e = np.exp(a - a.max(axis, keepdims=True))
     return e / e.sum(axis, keepdims=True)
@@ -947,6 +959,33 @@ CASES += [
     OpCase("celu", lambda x: AF.celu(x, 2.0), lambda x: np.where(x > 0, x, 2 * np.expm1(x / 2)), ins(_away(3, 4))),
     OpCase("hardtanh", lambda x: AF.hardtanh(x, -2.0, 2.0), lambda x: np.clip(x, -2, 2), ins(_away(3, 4)),
            covers=()),
+    OpCase("hardtanh", lambda x: AF.hardtanh(x * 1.0, -1.0, 1.5, inplace=True) * x,
+           lambda x: np.clip(x, -1, 1.5) * x, ins(_away(3, 4)), name="hardtanh_inplace"),
+    OpCase("threshold", lambda x: AF.threshold(x, 0.5, -1.5), lambda x: np.where(x <= 0.5, -1.5, x),
+           ins(_away(3, 4))),
+    OpCase("threshold.inplace", lambda x: AF.threshold(x * 1.0, 0.5, -1.5, inplace=True) * x,
+           lambda x: np.where(x <= 0.5, -1.5, x) * x, ins(_away(3, 4)), name="threshold_inplace"),
+    OpCase("elu.inplace", lambda x: AF.elu(x * 1.0, 0.7, inplace=True) * x,
+           lambda x: np.where(x > 0, x, 0.7 * np.expm1(x)) * x, ins(_away(3, 4)), name="elu_inplace"),
+    OpCase("celu.inplace", lambda x: AF.celu(x * 1.0, 2.0, inplace=True) * x,
+           lambda x: np.where(x > 0, x, 2 * np.expm1(x / 2)) * x, ins(_away(3, 4)), name="celu_inplace"),
+    OpCase("leaky_relu.inplace", lambda x: AF.leaky_relu(x * 1.0, 0.2, inplace=True) * x,
+           lambda x: np.where(x > 0, x, 0.2 * x) * x, ins(_away(3, 4)), name="leaky_relu_inplace"),
+    OpCase("hardshrink", lambda x: AF.hardshrink(x, 1.0), lambda x: np.where(np.abs(x) <= 1, 0, x),
+           ins(_away_from_1(3, 4))),
+    OpCase("softshrink", lambda x: AF.softshrink(x, 1.0), lambda x: x - np.clip(x, -1, 1),
+           ins(_away_from_1(3, 4))),
+    OpCase("clamp_min", lambda x: x.clamp_min(0.3), lambda x: np.maximum(x, 0.3), ins(_away_from_1(3, 4))),
+    OpCase("clamp_max", lambda x: ag.clamp_max(x, 0.3), lambda x: np.minimum(x, 0.3), ins(_away_from_1(3, 4))),
+    OpCase("clamp_min.Tensor", lambda x, m: x.clamp_min(m), np.maximum, ins(_away(3, 4), _away(4)),
+           name="clamp_min_tensor"),
+    OpCase("clamp_max.Tensor", lambda x, m: (x * 1.0).clamp_max_(m) * x, lambda x, m: np.minimum(x, m) * x,
+           ins(_away(3, 4), _away(4)), name="clamp_max_tensor_inplace"),
+    OpCase("fmax", ag.fmax, np.fmax, ins(_away(3, 4), _away(4))),
+    OpCase("fmin", lambda a, b: a.fmin(b), np.fmin, ins(_away(3, 4), _away(4))),
+    OpCase("prelu", AF.prelu, lambda x, w: np.where(x > 0, x, w.reshape(1, 3, 1) * x),
+           ins(_away(2, 3, 4), pos(3))),
+    OpCase("tanhshrink", AF.tanhshrink, lambda x: x - np.tanh(x), ins(rnd(3, 4))),
     OpCase("hardsigmoid", AF.hardsigmoid, lambda x: np.clip(x / 6 + 0.5, 0, 1), ins(_away(3, 4))),
     OpCase("hardswish", AF.hardswish, lambda x: x * np.clip(x + 3, 0, 6) / 6, ins(_away(3, 4))),
     OpCase("mish", AF.mish, lambda x: x * np.tanh(_sp(x)), ins(rnd(3, 4))),

@@ -134,11 +134,23 @@ def test_activation_modules_and_input_keyword():
              (nn.Hardsigmoid(), F.hardsigmoid), (nn.Hardswish(), F.hardswish),
              (nn.Mish(), F.mish), (nn.LogSigmoid(), F.logsigmoid), (nn.Softsign(), F.softsign),
              (nn.Softmin(1), lambda v: F.softmin(v, 1)), (nn.GLU(), F.glu),
-             (nn.Identity(), lambda v: v), (nn.Linear(4, 2), None), (nn.ReLU(), F.relu)]
+             (nn.Identity(), lambda v: v), (nn.Linear(4, 2), None), (nn.ReLU(), F.relu),
+             (nn.Threshold(0.1, 2.0), lambda v: F.threshold(v, 0.1, 2.0)),
+             (nn.Hardshrink(), F.hardshrink), (nn.Softshrink(0.3), lambda v: F.softshrink(v, 0.3)),
+             (nn.Tanhshrink(), F.tanhshrink), (nn.PReLU(), lambda v: F.prelu(v, ag.full((1,), 0.25))),
+             (nn.LeakyReLU(0.2), lambda v: F.leaky_relu(v, 0.2))]
     for mod, fn in pairs:
         out = mod(input=x)
         if fn is not None:
             np.testing.assert_array_equal(out.detach().numpy(), fn(x).detach().numpy())
+    y = x * 1.0
+    assert nn.LeakyReLU(0.2, inplace=True)(y) is y
+    np.testing.assert_array_equal(y.numpy(), F.leaky_relu(x, 0.2).numpy())
+    # torch's reprs
+    assert [repr(m) for m in (nn.Hardshrink(), nn.Softshrink(0.3), nn.Tanhshrink(),
+                              nn.Threshold(0.1, 2.0), nn.LeakyReLU(0.2, True), nn.PReLU())] == [
+        "Hardshrink(0.5)", "Softshrink(0.3)", "Tanhshrink()", "Threshold(threshold=0.1, value=2.0)",
+        "LeakyReLU(negative_slope=0.2, inplace=True)", "PReLU(num_parameters=1)"]
     assert nn.Unflatten(1, (2, 2))(x).shape == (3, 2, 2)
     assert nn.Flatten()(ag.randn(2, 3, 4)).shape == (2, 12)
 

@@ -1,10 +1,13 @@
 """Activation modules over the functional activations (issue 14), with PyTorch's arguments."""
 from __future__ import annotations
 
+from ...tensor import full as _full
 from .. import functional as F
+from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["ELU", "SELU", "CELU", "ReLU6", "Hardtanh", "Hardsigmoid", "Hardswish", "Mish",
+__all__ = ["ELU", "SELU", "CELU", "ReLU6", "Hardtanh", "Threshold", "Hardshrink", "Softshrink",
+           "Tanhshrink", "PReLU", "Hardsigmoid", "Hardswish", "Mish",
            "LogSigmoid", "Softsign", "Softmin", "GLU", "Softplus", "LogSoftmax"]
 
 
@@ -51,6 +54,54 @@ class Hardtanh(Module):
     def extra_repr(self):
         return (f"min_val={self.min_val}, max_val={self.max_val}"
                 + (", inplace=True" if self.inplace else ""))
+
+
+class Threshold(Module):
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        return (f"threshold={self.threshold}, value={self.value}"
+                + (", inplace=True" if self.inplace else ""))
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):  # noqa: A002
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input):  # noqa: A002
+        return F.softshrink(input, self.lambd)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):  # noqa: A002
+        return F.tanhshrink(input)
+
+
+class PReLU(Module):
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = Parameter(_full((num_parameters,), float(init), device=device, dtype=dtype))
+
+    def forward(self, input):  # noqa: A002
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
 
 
 class ReLU6(Hardtanh):
