@@ -200,7 +200,7 @@ class OpDef:
 
     __slots__ = ("name", "record_name", "fwd", "vjp", "joint", "nout", "differentiable", "view",
                  "moves_device", "node_cls", "_uses_out", "_uses_in", "_meta", "_plans", "check",
-                 "jvp", "doc", "input_names", "simple")
+                 "jvp", "doc", "input_names", "simple", "fusions")
 
     def __init__(self, name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device,
                  joint=None):
@@ -220,6 +220,10 @@ class OpDef:
         self.check = check
         self.jvp = None
         self.doc = doc
+        # {name of an op: fn}: where this op's gradient (from its rule 0) feeds only a node of
+        # that op, compiled autograd may run the pair as ``fn(g, args, attrs, next_args,
+        # next_attrs)`` (the rules' argument lists; None: run the two rules after all).
+        self.fusions: dict = {}
         self._meta = frozenset(meta)
         self._plans: dict[int, tuple] = {}
         # Which parameters each rule reads: decides what a node must save.

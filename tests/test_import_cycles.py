@@ -49,16 +49,16 @@ ALLOWED_CYCLES: dict[frozenset, str] = {
                "autograd.compiled_autograd.key", "autograd.forward_ad", "autograd.ops.shape"}):
         "The engine core, one knot. tensor imports dispatch, and tensor.py injects the Tensor "
         "class back (dispatch.Tensor/_init_tensor = ..., tensor.py ~546); node builds Tensors "
-        "in functions (node.py ~253/286/299 -> tensor); Tensor.backward imports engine and "
-        "compiled_autograd in a function (tensor.py ~214/217) while engine imports tensor at "
-        "its head; engine imports compiled_autograd in a function (~130) while "
-        "compiled_autograd imports engine, dispatch, node, tensor; dispatch and forward_ad "
+        "in functions (node.py ~253/286/299 -> tensor); Tensor.backward(compiled=True) imports "
+        "compiled_autograd in a function (tensor.py ~245) while compiled_autograd imports "
+        "engine, dispatch, node, tensor (engine.backward and Tensor.backward no longer import: "
+        "engine and compiled_autograd register themselves, engine.COMPILED_AUTOGRAD and "
+        "tensor._ENGINE_BACKWARD); dispatch and forward_ad "
         "import each other in functions (dispatch.py ~591/693, forward_ad.py ~64-109); "
         "dispatch imports node in functions (~94/149) as well as at its head; ops.shape "
         "(imported by engine and compiled_autograd) imports dispatch. Fix: a leaf module that "
         "owns the Tensor class's construction (dispatch imports it, tensor fills nothing in), "
-        "backward()/grad() entry points that tensor reaches without importing engine at "
-        "call time (engine registers itself), compiled_autograd above engine only.",
+        "compiled_autograd above engine only.",
     frozenset({"autograd.backend", "autograd.grad_mode"}):
         "backend.current_stream/set_current_stream keep the CPU stream in grad_mode.STATE "
         "(function imports, backend.py ~289/307); grad_mode's thread state starts it from "
@@ -73,7 +73,7 @@ ALLOWED_CYCLES: dict[frozenset, str] = {
 }
 
 # Function-level imports whose target imports the importer back (see the module docstring).
-MAX_CYCLE_DODGING_IMPORTS = 19
+MAX_CYCLE_DODGING_IMPORTS = 17
 
 
 @dataclass(frozen=True)

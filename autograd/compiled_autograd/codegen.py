@@ -10,6 +10,10 @@ engine's :func:`conform`, which notes the shape it got at that site; the code ge
 after that sums it down directly, on axes folded at generation time, with conform's own
 arithmetic (:func:`sum_over`: the engine's values bit for bit), behind a guard that hands
 any other shape to :func:`conform` again.
+
+Two nodes whose ops declare a fusion (``OpDef.fusions``; cross_entropy's NLL and log_softmax)
+become one call where nothing else reads the gradient between them, outside profiled and
+CUDA-graph variants (see :func:`_fusable`).
 """
 from __future__ import annotations
 
@@ -114,6 +118,7 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
           "_into": _engine._accumulate_into_tensor,
           "_begin": _rf.begin, "_end": _rf.end, "_BW": _BACKWARD,
           "_noted": _conform_noted, "_SEEN": program.conform_seen, "_sum_over": sum_over,
+          "_fused": _fused,
           "F": ArrayF(program.device.xp) if program.device else None}
     lines = ["def run(T, N, G, I=None, O=None, K=None):" if graph_mode else "def run(T, N, G):"]
     emit = lines.append
@@ -189,12 +194,22 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
     def regs(rs):
         return ", ".join(v(r) for r in rs)
 
+    # cross_entropy's two nodes in one call (see _fusable): at the first's step; the second's
+    # step emits nothing, and the register between them is never made.
+    fused = {} if graph_mode or profiled else _fusable(program)
+    absorbed = {k2: program.steps[k1].arg[1][0] for k1, (k2, _) in fused.items()}
     current = -1
     for k, s in enumerate(program.steps):
         kind = s.kind
         j = s.node
         if graph_mode and kind in _GRAPH_REFUSES:
             raise Unsupported(_GRAPH_REFUSES[kind])
+        if k in absorbed:
+            if frees is not None:
+                frees[k].remove(absorbed[k])
+                if frees[k]:   # pragma: no cover - the fused call reads only that register
+                    raise AssertionError(frees[k])
+            continue
         if j >= 0 and j != current:
             emit(f"    _n = N[{j if order is None else order[j]}]  # {info[j]['name']}")
             current = j
@@ -218,6 +233,8 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
             outs, grads, new = s.arg
             lhs = ", ".join("_" if r is None else v(r) for r in new)
             emit(f"    {lhs}, = _post(T, _n, [{regs(outs)}], [{regs(grads)}])")
+        elif kind is StepKind.CALL and k in fused:
+            _gen_fused(program, s, *fused[k], emit, v, const, validate, keep_graph, order)
         elif kind is StepKind.CALL:
             _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_record,
                       keep_graph, graph_mode, n_inputs)
@@ -256,6 +273,75 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
     return "\n".join(lines) + "\n", ns, n_inputs[0]
 
 
+# --------------------------------------------------------------------------- fusion
+
+
+def _fusable(program):
+    """``{step: (step, fn)}``: each call of a node whose op declares a fusion with the op of
+    the one node that reads its gradient (``OpDef.fusions``: cross_entropy's NllLossBackward0
+    into LogSoftmaxBackward0), both with one gradient in and the first with one out, nothing
+    but releases between them and no unpack hook on either (their saved tensors come straight
+    from the nodes)."""
+    steps, info = program.steps, program.nodes_info
+    readers: dict = {}
+    for k, s in enumerate(steps):
+        for r in s.reads:
+            if r is not None:
+                readers.setdefault(r, []).append(k)
+    pairs = {}
+    for k, s in enumerate(steps):
+        op = info[s.node].get("op") if s.kind is StepKind.CALL else None
+        if op is None or not op.fusions or len(s.reads) != 1 or op.nout != 1:
+            continue
+        r, *others = s.arg[1]
+        if r is None or any(o is not None for o in others) or len(readers.get(r, ())) != 1:
+            continue
+        k2 = readers[r][0]
+        s2 = steps[k2]
+        op2 = info[s2.node].get("op") if s2.kind is StepKind.CALL else None
+        fn = op.fusions.get(op2.name) if op2 is not None else None
+        if (fn is not None and op2.nout == 1 and s2.reads == (r,) and len(s2.arg[1]) == 1
+                and s2.arg[1][0] is not None
+                and all(steps[i].kind is StepKind.RELEASE for i in range(k + 1, k2))):
+            pairs[k] = (k2, fn)
+    return pairs
+
+
+def _fused(task, F, fn, g, first, args, second, args2, shape, dtype):
+    """Two nodes' rules through their op's fusion ``fn`` (see :func:`_fusable`), or, where it
+    declines (None), the two rules with the first's gradient fitted to the second's input as
+    the engine fits it (``shape``, ``dtype``)."""
+    attrs, attrs2 = first._attrs or {}, second._attrs or {}
+    out = fn(g, args, attrs, args2, attrs2)
+    if out is None:
+        w = first.op.vjp[0](F, g, *args, **attrs)
+        if w.shape != shape or w.dtype != dtype:
+            w = _engine.conform(task, first, 0, w, shape, dtype)
+        out = second.op.vjp[0](F, w, *args2, **attrs2)
+    return out
+
+
+def _gen_fused(program, s, k2, fn, emit, v, const, validate, keep_graph, order):
+    """The code of a fused pair (see :func:`_fusable`): ``_n`` is the first node (the caller
+    set it), ``_m`` the second."""
+    info = program.nodes_info
+    s2 = program.steps[k2]
+    first, second = info[s.node], info[s2.node]
+    emit(f"    _m = N[{s2.node if order is None else order[s2.node]}]  # {second['name']}, fused")
+    args = _rule_args(first, emit, "    ", v, [], False, None)
+    args2 = _rule_args(second, emit, "    ", v, [], False, None, node="_m", prefix="b")
+    shape, dtype = second["meta"][0][:2]
+    r = s2.arg[1][0]
+    emit(f"    {v(r)} = _fused(T, F, {const(fn, 'X')}, {v(s.reads[0])}, _n, "
+         f"({', '.join(args)},), _m, ({', '.join(args2)},), {const(shape, 'S')}, "
+         f"{const(dtype, 'D')})")
+    e = second["edges"][0]
+    meta = info[e[0]]["meta"][e[1]]
+    validate(r, meta[0], meta[1], "_m", 0, (k2, 0))
+    _release(first, emit, args, keep_graph)
+    _release(second, emit, args2, keep_graph, node="_m", prefix="b")
+
+
 def _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_record,
               keep_graph, graph_mode, n_inputs):
     j = s.node
@@ -276,25 +362,8 @@ def _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_r
         return
     op = entry["op"]
     saved = entry["saved"]
-    # Arguments of every rule: out, then the inputs (a saved tensor is unpacked once).
     ind = begin_record(j)
-    reads_saved = any(what in (SavedKind.VALUE, SavedKind.TENSOR) for what in saved)
-    if reads_saved:
-        emit(f"{ind}_s = _n._saved")
-    args = []
-    for p, what in enumerate(saved):
-        if what is SavedKind.NONE:
-            args.append("None")
-        elif what is SavedKind.VALUE:
-            args.append(f"_s[{p}]")
-        elif what is SavedKind.HOOKED:
-            args.append(v(hooked.pop(0)))
-        elif graph_mode:
-            args.append(f"I[{n_inputs[0]}]")
-            n_inputs[0] += 1
-        else:
-            emit(f"{ind}a{p} = _s[{p}].unpack_data(_n)")
-            args.append(f"a{p}")
+    args = _rule_args(entry, emit, ind, v, hooked, graph_mode, n_inputs)
     if op.nout == 1:
         g = v(grads[0])
     else:
@@ -323,20 +392,56 @@ def _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_r
         validate(r, meta[0], meta[1], "_n", i, (k, i), ind)
     end_record()
     keep([r for r in outs if r is not None])
-    temps = [a for a in args if a.startswith("a")]
+    _release(entry, emit, args, keep_graph or graph_mode)
+
+
+def _rule_args(entry, emit, ind, v, hooked, graph_mode, n_inputs, node="_n", prefix="a"):
+    """The arguments of a table op node's rules, ``out`` then the inputs, as code: a saved
+    tensor unpacked once into a local (``a{position}``; ``_s`` is the node's ``_saved``)."""
+    saved = entry["saved"]
+    sv = _saved_local(node, prefix)
+    if any(what in (SavedKind.VALUE, SavedKind.TENSOR) for what in saved):
+        emit(f"{ind}{sv} = {node}._saved")
+    args = []
+    for p, what in enumerate(saved):
+        if what is SavedKind.NONE:
+            args.append("None")
+        elif what is SavedKind.VALUE:
+            args.append(f"{sv}[{p}]")
+        elif what is SavedKind.HOOKED:
+            args.append(v(hooked.pop(0)))
+        elif graph_mode:
+            args.append(f"I[{n_inputs[0]}]")
+            n_inputs[0] += 1
+        else:
+            emit(f"{ind}{prefix}{p} = {sv}[{p}].unpack_data({node})")
+            args.append(f"{prefix}{p}")
+    return args
+
+
+def _saved_local(node, prefix):
+    return "_s" if node == "_n" else f"_s{prefix}"
+
+
+def _release(entry, emit, args, keep, node="_n", prefix="a"):
+    """After a node's rules: its unpacked locals deleted and, unless the graph is kept, its
+    saved tensors released (OpNode.release_variables() with the saved positions known: the
+    key fixes which hold a SavedVariable, so no loop and no class test per position)."""
+    temps = [a for a in args if a.startswith(prefix) and a[len(prefix):].isdigit()]
     if temps:
         emit(f"    del {', '.join(temps)}")
-    if not keep_graph and not graph_mode:
-        if entry["has_sv"]:
-            # OpNode.release_variables() with the saved positions known (the key fixes
-            # which hold a SavedVariable): no loop, no class test per position.
-            sv = [p for p, what in enumerate(saved)
-                  if what in (SavedKind.TENSOR, SavedKind.HOOKED)]
-            if not reads_saved:
-                emit("    _s = _n._saved")
-            emit("    " + "".join(f"_s[{p}].release(); " for p in sv) + "_n._saved = None")
-        else:
-            emit("    _n._saved = None")
+    if keep:
+        return
+    saved = entry["saved"]
+    if entry["has_sv"]:
+        sv = _saved_local(node, prefix)
+        if not any(what in (SavedKind.VALUE, SavedKind.TENSOR) for what in saved):
+            emit(f"    {sv} = {node}._saved")   # not read for the rules (_rule_args)
+        emit("    " + "".join(f"{sv}[{p}].release(); " for p, what in enumerate(saved)
+                              if what in (SavedKind.TENSOR, SavedKind.HOOKED))
+             + f"{node}._saved = None")
+    else:
+        emit(f"    {node}._saved = None")
 
 
 def compile_program(program: Program, keep_graph: bool, profiled: bool, order=None):

@@ -730,8 +730,48 @@ def _nll_grad_all_valid(xp, g, input, t, ignore_index, reduction):  # noqa: A002
     return w
 
 
+def nll_log_softmax_grad(g, logp, target, ignore_index=-100, reduction="mean", dim=1):
+    """The gradient of ``nll_loss(log_softmax(x, dim), target)`` with respect to ``x``, from the
+    loss's gradient ``g``: NllLossBackward0's rule then LogSoftmaxBackward0's, fused (compiled
+    autograd calls this where the first feeds only the second: ``OpDef.fusions``). None where the fusion does not
+    apply (not NumPy, an ignored target, ``reduction="none"``, not (N, C) over the classes, a
+    zero ``g``); the caller then runs the two rules.
+
+    The values are the two rules' bit for bit. NLL's gradient ``w`` is ``s`` (``g`` times the
+    coefficient, rounded to the input's dtype) at each row's target and 0 elsewhere, so each
+    row of ``w`` sums to ``s`` exactly, and log_softmax's rule, ``w - exp(logp) * rowsum(w)``,
+    is ``0 - exp(logp) * s`` with ``s`` added at the targets (``(0 - d) + s`` is ``s - d``).
+    That is two passes over the (N, C) array where the rules made an (N, C) array of zeros,
+    scattered into it, summed its rows and subtracted. A zero ``g`` is left to the rules: their
+    row sum of a -0.0 ``s`` is +0.0, which the sign of a zero product would tell apart.
+    """
+    if (logp.__class__ is not numpy.ndarray or target.__class__ is not numpy.ndarray
+            or reduction == "none" or logp.ndim != 2 or dim not in (1, -1)
+            or target.shape != (logp.shape[0],) or not logp.shape[0]):
+        return None
+    n = logp.shape[0]
+    if numpy.count_nonzero(target != ignore_index) != n:
+        return None
+    if g.ndim:
+        return None
+    # NumPy scalars, not 0-d arrays (a third of this function's time): the same roundings.
+    s = logp.dtype.type(logp.dtype.type(-1.0 / n if reduction == "mean" else -1.0) * g[()])
+    if not s:
+        return None
+    d = numpy.exp(logp)
+    d *= s
+    numpy.subtract(0, d, out=d)
+    d[numpy.arange(n), target] += s
+    return d
+
+
 # NOTE: a primitive for speed, as PyTorch's nll_loss_forward: the (N, C) class-index loss in
 # one node whose backward writes the coefficients at the targets, where the composite made
 # seven (where, gather, squeeze, mul, neg, sum, div). Linear in the input.
-defop("nll_loss_forward", _nll_fwd, (_nll_grad, None), jvp=linear_in(0), meta=(0,),
+_NLL = defop("nll_loss_forward", _nll_fwd, (_nll_grad, None), jvp=linear_in(0), meta=(0,),
       node_name="NllLossBackward0")
+# cross_entropy's backward in one call under compiled autograd: (out, input, target) are the
+# NLL rule's arguments and (out, x) log_softmax's.
+_NLL.fusions["log_softmax"] = (
+    lambda g, nll_args, nll_attrs, lsm_args, lsm_attrs:
+    nll_log_softmax_grad(g, lsm_args[0], nll_args[2], dim=lsm_attrs["dim"], **nll_attrs))

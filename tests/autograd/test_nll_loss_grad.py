@@ -57,3 +57,54 @@ def test_create_graph_gives_the_same_gradient_and_is_linear_in_the_upstream_one(
     np.testing.assert_array_equal(gx.detach().numpy(), x2.grad.numpy())
     (gg,) = ag.grad(gx.sum(), g)     # sum over the entries of g * coefficients
     np.testing.assert_allclose(gg.numpy(), d_sum_d_g, rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- fused with log_softmax
+
+def _two_rules(g, logp, target, ignore_index, reduction):
+    """NllLossBackward0's rule, then LogSoftmaxBackward0's, as the eager engine runs them."""
+    from gradtrace.autograd.dispatch import OPS, ArrayF
+
+    F = ArrayF(np)
+    w = OPS["nll_loss_forward"].vjp[0](F, g, None, logp, target, ignore_index, reduction)
+    return OPS["log_softmax"].vjp[0](F, w, logp, None, 1)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # inf * 0 in both computations
+@pytest.mark.parametrize("dtype, g_dtype", [(np.float32, np.float32), (np.float64, np.float64),
+                                            (np.float32, np.float64)])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("g", [1.0, 2.5, -0.75, INF, -INF, NAN, 1e-30, 1 / 3])
+def test_fused_with_log_softmax_equals_the_two_rules_bit_for_bit(dtype, g_dtype, reduction, g):
+    from gradtrace.autograd.ops.nn import _log_softmax_fwd, nll_log_softmax_grad
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((7, 5)) * 4).astype(dtype)
+    x[2, 3] = -80   # an exp that underflows to 0 in float32: a zero product's sign
+    logp = _log_softmax_fwd(np, x, 1)
+    target = np.array([0, 4, 3, 1, 1, 2, 0])
+    gg = np.asarray(g, dtype=g_dtype)
+    fused = nll_log_softmax_grad(gg, logp, target, -100, reduction, 1)
+    expected = _two_rules(gg, logp, target, -100, reduction)
+    assert fused.dtype == expected.dtype and fused.shape == expected.shape
+    # the same bits (NaN payloads aside): equal values with equal signs, zeros included
+    assert np.array_equal(fused, expected, equal_nan=True)
+    assert np.array_equal(np.signbit(fused), np.signbit(expected))
+
+
+@pytest.mark.parametrize("case, args", [
+    ("an ignored target", dict(target=np.array([0, -100, 1]))),
+    ("reduction none", dict(reduction="none")),
+    ("a zero upstream gradient", dict(g=0.0)),
+    ("classes not on dim 1", dict(dim=0)),
+    ("not 2-D", dict(logp=np.zeros((3, 2, 2)))),
+    ("no rows", dict(logp=np.zeros((0, 2)), target=np.zeros(0, np.int64))),
+])
+def test_fused_with_log_softmax_leaves_the_rest_to_the_rules(case, args):
+    from gradtrace.autograd.ops.nn import nll_log_softmax_grad
+
+    kw = dict(g=1.0, logp=np.log(np.full((3, 2), 0.5)), target=np.array([0, 1, 1]),
+              reduction="mean", dim=1)
+    kw.update(args)
+    g = np.asarray(kw.pop("g"))
+    assert nll_log_softmax_grad(g, kw.pop("logp"), kw.pop("target"), -100, **kw) is None
