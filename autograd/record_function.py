@@ -278,7 +278,14 @@ def _describe_inputs(inputs) -> tuple:
 
 
 def _intern(description: tuple) -> tuple:
-    return _by_value.setdefault(description, description)
+    """The one object of this description (both tables start over past _MAX_DESCRIPTIONS)."""
+    known = _by_value.get(description)
+    if known is None:
+        if len(_by_value) >= _MAX_DESCRIPTIONS:
+            _by_value.clear()
+            _descriptions.clear()
+        known = _by_value[description] = description
+    return known
 
 
 def _describe_one(x) -> list:

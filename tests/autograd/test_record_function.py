@@ -175,3 +175,14 @@ def test_equal_descriptions_are_one_object_across_input_kinds():
     a = rf._describe_inputs((ag.ones(3), 2.0))
     assert rf._describe_inputs((ag.ones(3), 7)) is a
     assert rf._describe_inputs((np.ones(3, np.float32), 1.0)) is a
+
+
+def test_description_tables_stay_bounded(monkeypatch):
+    """Both tables (by raw key, by value) start over past _MAX_DESCRIPTIONS, also for inputs
+    described apart (a list of tensors) that only the by-value table holds."""
+    monkeypatch.setattr(rf, "_MAX_DESCRIPTIONS", 4)
+    for n in range(1, 30):
+        rf._describe_inputs((ag.ones(n), 2.0))
+        rf._describe_inputs(([ag.ones(n), ag.ones(n + 1)], 0))
+        assert len(rf._descriptions) <= 4 and len(rf._by_value) <= 4
+    assert rf._describe_inputs((ag.ones(3), 1.0)) == (((3,), "float32"), ((), "Scalar"))
