@@ -296,10 +296,15 @@ def _reverse_topological(nodes):
 
 class backward_scope:
     """One graph task's run in this thread: the reentrant depth limit, the serial lock of
-    ``set_multithreading_enabled(False)`` and, at the end, the cross-stream keep-alive list.
-    Every way of running a backward (the engine, compiled autograd's replay) runs in one."""
+    ``set_multithreading_enabled(False)``, NumPy's floating-point warnings off and, at the
+    end, the cross-stream keep-alive list. Every way of running a backward (the engine,
+    compiled autograd's replay) runs in one.
 
-    __slots__ = ("task", "depth", "lock")
+    The rules' arithmetic at kinks and infinities (sqrt's ``g / (2 out)`` at 0 is inf, as
+    PyTorch's) is theirs to define, not the user's to be warned about: PyTorch's backward is
+    silent there, and a NumPy RuntimeWarning would point into the engine."""
+
+    __slots__ = ("task", "depth", "lock", "quiet")
 
     def __init__(self, task):
         self.task = task
@@ -315,9 +320,12 @@ class backward_scope:
         self.lock = _serial_lock if not _multithreading else None
         if self.lock is not None:
             self.lock.acquire()
+        self.quiet = numpy.errstate(all="ignore")   # last: nothing after it can raise
+        self.quiet.__enter__()
         return self
 
     def __exit__(self, *exc):
+        self.quiet.__exit__(*exc)
         _THREAD.backward_depth = self.depth
         if self.lock is not None:
             self.lock.release()

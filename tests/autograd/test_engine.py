@@ -1,6 +1,7 @@
 """The backward engine: ordering, numbering, graph lifetime, grad(), errors and recovery."""
 import gc
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -486,3 +487,53 @@ def test_input_buffer_sums_shared_gradients_without_touching_their_holders():
     g_before = x.grad.numpy().copy()
     (x * 3.0 + x * 4.0).sum().backward()                # accumulates into .grad, not over it
     assert np.array_equal(x.grad.numpy(), g_before + 7.0)
+
+
+# --------------------------------------------------------------------------- floating-point warnings
+
+_AT_ZERO = {   # op at x = 0: PyTorch 2.13's x.grad there (no warning from torch either)
+    "sqrt": (lambda x: x.sqrt(), float("inf")),
+    "log": (lambda x: x.log(), float("inf")),
+    "rsqrt": (lambda x: x.rsqrt(), float("-inf")),
+    "reciprocal": (lambda x: x.reciprocal(), float("-inf")),
+    "pow 0.5": (lambda x: x ** 0.5, float("inf")),
+}
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("name", list(_AT_ZERO))
+def test_backward_arithmetic_at_kinks_warns_nothing(name, compiled):
+    """The rules' arithmetic at 0 (sqrt's g / (2 out)) gives PyTorch's inf silently; the
+    forward's own warning (log(0)) is the op's, outside backward."""
+    from gradtrace.autograd import compiled_autograd as ca
+
+    f, expected = _AT_ZERO[name]
+    before = np.geterr()
+    with ca.enable() if compiled else ca.disable():
+        for _ in range(2):
+            x = ag.tensor([0.0, 4.0], requires_grad=True)
+            with np.errstate(all="ignore"):
+                y = f(x).sum()
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                y.backward()
+            assert x.grad.numpy()[0] == expected
+    assert np.geterr() == before   # the user's NumPy settings, as they were
+
+
+def test_numpy_error_settings_come_back_after_a_failing_backward():
+    before = np.geterr()
+
+    class Boom(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            raise ValueError("boom")
+
+    x = ag.ones(2, requires_grad=True)
+    with pytest.raises(ValueError, match="boom"):
+        Boom.apply(x).sum().backward()
+    assert np.geterr() == before
