@@ -194,23 +194,18 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
     def regs(rs):
         return ", ".join(v(r) for r in rs)
 
-    # cross_entropy's two nodes in one call (see _fusable): at the first's step; the second's
-    # step emits nothing, and the register between them is never made.
+    # Two nodes in one call (see _fusable), at the first's step: the second's step emits
+    # nothing, and the register between them is never made.
     fused = {} if graph_mode or profiled else _fusable(program)
-    absorbed = {k2: program.steps[k1].arg[1][0] for k1, (k2, _) in fused.items()}
+    absorbed = {k2 for k2, _ in fused.values()}
+    never_made = {program.steps[k1].arg[1][0] for k1 in fused}
     current = -1
     for k, s in enumerate(program.steps):
         kind = s.kind
         j = s.node
         if graph_mode and kind in _GRAPH_REFUSES:
             raise Unsupported(_GRAPH_REFUSES[kind])
-        if k in absorbed:
-            if frees is not None:
-                frees[k].remove(absorbed[k])
-                if frees[k]:   # pragma: no cover - the fused call reads only that register
-                    raise AssertionError(frees[k])
-            continue
-        if j >= 0 and j != current:
+        if j >= 0 and j != current and k not in absorbed:
             emit(f"    _n = N[{j if order is None else order[j]}]  # {info[j]['name']}")
             current = j
         if kind is StepKind.ROOT:
@@ -235,6 +230,8 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
             emit(f"    {lhs}, = _post(T, _n, [{regs(outs)}], [{regs(grads)}])")
         elif kind is StepKind.CALL and k in fused:
             _gen_fused(program, s, *fused[k], emit, v, const, validate, keep_graph, order)
+        elif kind is StepKind.CALL and k in absorbed:
+            pass
         elif kind is StepKind.CALL:
             _gen_call(program, k, s, emit, v, const, validate, keep, begin_record, end_record,
                       keep_graph, graph_mode, n_inputs)
@@ -264,11 +261,12 @@ def generate(program: Program, keep_graph: bool, profiled: bool, graph_mode: boo
         else:  # pragma: no cover - every kind is handled above
             raise AssertionError(kind)
         if frees is not None and frees[k]:
-            dead = [v(r) for r in frees[k]]
-            emit(f"    del {', '.join(dead)}")
+            dead = [v(r) for r in frees[k] if r not in never_made]
+            if dead:
+                emit(f"    del {', '.join(dead)}")
             pool.extend(dead)
             for r in frees[k]:
-                del names[r]
+                names.pop(r, None)
     emit("    return None")
     return "\n".join(lines) + "\n", ns, n_inputs[0]
 
