@@ -95,6 +95,25 @@ def test_capture_records_instead_of_running_and_launch_replays(cp):
         cp.cuda.Stream.null.begin_capture()
 
 
+def test_a_captured_reduction_is_recomputed_at_each_launch(cp):
+    """A reduction to one value writes a 0-d device buffer: the launch recomputes it from the
+    inputs of the moment, as a captured reduction kernel does (nll_loss's count of valid
+    targets under a CUDA graph)."""
+    s = cp.cuda.Stream(non_blocking=True)
+    x = cp.asarray(np.array([1.0, 2.0, 3.0], np.float32))
+    with s:
+        s.begin_capture()
+        total = x.sum()
+        assert np.isnan(total._a)                  # not run yet
+        y = x / total
+        graph = s.end_capture()
+    graph.launch(s)
+    assert y.get().tolist() == pytest.approx([1 / 6, 2 / 6, 3 / 6])
+    x[...] = cp.asarray(np.array([1.0, 1.0, 2.0], np.float32))
+    graph.launch(s)
+    assert y.get().tolist() == pytest.approx([0.25, 0.25, 0.5])
+
+
 def test_streams_events_and_memory_hooks(cp):
     s1, s2 = cp.cuda.Stream(), cp.cuda.Stream()
     assert s1.ptr != s2.ptr and 0 not in (s1.ptr, s2.ptr)

@@ -137,3 +137,26 @@ def test_a_profiled_replay_keeps_each_nodes_range():
     assert names[:2] == ["NllLossBackward0", "LogSoftmaxBackward0"]
     profiled = [src for (keep, profiled, *_), src in ca.last_program().source.items() if profiled]
     assert profiled and "_fused(" not in profiled[0]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("cuda_graphs", [False, True], ids=["replay", "cuda graph"])
+def test_cross_entropy_on_the_gpu_equals_eager(cuda_graphs):
+    """On CuPy the fused arithmetic declines (counting valid targets would sync the host):
+    the pair runs the two rules, in one call; a CUDA graph captures the two nodes unfused."""
+    rng = np.random.default_rng(3)
+    w = ag.tensor((rng.standard_normal((4, 5)) * 3).astype(np.float32), device="cuda",
+                  requires_grad=True)
+    x = ag.tensor(rng.standard_normal((6, 4)).astype(np.float32), device="cuda")
+    t = ag.tensor(TARGET, device="cuda")
+    results = []
+    for compiled in (False, True):
+        grads = []
+        with ca.enable(cuda_graphs=cuda_graphs) if compiled else ca.disable():
+            for _ in range(3):
+                w.grad = None
+                F.cross_entropy(x @ w, t).backward()
+                grads.append(w.grad.cpu().numpy())
+        results.append(grads)
+    for e, c in zip(*results):
+        np.testing.assert_array_equal(e, c)

@@ -392,6 +392,12 @@ def _launch(fn, args, kwargs, device_args):
         return kwargs.get("out")
     inputs = _owned_buffers(device_args, [])
     result = fn(*args, **kwargs)                 # for the output's shape, dtype and buffer
+    # A reduction's NumPy scalar is a 0-d buffer on the device, which the kernel rewrites at
+    # each launch: a buffer here too (else the capture-time value would be baked in).
+    if isinstance(result, _np.generic):
+        result = _np.asarray(result)
+    elif isinstance(result, tuple):
+        result = tuple(_np.asarray(o) if isinstance(o, _np.generic) else o for o in result)
     outs = result if isinstance(result, tuple) else (result,)
     fresh = [o for o in outs if isinstance(o, _np.ndarray) and not _shares(o, inputs)]
 
