@@ -165,7 +165,7 @@ def logsumexp(x, dim=None, keepdim: bool = False):
 @expose(public="prod", methods="prod")
 def prod(x, dim=None, keepdim: bool = False):
     norm_dims(dim, x.ndim)
-    return _call("prod", x, dim=dim, keepdim=keepdim)
+    return _call("prod" if dim is None else "prod.dim", x, dim=dim, keepdim=keepdim)
 
 
 # --------------------------------------------------------------------------- shape
@@ -752,47 +752,36 @@ def cumsum(x, dim, *, dtype=None):
     return _call("cumsum", x, dim=_dim(dim, x.ndim, "cumsum") if x.ndim else 0)
 
 
-def _prefix_table(x, d, fill):
-    """(..., n, n) with row k holding the entries 0..k of dim ``d`` (moved last) and ``fill``
-    after them: scans as reductions over the last dim."""
-    last = _along_last(x, d)
-    n = last.shape[-1]
-    keep = Tensor._make(x.device.xp.tril(x.device.xp.ones((n, n), dtype=bool)), False, None, 0,
-                        [0], x.device)
-    return _call("where", keep, unsqueeze(last, -2), fill)
-
-
-@defcomposite("cumprod", public="cumprod", methods="cumprod")
+@expose(public="cumprod", methods="cumprod")
 def cumprod(x, dim, *, dtype=None):
-    """Cumulative product along ``dim``.
-
-    Each prefix product is a ``prod`` of a masked row, so zeros get exact gradients and the
-    result is differentiable any number of times (prod's rules are); the price is an n×n table
-    for a dim of size n."""
+    """Cumulative product along ``dim`` (exact gradients with zeros, as PyTorch's)."""
     if dtype is not None:
         x = x.to(dtype=dtype)
-    if x.ndim == 0:
-        return x * 1
-    d = _dim(dim, x.ndim, "cumprod")
-    return movedim(prod(_prefix_table(x, d, 1.0), -1), -1, d)
+    return _call("cumprod", x, dim=_dim(dim, x.ndim, "cumprod") if x.ndim else 0)
 
 
-@defcomposite("logcumsumexp", public="logcumsumexp", methods="logcumsumexp")
+@expose(public="logcumsumexp", methods="logcumsumexp")
 def logcumsumexp(x, dim):
-    """``log(cumsum(exp(x)))`` along ``dim``, stably: each entry a logsumexp of its prefix
-    (an n×n table for a dim of size n)."""
-    if x.ndim == 0:
-        return x * 1
-    d = _dim(dim, x.ndim, "logcumsumexp")
-    return movedim(logsumexp(_prefix_table(x, d, -float("inf")), -1), -1, d)
+    """``log(cumsum(exp(x)))`` along ``dim``, computed stably."""
+    return _call("logcumsumexp", x, dim=_dim(dim, x.ndim, "logcumsumexp") if x.ndim else 0)
 
 
-@defcomposite("nansum", public="nansum", methods="nansum")
+@expose(public="nansum", methods="nansum")
 def nansum(x, dim=None, keepdim=False, *, dtype=None):
-    """Sum treating NaN as 0 (NaN entries get a zero gradient)."""
+    """Sum treating NaN as 0."""
     if dtype is not None:
         x = x.to(dtype=dtype)
-    return _call("where", _call("isnan", x), 0.0, x).sum(dim=dim, keepdim=keepdim)
+    norm_dims(dim, x.ndim)
+    return _call("nansum", x, dim=dim, keepdim=keepdim)
+
+
+@defcomposite("nanmean", public="nanmean", methods="nanmean")
+def nanmean(x, dim=None, keepdim=False, *, dtype=None):
+    """Mean of the entries that are not NaN (PyTorch's: nansum over their count)."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    count = (~_call("isnan", x)).sum(dim=dim, keepdim=keepdim)
+    return nansum(x, dim, keepdim) / count
 
 
 AminmaxResult = namedtuple("aminmax", ["min", "max"])

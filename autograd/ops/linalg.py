@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..dispatch import apply_op, defop, expose
-from .reduction import _vector_norm_fwd, _vector_norm_vjp
+from .reduction import _safe_recip_scale, _vector_norm_fwd, _vector_norm_vjp
 
 
 def _check_matmul(a, b):
@@ -175,7 +175,14 @@ def _cdist_fwd(xp, x1, x2, p=2.0):
 def _cdist_grad(F, g, out, x1, x2, p, sign, dim):
     """The vector norm's rule over the pairwise differences (a zero distance has a zero
     gradient, as PyTorch's cdist_backward), summed over the other input's rows."""
-    d = _vector_norm_vjp(F, g, out, _pair_diffs(F, x1, x2), p, -1, False)
+    diffs = _pair_diffs(F, x1, x2)
+    if p == 2:
+        # PyTorch's _cdist_backward masks after the product (``grad * diff / dist``, 0 where
+        # dist is 0): an inf or NaN gradient at a zero distance gives 0, not the vector
+        # norm's NaN.
+        d = diffs * _safe_recip_scale(F, F.unsqueeze(g, dim=-1), F.unsqueeze(out, dim=-1), 1)
+    else:
+        d = _vector_norm_vjp(F, g, out, diffs, p, -1, False)
     return F.sum(d, dim=dim) if sign > 0 else -F.sum(d, dim=dim)
 
 

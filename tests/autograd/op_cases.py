@@ -462,13 +462,15 @@ CASES += [
     OpCase("logsumexp", lambda a: a.logsumexp(dim=1), lambda a: np.log(np.exp(a).sum(1)), ins(rnd(3, 4))),
     OpCase("logsumexp", lambda a: (a * 300).logsumexp(dim=(0, 1), keepdim=True),
            lambda a: _lse(300 * a, (0, 1)), ins(rnd(3, 4)), name="logsumexp_large"),
-    OpCase("prod", lambda a: a.prod(dim=1), lambda a: a.prod(axis=1), ins(rnd(3, 4)), covers=("prod_others",)),
-    OpCase("prod", lambda a: (a * _zero_mask(a.device) * _zero_mask(a.device).T.reshape(3, 4)).prod(dim=1),
+    OpCase("prod.dim", lambda a: a.prod(dim=1), lambda a: a.prod(axis=1), ins(rnd(3, 4)),
+           covers=("prod_others",)),
+    OpCase("prod", lambda a: a.prod(), lambda a: a.prod(), ins(rnd(3, 4))),
+    OpCase("prod.dim", lambda a: (a * _zero_mask(a.device) * _zero_mask(a.device).T.reshape(3, 4)).prod(dim=1),
            lambda a: (a * _zero_mask().numpy() * _zero_mask().numpy().T.reshape(3, 4)).prod(axis=1),
            ins(rnd(3, 4)), name="prod_two_zeros"),
     OpCase("prod", lambda a: (a * _zero_mask(a.device)).prod(), lambda a: (a * _zero_mask().numpy()).prod(),
            ins(rnd(3, 4)), name="prod_with_zero"),
-    OpCase("prod", lambda a: a.prod(dim=(0, 2), keepdim=True), lambda a: a.prod(axis=(0, 2), keepdims=True),
+    OpCase("prod.dim", lambda a: a.prod(dim=(0, 2), keepdim=True), lambda a: a.prod(axis=(0, 2), keepdims=True),
            ins(rnd(2, 3, 2)), name="prod_dims"),
     OpCase("var", lambda a: a.var(dim=1), lambda a: a.var(axis=1, ddof=1), ins(rnd(3, 4))),
     OpCase("var", lambda a: a.var(unbiased=False), lambda a: a.var(), ins(rnd(3, 4)), name="var_biased"),
@@ -727,6 +729,13 @@ def _with_zero(a, dev="cpu"):
     return a * (ag.tensor(m, device=dev) if isinstance(a, ag.Tensor) else m)
 
 
+def _with_zeros(a, dev="cpu"):
+    """Zeros at positions 1 and 3 of dim 1 of the first row: a line with two zeros."""
+    m = np.ones(a.shape)
+    m[0, 1] = m[0, 3] = 0.0
+    return a * (ag.tensor(m, device=dev) if isinstance(a, ag.Tensor) else m)
+
+
 def _nan_at(device="cpu"):
     m = np.zeros((3, 4))
     m[1, 2] = np.nan
@@ -830,6 +839,12 @@ CASES += [
     OpCase("cumprod", lambda a: _with_zero(a, a.device).cumprod(0), lambda a: np.cumprod(_with_zero(a), 0),
            ins(rnd(3, 2)), name="cumprod_with_zero"),
     OpCase("logcumsumexp", lambda a: a.logcumsumexp(0), lambda a: _np_lcse(a, 0), ins(rnd(4, 3))),
+    OpCase("cumprod", lambda a: _with_zeros(a, a.device).cumprod(1), lambda a: np.cumprod(_with_zeros(a), 1),
+           ins(rnd(2, 6, 2)), name="cumprod_two_zeros"),
+    OpCase("logcumsumexp", lambda a: (a * 400).logcumsumexp(1), lambda a: _np_lcse(400 * a, 1),
+           ins(rnd(2, 5, 3)), name="logcumsumexp_wide"),
+    OpCase("nanmean", lambda a: ag.nanmean(a + _nan_at(a.device), dim=1),
+           lambda a: np.nanmean(a + _nan_at().numpy(), axis=1), ins(rnd(3, 4))),
     OpCase("nansum", lambda a: ag.nansum(a + _nan_at(a.device), dim=1),
            lambda a: np.nansum(a + _nan_at().numpy(), axis=1), ins(rnd(3, 4))),
     OpCase("sort", lambda a: a.sort(1, descending=True).values, lambda a: -np.sort(-a, 1), ins(rnd(3, 4))),
