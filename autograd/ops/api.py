@@ -804,6 +804,7 @@ SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
 KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
 MedianResult = namedtuple("median", ["values", "indices"])
+NanmedianResult = namedtuple("nanmedian", ["values", "indices"])
 
 
 @expose(public="sort", methods="sort")
@@ -834,33 +835,41 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
                              sorted=bool(sorted)))
 
 
+def _order_stat(name, result, x, dim, keepdim, **attrs):
+    """(values, indices) of an order statistic along ``dim``; a 0-d tensor is its own, at 0."""
+    if x.ndim == 0:
+        _dim(dim, 0, name)
+        values, indices = _call(name, _reshape(x, (1,)), dim=0, keepdim=False, **attrs)
+        return result(_reshape(values, ()), _reshape(indices, ()))
+    return result(*_call(name, x, dim=_dim(dim, x.ndim, name), keepdim=bool(keepdim), **attrs))
+
+
 @expose(public="kthvalue", methods="kthvalue")
 def kthvalue(x, k, dim=-1, keepdim=False):
     """The ``k``-th smallest entry (1-based) along ``dim`` and its index."""
     d = _dim(dim, x.ndim, "kthvalue") if x.ndim else 0
     size = x.shape[d] if x.ndim else 1
     if not 1 <= k <= size:
-        raise RuntimeError(f"kthvalue: selected number k out of range for dimension {d} "
-                           f"(k={k}, size {size})")
-    values, indices = sort(x, d)
-    if not x.ndim:
-        return KthvalueResult(values, indices)
-    values, indices = _pick(values, d, k - 1, 1), _pick(indices, d, k - 1, 1)
-    if not keepdim:
-        values, indices = squeeze(values, d), squeeze(indices, d)
-    return KthvalueResult(values, indices)
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    return _order_stat("kthvalue", KthvalueResult, x, dim, keepdim, k=int(k))
 
 
 @expose(public="median", methods="median")
 def median(x, dim=None, keepdim=False):
-    """The lower median (of an even count, the smaller middle value), as PyTorch's; with
-    ``dim``, ``(values, indices)`` along it."""
+    """The lower median (of an even count, the smaller middle value; NaN if there is one),
+    as PyTorch's; with ``dim``, ``(values, indices)`` along it."""
     if dim is None:
-        flat = reshape(x, -1)
-        return kthvalue(flat, (flat.shape[0] + 1) // 2, 0).values
-    d = _dim(dim, x.ndim, "median") if x.ndim else 0
-    n = x.shape[d] if x.ndim else 1
-    return MedianResult(*kthvalue(x, (n + 1) // 2, d, keepdim))
+        return _call("median", x)
+    return _order_stat("median.dim", MedianResult, x, dim, keepdim)
+
+
+@expose(public="nanmedian", methods="nanmedian")
+def nanmedian(x, dim=None, keepdim=False):
+    """The lower median of the entries that are not NaN; with ``dim``, ``(values, indices)``
+    along it."""
+    if dim is None:
+        return _call("nanmedian", x)
+    return _order_stat("nanmedian.dim", NanmedianResult, x, dim, keepdim)
 
 
 # --------------------------------------------------------------------------- linear algebra

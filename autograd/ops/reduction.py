@@ -599,8 +599,14 @@ def _sort_fwd(xp, x, dim=-1, descending=False, stable=False):
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype="int64")
     # A stable sort either way: ties keep their order (PyTorch's stable=True; any order is
-    # allowed with stable=False). Descending sorts the negated keys, so ties stay in order.
-    idx = xp.argsort(-x if descending else x, axis=dim, kind="stable")
+    # allowed with stable=False). NaN is the largest value, as PyTorch's: last ascending, first
+    # descending. Descending is the ascending sort of the reversed line, reversed: ties keep
+    # their order and NaNs come first (negated keys would leave NaN last).
+    if not descending:
+        idx = xp.argsort(x, axis=dim, kind="stable")
+    else:
+        idx = xp.flip(xp.argsort(xp.flip(x, axis=dim), axis=dim, kind="stable"), axis=dim)
+        idx = (x.shape[dim] - 1) - idx
     return xp.take_along_axis(x, idx, axis=dim), idx.astype("int64")
 
 
@@ -632,4 +638,52 @@ def _topk_fwd(xp, x, k, dim, largest=True, sorted=True):  # noqa: A002 - PyTorch
 defop("topk", _topk_fwd,
       (lambda F, g, out, x, k, dim, largest=True, sorted=True: _sort_vjp(F, g, out, x, dim),),
       jvp=(lambda F, t, out, x, k, dim, largest=True, sorted=True: _sort_jvp(F, t, out, x, dim),),
+      nout=2, meta=(0,))
+
+
+# --------------------------------------------------------------------------- order statistics
+# kthvalue, median and nanmedian: one entry of each line's stable ascending sort (NaN last),
+# at a position per line. Along a dim their gradient goes to the index, as max(dim)'s;
+# median() and nanmedian() over all of a tensor share it among the entries equal to the
+# result, as max()'s (PyTorch's evenly_distribute_backward).
+
+
+def _median_pos(xp, n, nans):
+    """median: the lower middle; a line with a NaN gives its first NaN, as PyTorch's."""
+    return xp.where(nans > 0, n - nans, (n - 1) // 2)
+
+
+def _nanmedian_pos(xp, n, nans):
+    """nanmedian: the lower middle of the entries that are not NaN (all NaN: the first)."""
+    return xp.maximum((n - nans - 1) // 2, 0)
+
+
+def _order_stat(xp, x, dim, keepdim, position):
+    """(values, indices) of the entry at ``position(xp, n, nans)`` of each line's sort."""
+    order = xp.argsort(x, axis=dim, kind="stable")
+    nans = xp.sum(xp.isnan(x), axis=dim, keepdims=True)
+    pos = xp.asarray(position(xp, x.shape[dim], nans), dtype=order.dtype)
+    idx = xp.take_along_axis(order, pos, axis=dim)
+    vals = xp.take_along_axis(x, idx, axis=dim)
+    if not keepdim:
+        idx, vals = xp.squeeze(idx, axis=dim), xp.squeeze(vals, axis=dim)
+    return vals, idx.astype("int64")
+
+
+def _full(position):
+    return lambda xp, x: _order_stat(xp, x.reshape(-1), 0, False, position)[0]
+
+
+defop("median", _full(_median_pos), (_evenly_vjp,), jvp=(_extreme_jvp,))
+defop("nanmedian", _full(_nanmedian_pos), (_evenly_vjp,), jvp=(_extreme_jvp,))
+defop("median.dim", lambda xp, x, dim, keepdim=False: _order_stat(xp, x, dim, keepdim, _median_pos),
+      (_max_dim_vjp,), jvp=(_max_dim_jvp,), nout=2, meta=(0,), node_name="MedianBackward1")
+defop("nanmedian.dim",
+      lambda xp, x, dim, keepdim=False: _order_stat(xp, x, dim, keepdim, _nanmedian_pos),
+      (_max_dim_vjp,), jvp=(_max_dim_jvp,), nout=2, meta=(0,), node_name="NanmedianBackward1")
+defop("kthvalue",
+      lambda xp, x, k, dim, keepdim=False: _order_stat(xp, x, dim, keepdim,
+                                                      lambda xp, n, nans: nans * 0 + (k - 1)),
+      (lambda F, g, out, x, k, dim, keepdim=False: _max_dim_vjp(F, g, out, x, dim, keepdim),),
+      jvp=(lambda F, t, out, x, k, dim, keepdim=False: _max_dim_jvp(F, t, out, x, dim, keepdim),),
       nout=2, meta=(0,))
