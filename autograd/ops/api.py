@@ -476,6 +476,19 @@ def index_select(x, dim: int, index):
     return _call("index_select", x, index=idx.reshape(-1), dim=d)
 
 
+@expose(public="take", methods="take")
+def take(x, index):
+    """The entries of ``x`` flattened at ``index`` (any shape; negatives count from the end)."""
+    idx = x.device.xp.asarray(index._data if isinstance(index, Tensor) else index)
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError("take(): Expected a long tensor for index")
+    n = x.numel()
+    if idx.size and (int(idx.max()) >= n or int(idx.min()) < -n):
+        raise IndexError(f"out of range: tried to access index {int(idx.max())} on a tensor "
+                         f"of {n} elements.")
+    return _call("take", x, index=idx)
+
+
 # --------------------------------------------------------------------------- linear algebra
 
 
@@ -679,11 +692,65 @@ def type_as(x, other):
     return x.to(dtype=other.dtype)
 
 
+@expose(public="dist", methods="dist")
+def dist(input, other, p=2):  # noqa: A002 - PyTorch's names
+    """The ``p``-norm of ``input - other`` (broadcast)."""
+    return _call("dist", input, other, p=float(p))
+
+
+def linalg_cross(input, other, *, dim=-1):  # noqa: A002
+    """``torch.linalg.cross``: the cross product of 3-vectors along ``dim`` (broadcast)."""
+    shape = _broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    d = _dim(dim, len(shape), "linalg.cross")
+    if input.ndim != other.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if input.shape[d] != 3 or other.shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{input.shape[d]} and {other.shape[d]}")
+    return _call("linalg_cross", input, other, dim=d)
+
+
+@expose(public="cross", methods="cross")
+def cross(input, other, dim=None):  # noqa: A002
+    """``torch.cross``: as :func:`linalg_cross`; without ``dim``, the first dim of size 3."""
+    if dim is None:
+        dim = next((i for i, n in enumerate(input.shape) if n == 3), -1)
+    return linalg_cross(input, other, dim=dim)
+
+
+def _broadcast_shapes(a, b):
+    n = builtins.max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    return tuple(builtins.max(x, y) for x, y in zip(a, b))
+
+
+@defcomposite("diff", public="diff", methods="diff")
+def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
+    """The ``n``-th forward difference along ``dim`` (``prepend``/``append`` joined first)."""
+    d = _dim(dim, input.ndim, "diff")
+    x = input
+    if prepend is not None or append is not None:
+        x = cat([t for t in (prepend, x, append) if t is not None], d)
+    for _ in range(n):
+        size = x.shape[d]
+        if size == 0:
+            break
+        x = narrow(x, d, 1, size - 1) - narrow(x, d, 0, size - 1)
+    return x
+
+
+@defcomposite("msort", public="msort", methods="msort")
+def msort(input):  # noqa: A002
+    """``input`` sorted along dim 0."""
+    return sort(input, 0).values
+
+
 # --------------------------------------------------------------------------- torch.linalg
 
 #: ``gradtrace.autograd.linalg``: the functions of ``torch.linalg`` that exist here.
 linalg = types.ModuleType("gradtrace.autograd.linalg", "Linear algebra functions (torch.linalg).")
 linalg.vector_norm = vector_norm
+linalg.cross = linalg_cross
 expose(public="linalg")(linalg)
 
 
@@ -1026,13 +1093,6 @@ def diag(x, diagonal=0):  # noqa: F811 - torch.diag's parameter name
     i = xp.arange(x.shape[0])
     rows, cols = (i, i + diagonal) if diagonal >= 0 else (i - diagonal, i)
     return _call("index_backward", x, shape=(n, n), key=(rows, cols))
-
-
-@defcomposite("trace", public="trace", methods="trace")
-def trace(x):
-    """The sum of a matrix's main diagonal."""
-    _need("trace", x, 2, "input")
-    return diagonal(x).sum()
 
 
 # --------------------------------------------------------------------------- shape

@@ -475,6 +475,44 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     return vector_norm(x, p, dim, keepdim, dtype=dtype)
 
 
+# PyTorch's dist: the p-norm of the difference, one node (DistBackward0) whose rule is the
+# vector norm's (norm_backward) on ``a - b``.
+def _dist_fwd(xp, a, b, p=2.0):
+    return _vector_norm_fwd(xp, a - b, p)
+
+
+def _dist_vjp(F, g, out, a, b, p=2.0):
+    return _vector_norm_vjp(F, g, out, a - b, p)
+
+
+defop("dist", _dist_fwd,
+      (_dist_vjp, lambda F, g, out, a, b, p=2.0: -_dist_vjp(F, g, out, a, b, p)),
+      jvp=(lambda F, t, out, a, b, p=2.0: _reduction_jvp(_dist_t)(F, t, out, a, b, p=p),
+           lambda F, t, out, a, b, p=2.0: -_reduction_jvp(_dist_t)(F, t, out, a, b, p=p)))
+
+
+def _dist_t(F, g, out, a, b, p=2.0, dim=None, keepdim=False):
+    return _vector_norm_vjp(F, g, out, a - b, p)
+
+
+# --------------------------------------------------------------------------- logical reductions
+# Not differentiable: booleans (all, any) and a count (count_nonzero, int64), as PyTorch's.
+
+
+def _logical(fn):
+    return lambda xp, x, dim=None, keepdim=False: fn(x, axis=norm_dims(dim, x.ndim),
+                                                     keepdims=keepdim)
+
+
+defop("all", lambda xp, x, dim=None, keepdim=False: _logical(xp.all)(xp, x, dim, keepdim),
+      public="all", methods="all")
+defop("any", lambda xp, x, dim=None, keepdim=False: _logical(xp.any)(xp, x, dim, keepdim),
+      public="any", methods="any")
+defop("count_nonzero", lambda xp, x, dim=None: xp.asarray(
+    xp.count_nonzero(x, axis=norm_dims(dim, x.ndim)), dtype="int64"),
+      public="count_nonzero", methods="count_nonzero")
+
+
 # --------------------------------------------------------------------------- scans and sorting
 
 
