@@ -534,13 +534,15 @@ def _cumprod_fwd(xp, x, dim):
 
 
 def _cumprod_vjp(F, g, out, x, dim):
-    """PyTorch's cumprod_backward (outside grad mode; the same values within it), with
-    selects instead of its masked scatters. Before the first zero of a line, the reverse
+    """PyTorch's cumprod_backward outside grad mode, with selects instead of its masked
+    scatters. Before the first zero of a line, the reverse
     cumsum of ``out * g`` over ``x`` (with no zero: an inf entry's own gradient is NaN, as
     there); at the first zero, the products between it and the second zero times ``g``
     there, summed, times the product before it; after it, 0 whatever ``g`` is."""
     if len(x.shape) == 0 or x.shape[dim] <= 1:
         return g
+    if hasattr(x, "requires_grad"):
+        return _cumprod_table_vjp(F, g, x, dim)
     zero = x == 0
     seen = F.cumsum(F.to_dtype(zero, dtype=g.dtype), dim=dim)   # zeros up to here
     before = seen == 0
@@ -567,6 +569,17 @@ def _from_last(F, t, order):
     if order == tuple(range(len(order))):
         return t
     return F.permute(t, dims=tuple(order.index(i) for i in range(len(order))))
+
+
+def _cumprod_table_vjp(F, g, x, dim):
+    """Under create_graph: each entry's gradient as a sum over the prefixes holding it of
+    ``g`` times the product of the others (an n x n table), which, unlike the O(n) rule's
+    constant 0 after a line's first zero, has the right derivative there (PyTorch, too,
+    switches formulas in grad mode)."""
+    rows, order, keep = _prefix_rows(F, x, dim, 1.0)
+    g_rows = F.unsqueeze(F.permute(g, dims=order), dim=-1)
+    return _from_last(F, F.sum(F.where(keep, F.prod_others(rows, dim=-1) * g_rows, 0.0),
+                               dim=-2), order)
 
 
 def _cumprod_jvp(F, t, out, x, dim):
@@ -602,11 +615,15 @@ def _logcumsumexp_fwd(xp, x, dim):
 def _logcumsumexp_vjp(F, g, out, x, dim):
     """PyTorch's logcumsumexp_backward: the positive and negative parts of ``g`` in log
     space, each through a reverse logcumsumexp; a NaN or zero gradient contributes nothing
-    (both parts are the lowest float there)."""
+    (both parts are a lowest value there), as PyTorch's."""
     if len(x.shape) == 0:
         return g
-    lowest = float(numpy.finfo(g.dtype).min)
-    log_abs = F.log(F.abs(g))
+    # PyTorch uses the lowest float; a quarter of it gives the same exp() of 0 without
+    # overflowing to -inf (and NumPy's warning) when x is added back.
+    lowest = float(numpy.finfo(g.dtype).min) / 4
+    # log |g| of a zero is masked anyway; 1 there keeps log's derivative finite when this
+    # rule is differentiated again (create_graph).
+    log_abs = F.log(F.abs(F.where(g == 0, 1.0, g)))
 
     def part(mask):
         logs = F.where(mask, log_abs, lowest) - out
