@@ -165,7 +165,7 @@ def logsumexp(x, dim=None, keepdim: bool = False):
 @expose(public="prod", methods="prod")
 def prod(x, dim=None, keepdim: bool = False):
     norm_dims(dim, x.ndim)
-    return _call("prod", x, dim=dim, keepdim=keepdim)
+    return _call("prod" if dim is None else "prod.dim", x, dim=dim, keepdim=keepdim)
 
 
 # --------------------------------------------------------------------------- shape
@@ -476,6 +476,19 @@ def index_select(x, dim: int, index):
     return _call("index_select", x, index=idx.reshape(-1), dim=d)
 
 
+@expose(public="take", methods="take")
+def take(x, index):
+    """The entries of ``x`` flattened at ``index`` (any shape; negatives count from the end)."""
+    idx = x.device.xp.asarray(index._data if isinstance(index, Tensor) else index)
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError("take(): Expected a long tensor for index")
+    n = x.numel()
+    if idx.size and (int(idx.max()) >= n or int(idx.min()) < -n):
+        raise IndexError(f"out of range: tried to access index {int(idx.max())} on a tensor "
+                         f"of {n} elements.")
+    return _call("take", x, index=idx)
+
+
 # --------------------------------------------------------------------------- linear algebra
 
 
@@ -679,11 +692,65 @@ def type_as(x, other):
     return x.to(dtype=other.dtype)
 
 
+@expose(public="dist", methods="dist")
+def dist(input, other, p=2):  # noqa: A002 - PyTorch's names
+    """The ``p``-norm of ``input - other`` (broadcast)."""
+    return _call("dist", input, other, p=float(p))
+
+
+def linalg_cross(input, other, *, dim=-1):  # noqa: A002
+    """``torch.linalg.cross``: the cross product of 3-vectors along ``dim`` (broadcast)."""
+    shape = _broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    d = _dim(dim, len(shape), "linalg.cross")
+    if input.ndim != other.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if input.shape[d] != 3 or other.shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{input.shape[d]} and {other.shape[d]}")
+    return _call("linalg_cross", input, other, dim=d)
+
+
+@expose(public="cross", methods="cross")
+def cross(input, other, dim=None):  # noqa: A002
+    """``torch.cross``: as :func:`linalg_cross`; without ``dim``, the first dim of size 3."""
+    if dim is None:
+        dim = next((i for i, n in enumerate(input.shape) if n == 3), -1)
+    return linalg_cross(input, other, dim=dim)
+
+
+def _broadcast_shapes(a, b):
+    n = builtins.max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    return tuple(builtins.max(x, y) for x, y in zip(a, b))
+
+
+@defcomposite("diff", public="diff", methods="diff")
+def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
+    """The ``n``-th forward difference along ``dim`` (``prepend``/``append`` joined first)."""
+    d = _dim(dim, input.ndim, "diff")
+    x = input
+    if prepend is not None or append is not None:
+        x = cat([t for t in (prepend, x, append) if t is not None], d)
+    for _ in range(n):
+        size = x.shape[d]
+        if size == 0:
+            break
+        x = narrow(x, d, 1, size - 1) - narrow(x, d, 0, size - 1)
+    return x
+
+
+@defcomposite("msort", public="msort", methods="msort")
+def msort(input):  # noqa: A002
+    """``input`` sorted along dim 0."""
+    return sort(input, 0).values
+
+
 # --------------------------------------------------------------------------- torch.linalg
 
 #: ``gradtrace.autograd.linalg``: the functions of ``torch.linalg`` that exist here.
 linalg = types.ModuleType("gradtrace.autograd.linalg", "Linear algebra functions (torch.linalg).")
 linalg.vector_norm = vector_norm
+linalg.cross = linalg_cross
 expose(public="linalg")(linalg)
 
 
@@ -752,47 +819,36 @@ def cumsum(x, dim, *, dtype=None):
     return _call("cumsum", x, dim=_dim(dim, x.ndim, "cumsum") if x.ndim else 0)
 
 
-def _prefix_table(x, d, fill):
-    """(..., n, n) with row k holding the entries 0..k of dim ``d`` (moved last) and ``fill``
-    after them: scans as reductions over the last dim."""
-    last = _along_last(x, d)
-    n = last.shape[-1]
-    keep = Tensor._make(x.device.xp.tril(x.device.xp.ones((n, n), dtype=bool)), False, None, 0,
-                        [0], x.device)
-    return _call("where", keep, unsqueeze(last, -2), fill)
-
-
-@defcomposite("cumprod", public="cumprod", methods="cumprod")
+@expose(public="cumprod", methods="cumprod")
 def cumprod(x, dim, *, dtype=None):
-    """Cumulative product along ``dim``.
-
-    Each prefix product is a ``prod`` of a masked row, so zeros get exact gradients and the
-    result is differentiable any number of times (prod's rules are); the price is an n×n table
-    for a dim of size n."""
+    """Cumulative product along ``dim`` (exact gradients with zeros, as PyTorch's)."""
     if dtype is not None:
         x = x.to(dtype=dtype)
-    if x.ndim == 0:
-        return x * 1
-    d = _dim(dim, x.ndim, "cumprod")
-    return movedim(prod(_prefix_table(x, d, 1.0), -1), -1, d)
+    return _call("cumprod", x, dim=_dim(dim, x.ndim, "cumprod") if x.ndim else 0)
 
 
-@defcomposite("logcumsumexp", public="logcumsumexp", methods="logcumsumexp")
+@expose(public="logcumsumexp", methods="logcumsumexp")
 def logcumsumexp(x, dim):
-    """``log(cumsum(exp(x)))`` along ``dim``, stably: each entry a logsumexp of its prefix
-    (an n×n table for a dim of size n)."""
-    if x.ndim == 0:
-        return x * 1
-    d = _dim(dim, x.ndim, "logcumsumexp")
-    return movedim(logsumexp(_prefix_table(x, d, -float("inf")), -1), -1, d)
+    """``log(cumsum(exp(x)))`` along ``dim``, computed stably."""
+    return _call("logcumsumexp", x, dim=_dim(dim, x.ndim, "logcumsumexp") if x.ndim else 0)
 
 
-@defcomposite("nansum", public="nansum", methods="nansum")
+@expose(public="nansum", methods="nansum")
 def nansum(x, dim=None, keepdim=False, *, dtype=None):
-    """Sum treating NaN as 0 (NaN entries get a zero gradient)."""
+    """Sum treating NaN as 0."""
     if dtype is not None:
         x = x.to(dtype=dtype)
-    return _call("where", _call("isnan", x), 0.0, x).sum(dim=dim, keepdim=keepdim)
+    norm_dims(dim, x.ndim)
+    return _call("nansum", x, dim=dim, keepdim=keepdim)
+
+
+@defcomposite("nanmean", public="nanmean", methods="nanmean")
+def nanmean(x, dim=None, keepdim=False, *, dtype=None):
+    """Mean of the entries that are not NaN (PyTorch's: nansum over their count)."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    count = (~_call("isnan", x)).sum(dim=dim, keepdim=keepdim)
+    return nansum(x, dim, keepdim) / count
 
 
 AminmaxResult = namedtuple("aminmax", ["min", "max"])
@@ -815,6 +871,7 @@ SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
 KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
 MedianResult = namedtuple("median", ["values", "indices"])
+NanmedianResult = namedtuple("nanmedian", ["values", "indices"])
 
 
 @expose(public="sort", methods="sort")
@@ -845,33 +902,41 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
                              sorted=bool(sorted)))
 
 
+def _order_stat(name, result, x, dim, keepdim, **attrs):
+    """(values, indices) of an order statistic along ``dim``; a 0-d tensor is its own, at 0."""
+    if x.ndim == 0:
+        _dim(dim, 0, name)
+        values, indices = _call(name, _reshape(x, (1,)), dim=0, keepdim=False, **attrs)
+        return result(_reshape(values, ()), _reshape(indices, ()))
+    return result(*_call(name, x, dim=_dim(dim, x.ndim, name), keepdim=bool(keepdim), **attrs))
+
+
 @expose(public="kthvalue", methods="kthvalue")
 def kthvalue(x, k, dim=-1, keepdim=False):
     """The ``k``-th smallest entry (1-based) along ``dim`` and its index."""
     d = _dim(dim, x.ndim, "kthvalue") if x.ndim else 0
     size = x.shape[d] if x.ndim else 1
     if not 1 <= k <= size:
-        raise RuntimeError(f"kthvalue: selected number k out of range for dimension {d} "
-                           f"(k={k}, size {size})")
-    values, indices = sort(x, d)
-    if not x.ndim:
-        return KthvalueResult(values, indices)
-    values, indices = _pick(values, d, k - 1, 1), _pick(indices, d, k - 1, 1)
-    if not keepdim:
-        values, indices = squeeze(values, d), squeeze(indices, d)
-    return KthvalueResult(values, indices)
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    return _order_stat("kthvalue", KthvalueResult, x, dim, keepdim, k=int(k))
 
 
 @expose(public="median", methods="median")
 def median(x, dim=None, keepdim=False):
-    """The lower median (of an even count, the smaller middle value), as PyTorch's; with
-    ``dim``, ``(values, indices)`` along it."""
+    """The lower median (of an even count, the smaller middle value; NaN if there is one),
+    as PyTorch's; with ``dim``, ``(values, indices)`` along it."""
     if dim is None:
-        flat = reshape(x, -1)
-        return kthvalue(flat, (flat.shape[0] + 1) // 2, 0).values
-    d = _dim(dim, x.ndim, "median") if x.ndim else 0
-    n = x.shape[d] if x.ndim else 1
-    return MedianResult(*kthvalue(x, (n + 1) // 2, d, keepdim))
+        return _call("median", x)
+    return _order_stat("median.dim", MedianResult, x, dim, keepdim)
+
+
+@expose(public="nanmedian", methods="nanmedian")
+def nanmedian(x, dim=None, keepdim=False):
+    """The lower median of the entries that are not NaN; with ``dim``, ``(values, indices)``
+    along it."""
+    if dim is None:
+        return _call("nanmedian", x)
+    return _order_stat("nanmedian.dim", NanmedianResult, x, dim, keepdim)
 
 
 # --------------------------------------------------------------------------- linear algebra
@@ -1028,13 +1093,6 @@ def diag(x, diagonal=0):  # noqa: F811 - torch.diag's parameter name
     i = xp.arange(x.shape[0])
     rows, cols = (i, i + diagonal) if diagonal >= 0 else (i - diagonal, i)
     return _call("index_backward", x, shape=(n, n), key=(rows, cols))
-
-
-@defcomposite("trace", public="trace", methods="trace")
-def trace(x):
-    """The sum of a matrix's main diagonal."""
-    _need("trace", x, 2, "input")
-    return diagonal(x).sum()
 
 
 # --------------------------------------------------------------------------- shape

@@ -266,3 +266,20 @@ defop("index_select", lambda xp, x, index, dim: xp.take(x, index, axis=dim),
       (lambda F, g, out, x, index, dim: F.index_backward(
           g, shape=x.shape, key=(slice(None),) * dim + (index,)),),
       jvp=linear_in(0), meta=(0,))
+
+
+# take: entries of the flattened input (TakeBackward0); the index is an attribute, as
+# index_select's. Its gradient sums repeats into the flat input, reshaped back.
+def _take_fwd(xp, x, index):
+    return xp.take(x.reshape(-1), index)
+
+
+def _take_vjp(F, g, out, x, index):
+    n = 1
+    for s in x.shape:
+        n *= s
+    flat = F.index_backward(F.reshape(g, shape=(-1,)), shape=(n,), key=(index.reshape(-1),))
+    return F.reshape(flat, shape=tuple(x.shape))
+
+
+defop("take", _take_fwd, (_take_vjp,), jvp=linear_in(0), meta=(0,))

@@ -1,8 +1,9 @@
 """Matrix products."""
 from __future__ import annotations
 
-from ..dispatch import apply_op, defop, expose
-from .reduction import _vector_norm_fwd, _vector_norm_vjp
+from .. import backend
+from ..dispatch import apply_op, defop, expose, linear_in
+from .reduction import _safe_recip_scale, _vector_norm_fwd, _vector_norm_vjp
 
 
 def _check_matmul(a, b):
@@ -175,7 +176,14 @@ def _cdist_fwd(xp, x1, x2, p=2.0):
 def _cdist_grad(F, g, out, x1, x2, p, sign, dim):
     """The vector norm's rule over the pairwise differences (a zero distance has a zero
     gradient, as PyTorch's cdist_backward), summed over the other input's rows."""
-    d = _vector_norm_vjp(F, g, out, _pair_diffs(F, x1, x2), p, -1, False)
+    diffs = _pair_diffs(F, x1, x2)
+    if p == 2:
+        # PyTorch's _cdist_backward masks after the product (``grad * diff / dist``, 0 where
+        # dist is 0): an inf or NaN gradient at a zero distance gives 0, not the vector
+        # norm's NaN.
+        d = diffs * _safe_recip_scale(F, F.unsqueeze(g, dim=-1), F.unsqueeze(out, dim=-1), 1)
+    else:
+        d = _vector_norm_vjp(F, g, out, diffs, p, -1, False)
     return F.sum(d, dim=dim) if sign > 0 else -F.sum(d, dim=dim)
 
 
@@ -194,3 +202,34 @@ defop("cdist", _cdist_fwd,
                                                       F.unsqueeze(t, dim=-2)),
            lambda F, t, out, x1, x2, p=2.0: _cdist_jvp(F, t, out, x1, x2, p,
                                                       -F.unsqueeze(t, dim=-3))))
+
+
+# --------------------------------------------------------------------------- trace, cross
+
+
+def _trace_vjp(F, g, out, x):
+    """PyTorch's trace_backward: ``g`` on the diagonal, 0 elsewhere (a select: an inf
+    gradient leaves the other entries 0)."""
+    xp = x.device.xp if hasattr(x, "requires_grad") else backend.array_module(x)
+    return F.where(xp.eye(x.shape[0], x.shape[1], dtype=bool), g, 0.0)
+
+
+# NOTE: a primitive for PyTorch's node (TraceBackward0), one node instead of a diagonal and a
+# sum.
+defop("trace", lambda xp, x: xp.asarray(xp.trace(x)), (_trace_vjp,), jvp=linear_in(0),
+      check=lambda x: _check_matrix("trace", x), public="trace", methods="trace")
+
+
+def _check_matrix(op, x):
+    if getattr(x, "ndim", 0) != 2:
+        raise RuntimeError(f"{op}: expected a matrix, but got tensor with dim {x.ndim}")
+
+
+# The cross product is bilinear and anti-commutative: each input's gradient is a cross
+# product of the other with g (PyTorch's linalg_cross rules).
+defop("linalg_cross", lambda xp, a, b, dim=-1: xp.cross(a, b, axis=dim),
+      (lambda F, g, out, a, b, dim=-1: F.linalg_cross(b, g, dim=dim),
+       lambda F, g, out, a, b, dim=-1: F.linalg_cross(g, a, dim=dim)),
+      jvp=(lambda F, t, out, a, b, dim=-1: F.linalg_cross(t, b, dim=dim),
+           lambda F, t, out, a, b, dim=-1: F.linalg_cross(a, t, dim=dim)),
+      node_name="LinalgCrossBackward0")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy
+
 from .. import backend
 from ..dispatch import OPS, SELF_ADJOINT, apply_op, defcomposite, defop, expose, linear_in
 
@@ -77,6 +79,24 @@ _MEAN_DIM = defop("mean.dim", _mean_fwd, (_mean_vjp,), jvp=linear_in(0), meta=(0
 def mean(x, dim=None, keepdim=False):
     """Mean over ``dim`` (an int or a tuple; all dims by default)."""
     return apply_op(_MEAN if dim is None else _MEAN_DIM, (x,), {"dim": dim, "keepdim": keepdim})
+
+
+# NOTE: a primitive for PyTorch's node (NansumBackward0) and its rule, ``g * ~isnan(x)``: a
+# product, so an inf or NaN gradient reaches a NaN entry as NaN (a select would give 0).
+def _nansum_fwd(xp, x, dim=None, keepdim=False):
+    return xp.nansum(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim)
+
+
+def _nansum_vjp(F, g, out, x, dim=None, keepdim=False):
+    return _sum_vjp(F, g, out, x, dim, keepdim) * F.to_dtype(~F.isnan(x), dtype=g.dtype)
+
+
+defop("nansum", _nansum_fwd, (_nansum_vjp,),
+      jvp=(lambda F, t, out, x, dim=None, keepdim=False: _nansum_fwd_like(F, t, x, dim, keepdim),))
+
+
+def _nansum_fwd_like(F, t, x, dim, keepdim):
+    return F.sum(F.where(F.isnan(x), 0.0, t), dim=dim, keepdim=keepdim)
 
 
 def _kept(F, t, shape, dim, keepdim):
@@ -251,18 +271,44 @@ def _prod_others_vjp(F, g, out, x, dim=None):
     return F.permute(moved, dims=tuple(order.index(i) for i in range(ndim)))
 
 
+def _xp_of(x):
+    """The array module of ``x``'s device (``x``: an array, or a tensor under create_graph)."""
+    return x.device.xp if hasattr(x, "requires_grad") else backend.array_module(x)
+
+
 def _eye(x, n):
-    """A boolean identity on ``x``'s device (``x``: an array, or a tensor under create_graph)."""
-    xp = x.device.xp if hasattr(x, "requires_grad") else backend.array_module(x)
-    return xp.eye(n, dtype=bool)
+    """A boolean identity on ``x``'s device."""
+    return _xp_of(x).eye(n, dtype=bool)
 
 
-defop("prod", lambda xp, x, dim=None, keepdim=False:
-      xp.prod(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim),
-      (lambda F, g, out, x, dim=None, keepdim=False:
-       _kept(F, g, x.shape, dim, keepdim) * F.prod_others(x, dim=dim),),
-      jvp=(lambda F, t, out, x, dim=None, keepdim=False: _reduce_like(
-          F, t * F.prod_others(x, dim=dim), dim, keepdim),))
+def _prod_fwd(xp, x, dim=None, keepdim=False):
+    return xp.prod(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim)
+
+
+def _prod_vjp(F, g, out, x, dim=None, keepdim=False):
+    """PyTorch's prod_backward: ``g * (out / x)`` while the input holds no zero (so an inf
+    entry's own gradient is inf / inf = NaN, as PyTorch's), else ``g`` times the product of
+    the others; over all dims, two zeros or more give 0 whatever ``g`` is (PyTorch's
+    ``zeros_like`` outside grad mode; under create_graph it takes the product of the others,
+    whose derivative is the Hessian). Selects, not a branch: no device sync."""
+    g = _kept(F, g, x.shape, dim, keepdim)
+    zero = x == 0
+    zeros = F.sum(F.to_dtype(zero, dtype=g.dtype))
+    quotient = g * (_kept(F, out, x.shape, dim, keepdim) / F.where(zero, 1.0, x))
+    grad = F.where(zeros == 0, quotient, g * F.prod_others(x, dim=dim))
+    if dim is None and not hasattr(x, "requires_grad"):   # arrays: not under create_graph
+        grad = F.where(zeros > 1, 0.0, grad)
+    return grad
+
+
+def _prod_jvp(F, t, out, x, dim=None, keepdim=False):
+    return _reduce_like(F, t * F.prod_others(x, dim=dim), dim, keepdim)
+
+
+# Over all dims ProdBackward0, over some (``prod.dim_int``) ProdBackward1, as PyTorch's.
+_PROD = defop("prod", _prod_fwd, (_prod_vjp,), jvp=(_prod_jvp,))
+_PROD_DIM = defop("prod.dim", _prod_fwd, (_prod_vjp,), jvp=(_prod_jvp,),
+                  node_name="ProdBackward1")
 # Its Jacobian (the products without two entries) is symmetric, so the reverse rule serves
 # forward mode too.
 defop("prod_others", _prod_others_fwd, (_prod_others_vjp,), jvp=SELF_ADJOINT)
@@ -386,11 +432,15 @@ def _vector_norm_vjp(F, g, out, x, ord=2, dim=None, keepdim=False):  # noqa: A00
     if ord == 1:
         return F.sign(x) * g
     if ord == 2:
-        return x * _safe_recip_scale(F, g, n, 1)
+        # g times the masked quotient (not a masked product): an inf or NaN gradient at a
+        # zero norm gives NaN, as PyTorch's ``grad * (self / norm).masked_fill_(norm == 0, 0)``.
+        return g * (x * _safe_recip_scale(F, 1.0, n, 1))
     a = F.abs(x)
     if ord in (math.inf, -math.inf):
-        hit = F.to_dtype(a == n, dtype=x.dtype)
-        return F.sign(x) * hit * g / F.sum(hit, dim=dim, keepdim=True)
+        # PyTorch's: the entries equal to the norm, or NaN, share g (sign(NaN) is 0, so a NaN
+        # norm gives 0 to every entry rather than 0 / 0).
+        hit = F.to_dtype((a == n) | F.isnan(a), dtype=x.dtype)
+        return F.sign(x) * (g / F.sum(hit, dim=dim, keepdim=True) * hit)
     if ord < 1:
         zero = x == 0
         scaled = F.where(zero, 0.0, F.sign(x) * F.where(zero, 1.0, a) ** (ord - 1))
@@ -425,6 +475,44 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     return vector_norm(x, p, dim, keepdim, dtype=dtype)
 
 
+# PyTorch's dist: the p-norm of the difference, one node (DistBackward0) whose rule is the
+# vector norm's (norm_backward) on ``a - b``.
+def _dist_fwd(xp, a, b, p=2.0):
+    return _vector_norm_fwd(xp, a - b, p)
+
+
+def _dist_vjp(F, g, out, a, b, p=2.0):
+    return _vector_norm_vjp(F, g, out, a - b, p)
+
+
+defop("dist", _dist_fwd,
+      (_dist_vjp, lambda F, g, out, a, b, p=2.0: -_dist_vjp(F, g, out, a, b, p)),
+      jvp=(lambda F, t, out, a, b, p=2.0: _reduction_jvp(_dist_t)(F, t, out, a, b, p=p),
+           lambda F, t, out, a, b, p=2.0: -_reduction_jvp(_dist_t)(F, t, out, a, b, p=p)))
+
+
+def _dist_t(F, g, out, a, b, p=2.0, dim=None, keepdim=False):
+    return _vector_norm_vjp(F, g, out, a - b, p)
+
+
+# --------------------------------------------------------------------------- logical reductions
+# Not differentiable: booleans (all, any) and a count (count_nonzero, int64), as PyTorch's.
+
+
+def _logical(fn):
+    return lambda xp, x, dim=None, keepdim=False: fn(x, axis=norm_dims(dim, x.ndim),
+                                                     keepdims=keepdim)
+
+
+defop("all", lambda xp, x, dim=None, keepdim=False: _logical(xp.all)(xp, x, dim, keepdim),
+      public="all", methods="all")
+defop("any", lambda xp, x, dim=None, keepdim=False: _logical(xp.any)(xp, x, dim, keepdim),
+      public="any", methods="any")
+defop("count_nonzero", lambda xp, x, dim=None: xp.asarray(
+    xp.count_nonzero(x, axis=norm_dims(dim, x.ndim)), dtype="int64"),
+      public="count_nonzero", methods="count_nonzero")
+
+
 # --------------------------------------------------------------------------- scans and sorting
 
 
@@ -441,12 +529,139 @@ defop("cumsum", _cumsum_fwd, (lambda F, g, out, x, dim: _rev_cumsum(F, g, dim),)
       jvp=linear_in(0))
 
 
+def _cumprod_fwd(xp, x, dim):
+    return xp.cumprod(x, axis=dim) if x.ndim else x.copy()
+
+
+def _cumprod_vjp(F, g, out, x, dim):
+    """PyTorch's cumprod_backward outside grad mode, with selects instead of its masked
+    scatters. Before the first zero of a line, the reverse
+    cumsum of ``out * g`` over ``x`` (with no zero: an inf entry's own gradient is NaN, as
+    there); at the first zero, the products between it and the second zero times ``g``
+    there, summed, times the product before it; after it, 0 whatever ``g`` is."""
+    if len(x.shape) == 0 or x.shape[dim] <= 1:
+        return g
+    if hasattr(x, "requires_grad"):
+        return _cumprod_table_vjp(F, g, x, dim)
+    zero = x == 0
+    seen = F.cumsum(F.to_dtype(zero, dtype=g.dtype), dim=dim)   # zeros up to here
+    before = seen == 0
+    first = zero & (seen == 1)
+    between = (seen == 1) & ~zero
+    head = _rev_cumsum(F, F.where(before, out * g, 0.0), dim) / F.where(before, x, 1.0)
+    at_zero = F.sum(F.cumprod(F.where(between, x, 1.0), dim=dim) * F.where(seen == 1, g, 0.0),
+                    dim=dim, keepdim=True) * F.prod(F.where(before, x, 1.0), dim=dim,
+                                                    keepdim=True)
+    return F.where(before, head, F.where(first, at_zero, 0.0))
+
+
+def _prefix_rows(F, x, dim, fill):
+    """(..., n, n) with dim ``dim`` moved last, row k holding the entries 0..k and ``fill``
+    after them: a scan's entries as reductions over the last dim."""
+    ndim = len(x.shape)
+    order = tuple(i for i in range(ndim) if i != dim) + (dim,)
+    last = F.permute(x, dims=order)
+    keep = _xp_of(x).tri(x.shape[dim], dtype=bool)   # row k: entries 0..k
+    return F.where(keep, F.unsqueeze(last, dim=-2), fill), order, keep
+
+
+def _from_last(F, t, order):
+    if order == tuple(range(len(order))):
+        return t
+    return F.permute(t, dims=tuple(order.index(i) for i in range(len(order))))
+
+
+def _cumprod_table_vjp(F, g, x, dim):
+    """Under create_graph: each entry's gradient as a sum over the prefixes holding it of
+    ``g`` times the product of the others (an n x n table), which, unlike the O(n) rule's
+    constant 0 after a line's first zero, has the right derivative there (PyTorch, too,
+    switches formulas in grad mode)."""
+    rows, order, keep = _prefix_rows(F, x, dim, 1.0)
+    g_rows = F.unsqueeze(F.permute(g, dims=order), dim=-1)
+    return _from_last(F, F.sum(F.where(keep, F.prod_others(rows, dim=-1) * g_rows, 0.0),
+                               dim=-2), order)
+
+
+def _cumprod_jvp(F, t, out, x, dim):
+    """d out_k = sum over i <= k of t_i times the product of the prefix without i: exact
+    with zeros, through an n x n table (forward mode only)."""
+    if len(x.shape) == 0:
+        return t
+    rows, order, keep = _prefix_rows(F, x, dim, 1.0)
+    tan, _, _ = _prefix_rows(F, t, dim, 0.0)
+    return _from_last(F, F.sum(F.prod_others(rows, dim=-1) * tan, dim=-1), order)
+
+
+# NOTE: a primitive for PyTorch's node (CumprodBackward0) and its rule: exact with zeros in
+# O(n), where a product of a prefix table costs n x n.
+defop("cumprod", _cumprod_fwd, (_cumprod_vjp,), jvp=(_cumprod_jvp,))
+
+
+def _logcumsumexp_fwd(xp, x, dim):
+    """A Hillis-Steele scan of logaddexp: log2(n) elementwise steps on any backend (CuPy's
+    ufuncs have no ``accumulate`` but add's and multiply's); no max is subtracted, so an
+    entry far below the others keeps its value."""
+    out = x.copy()
+    n = x.shape[dim] if x.ndim else 1
+    step = 1
+    while step < n:
+        hi = (slice(None),) * dim + (slice(step, None),)
+        lo = (slice(None),) * dim + (slice(0, n - step),)
+        out[hi] = xp.logaddexp(out[hi], out[lo])
+        step *= 2
+    return out
+
+
+def _logcumsumexp_vjp(F, g, out, x, dim):
+    """PyTorch's logcumsumexp_backward: the positive and negative parts of ``g`` in log
+    space, each through a reverse logcumsumexp; a NaN or zero gradient contributes nothing
+    (both parts are a lowest value there), as PyTorch's."""
+    if len(x.shape) == 0:
+        return g
+    # PyTorch uses the lowest float; a quarter of it gives the same exp() of 0 without
+    # overflowing to -inf (and NumPy's warning) when x is added back.
+    lowest = float(numpy.finfo(g.dtype).min) / 4
+    # log |g| of a zero is masked anyway; 1 there keeps log's derivative finite when this
+    # rule is differentiated again (create_graph).
+    log_abs = F.log(F.abs(F.where(g == 0, 1.0, g)))
+
+    def part(mask):
+        logs = F.where(mask, log_abs, lowest) - out
+        rev = F.flip(F.logcumsumexp(F.flip(logs, dims=(dim,)), dim=dim), dims=(dim,))
+        return F.exp(rev + x)
+
+    return part(g > 0) - part(g < 0)
+
+
+def _logcumsumexp_jvp(F, t, out, x, dim):
+    """d out_k = sum over i <= k of t_i exp(x_i - out_k), through an n x n table (forward
+    mode only)."""
+    if len(x.shape) == 0:
+        return t
+    rows, order, keep = _prefix_rows(F, x, dim, 0.0)
+    tan, _, _ = _prefix_rows(F, t, dim, 0.0)
+    last_out = F.unsqueeze(F.permute(out, dims=order), dim=-1)
+    w = F.where(keep, F.exp(rows - last_out), 0.0)
+    return _from_last(F, F.sum(w * tan, dim=-1), order)
+
+
+# NOTE: a primitive for PyTorch's node (LogcumsumexpBackward0) and its rule; O(n log n)
+# where the logsumexp of a prefix table costs n x n.
+defop("logcumsumexp", _logcumsumexp_fwd, (_logcumsumexp_vjp,), jvp=(_logcumsumexp_jvp,))
+
+
 def _sort_fwd(xp, x, dim=-1, descending=False, stable=False):
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype="int64")
     # A stable sort either way: ties keep their order (PyTorch's stable=True; any order is
-    # allowed with stable=False). Descending sorts the negated keys, so ties stay in order.
-    idx = xp.argsort(-x if descending else x, axis=dim, kind="stable")
+    # allowed with stable=False). NaN is the largest value, as PyTorch's: last ascending, first
+    # descending. Descending is the ascending sort of the reversed line, reversed: ties keep
+    # their order and NaNs come first (negated keys would leave NaN last).
+    if not descending:
+        idx = xp.argsort(x, axis=dim, kind="stable")
+    else:
+        idx = xp.flip(xp.argsort(xp.flip(x, axis=dim), axis=dim, kind="stable"), axis=dim)
+        idx = (x.shape[dim] - 1) - idx
     return xp.take_along_axis(x, idx, axis=dim), idx.astype("int64")
 
 
@@ -478,4 +693,52 @@ def _topk_fwd(xp, x, k, dim, largest=True, sorted=True):  # noqa: A002 - PyTorch
 defop("topk", _topk_fwd,
       (lambda F, g, out, x, k, dim, largest=True, sorted=True: _sort_vjp(F, g, out, x, dim),),
       jvp=(lambda F, t, out, x, k, dim, largest=True, sorted=True: _sort_jvp(F, t, out, x, dim),),
+      nout=2, meta=(0,))
+
+
+# --------------------------------------------------------------------------- order statistics
+# kthvalue, median and nanmedian: one entry of each line's stable ascending sort (NaN last),
+# at a position per line. Along a dim their gradient goes to the index, as max(dim)'s;
+# median() and nanmedian() over all of a tensor share it among the entries equal to the
+# result, as max()'s (PyTorch's evenly_distribute_backward).
+
+
+def _median_pos(xp, n, nans):
+    """median: the lower middle; a line with a NaN gives its first NaN, as PyTorch's."""
+    return xp.where(nans > 0, n - nans, (n - 1) // 2)
+
+
+def _nanmedian_pos(xp, n, nans):
+    """nanmedian: the lower middle of the entries that are not NaN (all NaN: the first)."""
+    return xp.maximum((n - nans - 1) // 2, 0)
+
+
+def _order_stat(xp, x, dim, keepdim, position):
+    """(values, indices) of the entry at ``position(xp, n, nans)`` of each line's sort."""
+    order = xp.argsort(x, axis=dim, kind="stable")
+    nans = xp.sum(xp.isnan(x), axis=dim, keepdims=True)
+    pos = xp.asarray(position(xp, x.shape[dim], nans), dtype=order.dtype)
+    idx = xp.take_along_axis(order, pos, axis=dim)
+    vals = xp.take_along_axis(x, idx, axis=dim)
+    if not keepdim:
+        idx, vals = xp.squeeze(idx, axis=dim), xp.squeeze(vals, axis=dim)
+    return vals, idx.astype("int64")
+
+
+def _full(position):
+    return lambda xp, x: _order_stat(xp, x.reshape(-1), 0, False, position)[0]
+
+
+defop("median", _full(_median_pos), (_evenly_vjp,), jvp=(_extreme_jvp,))
+defop("nanmedian", _full(_nanmedian_pos), (_evenly_vjp,), jvp=(_extreme_jvp,))
+defop("median.dim", lambda xp, x, dim, keepdim=False: _order_stat(xp, x, dim, keepdim, _median_pos),
+      (_max_dim_vjp,), jvp=(_max_dim_jvp,), nout=2, meta=(0,), node_name="MedianBackward1")
+defop("nanmedian.dim",
+      lambda xp, x, dim, keepdim=False: _order_stat(xp, x, dim, keepdim, _nanmedian_pos),
+      (_max_dim_vjp,), jvp=(_max_dim_jvp,), nout=2, meta=(0,), node_name="NanmedianBackward1")
+defop("kthvalue",
+      lambda xp, x, k, dim, keepdim=False: _order_stat(xp, x, dim, keepdim,
+                                                      lambda xp, n, nans: nans * 0 + (k - 1)),
+      (lambda F, g, out, x, k, dim, keepdim=False: _max_dim_vjp(F, g, out, x, dim, keepdim),),
+      jvp=(lambda F, t, out, x, k, dim, keepdim=False: _max_dim_jvp(F, t, out, x, dim, keepdim),),
       nout=2, meta=(0,))

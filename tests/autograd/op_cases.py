@@ -462,13 +462,15 @@ CASES += [
     OpCase("logsumexp", lambda a: a.logsumexp(dim=1), lambda a: np.log(np.exp(a).sum(1)), ins(rnd(3, 4))),
     OpCase("logsumexp", lambda a: (a * 300).logsumexp(dim=(0, 1), keepdim=True),
            lambda a: _lse(300 * a, (0, 1)), ins(rnd(3, 4)), name="logsumexp_large"),
-    OpCase("prod", lambda a: a.prod(dim=1), lambda a: a.prod(axis=1), ins(rnd(3, 4)), covers=("prod_others",)),
-    OpCase("prod", lambda a: (a * _zero_mask(a.device) * _zero_mask(a.device).T.reshape(3, 4)).prod(dim=1),
+    OpCase("prod.dim", lambda a: a.prod(dim=1), lambda a: a.prod(axis=1), ins(rnd(3, 4)),
+           covers=("prod_others",)),
+    OpCase("prod", lambda a: a.prod(), lambda a: a.prod(), ins(rnd(3, 4))),
+    OpCase("prod.dim", lambda a: (a * _zero_mask(a.device) * _zero_mask(a.device).T.reshape(3, 4)).prod(dim=1),
            lambda a: (a * _zero_mask().numpy() * _zero_mask().numpy().T.reshape(3, 4)).prod(axis=1),
            ins(rnd(3, 4)), name="prod_two_zeros"),
     OpCase("prod", lambda a: (a * _zero_mask(a.device)).prod(), lambda a: (a * _zero_mask().numpy()).prod(),
            ins(rnd(3, 4)), name="prod_with_zero"),
-    OpCase("prod", lambda a: a.prod(dim=(0, 2), keepdim=True), lambda a: a.prod(axis=(0, 2), keepdims=True),
+    OpCase("prod.dim", lambda a: a.prod(dim=(0, 2), keepdim=True), lambda a: a.prod(axis=(0, 2), keepdims=True),
            ins(rnd(2, 3, 2)), name="prod_dims"),
     OpCase("var", lambda a: a.var(dim=1), lambda a: a.var(axis=1, ddof=1), ins(rnd(3, 4))),
     OpCase("var", lambda a: a.var(unbiased=False), lambda a: a.var(), ins(rnd(3, 4)), name="var_biased"),
@@ -727,6 +729,13 @@ def _with_zero(a, dev="cpu"):
     return a * (ag.tensor(m, device=dev) if isinstance(a, ag.Tensor) else m)
 
 
+def _with_zeros(a, dev="cpu"):
+    """Zeros at positions 1 and 3 of dim 1 of the first row: a line with two zeros."""
+    m = np.ones(a.shape)
+    m[0, 1] = m[0, 3] = 0.0
+    return a * (ag.tensor(m, device=dev) if isinstance(a, ag.Tensor) else m)
+
+
 def _nan_at(device="cpu"):
     m = np.zeros((3, 4))
     m[1, 2] = np.nan
@@ -830,15 +839,45 @@ CASES += [
     OpCase("cumprod", lambda a: _with_zero(a, a.device).cumprod(0), lambda a: np.cumprod(_with_zero(a), 0),
            ins(rnd(3, 2)), name="cumprod_with_zero"),
     OpCase("logcumsumexp", lambda a: a.logcumsumexp(0), lambda a: _np_lcse(a, 0), ins(rnd(4, 3))),
+    OpCase("cumprod", lambda a: _with_zeros(a, a.device).cumprod(1), lambda a: np.cumprod(_with_zeros(a), 1),
+           ins(rnd(2, 6, 2)), name="cumprod_two_zeros"),
+    OpCase("logcumsumexp", lambda a: (a * 400).logcumsumexp(1), lambda a: _np_lcse(400 * a, 1),
+           ins(rnd(2, 5, 3)), name="logcumsumexp_wide"),
+    OpCase("dist", lambda a, b: ag.dist(a, b), lambda a, b: np.linalg.norm((a - b).ravel()),
+           ins(rnd(3, 4), rnd(4))),
+    OpCase("dist", lambda a, b: ag.dist(a, b, 3), lambda a, b: (np.abs(a - b) ** 3).sum() ** (1 / 3),
+           ins(rnd(3, 4), rnd(3, 4)), name="dist_p3"),
+    OpCase("linalg_cross", lambda a, b: ag.linalg.cross(a, b), lambda a, b: np.cross(a, b),
+           ins(rnd(4, 3), rnd(1, 3))),
+    OpCase("linalg_cross", lambda a, b: ag.cross(a, b, dim=0), lambda a, b: np.cross(a, b, axis=0),
+           ins(rnd(3, 2), rnd(3, 2)), name="cross_dim0"),
+    OpCase("take", lambda a: ag.take(a, ag.tensor(np.array([[0, 5], [5, -1]]))),
+           lambda a: a.ravel()[[[0, 5], [5, -1]]], ins(rnd(3, 4))),
+    OpCase("all", lambda a: (a > 0).all(dim=1), lambda a: (a > 0).all(1), ins(rnd(3, 4)), grad=False),
+    OpCase("any", lambda a: ag.any(a > 0), lambda a: (a > 0).any(), ins(rnd(3, 4)), grad=False),
+    OpCase("count_nonzero", lambda a: ag.count_nonzero(a > 0, dim=0),
+           lambda a: np.count_nonzero(a > 0, axis=0), ins(rnd(3, 4)), grad=False),
+    OpCase("diff", lambda a: ag.diff(a, 2, 0), lambda a: np.diff(a, 2, 0), ins(rnd(4, 3))),
+    OpCase("diff", lambda a, b: ag.diff(a, prepend=b), lambda a, b: np.diff(a, prepend=b),
+           ins(rnd(3, 4), rnd(3, 1)), name="diff_prepend"),
+    OpCase("msort", lambda a: ag.msort(a), lambda a: np.sort(a, 0), ins(rnd(4, 3))),
+    OpCase("nanmean", lambda a: ag.nanmean(a + _nan_at(a.device), dim=1),
+           lambda a: np.nanmean(a + _nan_at().numpy(), axis=1), ins(rnd(3, 4))),
     OpCase("nansum", lambda a: ag.nansum(a + _nan_at(a.device), dim=1),
            lambda a: np.nansum(a + _nan_at().numpy(), axis=1), ins(rnd(3, 4))),
     OpCase("sort", lambda a: a.sort(1, descending=True).values, lambda a: -np.sort(-a, 1), ins(rnd(3, 4))),
     OpCase("sort", lambda a: ag.argsort(a, 0), lambda a: np.argsort(a, 0, kind="stable"), ins(rnd(3, 4)),
            grad=False, name="argsort"),
     OpCase("topk", lambda a: a.topk(2, 1).values, lambda a: -np.sort(-a, 1)[:, :2], ins(rnd(3, 4)), name="topk_dim1"),
-    OpCase("sort", lambda a: a.kthvalue(2, 0).values, lambda a: np.sort(a, 0)[1], ins(rnd(3, 4)), name="kthvalue"),
-    OpCase("sort", lambda a: a.median(), lambda a: np.sort(a.ravel())[5], ins(rnd(3, 4)), name="median"),
-    OpCase("sort", lambda a: a.median(dim=1, keepdim=True).values, lambda a: np.sort(a, 1)[:, 1:2], ins(rnd(3, 4)),
+    OpCase("kthvalue", lambda a: a.kthvalue(2, 0).values, lambda a: np.sort(a, 0)[1], ins(rnd(3, 4)), name="kthvalue"),
+    OpCase("median", lambda a: a.median(), lambda a: np.sort(a.ravel())[5], ins(rnd(3, 4)), name="median"),
+    OpCase("nanmedian", lambda a: (a + _nan_at(a.device)).nanmedian(),
+           lambda a: np.sort((a + _nan_at().numpy()).ravel())[5], ins(rnd(3, 4)), name="nanmedian"),
+    OpCase("nanmedian.dim", lambda a: (a + _nan_at(a.device)).nanmedian(dim=1).values,
+           lambda a: np.array([np.sort(r[~np.isnan(r)])[(np.sum(~np.isnan(r)) - 1) // 2]
+                               for r in a + _nan_at().numpy()]),
+           ins(rnd(3, 4)), name="nanmedian_dim"),
+    OpCase("median.dim", lambda a: a.median(dim=1, keepdim=True).values, lambda a: np.sort(a, 1)[:, 1:2], ins(rnd(3, 4)),
            name="median_dim"),
     OpCase("amax", lambda a: ag.aminmax(a, dim=1).max - ag.aminmax(a, dim=1).min,
            lambda a: a.max(1) - a.min(1), ins(rnd(3, 4)), name="aminmax", covers=("amin",)),

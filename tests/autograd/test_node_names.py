@@ -142,6 +142,23 @@ NAMES = [
     ("ag.cdist(x, x)", "CdistBackward0"),
     ("ag.cdist(b3, b3, p=1.0)", "CdistBackward0"),
     ("x.unfold(1, 2, 1)", "UnfoldBackward0"),
+    # reductions, scans, order statistics (torch 2.13's nodes for the same calls)
+    ("x.prod()", "ProdBackward0"),
+    ("x.prod(1)", "ProdBackward1"),
+    ("x.cumprod(0)", "CumprodBackward0"),
+    ("x.logcumsumexp(1)", "LogcumsumexpBackward0"),
+    ("x.nansum()", "NansumBackward0"),
+    ("x.nansum(0)", "NansumBackward0"),
+    ("x.median()", "MedianBackward0"),
+    ("x.median(0).values", "MedianBackward1"),
+    ("x.nanmedian()", "NanmedianBackward0"),
+    ("x.nanmedian(1).values", "NanmedianBackward1"),
+    ("x.kthvalue(1, 0).values", "KthvalueBackward0"),
+    ("ag.dist(x, x * 2)", "DistBackward0"),
+    ("x.trace()", "TraceBackward0"),
+    ("ag.take(x, x.argmax(0))", "TakeBackward0"),
+    ("ag.linalg.cross(b3[..., :3], b3[..., 1:4])", "LinalgCrossBackward0"),
+    ("ag.msort(x)", "SortBackward0"),
 ]
 
 
