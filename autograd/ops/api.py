@@ -747,10 +747,44 @@ def msort(input):  # noqa: A002
 
 # --------------------------------------------------------------------------- torch.linalg
 
+SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+
+
+def linalg_inv(A):  # noqa: N803 - PyTorch's name
+    """``torch.linalg.inv``: the inverse of each square matrix of ``A`` (..., n, n)."""
+    return _call("linalg_inv", A)
+
+
+def linalg_det(A):  # noqa: N803
+    """``torch.linalg.det``: the determinant of each square matrix of ``A`` (..., n, n)."""
+    return _call("linalg_det", A)
+
+
+@expose(public="slogdet", methods="slogdet")
+def slogdet(A):  # noqa: N803
+    """``torch.linalg.slogdet``: (sign, logabsdet) of each square matrix's determinant.
+
+    Returns:
+        ``(sign, logabsdet)`` with attribute names, as PyTorch's ``torch.return_types``.
+    """
+    return SlogdetResult(*_call("linalg_slogdet", A))
+
+
+def linalg_solve(A, B, *, left=True):  # noqa: N803
+    """``torch.linalg.solve``: X with ``A X = B`` (``X A = B`` when ``left`` is False),
+    batched and broadcast over leading dims. B is a (batch of) vector(s) when it is 1-D or
+    has A's shape without the last dim (PyTorch's rule)."""
+    return _call("linalg_solve", A, B, left=bool(left))
+
+
 #: ``gradtrace.autograd.linalg``: the functions of ``torch.linalg`` that exist here.
 linalg = types.ModuleType("gradtrace.autograd.linalg", "Linear algebra functions (torch.linalg).")
 linalg.vector_norm = vector_norm
 linalg.cross = linalg_cross
+linalg.inv = linalg_inv
+linalg.det = linalg_det
+linalg.slogdet = slogdet
+linalg.solve = linalg_solve
 expose(public="linalg")(linalg)
 
 

@@ -1,5 +1,10 @@
-"""Matrix products."""
+"""Matrix products and the square-matrix functions of torch.linalg (inv, det, slogdet,
+solve)."""
 from __future__ import annotations
+
+import warnings
+
+import numpy
 
 from .. import backend
 from ..dispatch import apply_op, defop, expose, linear_in
@@ -233,3 +238,205 @@ defop("linalg_cross", lambda xp, a, b, dim=-1: xp.cross(a, b, axis=dim),
       jvp=(lambda F, t, out, a, b, dim=-1: F.linalg_cross(t, b, dim=dim),
            lambda F, t, out, a, b, dim=-1: F.linalg_cross(a, t, dim=dim)),
       node_name="LinalgCrossBackward0")
+
+
+# --------------------------------------------------------------------------- inv, det, slogdet, solve
+# Square-matrix functions of torch.linalg, batched over leading dims. Their rules are written
+# with the ops themselves (F.linalg_inv, F.linalg_solve), so they differentiate again.
+
+_TORCH_DTYPE = {"int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long",
+                "uint8": "Byte", "bool": "Bool"}
+
+
+def _check_square(op, a):
+    if a.ndim < 2:
+        raise RuntimeError(f"{op}: The input tensor A must have at least 2 dimensions.")
+    if a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"{op}: A must be batches of square matrices, but they are "
+                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
+    if a.dtype.kind not in "fc":
+        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
+                           f"{_TORCH_DTYPE.get(a.dtype.name, a.dtype.name)}")
+
+
+def _host(a):
+    xp = backend.array_module(a)
+    return a if xp is numpy else xp.asnumpy(a)
+
+
+def _singular_error(op, a, solver=False):
+    """PyTorch's LinAlgError text for the first singular matrix of ``a``: the first zero
+    diagonal element of its LU factor (1-based), and the batch element when batched."""
+    mats = _host(a).reshape((-1,) + a.shape[-2:])
+    for k, m in enumerate(mats):
+        pivots = _lu_diagonal(m)
+        zero = numpy.flatnonzero(pivots == 0)
+        if zero.size:
+            batch = f"(Batch element {k}): " if a.ndim > 2 else ""
+            if solver:
+                return RuntimeError(f"torch.{op}: {batch}The solver failed because the input "
+                                    "matrix is singular.")
+            return RuntimeError(f"{op}: {batch}The diagonal element {zero[0] + 1} is zero, the "
+                                "inversion could not be completed because the input matrix is "
+                                "singular.")
+    return RuntimeError(f"{op}: the input matrix is singular (no zero pivot in its LU).")
+
+
+def _lu_diagonal(m):
+    """The diagonal of U in m's partially pivoted LU (LAPACK's getrf, as PyTorch's)."""
+    try:
+        from scipy.linalg import lu_factor  # noqa: PLC0415 - optional, CPU only
+    except ImportError:   # a plain elimination with the same pivoting
+        u = m.astype(numpy.float64, copy=True)
+        for j in range(len(u)):
+            p = j + int(numpy.argmax(numpy.abs(u[j:, j])))
+            u[[j, p]] = u[[p, j]]
+            if u[j, j] != 0:
+                u[j + 1:] -= numpy.outer(u[j + 1:, j] / u[j, j], u[j])
+        return numpy.diagonal(u)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # scipy warns about the zero we are looking for
+        return numpy.diagonal(lu_factor(m, check_finite=False)[0])
+
+
+def _mT(F, x):
+    return F.transpose(x, dim0=-1, dim1=-2)
+
+
+def _checked(xp, op, a, solve, solver=False):
+    """``solve()``, raising PyTorch's error for a singular ``a``. NumPy raises; CuPy by default
+    returns inf/NaN, so a non-finite result there is looked at on the host (a sync, as
+    PyTorch's own check of the factorisation's info on CUDA)."""
+    try:
+        x = solve()
+    except numpy.linalg.LinAlgError:
+        raise _singular_error(op, a, solver) from None
+    if xp is not numpy and not bool(xp.isfinite(x).all()):
+        err = _singular_error(op, a, solver)
+        if "diagonal element" in str(err) or "solver failed" in str(err):
+            raise err
+    return x
+
+
+def _inv_fwd(xp, a):
+    return _checked(xp, "linalg.inv", a, lambda: xp.linalg.inv(a))
+
+
+# d(A^-1) = -A^-1 dA A^-1; the gradient is its adjoint, -A^-T g A^-T (PyTorch's).
+defop("linalg_inv", _inv_fwd,
+      (lambda F, g, out, a: -F.matmul(F.matmul(_mT(F, out), g), _mT(F, out)),),
+      jvp=(lambda F, t, out, a: -F.matmul(F.matmul(out, t), out),),
+      check=lambda a: _check_square("linalg.inv", a), node_name="LinalgInvExBackward0",
+      public="inverse", methods="inverse")
+
+
+def _as_matrices(F, x):
+    """A per-matrix value (..., ) as (..., 1, 1), to scale its matrix."""
+    return F.unsqueeze(F.unsqueeze(x, dim=-1), dim=-1)
+
+
+def _cofactor(F, out, a):
+    """d det(A)/dA, the cofactor matrix (the adjugate's transpose): det(A) A^-T while every
+    matrix is invertible; otherwise PyTorch's singular formula, U diag(prod of the other
+    singular values) Vh det(U) det(Vh), which is exact at any rank (0 below rank n-1).
+    NOTE: the singular formula is a constant under create_graph (no SVD op here), so second
+    derivatives at a singular matrix are not taken."""
+    det = getattr(out, "_data", out)
+    if bool((det != 0).all()):
+        return _as_matrices(F, out) * _mT(F, F.linalg_inv(a))
+    cof = _svd_cofactor(getattr(a, "_data", a))
+    return cof if backend.is_device_array(a) else F.zeros_like(a) + cof
+
+
+def _svd_cofactor(a):
+    xp = backend.array_module(a)
+    u, s, vh = xp.linalg.svd(a)
+    n = s.shape[-1]
+    # The product of the other singular values, without dividing by one that is 0.
+    others = xp.prod(xp.where(xp.eye(n, dtype=bool), 1.0, s[..., None, :]), axis=-1)
+    scale = (xp.linalg.det(u) * xp.linalg.det(vh))[..., None] * others
+    return xp.matmul(u * scale[..., None, :], vh)
+
+
+def _det_fwd(xp, a):
+    return xp.asarray(xp.linalg.det(a))
+
+
+defop("linalg_det", _det_fwd,
+      (lambda F, g, out, a: _as_matrices(F, g) * _cofactor(F, out, a),),
+      jvp=(lambda F, t, out, a: F.sum(_cofactor(F, out, a) * t, dim=(-2, -1)),),
+      check=lambda a: _check_square("linalg.det", a), node_name="LinalgDetBackward0",
+      public="det", methods="det")
+
+
+def _slogdet_fwd(xp, a):
+    sign, logabsdet = xp.linalg.slogdet(a)
+    return xp.asarray(sign), xp.asarray(logabsdet)
+
+
+# d log|det A| = tr(A^-1 dA): the gradient of logabsdet is A^-T; the sign's is 0.
+defop("linalg_slogdet", _slogdet_fwd,
+      (lambda F, g, out, a: _as_matrices(F, g[1]) * _mT(F, F.linalg_inv(a)),),
+      jvp=(lambda F, t, out, a: (None, F.sum(_mT(F, F.linalg_inv(a)) * t, dim=(-2, -1))),),
+      nout=2, check=lambda a: _check_square("linalg.slogdet", a),
+      node_name="LinalgSlogdetBackward0")
+
+
+def solve_is_vector(a_shape, b_shape) -> bool:
+    """PyTorch's rule: B is a (batch of) vector(s) when it is 1-D, or when its shape is A's
+    without the last dim."""
+    return len(b_shape) == 1 or tuple(b_shape) == tuple(a_shape[:-1])
+
+
+def _check_solve(a, b, left=True):
+    _check_square("linalg.solve", a)
+    if a.dtype != b.dtype:
+        raise RuntimeError("linalg.solve: Expected A and B to have the same dtype, but found A "
+                           f"of type {_dtype_name(a)} and B of type {_dtype_name(b)} instead")
+    vector = left and solve_is_vector(a.shape, b.shape)
+    rows, cols = (b.shape[-1], 1) if vector else b.shape[-2:] if b.ndim > 1 else (b.shape[0], 1)
+    n = a.shape[-1]
+    if (rows if left else cols) != n or b.ndim == 1 and not left:
+        if not left and b.ndim == 1:
+            rows, cols = n, 1
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
+                           f"{'AX' if left else 'XA'} = B ({n}x{n} and {rows}x{cols})")
+
+
+def _dtype_name(a):
+    return {"float64": "Double", "float32": "Float", "float16": "Half"}.get(
+        a.dtype.name, _TORCH_DTYPE.get(a.dtype.name, a.dtype.name))
+
+
+def _solve_fwd(xp, a, b, left=True):
+    def solve():
+        if left and solve_is_vector(a.shape, b.shape):
+            return xp.linalg.solve(a, b[..., None])[..., 0]
+        if left:
+            return xp.linalg.solve(a, b)
+        return xp.swapaxes(xp.linalg.solve(xp.swapaxes(a, -1, -2), xp.swapaxes(b, -1, -2)), -1, -2)
+    return _checked(xp, "linalg.solve", a, solve, solver=True)
+
+
+def _solve_grad_b(F, g, out, a, b, left=True):
+    """A^-T g (left) or g A^-T (right): a solve with A^T, as PyTorch's linalg_solve_backward."""
+    return F.linalg_solve(_mT(F, a), g, left=left)
+
+
+def _solve_grad_a(F, g, out, a, b, left=True):
+    gb = _solve_grad_b(F, g, out, a, b, left)
+    if left and solve_is_vector(a.shape, b.shape):   # -gB X^T as an outer product
+        return -F.unsqueeze(gb, dim=-1) * F.unsqueeze(out, dim=-2)
+    return -F.matmul(gb, _mT(F, out)) if left else -F.matmul(_mT(F, out), gb)
+
+
+def _solve_jvp_a(F, t, out, a, b, left=True):
+    # d(A^-1 B) = -A^-1 dA X; d(B A^-1) = -X dA A^-1.
+    if left and solve_is_vector(a.shape, b.shape):   # dA X per batch element, X a vector
+        return -F.linalg_solve(a, F.sum(t * F.unsqueeze(out, dim=-2), dim=-1), left=left)
+    return -F.linalg_solve(a, F.matmul(t, out) if left else F.matmul(out, t), left=left)
+
+
+defop("linalg_solve", _solve_fwd, (_solve_grad_a, _solve_grad_b),
+      jvp=(_solve_jvp_a, lambda F, t, out, a, b, left=True: F.linalg_solve(a, t, left=left)),
+      check=_check_solve, node_name="LinalgSolveExBackward0")

@@ -63,6 +63,17 @@ def away0(*shape):
     return lambda rng: rng.choice([-1.0, 1.0], shape) * rng.uniform(0.2, 2.0, shape)
 
 
+def invertible(*shape, negative=False):
+    """Well-conditioned square matrices (the diagonal dominates); ``negative``: each with a
+    negative determinant (its first row negated)."""
+    def make(rng):
+        m = rng.standard_normal(shape) + 4.0 * np.eye(shape[-1])
+        if negative:
+            m[..., 0, :] *= -1.0
+        return m
+    return make
+
+
 def ins(*makers):
     return lambda rng: [m(rng) if callable(m) else m for m in makers]
 
@@ -851,6 +862,24 @@ CASES += [
            ins(rnd(4, 3), rnd(1, 3))),
     OpCase("linalg_cross", lambda a, b: ag.cross(a, b, dim=0), lambda a, b: np.cross(a, b, axis=0),
            ins(rnd(3, 2), rnd(3, 2)), name="cross_dim0"),
+    # square-matrix functions of torch.linalg, batched
+    OpCase("linalg_inv", lambda a: ag.linalg.inv(a), np.linalg.inv, ins(invertible(2, 3, 3))),
+    OpCase("linalg_inv", lambda a: a.inverse(), np.linalg.inv, ins(invertible(4, 4)), name="inverse_method"),
+    OpCase("linalg_det", lambda a: ag.linalg.det(a), np.linalg.det, ins(invertible(2, 3, 3))),
+    OpCase("linalg_det", lambda a: a.det(), np.linalg.det, ins(invertible(3, 3, negative=True)),
+           name="det_negative"),
+    OpCase("linalg_slogdet", lambda a: ag.linalg.slogdet(a).logabsdet, lambda a: np.linalg.slogdet(a)[1],
+           ins(invertible(2, 3, 3, negative=True))),
+    OpCase("linalg_slogdet", lambda a: ag.slogdet(a)[0] * a.slogdet()[1], lambda a: np.prod(np.linalg.slogdet(a), 0),
+           ins(invertible(3, 3, negative=True)), name="slogdet_sign"),
+    OpCase("linalg_solve", lambda a, b: ag.linalg.solve(a, b), np.linalg.solve,
+           ins(invertible(2, 3, 3), rnd(3, 2)), name="solve_matrix"),
+    OpCase("linalg_solve", lambda a, b: ag.linalg.solve(a, b), lambda a, b: np.linalg.solve(a, b[..., None])[..., 0],
+           ins(invertible(2, 3, 3), rnd(3)), name="solve_vector"),
+    OpCase("linalg_solve", lambda a, b: ag.linalg.solve(a, b), lambda a, b: np.linalg.solve(a, b[..., None])[..., 0],
+           ins(invertible(2, 3, 3), rnd(2, 3)), name="solve_batch_of_vectors"),
+    OpCase("linalg_solve", lambda a, b: ag.linalg.solve(a, b, left=False), lambda a, b: b @ np.linalg.inv(a),
+           ins(invertible(3, 3), rnd(2, 2, 3)), name="solve_right"),
     OpCase("take", lambda a: ag.take(a, ag.tensor(np.array([[0, 5], [5, -1]]))),
            lambda a: a.ravel()[[[0, 5], [5, -1]]], ins(rnd(3, 4))),
     OpCase("all", lambda a: (a > 0).all(dim=1), lambda a: (a > 0).all(1), ins(rnd(3, 4)), grad=False),

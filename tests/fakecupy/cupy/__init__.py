@@ -735,3 +735,7 @@ _stride_tricks = _submodule(
     as_strided=lambda x, shape=None, strides=None: _wrap(
         _np.lib.stride_tricks.as_strided(x._a, shape, strides), fresh=False))
 lib = _submodule("lib", stride_tricks=_stride_tricks)
+# cupy.linalg: NumPy's functions on device arrays (CuPy's raise NumPy's LinAlgError too).
+linalg = _submodule("linalg", LinAlgError=_np.linalg.LinAlgError, **{
+    name: (lambda f: lambda *args, **kwargs: _call(f, args, kwargs))(getattr(_np.linalg, name))
+    for name in ("inv", "det", "slogdet", "solve", "svd")})
