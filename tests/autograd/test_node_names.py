@@ -159,6 +159,12 @@ NAMES = [
     ("ag.take(x, x.argmax(0))", "TakeBackward0"),
     ("ag.linalg.cross(b3[..., :3], b3[..., 1:4])", "LinalgCrossBackward0"),
     ("ag.msort(x)", "SortBackward0"),
+    # torch.linalg's square-matrix functions: torch names the _ex variants it calls
+    ("ag.linalg.inv(b3[..., :3])", "LinalgInvExBackward0"),
+    ("b3[..., :3].inverse()", "LinalgInvExBackward0"),
+    ("ag.linalg.det(b3[..., :3])", "LinalgDetBackward0"),
+    ("ag.linalg.slogdet(b3[..., :3]).logabsdet", "LinalgSlogdetBackward0"),
+    ("ag.linalg.solve(b3[..., :3], x[:, 0])", "LinalgSolveExBackward0"),
 ]
 
 
