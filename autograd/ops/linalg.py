@@ -344,8 +344,13 @@ def _cofactor(F, out, a):
     det = getattr(out, "_data", out)
     if bool((det != 0).all()):
         return _as_matrices(F, out) * _mT(F, F.linalg_inv(a))
-    cof = _svd_cofactor(getattr(a, "_data", a))
-    return cof if backend.is_device_array(a) else F.zeros_like(a) + cof
+    return _constant(F, a, _svd_cofactor(getattr(a, "_data", a)))
+
+
+def _constant(F, like, arr):
+    """``arr`` as a rule's result: the array itself, or under create_graph a tensor that does
+    not depend on the inputs."""
+    return arr if backend.is_device_array(like) else F.zeros_like(like) + arr
 
 
 def _svd_cofactor(a):
@@ -374,9 +379,22 @@ def _slogdet_fwd(xp, a):
     return xp.asarray(sign), xp.asarray(logabsdet)
 
 
-# d log|det A| = tr(A^-1 dA): the gradient of logabsdet is A^-T; the sign's is 0.
-defop("linalg_slogdet", _slogdet_fwd,
-      (lambda F, g, out, a: _as_matrices(F, g[1]) * _mT(F, F.linalg_inv(a)),),
+def _slogdet_vjp(F, g, out, a):
+    """d log|det A| = tr(A^-1 dA): the gradient of logabsdet is A^-T; the sign's is 0."""
+    sign = getattr(out[0], "_data", out[0])
+    if bool((sign != 0).all()):
+        return _as_matrices(F, g[1]) * _mT(F, F.linalg_inv(a))
+    # A singular matrix has no finite gradient; PyTorch's LU solve gives inf/NaN there, not an
+    # error: the cofactor matrix over det (0), a constant under create_graph.
+    data = getattr(a, "_data", a)
+    xp = backend.array_module(data)
+    det = sign * xp.exp(getattr(out[1], "_data", out[1]))
+    with numpy.errstate(divide="ignore", invalid="ignore"):
+        inv_t = _svd_cofactor(data) / det[..., None, None]
+    return _as_matrices(F, g[1]) * _constant(F, a, inv_t)
+
+
+defop("linalg_slogdet", _slogdet_fwd, (_slogdet_vjp,),
       jvp=(lambda F, t, out, a: (None, F.sum(_mT(F, F.linalg_inv(a)) * t, dim=(-2, -1))),),
       nout=2, check=lambda a: _check_square("linalg.slogdet", a),
       node_name="LinalgSlogdetBackward0")
@@ -393,12 +411,10 @@ def _check_solve(a, b, left=True):
     if a.dtype != b.dtype:
         raise RuntimeError("linalg.solve: Expected A and B to have the same dtype, but found A "
                            f"of type {_dtype_name(a)} and B of type {_dtype_name(b)} instead")
-    vector = left and solve_is_vector(a.shape, b.shape)
-    rows, cols = (b.shape[-1], 1) if vector else b.shape[-2:] if b.ndim > 1 else (b.shape[0], 1)
     n = a.shape[-1]
-    if (rows if left else cols) != n or b.ndim == 1 and not left:
-        if not left and b.ndim == 1:
-            rows, cols = n, 1
+    # A vector B is an (n, 1) matrix, which only AX = B can take.
+    rows, cols = (b.shape[-1], 1) if solve_is_vector(a.shape, b.shape) else b.shape[-2:]
+    if (rows if left else cols) != n:
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
                            f"{'AX' if left else 'XA'} = B ({n}x{n} and {rows}x{cols})")
 
@@ -410,7 +426,7 @@ def _dtype_name(a):
 
 def _solve_fwd(xp, a, b, left=True):
     def solve():
-        if left and solve_is_vector(a.shape, b.shape):
+        if solve_is_vector(a.shape, b.shape):   # left: the check refused XA = b
             return xp.linalg.solve(a, b[..., None])[..., 0]
         if left:
             return xp.linalg.solve(a, b)

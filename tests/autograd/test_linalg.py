@@ -95,13 +95,25 @@ def test_slogdet_of_a_negative_determinant():
     assert (sign.item(), logabsdet.item()) == (-1.0, 0.0)
 
 
+@pytest.mark.parametrize("m", [[[1.0, 2, 3], [4, 5, 6], [7, 8, 9]], [[1.0, 2], [2, 4]]])
+def test_slogdet_gradient_at_a_singular_matrix_is_not_finite(m):
+    # torch: sign 0, logabsdet -inf, and a gradient with no finite entry (for the 3x3
+    # [[nan, nan, nan], [inf, -inf, inf], [-inf, inf, -inf]], from its LU solve), no error
+    A = _t(m)
+    sign, logabsdet = ag.linalg.slogdet(A)
+    assert (sign.item(), logabsdet.item()) == (0.0, -np.inf)
+    logabsdet.backward()
+    assert not np.isfinite(A.grad.numpy()).any()
+
+
 def test_solve_shapes_follow_torchs_vector_rule():
     # torch: A (2,3,3) with B (2,3) -> (2,3), (3,) -> (2,3), (3,2) -> (2,3,2); left=False with
-    # B (2,3) and A (3,3) -> (2,3)
+    # B (2,3) and A (3,3) -> (2,3); A (2,3,3) with B (4,1,3,2) -> (4,2,3,2)
     A = ag.tensor(np.random.default_rng(0).standard_normal((2, 3, 3)) + 4 * np.eye(3))
     for b_shape, out_shape in [((2, 3), (2, 3)), ((3,), (2, 3)), ((3, 2), (2, 3, 2))]:
         assert tuple(ag.linalg.solve(A, ag.tensor(np.ones(b_shape))).shape) == out_shape
     assert tuple(ag.linalg.solve(A[0], ag.tensor(np.ones((2, 3))), left=False).shape) == (2, 3)
+    assert tuple(ag.linalg.solve(A, ag.tensor(np.ones((4, 1, 3, 2)))).shape) == (4, 2, 3, 2)
 
 
 SINGULAR = [[1.0, 2.0], [2.0, 4.0]]
@@ -137,6 +149,10 @@ ERRORS = [
     (lambda: ag.linalg.solve(_t(np.eye(3)), _t(np.ones((1, 2)))),
      "linalg.solve: Incompatible shapes of A and B for the equation AX = B (3x3 and 1x2)"),
     (lambda: ag.linalg.solve(_t(np.eye(3)), _t(np.ones(3)), left=False),
+     "linalg.solve: Incompatible shapes of A and B for the equation XA = B (3x3 and 3x1)"),
+    (lambda: ag.linalg.solve(_t(np.eye(3)), _t(np.ones(2)), left=False),
+     "linalg.solve: Incompatible shapes of A and B for the equation XA = B (3x3 and 2x1)"),
+    (lambda: ag.linalg.solve(_t(np.ones((2, 3, 3))), _t(np.ones((2, 3))), left=False),
      "linalg.solve: Incompatible shapes of A and B for the equation XA = B (3x3 and 3x1)"),
     (lambda: ag.linalg.solve(_t(np.zeros((3, 2))), _t(np.ones(3))),
      "linalg.solve: A must be batches of square matrices, but they are 3 by 2 matrices"),
