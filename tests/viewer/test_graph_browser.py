@@ -42,10 +42,14 @@ def _ready(dash_duo):
 
 def _click_node(dash_duo, selector_js):
     """Click a node where it is drawn (offsets from the canvas's centre, which every Selenium
-    version moves to the same way)."""
+    version moves to the same way). The canvas is scrolled to the middle of the window first:
+    typing in the search box can scroll the page so that the canvas's centre, where the move
+    starts, lies outside the window ("move target out of bounds")."""
+    canvas = dash_duo.find_element("#gr-cyto")
+    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center', "
+                                   "inline: 'center'});", canvas)
     dx, dy = _cy(dash_duo, f"const n = {selector_js}; const p = n.renderedPosition();"
                            "return [p.x - cy.width() / 2, p.y - cy.height() / 2];")
-    canvas = dash_duo.find_element("#gr-cyto")
     ActionChains(dash_duo.driver).move_to_element(canvas).move_by_offset(round(dx), round(dy)).click().perform()
 
 
