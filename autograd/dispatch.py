@@ -580,7 +580,13 @@ def _describe(inputs) -> str:
     return ", ".join(parts)
 
 
-def _op_error(op, inputs, exc) -> RuntimeError:
+def _op_error(op, inputs, exc) -> Exception:
+    """An op's forward failing on its arrays: RuntimeError naming the op and its inputs, or
+    IndexError for an index out of range, the class PyTorch's indexing raises (in its words:
+    dimension, not NumPy's axis)."""
+    if isinstance(exc, IndexError):
+        return IndexError(f"{op.record_name}: {str(exc).replace(' for axis ', ' for dimension ')}"
+                          f" (inputs: {_describe(inputs)})")
     return RuntimeError(f"{op.record_name}: {exc} (inputs: {_describe(inputs)})")
 
 

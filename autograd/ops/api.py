@@ -444,8 +444,9 @@ def _check_index(op, x, dim, index, src=None):
         lo, hi = int(index._data.min()), int(index._data.max())
         if lo < -x.shape[dim] or hi >= x.shape[dim]:
             bad = hi if hi >= x.shape[dim] else lo
-            raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size "
-                             f"{x.shape[dim]}")
+            # RuntimeError, as PyTorch's gather/scatter (its indexing raises IndexError)
+            raise RuntimeError(f"{op}: index {bad} is out of bounds for dimension {dim} with "
+                               f"size {x.shape[dim]}")
 
 
 @expose(public="gather", methods="gather")

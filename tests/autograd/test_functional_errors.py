@@ -76,8 +76,16 @@ def test_shape_ops_name_the_shapes():
 
 
 def test_indexing_ops_name_the_bad_index():
-    with pytest.raises(IndexError, match=r"gather: index 5 is out of bounds for dimension 1 with size 3"):
+    # RuntimeError, as PyTorch 2.13's gather and scatter ("index 5 is out of bounds for
+    # dimension 1 with size 3"); its indexing (x[i], index_select) raises IndexError.
+    with pytest.raises(RuntimeError, match=r"gather: index 5 is out of bounds for dimension 1 with size 3"):
         ag.randn(2, 3).gather(1, ag.tensor([[0], [5]]))
+    with pytest.raises(RuntimeError, match=r"scatter_add: index 5 is out of bounds for dimension 1"):
+        ag.zeros(2, 3).scatter_add(1, ag.tensor([[0], [5]]), ag.ones(2, 1))
+    with pytest.raises(IndexError, match=r"index 4 is out of bounds for dimension 0 with size 2"):
+        ag.randn(2, 3)[ag.tensor([0, 4])]
+    with pytest.raises(IndexError, match=r"index_select: index 3 is out of bounds for dimension 0"):
+        ag.index_select(ag.randn(2, 3), 0, ag.tensor([3]))
     with pytest.raises(IndexError, match=r"embedding: index 9 is out of range for a weight of 4 rows"):
         F.embedding(ag.tensor([1, 9]), ag.randn(4, 2))
     with pytest.raises(TypeError, match=r"embedding: indices must be an integer tensor"):
