@@ -1252,25 +1252,28 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
     return _call("scatter", x, index, src, dim=d)
 
 
-@defcomposite("index_add", public="index_add", methods="index_add")
-def index_add(x, dim, index, source, *, alpha=1):
-    """A copy of ``x`` with ``alpha * source`` added at ``index`` (1-D) along ``dim``;
-    repeated indices add up."""
+def _index_add_key(x, dim, index):
+    """index_add's key along ``dim`` (checked: a 1-D index)."""
     d = _dim(dim, x.ndim, "index_add")
     idx = index._data if isinstance(index, Tensor) else index
     if getattr(idx, "ndim", 1) != 1:
         raise RuntimeError(f"index_add_(): Index is supposed to be a vector, got shape "
                            f"{list(idx.shape)}")
-    if alpha != 1:
-        source = source * alpha
-    spread = _call("index_backward", source, shape=tuple(x.shape), key=(slice(None),) * d + (idx,))
-    return x + spread
+    return (slice(None),) * d + (idx,)
+
+
+@expose(public="index_add", methods="index_add")
+def index_add(x, dim, index, source, *, alpha=1):
+    """A copy of ``x`` with ``alpha * source`` added at ``index`` (1-D) along ``dim``;
+    repeated indices add up."""
+    return _call("index_add", x, source, key=_index_add_key(x, dim, index), alpha=alpha)
 
 
 @expose(methods="index_add_")
 def index_add_(x, dim, index, source, *, alpha=1):
-    """In-place :func:`index_add`."""
-    return x.copy_(index_add(x, dim, index, source, alpha=alpha))
+    """In-place :func:`index_add` (IndexAddBackward0 too, as PyTorch's)."""
+    return apply_inplace(OPS["index_add"], x, (source,),
+                         {"key": _index_add_key(x, dim, index), "alpha": alpha})
 
 
 @defcomposite("masked_select", public="masked_select", methods="masked_select")

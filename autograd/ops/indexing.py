@@ -34,6 +34,23 @@ defop("index_backward", _index_backward,
       (lambda F, g, out, x, shape, key: F.index(g, key=key),), jvp=linear_in(0))
 
 
+def _index_add_fwd(xp, x, source, key, alpha=1):
+    out = x.copy()
+    backend.scatter_add(xp, out, key, source * alpha if alpha != 1 else source)
+    return out
+
+
+# PyTorch's IndexAddBackward0 (one node where the composite made an index_backward and an
+# add): ``x`` passes the gradient whole, ``source`` takes it at the index (times alpha).
+defop("index_add", _index_add_fwd,
+      (lambda F, g, out, x, source, key, alpha=1: g,
+       lambda F, g, out, x, source, key, alpha=1: F.index(g, key=key) * alpha),
+      jvp=(lambda F, t, out, x, source, key, alpha=1: t,
+           lambda F, t, out, x, source, key, alpha=1: F.index_backward(t * alpha, shape=x.shape,
+                                                                      key=key)),
+      node_name="IndexAddBackward0")
+
+
 # --------------------------------------------------------------------------- slices and splits
 
 

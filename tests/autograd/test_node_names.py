@@ -137,6 +137,8 @@ NAMES = [
     ("x.diagonal()", "DiagonalBackward0"),
     ("b3.diagonal(1, 0, 2)", "DiagonalBackward0"),
     ("x.index_select(0, x.argmax(0))", "IndexSelectBackward0"),
+    ("x.index_add(0, x.argmax(0)[:3], x)", "IndexAddBackward0"),
+    ("(x * 1).index_add_(0, x.argmax(0)[:3], x)", "IndexAddBackward0"),
     ("x.topk(2).values", "TopkBackward0"),
     ("x.topk(2, dim=0, largest=False).values", "TopkBackward0"),
     ("ag.cdist(x, x)", "CdistBackward0"),
