@@ -8,7 +8,7 @@ import numpy
 
 from .. import backend
 from ..dispatch import apply_op, defop, expose, linear_in
-from .reduction import _safe_recip_scale, _vector_norm_fwd, _vector_norm_vjp
+from .reduction import _safe_recip_scale, _vector_norm_fwd, _vector_norm_vjp, _xp_of
 
 
 def _check_matmul(a, b):
@@ -215,8 +215,7 @@ defop("cdist", _cdist_fwd,
 def _trace_vjp(F, g, out, x):
     """PyTorch's trace_backward: ``g`` on the diagonal, 0 elsewhere (a select: an inf
     gradient leaves the other entries 0)."""
-    xp = x.device.xp if hasattr(x, "requires_grad") else backend.array_module(x)
-    return F.where(xp.eye(x.shape[0], x.shape[1], dtype=bool), g, 0.0)
+    return F.where(_xp_of(x).eye(x.shape[0], x.shape[1], dtype=bool), g, 0.0)
 
 
 # NOTE: a primitive for PyTorch's node (TraceBackward0), one node instead of a diagonal and a

@@ -697,7 +697,7 @@ def _nll_grad(F, g, out, input, target, ignore_index=-100, reduction="mean"):  #
     t = target._data if isinstance(target, Tensor) else target
     xp = backend.array_module(t)
     if not isinstance(g, Tensor):
-        w = _nll_grad_all_valid(xp, g, input, t, ignore_index, reduction)
+        w = _nll_grad_all_valid(g, input, t, ignore_index, reduction)
         if w is not None:
             return w
     rows, cols, coef, valid = _nll_picks(xp, input.dtype, t, ignore_index, reduction)
@@ -713,20 +713,29 @@ def _nll_grad(F, g, out, input, target, ignore_index=-100, reduction="mean"):  #
     return w
 
 
-def _nll_grad_all_valid(xp, g, input, t, ignore_index, reduction):  # noqa: A002
-    """_nll_grad's array result when no target is ``ignore_index`` and the loss is reduced
-    (the common case), in a third of the calls; None otherwise. NumPy only: counting the
-    valid rows on the host would be a device sync (and no CUDA graph) for CuPy. The
-    coefficient is _nll_picks's, -1 (over the count) rounded once to the input's dtype, so
-    the values are the same bit for bit."""
-    if xp is not numpy or reduction == "none" or input.ndim != 2 or not t.shape[0]:
+def _all_valid_coef(input, t, ignore_index, reduction):  # noqa: A002
+    """NLL's coefficient at each row's target when the input is (N, C) (an array or its Meta),
+    the targets ``t`` a NumPy array, the loss reduced and no target ``ignore_index`` (the
+    common case): _nll_picks's -1 (over the count) rounded once to the input's dtype, so the
+    values are the same bit for bit. None otherwise; NumPy only: counting the valid rows on
+    the host would be a device sync (and no CUDA graph) for CuPy."""
+    if (t.__class__ is not numpy.ndarray or reduction == "none" or input.ndim != 2
+            or t.shape != (input.shape[0],) or not t.shape[0]):
         return None
     n = t.shape[0]
     if numpy.count_nonzero(t != ignore_index) != n:
         return None
-    coef = input.dtype.type(-1.0 / n if reduction == "mean" else -1.0)
+    return input.dtype.type(-1.0 / n if reduction == "mean" else -1.0)
+
+
+def _nll_grad_all_valid(g, input, t, ignore_index, reduction):  # noqa: A002
+    """_nll_grad's array result in the common case (:func:`_all_valid_coef`), in a third of
+    the calls; None otherwise."""
+    coef = _all_valid_coef(input, t, ignore_index, reduction)
+    if coef is None:
+        return None
     w = numpy.zeros(input.shape, dtype=input.dtype)
-    w[numpy.arange(n), t] = coef * g
+    w[numpy.arange(t.shape[0]), t] = coef * g
     return w
 
 
@@ -745,23 +754,18 @@ def nll_log_softmax_grad(g, logp, target, ignore_index=-100, reduction="mean", d
     scattered into it, summed its rows and subtracted. A zero ``g`` is left to the rules: their
     row sum of a -0.0 ``s`` is +0.0, which the sign of a zero product would tell apart.
     """
-    if (logp.__class__ is not numpy.ndarray or target.__class__ is not numpy.ndarray
-            or reduction == "none" or logp.ndim != 2 or dim not in (1, -1)
-            or target.shape != (logp.shape[0],) or not logp.shape[0]):
-        return None
-    n = logp.shape[0]
-    if numpy.count_nonzero(target != ignore_index) != n:
-        return None
-    if g.ndim:
+    coef = (_all_valid_coef(logp, target, ignore_index, reduction)
+            if logp.__class__ is numpy.ndarray and dim in (1, -1) else None)
+    if coef is None or g.ndim:
         return None
     # NumPy scalars, not 0-d arrays (a third of this function's time): the same roundings.
-    s = logp.dtype.type(logp.dtype.type(-1.0 / n if reduction == "mean" else -1.0) * g[()])
+    s = logp.dtype.type(coef * g[()])
     if not s:
         return None
     d = numpy.exp(logp)
     d *= s
     numpy.subtract(0, d, out=d)
-    d[numpy.arange(n), target] += s
+    d[numpy.arange(target.shape[0]), target] += s
     return d
 
 
