@@ -22,7 +22,7 @@ __all__ = ["cmd_bench", "find_benchmarks", "quick_flags", "ORDER"]
 
 ORDER = ("engine_overhead", "profiler_overhead", "analysis_speed", "export_speed", "train_step")
 # flag -> value used by --quick, passed only when the script's --help lists the flag.
-QUICK = {"--repeats": "1", "--iterations": "200", "--steps": "2", "--warmup": "1",
+QUICK = {"--repeats": "1", "--min-time": "0", "--iterations": "200", "--steps": "2", "--warmup": "1",
          "--layers": "4", "--width": "256", "--batch": "64", "--events": "20000"}
 
 

@@ -172,3 +172,57 @@ def test_folded_programs_with_hooks_retained_grads_and_retain_graph_equal_eager(
         np.testing.assert_array_equal(c, e)
     assert ca.stats()["hits"] >= 3 and ca.stats()["eager_fallbacks"] == 0
     assert any("_sum_over(" in src for src in ca.last_program().source.values())
+
+
+def _bias_steps(dtype, upstream, steps=3):
+    """Three backwards of a Linear whose output's gradient is ``upstream(y)``'s, eagerly and
+    compiled; the bias gradients of each and the last program's source."""
+    ag.manual_seed(0)
+    lin = nn.Linear(5, 4, dtype=dtype)
+    x = ag.tensor(np.random.default_rng(5).standard_normal((64, 5)).astype(dtype))
+
+    def run(compiled):
+        got = []
+        for _ in range(steps):
+            lin.zero_grad()
+            with (ca.enable() if compiled else ca.disable()):
+                upstream(lin(x)).backward()
+            got.append(lin.bias.grad.numpy().copy())
+        return got
+
+    return run(False), run(True), ca.last_program().source[(False, False, 0)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_bias_sum_is_one_gemv_with_a_ones_vector_the_program_holds(dtype):
+    """A folded bias site sums with the program's own ones vector (no lookup per replay):
+    the GEMV sum_over runs, so the bits are the eager engine's."""
+    w = ag.tensor(np.random.default_rng(6).standard_normal((64, 4)).astype(dtype))
+    eager, compiled, src = _bias_steps(dtype, lambda y: (y * w).sum())
+    for e, c in zip(eager, compiled):
+        np.testing.assert_array_equal(c, e)
+    assert "_mm(O" in src and "if v" in src
+    prog = ca.last_program()
+    (ones,) = [v for v in prog.variants[(False, False, 0)].__globals__.values()
+               if isinstance(v, np.ndarray)]
+    assert ones.shape == (64,) and ones.dtype == dtype and not ones.flags.writeable
+    assert (ones == 1).all()
+
+
+def test_a_strided_gradient_at_a_folded_bias_site_is_summed_as_the_engine_sums_it():
+    """A transposed gradient (here from ``y.T``) is not contiguous: the program hands it to
+    sum_over, whose plain sum is what the engine ran (a GEMV over the strided rows could
+    round differently)."""
+    w = ag.tensor(np.random.default_rng(7).standard_normal((4, 64)).astype(np.float32) * 1e3)
+    eager, compiled, src = _bias_steps(np.float32, lambda y: (y.T * w).sum())
+    for e, c in zip(eager, compiled):
+        np.testing.assert_array_equal(c, e)
+    assert "_mm(O" in src and "flags.c_contiguous else _sum_over(" in src
+
+
+def test_half_precision_bias_sums_stay_with_sum_over():
+    """float16 is summed by sum (in float32 inside NumPy), not by a float16 GEMV."""
+    eager, compiled, src = _bias_steps(np.float16, lambda y: y.float().sum())
+    for e, c in zip(eager, compiled):
+        np.testing.assert_array_equal(c, e)
+    assert "_mm(" not in src and "_sum_over(" in src

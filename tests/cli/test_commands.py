@@ -4,6 +4,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -101,6 +103,17 @@ def test_bench_quick_one_script():
     assert "== engine_overhead" in res.stdout and "--repeats 1" in res.stdout
     assert "engine_overhead  ok" in res.stdout
     assert "numpy" in res.stdout                        # the script's own table is shown
+
+
+def test_quick_flags_include_a_zero_minimum_time_where_a_script_has_one():
+    """compiled_backward.py measures for at least --min-time seconds per workload; --quick
+    turns that off, as it turns repeats down."""
+    from gradtrace.cli.bench import quick_flags
+    help_text = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compiled_backward.py"),
+                                "--help"], capture_output=True, text=True, check=True).stdout
+    flags = quick_flags(help_text)
+    assert flags[flags.index("--repeats") + 1] == "1"
+    assert flags[flags.index("--min-time") + 1] == "0"
 
 
 _FAKE_BENCH = """\
