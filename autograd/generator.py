@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import secrets
 
+import numpy
+
 from . import backend
 
-__all__ = ["Generator"]
+__all__ = ["Generator", "draw_normal", "draw_uniform"]
 
 
 class Generator:
@@ -59,7 +61,8 @@ class Generator:
         backend.set_rng_state(self._rng, state)
         return self
 
-    # The calls the tensor factories and samplers make on a generator.
+    # The calls the tensor factories and samplers make on a generator (see draw_normal and
+    # draw_uniform for dtypes these do not make).
     def standard_normal(self, *args, **kwargs):
         return self._rng.standard_normal(*args, **kwargs)
 
@@ -74,3 +77,47 @@ class Generator:
 
     def __repr__(self):
         return f"<gradtrace Generator device={self.device} seed={self._seed}>"
+
+
+def draw_normal(gen, size, dtype):
+    """Standard normal numbers of ``dtype`` from ``gen`` (a :class:`Generator` or the array
+    module's own). As PyTorch's randn: float16 too (drawn in float32, then rounded), and
+    complex with real and imaginary parts each of variance 1/2, so that ``E|z|^2`` is 1; an
+    integer or bool dtype raises, as there."""
+    return _draw(gen.standard_normal, size, dtype, "normal", 0.5 ** 0.5)
+
+
+def draw_uniform(gen, size, dtype):
+    """Uniform numbers in [0, 1) of ``dtype``, as PyTorch's rand: float16 too, and complex
+    with each part uniform."""
+    return _draw(gen.random, size, dtype, "uniform", 1.0)
+
+
+def _draw(fn, size, dtype, what, complex_scale):
+    dt = numpy.dtype(dtype)
+    if dt.kind not in "fc":
+        raise NotImplementedError(
+            f"{what} random numbers are not implemented for dtype {dt} (they need a floating "
+            "or complex dtype), as in PyTorch")
+    # NumPy's and CuPy's generators make float32 and float64 only.
+    real = numpy.dtype(numpy.float64 if dt.itemsize >= (16 if dt.kind == "c" else 8)
+                       else numpy.float32)
+    if dt.kind == "f":
+        out = fn(size, dtype=real)
+        if real == dt:
+            return out
+        if what == "uniform":
+            # Rounded to float16 a float32 draw can become 1.0: down to float16's grid of
+            # 2**-11 instead (where PyTorch draws its 11 bits directly), so [0, 1) it stays.
+            step = 2.0 ** (numpy.finfo(dt).nmant + 1)
+            out *= step
+            xp = backend.array_module(out)
+            xp.floor(out, out=out)
+            out *= 1 / step
+        return out.astype(dt)
+    # Complex: pairs of real numbers, viewed as (real, imag).
+    shape = () if size is None else (size,) if isinstance(size, int) else tuple(size)
+    parts = fn((*shape, 2), dtype=real)
+    if complex_scale != 1.0:
+        parts *= real.type(complex_scale)
+    return parts.view(dt)[..., 0]

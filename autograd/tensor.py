@@ -9,6 +9,7 @@ import numpy
 from . import backend, dispatch, views
 from . import record_function as _rf
 from .backend import CPU
+from .generator import draw_normal, draw_uniform
 from .hooks import register
 from .node import GRAPH_EPOCH
 
@@ -655,14 +656,14 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None) -
     shape = _shape(size)
     dev = backend.device(device)
     gen = generator or _generators.get(dev)
-    return _factory(dev, lambda xp: gen.standard_normal(shape, dtype=_dt(dtype)), requires_grad)
+    return _factory(dev, lambda xp: draw_normal(gen, shape, _dt(dtype)), requires_grad)
 
 
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
     shape = _shape(size)
     dev = backend.device(device)
     gen = generator or _generators.get(dev)
-    return _factory(dev, lambda xp: gen.random(shape, dtype=_dt(dtype)), requires_grad)
+    return _factory(dev, lambda xp: draw_uniform(gen, shape, _dt(dtype)), requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=None, device=None, generator=None) -> Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..grad_mode import no_grad
+from ..generator import draw_normal, draw_uniform
 from ..tensor import default_generator
 
 __all__ = ["calculate_gain", "zeros_", "ones_", "constant_", "normal_", "uniform_",
@@ -62,12 +63,12 @@ def constant_(t, val: float):
 
 def normal_(t, mean: float = 0.0, std: float = 1.0, generator=None):
     g = _gen(t, generator)
-    return _write(t, g.standard_normal(t.shape, dtype=t.dtype) * std + mean)
+    return _write(t, draw_normal(g, t.shape, t.dtype) * std + mean)
 
 
 def uniform_(t, a: float = 0.0, b: float = 1.0, generator=None):
     g = _gen(t, generator)
-    return _write(t, g.random(t.shape, dtype=t.dtype) * (b - a) + a)
+    return _write(t, draw_uniform(g, t.shape, t.dtype) * (b - a) + a)
 
 
 def xavier_uniform_(t, gain: float = 1.0, generator=None):
