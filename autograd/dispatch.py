@@ -38,6 +38,7 @@ from .backend import CPU
 from .grad_mode import STATE as _THREAD
 from . import views
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
+from .promotion import float_type, result_type
 
 __all__ = ["OpDef", "defop", "defcomposite", "expose", "SELF_ADJOINT", "linear_in", "OPS",
            "COMPOSITES", "FUNCTIONS", "METHODS", "apply_op", "apply_inplace", "ArrayF", "TensorF",
@@ -200,10 +201,10 @@ class OpDef:
 
     __slots__ = ("name", "record_name", "fwd", "vjp", "joint", "nout", "differentiable", "view",
                  "moves_device", "node_cls", "_uses_out", "_uses_in", "_meta", "_plans", "check",
-                 "jvp", "doc", "input_names", "simple", "fusions")
+                 "jvp", "doc", "input_names", "simple", "fusions", "promote")
 
     def __init__(self, name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device,
-                 joint=None):
+                 joint=None, promote=None):
         self.name = name
         # An overload ("sum.dim", for its own node, SumBackward1) is recorded and named in
         # errors by its base name, as PyTorch's profiler shows aten::sum for both.
@@ -218,6 +219,9 @@ class OpDef:
         # One output, never a view, on its inputs' device: apply_op's fast path can run it.
         self.simple = nout == 1 and not view and not moves_device
         self.check = check
+        # PyTorch's type promotion where NumPy's differs (see apply_op and promotion.py):
+        # None, ELEMENTWISE or FLOATING.
+        self.promote = promote
         self.jvp = None
         self.doc = doc
         # {name of an op: fn}: where this op's gradient (from its rule 0) feeds only a node of
@@ -271,7 +275,7 @@ class OpDef:
 def defop(name: str, fwd, vjp=(), *, jvp=None, nout: int = 1, view=False, meta=(),
           node_name: str | None = None, check=None, doc: str = "",
           moves_device: bool = False, public=(), methods=(), reflected=(),
-          inplace=(), joint=None) -> OpDef:
+          inplace=(), joint=None, promote=None) -> OpDef:
     """Register a primitive op: its forward, its reverse and forward-mode rules, and the
     public function and Tensor methods that call it.
 
@@ -309,13 +313,18 @@ def defop(name: str, fwd, vjp=(), *, jvp=None, nout: int = 1, view=False, meta=(
             (layer_norm's statistics): a node runs it instead of the rules when its backward
             is on arrays. The rules stay for the differentiable backward and decide what is
             saved, so ``joint`` reads only what the rules of the inputs it serves read.
+        promote: :data:`ELEMENTWISE` for an op whose result dtype is PyTorch's promotion of
+            its inputs' (add, mul, where...), :data:`FLOATING` for one that also makes
+            integers the default float (div, exp, sqrt...); None where NumPy's dtype is
+            PyTorch's already (or the op fixes its own).
 
     Returns:
         The :class:`OpDef`, also in ``OPS[name]``.
     """
     if name in OPS:
         raise ValueError(f"op '{name}' is already registered")
-    op = OpDef(name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device, joint)
+    op = OpDef(name, fwd, vjp, nout, view, meta, node_name, check, doc, moves_device, joint,
+               promote)
     op.jvp = _forward_rules(op, jvp)
     OPS[name] = op
     ArrayF._add(op)
@@ -664,6 +673,15 @@ def apply_op(op: OpDef, inputs, attrs=None):
             op.check(*datas, **(attrs or {}))
         try:
             out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
+            if op.promote is not None:
+                # NumPy's dtype is PyTorch's when every input array has the result's dtype
+                # (Python numbers are weak in both); anything else is worked out.
+                odt = out.dtype
+                cls = dev.ndarray
+                for a in datas:
+                    if a.__class__ is cls and a.dtype is not odt:
+                        out = _promoted(op, datas, attrs, dev, out)
+                        break
         except (ValueError, TypeError, IndexError) as exc:
             raise _op_error(op, inputs, exc) from None
         if ops.slow or not op.simple:
@@ -676,6 +694,32 @@ def apply_op(op: OpDef, inputs, attrs=None):
     finally:
         if rec is not None:
             _rf.end(rec)
+
+
+#: ``defop(promote=...)``: the result dtype is PyTorch's promotion of the inputs' dtypes
+#: (ELEMENTWISE), and for FLOATING ops integers and bools become the default float.
+ELEMENTWISE, FLOATING = "elementwise", "floating"
+
+
+def _promoted(op, datas, attrs, dev, out):
+    """``out`` in PyTorch's result dtype: as it is where NumPy's agrees, else the forward run
+    again on inputs cast to that dtype (PyTorch computes in the result dtype: an int64 tensor
+    times 2.5 is float32 arithmetic). Python numbers stay as they are (weak, as in both).
+    A FLOATING op's forward must give a float for integer inputs (NumPy's ufuncs give
+    float64 or float16), so that the mismatch is seen."""
+    want = result_type(*datas)
+    if op.promote is FLOATING:
+        want = float_type(want)
+    if out.dtype == want:
+        return out
+    cast = _cast(datas, want)
+    out = op.fwd(dev.xp, *cast, **attrs) if attrs else op.fwd(dev.xp, *cast)
+    return out if out.dtype == want else out.astype(want)
+
+
+def _cast(datas, dtype):
+    """The arrays (and NumPy scalars) among ``datas`` in ``dtype``; Python numbers as they are."""
+    return [d.astype(dtype) if getattr(d, "dtype", dtype) != dtype else d for d in datas]
 
 
 def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):

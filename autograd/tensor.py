@@ -12,6 +12,7 @@ from .backend import CPU
 from .generator import draw_normal, draw_uniform
 from .hooks import register
 from .node import GRAPH_EPOCH
+from .promotion import get_default_dtype, set_default_dtype
 
 # engine.backward, put here by the engine as it loads (it imports this module, so this one
 # cannot import it back): an import inside Tensor.backward cost a microsecond per call.
@@ -23,20 +24,6 @@ __all__ = ["Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros"
            "manual_seed", "get_default_dtype", "set_default_dtype"]
 
 _MEM = _rf.STATE
-_default_dtype = numpy.dtype(numpy.float32)
-
-
-def get_default_dtype():
-    return _default_dtype
-
-
-def set_default_dtype(dtype) -> None:
-    """Dtype of tensors made from Python floats (float32 unless changed)."""
-    global _default_dtype
-    dt = numpy.dtype(dtype)
-    if dt.kind != "f":
-        raise TypeError(f"default dtype must be a floating point dtype, got {dt}")
-    _default_dtype = dt
 
 
 def _is_float(dtype) -> bool:
@@ -348,7 +335,7 @@ class Tensor:
         extras = []
         if self._device is not CPU:
             extras.append(f"device='{self._device}'")
-        if arr.dtype not in (_default_dtype, numpy.int64, numpy.bool_):
+        if arr.dtype not in (get_default_dtype(), numpy.int64, numpy.bool_):
             extras.append(f"dtype={arr.dtype}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name()}>")
@@ -462,7 +449,7 @@ def _to_array(data, dtype, dev):
             data = [_as_host(x) for x in data]
         arr = numpy.asarray(data, dtype=target)
         if target is None and arr.dtype == numpy.float64 and not isinstance(data, numpy.generic):
-            arr = arr.astype(_default_dtype)   # Python floats become the default dtype
+            arr = arr.astype(get_default_dtype())   # Python floats become the default dtype
         if arr.dtype == object:
             raise TypeError(f"cannot make a tensor from {type(data).__name__} holding objects")
     if dev is not None:
@@ -550,7 +537,7 @@ def _shape(size):
 
 
 def _dt(dtype, default=None):
-    return numpy.dtype(dtype) if dtype is not None else (default or _default_dtype)
+    return numpy.dtype(dtype) if dtype is not None else (default or get_default_dtype())
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -572,7 +559,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
     shape = _shape((size,) if isinstance(size, int) else tuple(size))
     if dtype is None:
         dtype = (numpy.bool_ if isinstance(fill_value, bool) else
-                 numpy.int64 if isinstance(fill_value, int) else _default_dtype)
+                 numpy.int64 if isinstance(fill_value, int) else get_default_dtype())
     return _factory(device, lambda xp: xp.full(shape, fill_value, numpy.dtype(dtype)), requires_grad)
 
 
@@ -581,7 +568,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         start, end = 0, start
     if dtype is None:
         is_int = all(isinstance(v, int) for v in (start, end, step))
-        dtype = numpy.int64 if is_int else _default_dtype
+        dtype = numpy.int64 if is_int else get_default_dtype()
     return _factory(device, lambda xp: xp.arange(start, end, step, dtype=numpy.dtype(dtype)),
                     requires_grad)
 

@@ -10,7 +10,9 @@ import math
 import numpy
 
 from .. import backend
-from ..dispatch import SELF_ADJOINT, apply_inplace, apply_op, defop, expose
+from ..dispatch import (ELEMENTWISE, FLOATING, OPS, SELF_ADJOINT, apply_inplace, apply_op, defop,
+                        expose)
+from ..promotion import float_type, result_type
 from ..tensor import Tensor
 
 # Arithmetic. ``a``/``b`` may be tensors or Python scalars; the engine sums each gradient
@@ -268,6 +270,8 @@ defop("sign", _sign_fwd, (lambda F, g, out, x: F.zeros_like(g),),
 def _sigmoid_fwd(xp, x):
     # exp(-|x|) never overflows, and e / (1 + e) keeps full relative precision far below 0
     # (sigmoid(-40) = 4.25e-18, where 1 - 1/(1+e) or a tanh form would give 0).
+    if x.dtype.kind not in "fc":   # PyTorch's default float (see dispatch's promotion)
+        x = x.astype(float_type(x.dtype))
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
@@ -549,8 +553,12 @@ defop("round", lambda xp, x, decimals=0: xp.round(x, decimals),
 # divisor); d/db = -quotient, with Python's floor division for remainder (-1 // inf is -1, as
 # PyTorch's div(rounding_mode="floor"); floor(-1 / inf) would be -0). A number divisor is an
 # attribute (FmodBackward0 / RemainderBackward0), a tensor one an input (...Backward1).
-defop("floor_divide", lambda xp, a, b: xp.floor_divide(a, b),
-      doc="Python's floor division, for remainder's rule (no gradient: piecewise constant).")
+# Not differentiable here, where PyTorch's node raises "the derivative for 'floor_divide' is
+# not implemented" on backward: its result does not require grad.
+defop("floor_divide", lambda xp, a, b: xp.floor_divide(a, b), public="floor_divide",
+      methods=("floor_divide", "__floordiv__"), reflected="__rfloordiv__",
+      inplace="floor_divide_",
+      doc="Python's floor division, rounding towards -inf (torch.floor_divide and ``//``).")
 
 
 def _fmod_fwd(xp, a, b):
@@ -624,7 +632,18 @@ defop("masked_fill", lambda xp, x, mask, value: xp.where(mask, xp.asarray(value,
       (lambda F, g, out, x, mask, value: F.where(mask, 0.0, g), None, None), jvp=SELF_ADJOINT)
 
 
+def _bounded(x, *bounds):
+    """``x`` in PyTorch's result dtype of clamping it by these number bounds: its own for a
+    float tensor; promoted for an integer or bool one (an int64 tensor clamped at 0.5 is
+    float32, a bool one at 1 int64), where NumPy would cast the bounds to ``x``'s dtype."""
+    if x.dtype.kind in "fc":
+        return x
+    dt = result_type(x, *bounds)
+    return x if dt == x.dtype else x.astype(dt)
+
+
 def _clamp_fwd(xp, x, min=None, max=None):  # noqa: A002 - PyTorch's names
+    x = _bounded(x, min, max)
     if min is not None and max is not None:
         return xp.clip(x, min, max)
     if min is not None:
@@ -670,11 +689,17 @@ defop("clamp.Tensor", _clamp_tensor_fwd,
 # ClampMinBackward1 for a tensor bound, likewise for max); the input's gradient passes where
 # the bound is not above (below) it, as clamp's, and a tensor bound gets the rest.
 def _clamp_min_fwd(xp, x, min):  # noqa: A002 - PyTorch's names
-    return xp.maximum(x, min if hasattr(min, "dtype") else xp.asarray(min, x.dtype))
+    if hasattr(min, "dtype"):
+        return xp.maximum(x, min)
+    x = _bounded(x, min)
+    return xp.maximum(x, xp.asarray(min, x.dtype))
 
 
 def _clamp_max_fwd(xp, x, max):  # noqa: A002
-    return xp.minimum(x, max if hasattr(max, "dtype") else xp.asarray(max, x.dtype))
+    if hasattr(max, "dtype"):
+        return xp.minimum(x, max)
+    x = _bounded(x, max)
+    return xp.minimum(x, xp.asarray(max, x.dtype))
 
 
 _CLAMP_MIN = defop("clamp_min", _clamp_min_fwd,
@@ -776,3 +801,20 @@ defop("copy", _copy_fwd, (lambda F, g, out, x, src: F.zeros_like(g),
       node_name="CopyBackwards", inplace="copy_")
 defop("zeros", lambda xp, shape, dtype, device: device.xp.zeros(shape, dtype),
       moves_device=True, doc="Zeros of a shape on a device (fills missing gradients).")
+
+
+# PyTorch's type promotion where NumPy's differs (dispatch.apply_op): an int64 tensor with a
+# float32 one, or with 2.5, is float32 there (NumPy: float64); the FLOATING ops also make
+# integer and bool inputs the default float (torch.sqrt(torch.tensor([4])) is float32).
+# clamp with number bounds promotes in its forward (_bounded): its bounds are attributes.
+for _name in ("add", "sub", "rsub", "mul", "pow", "pow.Tensor_Tensor", "pow.Scalar", "maximum",
+              "minimum", "fmax", "fmin", "fmod", "fmod.Tensor", "remainder", "remainder.Tensor",
+              "floor_divide", "where", "lerp", "lerp.Tensor", "addcmul", "clamp.Tensor",
+              "clamp_min.Tensor", "clamp_max.Tensor"):
+    OPS[_name].promote = ELEMENTWISE
+for _name in ("div", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
+              "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+              "asinh", "atanh", "atan2", "hypot", "logaddexp", "xlogy", "sigmoid", "logsigmoid",
+              "erf", "erfc"):
+    OPS[_name].promote = FLOATING
+del _name

@@ -33,9 +33,15 @@ def kept_shape(shape, dim) -> tuple:
     return tuple(1 if i in dims else s for i, s in enumerate(shape))
 
 
+def _int_acc(x):
+    """The accumulator dtype of sum, prod and their scans: PyTorch's int64 for every integer
+    and bool input, where NumPy accumulates unsigned integers in uint64; None otherwise."""
+    return numpy.int64 if x.dtype.kind == "u" else None
+
+
 def _sum_fwd(xp, x, dim=None, keepdim=False):
     # The method, not xp.sum (the same reduction without NumPy's Python wrapper: 1 us less).
-    return x.sum(axis=norm_dims(dim, x.ndim), keepdims=keepdim)
+    return x.sum(axis=norm_dims(dim, x.ndim), keepdims=keepdim, dtype=_int_acc(x))
 
 
 def _sum_vjp(F, g, out, x, dim=None, keepdim=False):
@@ -84,7 +90,7 @@ def mean(x, dim=None, keepdim=False):
 # NOTE: a primitive for PyTorch's node (NansumBackward0) and its rule, ``g * ~isnan(x)``: a
 # product, so an inf or NaN gradient reaches a NaN entry as NaN (a select would give 0).
 def _nansum_fwd(xp, x, dim=None, keepdim=False):
-    return xp.nansum(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim)
+    return xp.nansum(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim, dtype=_int_acc(x))
 
 
 def _nansum_vjp(F, g, out, x, dim=None, keepdim=False):
@@ -282,7 +288,7 @@ def _eye(x, n):
 
 
 def _prod_fwd(xp, x, dim=None, keepdim=False):
-    return xp.prod(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim)
+    return xp.prod(x, axis=norm_dims(dim, x.ndim), keepdims=keepdim, dtype=_int_acc(x))
 
 
 def _prod_vjp(F, g, out, x, dim=None, keepdim=False):
@@ -517,7 +523,7 @@ defop("count_nonzero", lambda xp, x, dim=None: xp.asarray(
 
 
 def _cumsum_fwd(xp, x, dim):
-    return xp.cumsum(x, axis=dim) if x.ndim else x.copy()
+    return xp.cumsum(x, axis=dim, dtype=_int_acc(x)) if x.ndim else x.copy()
 
 
 def _rev_cumsum(F, g, dim):
@@ -530,7 +536,7 @@ defop("cumsum", _cumsum_fwd, (lambda F, g, out, x, dim: _rev_cumsum(F, g, dim),)
 
 
 def _cumprod_fwd(xp, x, dim):
-    return xp.cumprod(x, axis=dim) if x.ndim else x.copy()
+    return xp.cumprod(x, axis=dim, dtype=_int_acc(x)) if x.ndim else x.copy()
 
 
 def _cumprod_vjp(F, g, out, x, dim):
