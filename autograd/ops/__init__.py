@@ -13,11 +13,23 @@ attributes (``gradtrace.autograd.exp``), the methods Tensor's (``Tensor.exp``).
 """
 from __future__ import annotations
 
+import warnings
+
 from ..dispatch import FUNCTIONS, METHODS, OPS, apply_op
 from ..tensor import Tensor
 from . import elementwise, indexing, linalg, losses, nn, reduction, shape  # noqa: F401 - registers ops
 from . import api
+from . import special  # noqa: F401 - after api: its namespace names api's functions too
 from .api import _call, index_put_  # noqa: F401 - used by nn.functional and tests
+
+# PyTorch's forward arithmetic is silent where it gives inf or NaN (log(0), x / 0, sqrt(-1),
+# exp overflow), and so are these ops: NumPy's floating-point RuntimeWarnings raised from this
+# package's own code are filtered out (by module and message, so nothing else is hidden; the
+# user's own NumPy calls still warn). The backward runs under numpy.errstate instead
+# (engine.backward_scope); a per-op errstate would cost every op about 0.8 us.
+warnings.filterwarnings(
+    "ignore", r"(divide by zero|invalid value|overflow|underflow) encountered",
+    RuntimeWarning, r"gradtrace\.autograd\.ops\.")
 
 globals().update(FUNCTIONS)
 __all__ = sorted(FUNCTIONS) + ["OPS"]

@@ -1101,3 +1101,52 @@ CASES += [
     OpCase("soft_margin_loss", lambda x, y: AF.soft_margin_loss(x, y), lambda x, y: _sp(-y * x).mean(),
            ins(rnd(3, 4), rnd(3, 4))),
 ]
+
+# Special functions (autograd/ops/special.py). The references are SciPy's, the library the
+# forwards call: these check the wiring, the dtypes and the rules; test_special.py holds what
+# PyTorch 2.13 gives at and away from the edges.
+import scipy.special as _sps  # noqa: E402
+
+
+def _uniform(lo, hi, *shape):
+    return lambda rng: rng.uniform(lo, hi, shape)
+
+
+CASES += [
+    OpCase("lgamma", lambda a: a.lgamma(), _sps.gammaln, ins(pos(3, 4))),
+    OpCase("digamma", lambda a: ag.digamma(a), _sps.psi, ins(pos(3, 4))),
+    OpCase("polygamma", lambda a: ag.polygamma(2, a), lambda a: _sps.polygamma(2, a),
+           ins(pos(3, 4))),
+    OpCase("mvlgamma", lambda a: a.mvlgamma(3), lambda a: _sps.multigammaln(a, 3) if a.ndim == 0
+           else np.vectorize(lambda v: _sps.multigammaln(v, 3))(a), ins(_uniform(1.5, 4, 3, 4))),
+    OpCase("erfinv", lambda a: a.erfinv(), _sps.erfinv, ins(_uniform(-0.9, 0.9, 3, 4))),
+    OpCase("i0", lambda a: ag.i0(a), _sps.i0, ins(rnd(3, 4))),
+    OpCase("special_i0e", lambda a: ag.special.i0e(a), _sps.i0e, ins(away0(3, 4))),
+    OpCase("special_i1", lambda a: ag.special.i1(a), _sps.i1, ins(rnd(3, 4))),
+    OpCase("special_i1e", lambda a: ag.special.i1e(a), _sps.i1e, ins(away0(3, 4))),
+    OpCase("special_erfcx", lambda a: ag.special.erfcx(a), _sps.erfcx, ins(rnd(3, 4))),
+    OpCase("special_ndtri", lambda a: ag.special.ndtri(a), _sps.ndtri,
+           ins(_uniform(0.05, 0.95, 3, 4))),
+    OpCase("special_log_ndtr", lambda a: ag.special.log_ndtr(a), _sps.log_ndtr, ins(rnd(3, 4))),
+    OpCase("special_entr", lambda a: ag.special.entr(a), _sps.entr, ins(pos(3, 4))),
+    OpCase("sinc", lambda a: a.sinc(), np.sinc, ins(rnd(3, 4))),
+    OpCase("sinc", lambda a: a.sinc(), np.sinc, ins(_uniform(-0.2, 0.2, 3, 4)), name="sinc_near_0"),
+    OpCase("logit", lambda a: a.logit(), _sps.logit, ins(_uniform(0.1, 0.9, 3, 4))),
+    OpCase("logit", lambda a: ag.logit(a, 0.05), lambda a: _sps.logit(np.clip(a, 0.05, 0.95)),
+           ins(_uniform(0.1, 0.9, 3, 4)), name="logit_eps"),
+    OpCase("special_xlog1py", lambda a, b: ag.special.xlog1py(a, b), _sps.xlog1py,
+           ins(rnd(3, 4), pos(3, 4))),
+    OpCase("special_zeta", lambda a, b: ag.special.zeta(a, b), _sps.zeta,
+           ins(_uniform(2, 4, 3, 4), pos(3, 4)), grad=False),
+    OpCase("igamma", lambda a, x: ag.igamma(a, x), _sps.gammainc, ins(pos(3, 4), pos(3, 4)),
+           nondiff=(0,)),
+    OpCase("igammac", lambda a, x: a.igammac(x), _sps.gammaincc, ins(pos(3, 4), pos(3, 4)),
+           nondiff=(0,)),
+] + [OpCase(f"special_{name}", (lambda n: lambda a: getattr(ag.special, n)(a))(name), ref,
+            ins(pos(3, 4)), grad=False)
+     for name, ref in [("bessel_j0", _sps.j0), ("bessel_j1", _sps.j1), ("bessel_y0", _sps.y0),
+                       ("bessel_y1", _sps.y1), ("modified_bessel_i0", _sps.i0),
+                       ("modified_bessel_i1", _sps.i1), ("modified_bessel_k0", _sps.k0),
+                       ("modified_bessel_k1", _sps.k1), ("scaled_modified_bessel_k0", _sps.k0e),
+                       ("scaled_modified_bessel_k1", _sps.k1e),
+                       ("spherical_bessel_j0", lambda a: np.sin(a) / a)]]
