@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..dispatch import FUNCTIONS, METHODS, OPS, apply_op
 from ..tensor import Tensor
-from . import elementwise, indexing, linalg, losses, nn, reduction, shape  # noqa: F401 - registers ops
+from . import decompositions, elementwise, indexing, linalg, losses, nn, reduction, shape  # noqa: F401 - registers ops
 from . import api
 from .api import _call, index_put_  # noqa: F401 - used by nn.functional and tests
 
