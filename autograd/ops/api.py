@@ -937,9 +937,9 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
         return out
     # Induced norms: 1 sums over rows (a column's sum), inf over columns.
     summed, other = (d0, d1) if builtins.abs(ord) == 1 else (d1, d0)
-    sums = A.abs().sum(dim=summed, keepdim=True)
-    out = (amax if ord > 0 else amin)(sums, other, keepdim=True)
-    return out if keepdim else out.squeeze(builtins.max(d0, d1)).squeeze(builtins.min(d0, d1))
+    sums = A.abs().sum(dim=summed, keepdim=keepdim)
+    other -= 1 if not keepdim and summed < other else 0
+    return (amax if ord > 0 else amin)(sums, other, keepdim=keepdim)
 
 
 def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002,N803

@@ -71,12 +71,29 @@ def _solve_triangular_fwd(xp, a, b, upper, left=True, unitriangular=False):
         t = xp.where(xp.eye(a.shape[-1], dtype=bool), xp.asarray(1, dtype=a.dtype), t)
     if not left:   # X A = B  <=>  A^T X^T = B^T
         t, b = xp.swapaxes(t, -1, -2), xp.swapaxes(b, -1, -2)
-    # NOTE: a general solve of the triangle (batched on both devices, where NumPy's and
-    # CuPy's triangular solvers are not); a zero on the diagonal raises (see the check).
+        upper = not upper
     batch = numpy.broadcast_shapes(t.shape[:-2], b.shape[:-2])
-    x = xp.linalg.solve(xp.broadcast_to(t, batch + t.shape[-2:]),
-                        xp.broadcast_to(b, batch + b.shape[-2:]))
+    t, b = xp.broadcast_to(t, batch + t.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])
+    # NOTE: a general solve of the triangle (batched on both devices, where NumPy's and
+    # CuPy's triangular solvers are not). NumPy refuses a zero on the diagonal; PyTorch's
+    # triangular solve gives inf/NaN there, which substitution gives too.
+    try:
+        x = xp.linalg.solve(t, b)
+    except numpy.linalg.LinAlgError:
+        x = _substitute(xp, t, b, upper)
     return xp.swapaxes(x, -1, -2) if not left else x
+
+
+def _substitute(xp, t, b, upper):
+    """Back (upper) or forward substitution, row by row, as LAPACK's trtrs."""
+    n = t.shape[-1]
+    x = xp.zeros(b.shape, dtype=numpy.result_type(t.dtype, b.dtype))
+    with numpy.errstate(divide="ignore", invalid="ignore"):
+        for i in (range(n - 1, -1, -1) if upper else range(n)):
+            rest = slice(i + 1, n) if upper else slice(0, i)
+            acc = b[..., i, :] - xp.einsum("...j,...jk->...k", t[..., i, rest], x[..., rest, :])
+            x[..., i, :] = acc / t[..., i, i:i + 1]
+    return x
 
 
 def _check_solve_triangular(a, b, upper, left=True, unitriangular=False):
@@ -88,13 +105,6 @@ def _check_solve_triangular(a, b, upper, left=True, unitriangular=False):
     if (rows if left else cols) != n:
         raise RuntimeError(f"{op}: Incompatible shapes of A and B for the equation "
                            f"{'AX' if left else 'XA'} = B ({n}x{n} and {rows}x{cols})")
-    if not unitriangular:
-        xp = backend.array_module(a)
-        if bool((xp.diagonal(a, 0, -2, -1) == 0).any()):
-            # NOTE: PyTorch's triangular solve returns inf/NaN here without an error; the
-            # general solve used above cannot, so it raises rather than give other values.
-            raise RuntimeError(f"{op}: the triangular matrix A is singular (a zero on its "
-                               "diagonal); PyTorch returns inf/NaN here")
 
 
 def _solve_triangular_grad_b(F, g, out, a, b, upper, left=True, unitriangular=False):
@@ -513,10 +523,13 @@ def _pinv_jvp(F, t, out, a, atol=None, rtol=None, hermitian=False):
 
 
 def _check_pinv(a, atol=None, rtol=None, hermitian=False):
-    _check_at_least_2d("linalg.pinv", a)
-    _check_float("linalg.pinv", a)
+    if a.ndim < 2 or a.dtype.kind not in "fc":
+        dtype = {"float64": "Double", "float32": "Float", "float16": "Half"}.get(
+            a.dtype.name, _TORCH_DTYPE.get(a.dtype.name, a.dtype.name))
+        raise RuntimeError(f"linalg.pinv({dtype}{{{list(a.shape)}}}): expected a tensor with 2 "
+                           "or more dimensions of float, double, cfloat or cdouble types")
     if hermitian:
-        _check_square("linalg.pinv", a)
+        _check_square("linalg.eigh", a)   # PyTorch's hermitian pinv is eigh's
 
 
 defop("linalg_pinv", _pinv_fwd, (_pinv_vjp,), jvp=(_pinv_jvp,), check=_check_pinv,
