@@ -805,9 +805,7 @@ def linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):  # 
 def cholesky_solve(input, input2, upper=False):  # noqa: A002 - PyTorch's names
     """``torch.cholesky_solve``: X with ``A X = B`` for ``B = input`` and A given by its
     Cholesky factor ``input2`` (L, or U when ``upper``): two triangular solves."""
-    low = input2.mT if upper else input2
-    y = linalg_solve_triangular(low, input, upper=False)
-    return linalg_solve_triangular(low.mT, y, upper=True)
+    return _call("cholesky_solve", input, input2, upper=bool(upper))
 
 
 def linalg_qr(A, mode="reduced"):  # noqa: N803

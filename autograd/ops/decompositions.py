@@ -207,6 +207,44 @@ defop("linalg_cholesky", _cholesky_fwd, (_cholesky_vjp,), jvp=(_cholesky_jvp,),
       node_name="LinalgCholeskyExBackward0")
 
 
+def _cholesky_solve_fwd(xp, b, factor, upper=False):
+    """X with A X = B for A = L L^T (U^T U when ``upper``): L y = B, then L^T X = y."""
+    low = xp.swapaxes(factor, -1, -2) if upper else factor
+    y = _solve_triangular_fwd(xp, low, b, upper=False)
+    return _solve_triangular_fwd(xp, xp.swapaxes(low, -1, -2), y, upper=True)
+
+
+def _cholesky_solve_grad_b(F, g, out, b, factor, upper=False):
+    return F.cholesky_solve(g, factor, upper=upper)   # A is symmetric: A^-T g = A^-1 g
+
+
+def _cholesky_solve_grad_factor(F, g, out, b, factor, upper=False):
+    """PyTorch's cholesky_solve_backward: with gB = A^-1 g and C = gB X^T + X gB^T,
+    gL = -C L (gU = -U C)."""
+    gb = F.cholesky_solve(g, factor, upper=upper)
+    c = F.matmul(gb, _mT(F, out))
+    c = c + _mT(F, c)
+    return -F.matmul(factor, c) if upper else -F.matmul(c, factor)
+
+
+def _cholesky_solve_jvp_factor(F, t, out, b, factor, upper=False):
+    # dA = dL L^T + L dL^T (dU^T U + U^T dU); dX = -A^-1 dA X.
+    part = F.matmul(_mT(F, t), factor) if upper else F.matmul(t, _mT(F, factor))
+    return -F.cholesky_solve(F.matmul(part + _mT(F, part), out), factor, upper=upper)
+
+
+def _check_cholesky_solve(b, factor, upper=False):
+    _check_at_least_2d("linalg.cholesky_solve", b, "B")
+    _check_square("linalg.cholesky_solve", factor)
+
+
+defop("cholesky_solve", _cholesky_solve_fwd,
+      (_cholesky_solve_grad_b, _cholesky_solve_grad_factor),
+      jvp=(lambda F, t, out, b, factor, upper=False: F.cholesky_solve(t, factor, upper=upper),
+           _cholesky_solve_jvp_factor),
+      check=_check_cholesky_solve, node_name="CholeskySolveBackward0")
+
+
 # --------------------------------------------------------------------------- qr
 
 QR_MODES = ("reduced", "complete", "r")

@@ -914,6 +914,13 @@ CASES += [
            lambda a, b: ag.linalg.solve_triangular(a, b, upper=False, left=False, unitriangular=True),
            lambda a, b: b @ np.linalg.inv(np.tril(a, -1) + np.eye(3)), ins(rnd(2, 3, 3), rnd(2, 3)),
            name="solve_triangular_right_unit"),
+    # the factor's other triangle is masked in fn: PyTorch's gradient for the factor is not
+    # (cholesky_solve_backward's -C L), as the factor comes from cholesky
+    OpCase("cholesky_solve", lambda b, f: ag.cholesky_solve(b, f.tril()), lambda b, f: np.linalg.solve(f @ f.T, b),
+           ins(rnd(2, 3, 2), lambda rng: np.tril(rng.standard_normal((3, 3))) + 3 * np.eye(3))),
+    OpCase("cholesky_solve", lambda b, f: b.cholesky_solve(f.triu(), upper=True),
+           lambda b, f: np.linalg.solve(f.T @ f, b),
+           ins(rnd(3, 1), lambda rng: np.triu(rng.standard_normal((3, 3))) + 3 * np.eye(3)), name="cholesky_solve_upper"),
     OpCase("linalg_qr", lambda a: ag.cat([x.flatten() for x in ag.linalg.qr(a)]),
            lambda a: np.concatenate([x.ravel() for x in np.linalg.qr(a)]), ins(rnd(2, 4, 3))),
     OpCase("linalg_qr", lambda a: ag.cat([x.flatten() for x in ag.linalg.qr(a, mode="complete")]),

@@ -29,6 +29,8 @@ NODES = [
     ("L.cholesky(A)", "LinalgCholeskyExBackward0"),
     ("L.cholesky(A, upper=True)", "LinalgCholeskyExBackward0"),
     ("L.solve_triangular(A, A, upper=True)", "LinalgSolveTriangularBackward0"),
+    ("ag.cholesky_solve(R, L.cholesky(A))", "CholeskySolveBackward0"),
+    ("R.cholesky_solve(A, upper=True)", "CholeskySolveBackward0"),
     ("L.qr(R).Q", "LinalgQrBackward0"),
     ("L.qr(R, mode='r').R", "LinalgQrBackward0"),
     ("ag.qr(R)[0]", "LinalgQrBackward0"),
@@ -350,3 +352,15 @@ def test_linalg_namespace_has_every_function():
         assert callable(getattr(L, name)), name
     for name in ["svd", "qr", "pinverse", "matrix_power", "matrix_exp", "cholesky_solve"]:
         assert callable(getattr(ag, name)) and callable(getattr(ag.Tensor, name)), name
+
+
+@pytest.mark.parametrize("scale", [0.01, 1.0, 30.0, 300.0])
+def test_matrix_exp_off_the_cpu_path_matches_scipy(scale):
+    # CuPy has no expm: the Pade [13/13] approximant with scaling and squaring used there
+    # (decompositions._pade13), run here on NumPy arrays, against scipy.linalg.expm; scale
+    # 30 and 300 need squarings
+    from scipy.linalg import expm
+
+    from gradtrace.autograd.ops.decompositions import _pade13
+    a = np.random.default_rng(1).standard_normal((2, 4, 4)) * scale / 4
+    np.testing.assert_allclose(_pade13(np, a), expm(a), rtol=1e-10, atol=1e-300)
