@@ -12,6 +12,8 @@ import numbers
 import types
 from collections import namedtuple
 
+import numpy
+
 from ..dispatch import OPS, apply_inplace, apply_op, defcomposite, expose
 from ..tensor import Tensor
 from .reduction import norm_dims, var, vector_norm
@@ -871,6 +873,46 @@ def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):  # noqa: N803
     return _call("linalg_pinv", A, atol=atol, rtol=rtol, hermitian=bool(hermitian))
 
 
+LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def linalg_lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
+    """``torch.linalg.lstsq``: the least-squares solution X of ``A X = B`` (the minimum-norm
+    one, pinv(A) B, singular values below ``rcond`` times the largest counting as 0; rcond
+    defaults to eps * max(m, n)), with PyTorch's other outputs for the CPU's ``driver``
+    (default "gelsy"): residuals (squared, summed over rows) for m > n at full rank except
+    with gelsy, the rank except with gels, the singular values with gelsd and gelss; empty
+    tensors otherwise. B may be a (batch of) vector(s) of A's rows.
+
+    NOTE: only the solution has PyTorch's node (LinalgLstsqBackward0); the residuals are
+    computed from it, under the nodes of that arithmetic.
+    """
+    driver = "gelsy" if driver is None else driver
+    if driver not in _LSTSQ_DRIVERS:
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of "
+                           "(gels, gelsy, gelsd, gelss)")
+    m, n = (A.shape[-2], A.shape[-1]) if _ndim(A) >= 2 else (0, 0)
+    if rcond is None:
+        rcond = float(numpy.finfo(A.dtype).eps) * builtins.max(m, n) if m else 0.0
+    x = _call("linalg_lstsq", A, B, rcond=float(rcond))
+    empty = A.new_zeros((0,))
+    svals = rank = None
+    if driver != "gels":
+        svals = linalg_svdvals(A.detach())
+        top = svals[..., :1] if n and m else svals
+        rank = (svals > top * rcond).sum(-1) if n and m else svals.sum(-1).to(dtype="int64")
+    residuals = empty
+    if m > n and driver != "gelsy" and (rank is None or bool((rank == n).all())):
+        vector = B.ndim == A.ndim - 1
+        res = A @ (x.unsqueeze(-1) if vector else x) - (B.unsqueeze(-1) if vector else B)
+        residuals = (res * res).sum(-2)
+        residuals = residuals.squeeze(-1) if vector else residuals
+    return LstsqResult(x, residuals,
+                       rank if rank is not None else empty.to(dtype="int64"),
+                       svals if driver in ("gelsd", "gelss") else empty)
+
+
 @expose(public="matrix_power", methods="matrix_power")
 def matrix_power(A, n):  # noqa: N803
     """``torch.linalg.matrix_power``: A^n by repeated squaring; A^-n is inv(A)^n; A^0 the
@@ -975,6 +1017,7 @@ linalg.eigvalsh = linalg_eigvalsh
 linalg.svd = linalg_svd
 linalg.svdvals = linalg_svdvals
 linalg.pinv = linalg_pinv
+linalg.lstsq = linalg_lstsq
 linalg.matrix_power = matrix_power
 linalg.matrix_exp = matrix_exp
 expose(public="linalg")(linalg)

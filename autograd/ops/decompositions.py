@@ -15,7 +15,7 @@ import numpy
 
 from .. import backend
 from ..dispatch import defop
-from .linalg import _TORCH_DTYPE, _check_square, _host, _mT
+from .linalg import _TORCH_DTYPE, _check_square, _dtype_name, _host, _mT
 from .reduction import _eye, _xp_of
 
 
@@ -572,3 +572,71 @@ def _check_pinv(a, atol=None, rtol=None, hermitian=False):
 
 defop("linalg_pinv", _pinv_fwd, (_pinv_vjp,), jvp=(_pinv_jvp,), check=_check_pinv,
       node_name="LinalgPinvBackward0")
+
+
+# --------------------------------------------------------------------------- lstsq
+
+
+def _lstsq_is_vector(a, b) -> bool:
+    return b.ndim == a.ndim - 1
+
+
+def _lstsq_fwd(xp, a, b, rcond):
+    """The minimum-norm least-squares solution, pinv(A) B (``rcond``: pinv's rtol)."""
+    p = _pinv_fwd(xp, a, rtol=rcond)
+    if _lstsq_is_vector(a, b):
+        return xp.matmul(p, b[..., None])[..., 0]
+    return xp.matmul(p, b)
+
+
+def _lstsq_grads(F, g, a, b, rcond):
+    """PyTorch's linalg_lstsq_backward: with P = pinv(A), gA = pinv_backward(g B^T) and
+    gB = P^T g."""
+    p = F.linalg_pinv(a, atol=None, rtol=rcond, hermitian=False)
+    if _lstsq_is_vector(a, b):
+        g, b = F.unsqueeze(g, dim=-1), F.unsqueeze(b, dim=-1)
+    return p, g, b
+
+
+def _lstsq_grad_a(F, g, out, a, b, rcond):
+    p, g, b = _lstsq_grads(F, g, a, b, rcond)
+    return _pinv_vjp(F, F.matmul(g, _mT(F, b)), p, a)
+
+
+def _lstsq_grad_b(F, g, out, a, b, rcond):
+    vector = _lstsq_is_vector(a, b)
+    p, g, b = _lstsq_grads(F, g, a, b, rcond)
+    gb = F.matmul(_mT(F, p), g)
+    return gb[..., 0] if vector else gb
+
+
+def _lstsq_jvp_a(F, t, out, a, b, rcond):
+    p = F.linalg_pinv(a, atol=None, rtol=rcond, hermitian=False)
+    dp = _pinv_jvp(F, t, p, a)
+    if _lstsq_is_vector(a, b):
+        return F.matmul(dp, F.unsqueeze(b, dim=-1))[..., 0]
+    return F.matmul(dp, b)
+
+
+def _lstsq_jvp_b(F, t, out, a, b, rcond):
+    p = F.linalg_pinv(a, atol=None, rtol=rcond, hermitian=False)
+    if _lstsq_is_vector(a, b):
+        return F.matmul(p, F.unsqueeze(t, dim=-1))[..., 0]
+    return F.matmul(p, t)
+
+
+def _check_lstsq(a, b, rcond):
+    op = "torch.linalg.lstsq"
+    if a.ndim < 2:
+        raise RuntimeError(f"{op}: input must have at least 2 dimensions.")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"{op}: Expected input and other to have the same dtype, but got "
+                           f"input's dtype {_dtype_name(a)} and other's dtype {_dtype_name(b)}")
+    rows = b.shape[-1] if _lstsq_is_vector(a, b) else b.shape[-2]
+    if b.ndim < 1 or rows != a.shape[-2]:
+        raise RuntimeError(f"{op}: input.size(-2) should match other.size(-2)")
+
+
+defop("linalg_lstsq", _lstsq_fwd, (_lstsq_grad_a, _lstsq_grad_b),
+      jvp=(_lstsq_jvp_a, _lstsq_jvp_b), check=_check_lstsq,
+      node_name="LinalgLstsqBackward0")

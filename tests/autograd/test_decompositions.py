@@ -44,6 +44,7 @@ NODES = [
     ("ag.svd(R).S", "LinalgSvdBackward0"),
     ("R.svd()[0]", "LinalgSvdBackward0"),
     ("L.pinv(R)", "LinalgPinvBackward0"),
+    ("L.lstsq(R, R).solution", "LinalgLstsqBackward0"),
     ("ag.pinverse(R)", "LinalgPinvBackward0"),
     ("R.pinverse()", "LinalgPinvBackward0"),
     ("L.matrix_exp(A)", "LinalgMatrixExpBackward0"),
@@ -364,3 +365,58 @@ def test_matrix_exp_off_the_cpu_path_matches_scipy(scale):
     from gradtrace.autograd.ops.decompositions import _pade13
     a = np.random.default_rng(1).standard_normal((2, 4, 4)) * scale / 4
     np.testing.assert_allclose(_pade13(np, a), expm(a), rtol=1e-10, atol=1e-300)
+
+
+LS_A = [[1.0, 2.0], [3.0, 4.0], [5.0, 7.0]]
+LS_B = [[1.0], [2.0], [4.0]]
+
+
+# driver, torch's (residuals, rank, singular_values) for LS_A, LS_B (solution [[1/14], [0.5]]
+# for every driver)
+LSTSQ_DRIVERS = [
+    (None, [], 2, []),
+    ("gelsy", [], 2, []),
+    ("gelsd", [0.0714285714], 2, [10.1914282571, 0.3671376859]),
+    ("gelss", [0.0714285714], 2, [10.1914282571, 0.3671376859]),
+    ("gels", [0.0714285714], [], []),
+]
+
+
+@pytest.mark.parametrize("driver, residuals, rank, svals", LSTSQ_DRIVERS)
+def test_lstsq_outputs_per_driver_match_torch(driver, residuals, rank, svals):
+    out = L.lstsq(_t(LS_A), _t(LS_B), driver=driver)
+    np.testing.assert_allclose(out.solution.detach().numpy(), [[1 / 14], [0.5]], atol=1e-12)
+    np.testing.assert_allclose(out.residuals.detach().numpy(), residuals, atol=1e-9)
+    np.testing.assert_array_equal(out.rank.numpy(), rank)
+    assert out.rank.dtype == np.int64
+    np.testing.assert_allclose(out.singular_values.numpy(), svals, atol=1e-6)
+
+
+def test_lstsq_gradients_and_rank_deficient_solution_match_torch():
+    # torch: d(solution.sum())/dA = [[-0.0612, 0.3571], [-0.3265, 0.0714], [0.1939, -0.2143]],
+    # /dB = [[-4/7], [2/7], [1/7]]; residuals (gelsd) require grad; a rank-1 A gives the
+    # minimum-norm solution [[0.2429], [0.4857]] and rank 1
+    A, B = _t(LS_A), _t(LS_B)
+    L.lstsq(A, B).solution.sum().backward()
+    np.testing.assert_allclose(A.grad.numpy(), [[-0.0612244898, 0.3571428571], [-0.3265306122, 0.0714285714],
+                                                [0.1938775510, -0.2142857143]], atol=1e-9)
+    np.testing.assert_allclose(B.grad.numpy(), [[-4 / 7], [2 / 7], [1 / 7]], atol=1e-12)
+    assert L.lstsq(A, B, driver="gelsd").residuals.requires_grad
+    out = L.lstsq(_t([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]]), _t(LS_B))
+    np.testing.assert_allclose(out.solution.detach().numpy(), [[0.2428571429], [0.4857142857]], atol=1e-9)
+    assert out.rank.item() == 1
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: L.lstsq(_t(LS_A), _t(LS_B[:2])), "torch.linalg.lstsq: input.size(-2) should match other.size(-2)"),
+    (lambda: L.lstsq(_t(LS_A[0]), _t(LS_B)), "torch.linalg.lstsq: input must have at least 2 dimensions."),
+    (lambda: L.lstsq(_t(LS_A), _t(LS_B), driver="x"),
+     "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)"),
+    (lambda: L.lstsq(_t(LS_A), _t(LS_B, dtype=np.float32)),
+     "torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's dtype Double and "
+     "other's dtype Float"),
+])
+def test_lstsq_errors_match_torch(call, message):
+    with pytest.raises(RuntimeError) as info:
+        call()
+    assert str(info.value) == message
