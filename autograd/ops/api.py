@@ -913,6 +913,20 @@ def linalg_lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
                        svals if driver in ("gelsd", "gelss") else empty)
 
 
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):  # noqa: N803
+    """``torch.linalg.matrix_rank``: the number of singular values (|eigenvalues| when
+    ``hermitian``) above max(atol, rtol * the largest), as int64 (rtol defaults to
+    eps * max(m, n) when atol is not given or 0, as pinv's)."""
+    A = A.detach()
+    m, n = A.shape[-2:]
+    if rtol is None:
+        rtol = float(numpy.finfo(A.dtype).eps) * builtins.max(m, n) if not atol else 0.0
+    s = linalg_eigvalsh(A).abs() if hermitian else linalg_svdvals(A)
+    top = amax(s, -1, keepdim=True) if builtins.min(m, n) else s.sum(-1, keepdim=True)
+    tol = (top * rtol).clamp(min=float(atol or 0.0))
+    return (s > tol).sum(-1).to(dtype="int64")
+
+
 @expose(public="matrix_power", methods="matrix_power")
 def matrix_power(A, n):  # noqa: N803
     """``torch.linalg.matrix_power``: A^n by repeated squaring; A^-n is inv(A)^n; A^0 the
@@ -1018,6 +1032,7 @@ linalg.svd = linalg_svd
 linalg.svdvals = linalg_svdvals
 linalg.pinv = linalg_pinv
 linalg.lstsq = linalg_lstsq
+linalg.matrix_rank = matrix_rank
 linalg.matrix_power = matrix_power
 linalg.matrix_exp = matrix_exp
 expose(public="linalg")(linalg)

@@ -420,3 +420,59 @@ def test_lstsq_errors_match_torch(call, message):
     with pytest.raises(RuntimeError) as info:
         call()
     assert str(info.value) == message
+
+
+def test_decomposition_nodes_replay_compiled_bit_identical():
+    """Compiled autograd replays the decompositions' nodes (several outputs, some without a
+    gradient) with the eager gradients, bit for bit."""
+    from gradtrace.autograd import compiled_autograd as ca
+
+    rng = np.random.default_rng(5)
+    a = ag.tensor(rng.standard_normal((2, 4, 3)), requires_grad=True)
+    s = ag.tensor(rng.standard_normal((3, 3)), requires_grad=True)
+
+    def build():
+        spd = s @ s.mT + ag.tensor(3.0 * np.eye(3))
+        w, v = L.eigh(spd)
+        u, sv, vh = L.svd(a, full_matrices=False)
+        parts = [L.cholesky(spd), L.qr(a).Q, L.qr(a).R, w, v * v, L.eigvalsh(spd), u * u, sv,
+                 L.svdvals(a), L.pinv(a), L.matrix_exp(s / 4), L.solve_triangular(spd, a[0].mT, upper=True),
+                 ag.cholesky_solve(a[1].mT, L.cholesky(spd)), L.lstsq(a, a[..., :1]).solution]
+        return ag.cat([p.reshape(-1) for p in parts]).square().sum()
+
+    def grads():
+        a.grad = s.grad = None
+        build().backward()
+        return [a.grad.numpy().copy(), s.grad.numpy().copy()]
+
+    ca.reset()
+    try:
+        eager = grads()
+        with ca.enable():
+            for _ in range(2):
+                for e, c in zip(eager, grads()):
+                    np.testing.assert_array_equal(e, c)
+        stats = ca.stats()
+        assert stats["captures"] >= 1 and stats["eager_fallbacks"] == 0
+    finally:
+        ca.reset()
+
+
+# matrix, torch's matrix_rank: default, atol=1, hermitian (square only: the lower triangle is
+# read, so the non-symmetric rank-2 matrix counts 3), rtol=0.5
+MATRIX_RANKS = [
+    (R32, 2, 1, None, 1),
+    ([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]], 2, 2, 3, 1),
+    ([[[0.0, 0], [0, 0]], [[1, 0], [0, 1e-20]]], [0, 1], [0, 0], [0, 1], [0, 1]),
+]
+
+
+@pytest.mark.parametrize("m, rank, rank_atol1, rank_hermitian, rank_rtol", MATRIX_RANKS)
+def test_matrix_rank_matches_torch(m, rank, rank_atol1, rank_hermitian, rank_rtol):
+    A = _t(m)
+    assert L.matrix_rank(A).tolist() == rank
+    assert L.matrix_rank(A).dtype == np.int64
+    assert L.matrix_rank(A, atol=1.0).tolist() == rank_atol1
+    assert L.matrix_rank(A, rtol=0.5).tolist() == rank_rtol
+    if rank_hermitian is not None:
+        assert L.matrix_rank(A, hermitian=True).tolist() == rank_hermitian
