@@ -1,6 +1,7 @@
 """The decompositions of torch.linalg and what is built on them: solve_triangular, cholesky,
-qr, eigh, svd, matrix_exp. Batched over leading dims; PyTorch's node names, gradients
-(FunctionsManual.cpp's formulas) and error texts.
+cholesky_solve, qr, eigh, svd, matrix_exp, pinv, lstsq (composites on them, matrix_norm and
+matrix_rank among them, are in api.py). Batched over leading dims; PyTorch's node names,
+gradients (FunctionsManual.cpp's formulas) and error texts.
 
 Their rules are written with the ops themselves (F.linalg_solve_triangular, F.matmul), so they
 differentiate again. An op with several outputs keeps them as arrays for its backward, which a
@@ -28,8 +29,11 @@ def _outputs(F, out, a, op, **attrs):
 
 
 def _is_zero(g) -> bool:
-    """True for a cotangent that is zeros by construction: an output that got no gradient
-    (the engine fills it with zeros that do not require grad)."""
+    """True for a cotangent of zeros that does not require grad: above all an output that got
+    no gradient (the engine fills it so), where PyTorch's rule sees an undefined gradient and
+    skips the terms that divide by gaps between eigen- or singular values (0/0 where they
+    repeat). A computed cotangent that happens to be 0 takes the same path: the same gradient
+    wherever the values are distinct. NOTE: on a GPU, one sync to read it."""
     if getattr(g, "requires_grad", False):
         return False
     data = getattr(g, "_data", g)
