@@ -17,7 +17,7 @@ import warnings
 
 from ..dispatch import FUNCTIONS, METHODS, OPS, apply_op
 from ..tensor import Tensor
-from . import elementwise, indexing, linalg, losses, nn, reduction, shape  # noqa: F401 - registers ops
+from . import decompositions, elementwise, indexing, linalg, losses, nn, reduction, shape  # noqa: F401 - registers ops
 from . import api
 from . import special  # noqa: F401 - after api: its namespace names api's functions too
 from .api import _call, index_put_  # noqa: F401 - used by nn.functional and tests

@@ -12,6 +12,8 @@ import numbers
 import types
 from collections import namedtuple
 
+import numpy
+
 from ..dispatch import OPS, apply_inplace, apply_op, defcomposite, expose
 from ..tensor import Tensor
 from .reduction import norm_dims, var, vector_norm
@@ -778,14 +780,261 @@ def linalg_solve(A, B, *, left=True):  # noqa: N803
     return _call("linalg_solve", A, B, left=bool(left))
 
 
+# torch.return_types' names and fields.
+QRResult = namedtuple("linalg_qr", ["Q", "R"])
+EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+SVDResult = namedtuple("linalg_svd", ["U", "S", "Vh"])
+QrResult = namedtuple("qr", ["Q", "R"])
+SvdResult = namedtuple("svd", ["U", "S", "V"])
+
+
+def linalg_cholesky(A, *, upper=False):  # noqa: N803
+    """``torch.linalg.cholesky``: L with ``A = L L^T`` (U with ``A = U^T U`` when ``upper``)
+    for each symmetric positive-definite matrix of ``A`` (its lower triangle is read; the
+    upper one when ``upper``)."""
+    return _call("linalg_cholesky", A, upper=bool(upper))
+
+
+def linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):  # noqa: N803
+    """``torch.linalg.solve_triangular``: X with ``A X = B`` (``X A = B`` when not ``left``)
+    for triangular A (the triangle ``upper`` names is read; its diagonal taken as ones when
+    ``unitriangular``). B is a (batch of) matrices, broadcast with A over leading dims."""
+    return _call("linalg_solve_triangular", A, B, upper=bool(upper), left=bool(left),
+                 unitriangular=bool(unitriangular))
+
+
+@expose(public="cholesky_solve", methods="cholesky_solve")
+def cholesky_solve(input, input2, upper=False):  # noqa: A002 - PyTorch's names
+    """``torch.cholesky_solve``: X with ``A X = B`` for ``B = input`` and A given by its
+    Cholesky factor ``input2`` (L, or U when ``upper``): two triangular solves."""
+    return _call("cholesky_solve", input, input2, upper=bool(upper))
+
+
+def linalg_qr(A, mode="reduced"):  # noqa: N803
+    """``torch.linalg.qr``: (Q, R) with ``A = Q R``; ``mode`` "reduced" (Q m x k), "complete"
+    (Q m x m) or "r" (R only, Q an empty tensor)."""
+    return QRResult(*_call("linalg_qr", A, mode=mode))
+
+
+@expose(public="qr", methods="qr")
+def qr(input, some=True):  # noqa: A002
+    """``torch.qr`` (deprecated in PyTorch): :func:`linalg_qr` in mode "reduced" when ``some``,
+    else "complete"."""
+    return QrResult(*linalg_qr(input, "reduced" if some else "complete"))
+
+
+def linalg_eigh(A, UPLO="L"):  # noqa: N803
+    """``torch.linalg.eigh``: the eigenvalues (ascending) and eigenvectors (columns) of each
+    symmetric matrix of ``A``, reading its lower (``UPLO="L"``) or upper triangle. An
+    eigenvector's sign is arbitrary: differentiate functions that do not depend on it."""
+    return EighResult(*_call("linalg_eigh", A, UPLO=UPLO))
+
+
+def linalg_eigvalsh(A, UPLO="L"):  # noqa: N803
+    """``torch.linalg.eigvalsh``: the eigenvalues of :func:`linalg_eigh` (same node)."""
+    return linalg_eigh(A, UPLO).eigenvalues
+
+
+def linalg_svd(A, full_matrices=True):  # noqa: N803
+    """``torch.linalg.svd``: (U, S, Vh) with ``A = U diag(S) Vh``, S descending; U and Vh
+    square when ``full_matrices``. Singular vectors' signs are arbitrary: differentiate
+    functions that do not depend on them."""
+    return SVDResult(*_call("linalg_svd", A, full_matrices=bool(full_matrices)))
+
+
+def linalg_svdvals(A):  # noqa: N803
+    """``torch.linalg.svdvals``: the singular values of :func:`linalg_svd` (same node)."""
+    return linalg_svd(A, full_matrices=False).S
+
+
+@expose(public="svd", methods="svd")
+def svd(input, some=True, compute_uv=True):  # noqa: A002
+    """``torch.svd`` (deprecated in PyTorch): (U, S, V) with V, not Vh; reduced when ``some``.
+    Without ``compute_uv``, U and V are zeros of shapes (m, m) and (n, n), as PyTorch's."""
+    if not compute_uv:
+        s = linalg_svdvals(input)
+        m, n = input.shape[-2:]
+        batch = tuple(input.shape[:-2])
+        return SvdResult(input.new_zeros(batch + (m, m)), s, input.new_zeros(batch + (n, n)))
+    u, s, vh = linalg_svd(input, full_matrices=not some)
+    return SvdResult(u, s, vh.mT)
+
+
+@expose(public="pinverse", methods="pinverse")
+def pinverse(input, rcond=1e-15):  # noqa: A002
+    """``torch.pinverse``: :func:`linalg_pinv` with ``rtol=rcond``."""
+    return linalg_pinv(input, rtol=rcond)
+
+
+def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):  # noqa: N803
+    """``torch.linalg.pinv``: the pseudo-inverse of each matrix of ``A`` (from its SVD; its
+    eigendecomposition when ``hermitian``); singular values at or below
+    ``max(atol, rtol * largest)`` count as 0 (rtol: eps * max(m, n) when neither is given)."""
+    return _call("linalg_pinv", A, atol=atol, rtol=rtol, hermitian=bool(hermitian))
+
+
+LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def linalg_lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
+    """``torch.linalg.lstsq``: the least-squares solution X of ``A X = B`` (the minimum-norm
+    one, pinv(A) B, singular values below ``rcond`` times the largest counting as 0; rcond
+    defaults to eps * max(m, n)), with PyTorch's other outputs for the CPU's ``driver``
+    (default "gelsy"): residuals (squared, summed over rows) for m > n at full rank except
+    with gelsy, the rank except with gels, the singular values with gelsd and gelss; empty
+    tensors otherwise. B may be a (batch of) vector(s) of A's rows.
+
+    NOTE: only the solution has PyTorch's node (LinalgLstsqBackward0); the residuals are
+    computed from it, under the nodes of that arithmetic.
+    """
+    driver = "gelsy" if driver is None else driver
+    if driver not in _LSTSQ_DRIVERS:
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of "
+                           "(gels, gelsy, gelsd, gelss)")
+    m, n = (A.shape[-2], A.shape[-1]) if _ndim(A) >= 2 else (0, 0)
+    if rcond is None:
+        rcond = float(numpy.finfo(A.dtype).eps) * builtins.max(m, n) if m else 0.0
+    x = _call("linalg_lstsq", A, B, rcond=float(rcond))
+    empty = A.new_zeros((0,))
+    svals = rank = None
+    if driver != "gels":
+        svals = linalg_svdvals(A.detach())
+        top = svals[..., :1] if n and m else svals
+        rank = (svals > top * rcond).sum(-1) if n and m else svals.sum(-1).to(dtype="int64")
+    residuals = empty
+    if m > n and driver != "gelsy" and (rank is None or bool((rank == n).all())):
+        vector = B.ndim == A.ndim - 1
+        res = A @ (x.unsqueeze(-1) if vector else x) - (B.unsqueeze(-1) if vector else B)
+        residuals = (res * res).sum(-2)
+        residuals = residuals.squeeze(-1) if vector else residuals
+    return LstsqResult(x, residuals,
+                       rank if rank is not None else empty.to(dtype="int64"),
+                       svals if driver in ("gelsd", "gelss") else empty)
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):  # noqa: N803
+    """``torch.linalg.matrix_rank``: the number of singular values (|eigenvalues| when
+    ``hermitian``) above max(atol, rtol * the largest), as int64 (rtol defaults to
+    eps * max(m, n) when atol is not given or 0, as pinv's)."""
+    A = A.detach()
+    m, n = A.shape[-2:]
+    if rtol is None:
+        rtol = float(numpy.finfo(A.dtype).eps) * builtins.max(m, n) if not atol else 0.0
+    s = linalg_eigvalsh(A).abs() if hermitian else linalg_svdvals(A)
+    top = amax(s, -1, keepdim=True) if builtins.min(m, n) else s.sum(-1, keepdim=True)
+    tol = (top * rtol).clamp(min=float(atol or 0.0))
+    return (s > tol).sum(-1).to(dtype="int64")
+
+
+@expose(public="matrix_power", methods="matrix_power")
+def matrix_power(A, n):  # noqa: N803
+    """``torch.linalg.matrix_power``: A^n by repeated squaring; A^-n is inv(A)^n; A^0 the
+    identity (which, unlike PyTorch's, does not require grad)."""
+    if _ndim(A) < 2:
+        raise RuntimeError("linalg.matrix_power: The input tensor A must have at least 2 "
+                           "dimensions.")
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, but "
+                           f"they are {A.shape[-2]} by {A.shape[-1]} matrices")
+    n = int(n)
+    if n == 0:
+        eye = A.device.xp.eye(A.shape[-1], dtype=A.dtype)
+        return Tensor._make(A.device.xp.broadcast_to(eye, tuple(A.shape)).copy(), False, None,
+                            0, [0], A.device)
+    base = linalg_inv(A) if n < 0 else A
+    n = builtins.abs(n)
+    if n == 1:
+        return base.clone()
+    result = None
+    while n:
+        if n & 1:
+            result = base if result is None else result @ base
+        n >>= 1
+        if n:
+            base = base @ base
+    return result
+
+
+@expose(public="matrix_exp", methods="matrix_exp")
+def matrix_exp(A):  # noqa: N803
+    """``torch.linalg.matrix_exp``: the exponential of each square matrix of ``A``."""
+    return _call("linalg_matrix_exp", A)
+
+
+_MATRIX_ORDS = ("fro", "nuc", 2, -2, 1, -1, float("inf"), float("-inf"))
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002,N803
+    """``torch.linalg.matrix_norm``: "fro" and "nuc" norms, the spectral norms (2: the largest
+    singular value, -2 the smallest) and the induced 1 / inf norms (largest absolute column /
+    row sum; -1 / -inf the smallest), over the two dims ``dim``."""
+    if _ndim(A) < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
+                           "dimensions.")
+    if ord not in _MATRIX_ORDS:
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    dim = tuple(dim)
+    d0, d1 = (_dim(d, A.ndim, "linalg.matrix_norm") for d in dim)
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got {dim}")
+    if dtype is not None:
+        A = A.to(dtype=dtype)
+    if ord == "fro":
+        return vector_norm(A, 2, dim=(d0, d1), keepdim=keepdim)
+    if ord in ("nuc", 2, -2):
+        s = linalg_svdvals(movedim(A, (d0, d1), (-2, -1)))
+        out = s.sum(-1) if ord == "nuc" else amax(s, -1) if ord == 2 else amin(s, -1)
+        if keepdim:
+            for d in sorted((d0, d1)):
+                out = out.unsqueeze(d)
+        return out
+    # Induced norms: 1 sums over rows (a column's sum), inf over columns.
+    summed, other = (d0, d1) if builtins.abs(ord) == 1 else (d1, d0)
+    sums = A.abs().sum(dim=summed, keepdim=keepdim)
+    other -= 1 if not keepdim and summed < other else 0
+    return (amax if ord > 0 else amin)(sums, other, keepdim=keepdim)
+
+
+def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002,N803
+    """``torch.linalg.norm``: :func:`matrix_norm` over two dims (``dim`` a pair, or a 2-D
+    ``A`` with an ``ord``), else :func:`vector_norm` (a 1-D ``A`` or ``dim`` one dim; no
+    ``ord`` and no ``dim``: the 2-norm of all entries)."""
+    if isinstance(dim, int):
+        dim = (dim,)
+    if dim is not None and len(dim) == 2:
+        return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+    if dim is None and ord is not None:
+        if _ndim(A) == 2:
+            return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+        if _ndim(A) != 1:
+            raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input "
+                               f"must be 1D or 2D. Got {_ndim(A)}D.")
+    return vector_norm(A, 2 if ord is None else ord, dim=dim, keepdim=keepdim, dtype=dtype)
+
+
 #: ``gradtrace.autograd.linalg``: the functions of ``torch.linalg`` that exist here.
 linalg = types.ModuleType("gradtrace.autograd.linalg", "Linear algebra functions (torch.linalg).")
 linalg.vector_norm = vector_norm
+linalg.matrix_norm = matrix_norm
+linalg.norm = linalg_norm
 linalg.cross = linalg_cross
 linalg.inv = linalg_inv
 linalg.det = linalg_det
 linalg.slogdet = slogdet
 linalg.solve = linalg_solve
+linalg.solve_triangular = linalg_solve_triangular
+linalg.cholesky = linalg_cholesky
+linalg.qr = linalg_qr
+linalg.eigh = linalg_eigh
+linalg.eigvalsh = linalg_eigvalsh
+linalg.svd = linalg_svd
+linalg.svdvals = linalg_svdvals
+linalg.pinv = linalg_pinv
+linalg.lstsq = linalg_lstsq
+linalg.matrix_rank = matrix_rank
+linalg.matrix_power = matrix_power
+linalg.matrix_exp = matrix_exp
 expose(public="linalg")(linalg)
 
 

@@ -337,13 +337,18 @@ def _as_matrices(F, x):
 def _cofactor(F, out, a):
     """d det(A)/dA, the cofactor matrix (the adjugate's transpose): det(A) A^-T while every
     matrix is invertible; otherwise PyTorch's singular formula, U diag(prod of the other
-    singular values) Vh det(U) det(Vh), which is exact at any rank (0 below rank n-1).
-    NOTE: the singular formula is a constant under create_graph (no SVD op here), so second
-    derivatives at a singular matrix are not taken."""
+    singular values) Vh det(U) det(Vh), which is exact at any rank (0 below rank n-1). Under
+    create_graph that formula is built with the SVD op, so it differentiates again (det(U)
+    det(Vh), a sign, is locally constant)."""
     det = getattr(out, "_data", out)
     if bool((det != 0).all()):
         return _as_matrices(F, out) * _mT(F, F.linalg_inv(a))
-    return _constant(F, a, _svd_cofactor(getattr(a, "_data", a)))
+    if backend.is_device_array(a):
+        return _svd_cofactor(a)
+    u, s, vh = F.linalg_svd(a, full_matrices=False)
+    xp = backend.array_module(u._data)
+    sign = xp.linalg.det(u._data) * xp.linalg.det(vh._data)
+    return F.matmul(u * F.unsqueeze(F.prod_others(s, dim=-1) * sign[..., None], dim=-2), vh)
 
 
 def _constant(F, like, arr):

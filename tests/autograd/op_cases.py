@@ -730,6 +730,27 @@ CASES += [
 # --------------------------------------------------------------------------- issue 14: more ops
 
 
+def _spd(a):
+    """A symmetric positive-definite matrix from any square ``a``: a a^T + 3 I."""
+    return a @ np.swapaxes(a, -1, -2) + 3.0 * np.eye(a.shape[-1])
+
+
+def _spd_t(a):
+    return a @ a.mT + ag.tensor(3.0 * np.eye(a.shape[-1]), device=a.device)
+
+
+def _eig_features(lib, parts):
+    """Eigen/singular values and the squares of the vectors (their signs are arbitrary), flat."""
+    values = 0 if len(parts) == 2 else 1   # eigh: (L, V); svd: (U, S, Vh)
+    cat = lib.cat if lib is ag else np.concatenate
+    return cat([(x if i == values else x * x).flatten() for i, x in enumerate(parts)])
+
+
+def _expm_ref(a):
+    from scipy.linalg import expm  # noqa: PLC0415
+    return expm(a)
+
+
 def _unit(*shape):
     return lambda rng: rng.uniform(-0.9, 0.9, shape)
 
@@ -880,6 +901,46 @@ CASES += [
            ins(invertible(2, 3, 3), rnd(2, 3)), name="solve_batch_of_vectors"),
     OpCase("linalg_solve", lambda a, b: ag.linalg.solve(a, b, left=False), lambda a, b: b @ np.linalg.inv(a),
            ins(invertible(3, 3), rnd(2, 2, 3)), name="solve_right"),
+    # decompositions of torch.linalg: symmetric inputs made inside fn (cholesky and eigh read one
+    # triangle; PyTorch's gradients are the symmetric ones), gauge-invariant outputs (squares of
+    # eigen- and singular vectors, whose signs are arbitrary)
+    OpCase("linalg_cholesky", lambda a: ag.linalg.cholesky(_spd_t(a)), lambda a: np.linalg.cholesky(_spd(a)),
+           ins(rnd(2, 3, 3))),
+    OpCase("linalg_cholesky", lambda a: ag.linalg.cholesky(_spd_t(a), upper=True),
+           lambda a: np.swapaxes(np.linalg.cholesky(_spd(a)), -1, -2), ins(rnd(3, 3)), name="cholesky_upper"),
+    OpCase("linalg_solve_triangular", lambda a, b: ag.linalg.solve_triangular(a, b, upper=True),
+           lambda a, b: np.linalg.solve(np.triu(a), b), ins(invertible(3, 3), rnd(2, 3, 2))),
+    OpCase("linalg_solve_triangular",
+           lambda a, b: ag.linalg.solve_triangular(a, b, upper=False, left=False, unitriangular=True),
+           lambda a, b: b @ np.linalg.inv(np.tril(a, -1) + np.eye(3)), ins(rnd(2, 3, 3), rnd(2, 3)),
+           name="solve_triangular_right_unit"),
+    # the factor's other triangle is masked in fn: PyTorch's gradient for the factor is not
+    # (cholesky_solve_backward's -C L), as the factor comes from cholesky
+    OpCase("cholesky_solve", lambda b, f: ag.cholesky_solve(b, f.tril()), lambda b, f: np.linalg.solve(f @ f.T, b),
+           ins(rnd(2, 3, 2), lambda rng: np.tril(rng.standard_normal((3, 3))) + 3 * np.eye(3))),
+    OpCase("cholesky_solve", lambda b, f: b.cholesky_solve(f.triu(), upper=True),
+           lambda b, f: np.linalg.solve(f.T @ f, b),
+           ins(rnd(3, 1), lambda rng: np.triu(rng.standard_normal((3, 3))) + 3 * np.eye(3)), name="cholesky_solve_upper"),
+    OpCase("linalg_qr", lambda a: ag.cat([x.flatten() for x in ag.linalg.qr(a)]),
+           lambda a: np.concatenate([x.ravel() for x in np.linalg.qr(a)]), ins(rnd(2, 4, 3))),
+    OpCase("linalg_qr", lambda a: ag.cat([x.flatten() for x in ag.linalg.qr(a, mode="complete")]),
+           lambda a: np.concatenate([x.ravel() for x in np.linalg.qr(a, mode="complete")]), ins(rnd(3, 5)),
+           name="qr_wide_complete"),
+    OpCase("linalg_eigh", lambda a: _eig_features(ag, ag.linalg.eigh(a + a.mT)),
+           lambda a: _eig_features(np, np.linalg.eigh(a + np.swapaxes(a, -1, -2))), ins(rnd(2, 4, 4))),
+    OpCase("linalg_svd", lambda a: _eig_features(ag, ag.linalg.svd(a, full_matrices=False)),
+           lambda a: _eig_features(np, np.linalg.svd(a, full_matrices=False)), ins(rnd(2, 5, 3))),
+    OpCase("linalg_svd", lambda a: _eig_features(ag, ag.linalg.svd(a, full_matrices=False)),
+           lambda a: _eig_features(np, np.linalg.svd(a, full_matrices=False)), ins(rnd(3, 5)), name="svd_wide"),
+    OpCase("linalg_pinv", lambda a: ag.linalg.pinv(a), np.linalg.pinv, ins(rnd(2, 4, 3))),
+    OpCase("linalg_lstsq", lambda a, b: ag.linalg.lstsq(a, b).solution, lambda a, b: np.linalg.lstsq(a, b)[0],
+           ins(rnd(5, 3), rnd(5, 2))),
+    OpCase("linalg_lstsq", lambda a, b: ag.linalg.lstsq(a, b, driver="gelsd").residuals,
+           lambda a, b: np.linalg.lstsq(a, b)[1], ins(rnd(5, 3), rnd(5)), name="lstsq_vector_residuals"),
+    OpCase("linalg_lstsq", lambda a, b: ag.linalg.lstsq(a, b).solution,
+           lambda a, b: np.stack([np.linalg.lstsq(m, v)[0] for m, v in zip(a, b)]),
+           ins(rnd(2, 3, 4), rnd(2, 3, 2)), name="lstsq_wide_batched"),
+    OpCase("linalg_matrix_exp", lambda a: ag.linalg.matrix_exp(a), lambda a: _expm_ref(a), ins(rnd(2, 3, 3))),
     OpCase("take", lambda a: ag.take(a, ag.tensor(np.array([[0, 5], [5, -1]]))),
            lambda a: a.ravel()[[[0, 5], [5, -1]]], ins(rnd(3, 4))),
     OpCase("all", lambda a: (a > 0).all(dim=1), lambda a: (a > 0).all(1), ins(rnd(3, 4)), grad=False),

@@ -738,4 +738,4 @@ lib = _submodule("lib", stride_tricks=_stride_tricks)
 # cupy.linalg: NumPy's functions on device arrays (CuPy's raise NumPy's LinAlgError too).
 linalg = _submodule("linalg", LinAlgError=_np.linalg.LinAlgError, **{
     name: (lambda f: lambda *args, **kwargs: _call(f, args, kwargs))(getattr(_np.linalg, name))
-    for name in ("inv", "det", "slogdet", "solve", "svd")})
+    for name in ("inv", "det", "slogdet", "solve", "svd", "cholesky", "qr", "eigh")})
