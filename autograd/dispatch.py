@@ -38,7 +38,7 @@ from .backend import CPU
 from .grad_mode import STATE as _THREAD
 from . import views
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
-from .promotion import float_type, result_type
+from .promotion import can_cast, float_type, result_type, torch_name
 
 __all__ = ["OpDef", "defop", "defcomposite", "expose", "SELF_ADJOINT", "linear_in", "OPS",
            "COMPOSITES", "FUNCTIONS", "METHODS", "apply_op", "apply_inplace", "ArrayF", "TensorF",
@@ -981,6 +981,7 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     if not recording:
         with _no_grad_scope():
             out = apply_op(op, inputs, attrs)
+        _check_castable(op, self, out)
         _write_into(op, self, out._data)
         self._vc[0] += 1
         if _THREAD.ops.fw_level:
@@ -991,6 +992,7 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     old = Tensor._make(self._data.copy() if needs_old else self._data, self.requires_grad,
                        self.grad_fn, self._output_nr, [0], self._device)
     out = apply_op(op, (old,) + inputs[1:], attrs)
+    _check_castable(op, self, out)
     _write_into(op, self, out._data)
     self._vc[0] += 1
     node = out.grad_fn
@@ -1063,6 +1065,16 @@ class CopySlices(Node):
 
     def release_variables(self) -> None:
         self._fn.release_variables()
+
+
+def _check_castable(op, self, out) -> None:
+    """PyTorch's refusal to write a promoted result into a tensor of a lower category
+    (``int_tensor.add_(2.5)``, ``int_tensor.sqrt_()``, ``clamp_(0.5)``), where NumPy would
+    truncate; before anything is written, so ``self`` keeps its values. ``copy_`` casts by
+    definition."""
+    if op.name != "copy" and not can_cast(out._data.dtype, self._data.dtype):
+        raise RuntimeError(f"result type {torch_name(out._data.dtype)} can't be cast to the "
+                           f"desired output type {torch_name(self._data.dtype)}")
 
 
 def _rebase_view(view, base, node) -> None:

@@ -21,7 +21,7 @@ import numbers
 import numpy
 
 __all__ = ["get_default_dtype", "set_default_dtype", "result_type", "promote_types",
-           "float_type", "category"]
+           "float_type", "category", "can_cast", "torch_name"]
 
 _DEFAULT = [numpy.dtype(numpy.float32)]
 _COMPLEX_OF = {numpy.dtype(numpy.float16): numpy.dtype(numpy.complex64),
@@ -111,3 +111,20 @@ def float_type(dt):
     """The dtype a floating function of ``dt`` computes in: the default dtype for integers and
     bool, ``dt`` itself otherwise."""
     return dt if dt.kind in "fc" else _DEFAULT[0]
+
+
+def can_cast(src, dst) -> bool:
+    """Whether an in-place op may write a result of dtype ``src`` into a tensor of ``dst``:
+    PyTorch's rule, no lower category (a float result into an integer tensor raises)."""
+    return category(src) <= category(dst)
+
+
+_TORCH_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half",
+                "bfloat16": "BFloat16", "complex64": "ComplexFloat",
+                "complex128": "ComplexDouble", "int64": "Long", "int32": "Int", "int16": "Short",
+                "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def torch_name(dtype) -> str:
+    """PyTorch's name of a dtype in its messages (``Long``, ``Float``...)."""
+    return _TORCH_NAMES.get(numpy.dtype(dtype).name, numpy.dtype(dtype).name)

@@ -16,7 +16,8 @@ import numpy
 
 from .. import backend
 from ..dispatch import defop
-from .linalg import _TORCH_DTYPE, _check_square, _dtype_name, _host, _mT
+from ..promotion import torch_name
+from .linalg import _check_square, _host, _mT
 from .reduction import _eye, _xp_of
 
 
@@ -57,7 +58,7 @@ def _check_at_least_2d(op, a, name="A"):
 def _check_float(op, a):
     if a.dtype.kind not in "fc":
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
-                           f"{_TORCH_DTYPE.get(a.dtype.name, a.dtype.name)}")
+                           f"{torch_name(a.dtype)}")
 
 
 # --------------------------------------------------------------------------- solve_triangular
@@ -566,8 +567,7 @@ def _pinv_jvp(F, t, out, a, atol=None, rtol=None, hermitian=False):
 
 def _check_pinv(a, atol=None, rtol=None, hermitian=False):
     if a.ndim < 2 or a.dtype.kind not in "fc":
-        dtype = {"float64": "Double", "float32": "Float", "float16": "Half"}.get(
-            a.dtype.name, _TORCH_DTYPE.get(a.dtype.name, a.dtype.name))
+        dtype = torch_name(a.dtype)
         raise RuntimeError(f"linalg.pinv({dtype}{{{list(a.shape)}}}): expected a tensor with 2 "
                            "or more dimensions of float, double, cfloat or cdouble types")
     if hermitian:
@@ -635,7 +635,7 @@ def _check_lstsq(a, b, rcond):
         raise RuntimeError(f"{op}: input must have at least 2 dimensions.")
     if a.dtype != b.dtype:
         raise RuntimeError(f"{op}: Expected input and other to have the same dtype, but got "
-                           f"input's dtype {_dtype_name(a)} and other's dtype {_dtype_name(b)}")
+                           f"input's dtype {torch_name(a.dtype)} and other's dtype {torch_name(b.dtype)}")
     rows = b.shape[-1] if _lstsq_is_vector(a, b) else b.shape[-2]
     if b.ndim < 1 or rows != a.shape[-2]:
         raise RuntimeError(f"{op}: input.size(-2) should match other.size(-2)")

@@ -8,6 +8,7 @@ import numpy
 
 from .. import backend
 from ..dispatch import apply_op, defop, expose, linear_in
+from ..promotion import torch_name
 from .reduction import _safe_recip_scale, _vector_norm_fwd, _vector_norm_vjp, _xp_of
 
 
@@ -243,10 +244,6 @@ defop("linalg_cross", lambda xp, a, b, dim=-1: xp.cross(a, b, axis=dim),
 # Square-matrix functions of torch.linalg, batched over leading dims. Their rules are written
 # with the ops themselves (F.linalg_inv, F.linalg_solve), so they differentiate again.
 
-_TORCH_DTYPE = {"int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long",
-                "uint8": "Byte", "bool": "Bool"}
-
-
 def _check_square(op, a):
     if a.ndim < 2:
         raise RuntimeError(f"{op}: The input tensor A must have at least 2 dimensions.")
@@ -255,7 +252,7 @@ def _check_square(op, a):
                            f"{a.shape[-2]} by {a.shape[-1]} matrices")
     if a.dtype.kind not in "fc":
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
-                           f"{_TORCH_DTYPE.get(a.dtype.name, a.dtype.name)}")
+                           f"{torch_name(a.dtype)}")
 
 
 def _host(a):
@@ -414,18 +411,13 @@ def _check_solve(a, b, left=True):
     _check_square("linalg.solve", a)
     if a.dtype != b.dtype:
         raise RuntimeError("linalg.solve: Expected A and B to have the same dtype, but found A "
-                           f"of type {_dtype_name(a)} and B of type {_dtype_name(b)} instead")
+                           f"of type {torch_name(a.dtype)} and B of type {torch_name(b.dtype)} instead")
     n = a.shape[-1]
     # A vector B is an (n, 1) matrix, which only AX = B can take.
     rows, cols = (b.shape[-1], 1) if solve_is_vector(a.shape, b.shape) else b.shape[-2:]
     if (rows if left else cols) != n:
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
                            f"{'AX' if left else 'XA'} = B ({n}x{n} and {rows}x{cols})")
-
-
-def _dtype_name(a):
-    return {"float64": "Double", "float32": "Float", "float16": "Half"}.get(
-        a.dtype.name, _TORCH_DTYPE.get(a.dtype.name, a.dtype.name))
 
 
 def _solve_fwd(xp, a, b, left=True):

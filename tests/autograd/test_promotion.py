@@ -141,3 +141,36 @@ def test_forward_arithmetic_is_silent_as_pytorchs():
     assert res.stdout.strip() == "ops done"
     # the one warning: line 7, the user's own np.log(0)
     assert res.stderr.count("RuntimeWarning") == 1 and res.stderr.startswith("<string>:7:")
+
+
+# in-place expression on x = int64 [1, 2] (f: float32 [1., 2.]), PyTorch's error or result
+INPLACE = [
+    ("x.add_(2.5)", "result type Float can't be cast to the desired output type Long"),
+    ("x.mul_(f)", "result type Float can't be cast to the desired output type Long"),
+    ("x.div_(2)", "result type Float can't be cast to the desired output type Long"),
+    ("x.sqrt_()", "result type Float can't be cast to the desired output type Long"),
+    ("x.sigmoid_()", "result type Float can't be cast to the desired output type Long"),
+    ("x.clamp_(0.5)", "result type Float can't be cast to the desired output type"),
+    ("b.add_(1)", "result type Long can't be cast to the desired output type Bool"),
+    ("x.add_(1)", [2, 3]), ("x.copy_(f)", [1, 2]), ("x.fill_(2.5)", [2, 2]),
+    ("x.clamp_(0, 1)", [1, 1]), ("x.masked_fill_(x > 1, 2.5)", [1, 2]),
+    ("f.add_(x)", [2.0, 4.0]), ("f.mul_(ag.tensor(2.0, dtype=np.float64))", [2.0, 4.0]),
+]
+
+
+@pytest.mark.parametrize("expr, want", INPLACE)
+def test_in_place_results_that_cannot_be_cast_raise_as_pytorch(expr, want):
+    """Where NumPy would truncate 2.5 into an int64 tensor, PyTorch raises before writing;
+    the tensor keeps its values and its dtype."""
+    env = {"ag": ag, "np": np, "x": ag.tensor([1, 2]), "f": ag.tensor([1.0, 2.0]),
+           "b": ag.tensor([True, False])}
+    target = env[expr[0]]
+    before = target.numpy().copy()
+    if isinstance(want, str):
+        with pytest.raises(RuntimeError, match=want):
+            eval(expr, env)  # noqa: S307
+        np.testing.assert_array_equal(target.numpy(), before)
+    else:
+        out = eval(expr, env)  # noqa: S307
+        assert out is target and out.dtype == before.dtype
+        np.testing.assert_array_equal(out.numpy(), want)
