@@ -11,6 +11,7 @@ import numpy
 
 from .. import backend
 from ..dispatch import SELF_ADJOINT, TensorF, defop, linear_in
+from ..promotion import torch_name
 from ..tensor import Tensor
 from .shape import _pad_fwd, ones_vector
 
@@ -299,7 +300,16 @@ def _minus_row_max(xp, x, dim):
         return x - m, m
 
 
+def _floating_rows(x, op):
+    """PyTorch's NotImplementedError for an integer input of softmax or log_softmax (its
+    kernels exist for floating dtypes only), where NumPy's in-place exp would fail on a cast."""
+    if x.dtype.kind not in "fc":
+        raise NotImplementedError(f"{op}: not implemented for '{torch_name(x.dtype)}' (a "
+                                  "floating point input is needed), as in PyTorch")
+
+
 def _softmax_fwd(xp, x, dim, safe=False):
+    _floating_rows(x, "softmax")
     if x.shape[dim] == 0:   # nothing to normalise (and no max to take): an empty result
         return x.copy()
     e, m = _minus_row_max(xp, x, dim)
@@ -319,6 +329,7 @@ def _zero_empty_rows(xp, e, m):
 
 
 def _log_softmax_fwd(xp, x, dim):
+    _floating_rows(x, "log_softmax")
     if x.shape[dim] == 0:
         return x.copy()
     shifted, _ = _minus_row_max(xp, x, dim)

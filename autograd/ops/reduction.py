@@ -6,7 +6,9 @@ import math
 import numpy
 
 from .. import backend
-from ..dispatch import OPS, SELF_ADJOINT, apply_op, defcomposite, defop, expose, linear_in
+from ..dispatch import (FLOATING, OPS, SELF_ADJOINT, apply_op, defcomposite, defop, expose,
+                        linear_in)
+from ..promotion import torch_name
 
 
 def norm_dims(dim, ndim: int):
@@ -65,7 +67,17 @@ def sum(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
 # NOTE: a primitive for PyTorch's node (MeanBackward0 over all dims, MeanBackward1 over
 # some) and one node instead of two; its value is PyTorch's, sum / n (the composite's
 # sum * (1/n) could differ in the last bit).
+def require_floating(x, message) -> None:
+    """PyTorch's refusal of an integer or bool input to a floating reduction (``message`` with
+    ``{}`` for PyTorch's dtype name), where NumPy would answer in float64 or, for a norm,
+    truncate back to the integers."""
+    if x.dtype.kind not in "fc":
+        raise RuntimeError(message.format(torch_name(x.dtype)))
+
+
 def _mean_fwd(xp, x, dim=None, keepdim=False):
+    require_floating(x, "mean(): could not infer output dtype. Input dtype must be either a "
+                        "floating point or complex dtype. Got: {}")
     total = _sum_fwd(xp, x, dim, keepdim)
     n = _count(x.shape, dim)
     return total / n if n else total + xp.nan   # PyTorch: the mean of nothing is NaN
@@ -214,11 +226,13 @@ def _logsumexp_fwd(xp, x, dim=None, keepdim=False):
     return out if keepdim else (xp.squeeze(out, axis=axes) if axes is not None else out.reshape(()))
 
 
+# An integer input gives the default float, as PyTorch's (FLOATING promotion).
 defop("logsumexp", _logsumexp_fwd,
       (lambda F, g, out, x, dim=None, keepdim=False:
        _kept(F, g, x.shape, dim, keepdim) * F.exp(x - _kept(F, out, x.shape, dim, keepdim)),),
       jvp=(lambda F, t, out, x, dim=None, keepdim=False: _reduce_like(
-          F, t * F.exp(x - _kept(F, out, x.shape, dim, keepdim)), dim, keepdim),))
+          F, t * F.exp(x - _kept(F, out, x.shape, dim, keepdim)), dim, keepdim),),
+      promote=FLOATING)
 
 
 def _moved(xp, x, dims):
@@ -346,6 +360,7 @@ def _correction(unbiased, correction):
 # node instead of five; the forward is the composite's arithmetic, the sum of squared
 # deviations times 1 / (N - correction).
 def _var_fwd(xp, x, dim=None, correction=1, keepdim=False):
+    require_floating(x, "std and var only support floating point and complex dtypes")
     c = x - _mean_fwd(xp, x, dim, True)
     ss = xp.sum(c * c, axis=norm_dims(dim, x.ndim), keepdims=keepdim)
     return ss * _divisor(_count(x.shape, dim), correction)
@@ -403,6 +418,8 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def _vector_norm_fwd(xp, x, ord=2, dim=None, keepdim=False):  # noqa: A002 - PyTorch's names
+    require_floating(x, "linalg.vector_norm: Expected a floating point or complex tensor as "
+                        "input. Got {}")
     axes = norm_dims(dim, x.ndim)
     a = xp.abs(x)
     if ord == 2:
@@ -484,6 +501,9 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
 # PyTorch's dist: the p-norm of the difference, one node (DistBackward0) whose rule is the
 # vector norm's (norm_backward) on ``a - b``.
 def _dist_fwd(xp, a, b, p=2.0):
+    for v in (a, b):
+        require_floating(v, "norm(): input dtype should be either floating point or complex. "
+                            "Got {} instead.")
     return _vector_norm_fwd(xp, a - b, p)
 
 

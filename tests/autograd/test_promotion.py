@@ -174,3 +174,32 @@ def test_in_place_results_that_cannot_be_cast_raise_as_pytorch(expr, want):
         out = eval(expr, env)  # noqa: S307
         assert out is target and out.dtype == before.dtype
         np.testing.assert_array_equal(out.numpy(), want)
+
+
+# expression on x = int64 [1, 2], PyTorch 2.13's error class and message
+INTEGER_REFUSALS = [
+    ("x.mean()", RuntimeError, "mean(): could not infer output dtype. Input dtype must be "
+     "either a floating point or complex dtype. Got: Long"),
+    ("x.mean(0)", RuntimeError, "mean(): could not infer output dtype"),
+    ("x.var()", RuntimeError, "std and var only support floating point and complex dtypes"),
+    ("x.std()", RuntimeError, "std and var only support floating point and complex dtypes"),
+    ("x.norm()", RuntimeError, "linalg.vector_norm: Expected a floating point or complex "
+     "tensor as input. Got Long"),
+    ("ag.dist(x, x)", RuntimeError, "norm(): input dtype should be either floating point or "
+     "complex. Got Long instead."),
+    # torch: NotImplementedError "softmax_lastdim_kernel_impl" not implemented for 'Long'
+    ("ag.softmax(x, 0)", NotImplementedError, "not implemented for 'Long'"),
+    ("ag.nn.functional.log_softmax(x, 0)", NotImplementedError, "not implemented for 'Long'"),
+]
+
+
+@pytest.mark.parametrize("expr, cls, message", INTEGER_REFUSALS)
+def test_floating_reductions_refuse_integers_as_pytorch(expr, cls, message):
+    """Where NumPy answered (mean in float64; the norm of [1, 2] truncated to 2), PyTorch
+    raises."""
+    with pytest.raises(cls, match=message.replace("(", r"\(").replace(")", r"\)")):
+        eval(expr, {"ag": ag, "x": ag.tensor([1, 2])})  # noqa: S307
+    # logsumexp of integers is the default float, as PyTorch's
+    out = ag.logsumexp(ag.tensor([1, 2]), 0)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out.numpy(), np.log(np.exp(1) + np.exp(2)), rtol=1e-6)
