@@ -14,6 +14,7 @@ from collections import namedtuple
 
 from ..dispatch import OPS, apply_inplace, apply_op, defcomposite, expose
 from ..tensor import Tensor
+from .indexing import SCATTER_REDUCES
 from .reduction import norm_dims, var, vector_norm
 from .shape import MAX_CAT_INPUTS
 
@@ -868,6 +869,31 @@ def logcumsumexp(x, dim):
     return _call("logcumsumexp", x, dim=_dim(dim, x.ndim, "logcumsumexp") if x.ndim else 0)
 
 
+def _reduction_dim(dim, ndim) -> int:
+    """One dim, checked with PyTorch's IndexError text (a 0-d tensor takes 0 and -1)."""
+    if not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    dims = norm_dims(dim, ndim)
+    return dims[0] if dims else 0
+
+
+CummaxResult = namedtuple("cummax", ["values", "indices"])
+CumminResult = namedtuple("cummin", ["values", "indices"])
+
+
+@expose(public="cummax", methods="cummax")
+def cummax(x, dim):
+    """``(values, indices)``: the running maximum along ``dim`` and where it was taken (ties
+    and NaNs: the last index; a NaN propagates), as PyTorch's."""
+    return CummaxResult(*_call("cummax", x, dim=_reduction_dim(dim, x.ndim)))
+
+
+@expose(public="cummin", methods="cummin")
+def cummin(x, dim):
+    """``(values, indices)``: the running minimum along ``dim`` (as :func:`cummax`)."""
+    return CumminResult(*_call("cummin", x, dim=_reduction_dim(dim, x.ndim)))
+
+
 @expose(public="nansum", methods="nansum")
 def nansum(x, dim=None, keepdim=False, *, dtype=None):
     """Sum treating NaN as 0."""
@@ -1250,6 +1276,108 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
     if isinstance(src, Tensor) and src.dtype != x.dtype:
         src = src.to(dtype=x.dtype)
     return _call("scatter", x, index, src, dim=d)
+
+
+def _scatter_reduce_args(x, dim, index, src, reduce):
+    """scatter_reduce's checks, with PyTorch's classes and words; the dim."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_reduce(): argument 'src' (position 3) must be Tensor, not "
+                        f"{type(src).__name__}")
+    if reduce not in SCATTER_REDUCES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
+                           f"got {reduce}")
+    d = _reduction_dim(dim, x.ndim)
+    if not isinstance(index, Tensor) or index.dtype.kind not in "iu":
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    if src.dtype != x.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    if index.ndim != x.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if index.ndim != src.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d) or any(
+            i > s for i, s in zip(index.shape, src.shape)):
+        raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self "
+                           f"{list(x.shape)} apart from dimension {d} and to be no larger size "
+                           f"than src {list(src.shape)}")
+    if index.numel():
+        lo, hi = int(index._data.min()), int(index._data.max())
+        if lo < 0 or hi >= x.shape[d]:   # no negative index in the scatter family
+            raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension "
+                               f"{d} with size {x.shape[d]}")
+    return {"dim": d, "reduce": reduce}
+
+
+@expose(public="scatter_reduce", methods="scatter_reduce")
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noqa: A002
+    """A copy of ``input`` with ``src`` reduced in at ``index`` along ``dim``: ``reduce`` is
+    "sum", "prod", "mean", "amax" or "amin"; ``include_self`` says whether input's own entry
+    takes part (a target no index reaches keeps it either way)."""
+    attrs = _scatter_reduce_args(input, dim, index, src, reduce)
+    return _call("scatter_reduce", input, index, src, **attrs, include_self=bool(include_self))
+
+
+@expose(methods="scatter_reduce_")
+def scatter_reduce_(x, dim, index, src, reduce, *, include_self=True):
+    """In-place :func:`scatter_reduce` (ScatterReduceBackward0 too, as PyTorch's)."""
+    attrs = _scatter_reduce_args(x, dim, index, src, reduce)
+    return apply_inplace(OPS["scatter_reduce"], x, (index, src),
+                         dict(attrs, include_self=bool(include_self)))
+
+
+_TORCH_INT_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+                    "uint8": "Byte"}
+
+
+def _index_reduce_args(x, dim, index, source, reduce, include_self):
+    """index_reduce's checks in PyTorch's words; its 1-D index spread over source's shape,
+    so that it runs as scatter_reduce's op does."""
+    if reduce not in SCATTER_REDUCES[1:]:
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
+                           f"amin but got {reduce}.")
+    d = _reduction_dim(dim, x.ndim)
+    if index.ndim > 1:
+        raise IndexError(f"index_reduce_(): Index is supposed to be a vector, but got dim: "
+                         f"{index.ndim} with type: {_TORCH_INT_NAMES.get(str(index.dtype), index.dtype)} "
+                         f"and size: {list(index.shape)}")
+    if index.dtype.kind not in "iu":
+        raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: "
+                           f"{str(index.dtype).capitalize()}")
+    if source.dtype != x.dtype:
+        raise RuntimeError(f"index_reduce_(): self ({x.dtype}) and source ({source.dtype}) must "
+                           f"have the same scalar type")
+    if source.ndim != builtins.max(x.ndim, 1) or any(
+            a != b for k, (a, b) in enumerate(zip(x.shape, source.shape)) if k != d):
+        raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the "
+                           f"specified dimension. Got self.shape = {list(x.shape)} "
+                           f"source.shape = {list(source.shape)}")
+    count = index.numel()
+    if source.shape[d] != count:
+        raise RuntimeError(f"index_reduce_(): Number of indices ({count}) should be equal to "
+                           f"source.size(dim): ({source.shape[d]}), for dim: {d}")
+    if count and (int(index._data.min()) < 0 or int(index._data.max()) >= x.shape[d]):
+        raise IndexError("index out of range in self")
+    shape = [1] * x.ndim
+    shape[d] = count
+    xp = x.device.xp
+    spread = xp.broadcast_to(index._data.reshape(shape), source.shape).astype("int64")
+    return (Tensor._make(spread, False, None, 0, [0], x.device),
+            {"dim": d, "reduce": reduce, "include_self": bool(include_self)})
+
+
+@expose(public="index_reduce", methods="index_reduce")
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # noqa: A002
+    """A copy of ``input`` with the slices of ``source`` reduced in at ``index`` (1-D) along
+    ``dim``: ``reduce`` is "prod", "mean", "amax" or "amin" (PyTorch's IndexReduceBackward0)."""
+    spread, attrs = _index_reduce_args(input, dim, index, source, reduce, include_self)
+    return apply_op(OPS["index_reduce"], (input, spread, source), attrs)
+
+
+@expose(methods="index_reduce_")
+def index_reduce_(x, dim, index, source, reduce, *, include_self=True):
+    """In-place :func:`index_reduce`."""
+    spread, attrs = _index_reduce_args(x, dim, index, source, reduce, include_self)
+    return apply_inplace(OPS["index_reduce"], x, (spread, source), attrs)
 
 
 def _index_add_key(x, dim, index):

@@ -650,6 +650,54 @@ def _logcumsumexp_jvp(F, t, out, x, dim):
 defop("logcumsumexp", _logcumsumexp_fwd, (_logcumsumexp_vjp,), jvp=(_logcumsumexp_jvp,))
 
 
+def _scan_pairs(xp, values, index, dim, later_wins):
+    """A Hillis-Steele scan of (value, index) pairs along ``dim``: log2(n) elementwise steps on
+    any backend (CuPy's ufuncs have no ``maximum.accumulate``). ``later_wins(earlier, later)``
+    says where the later pair replaces the earlier one; it must make the combination
+    associative (a max or min by value, the later index on ties)."""
+    values, index = values.copy(), index.copy()
+    n = values.shape[dim]
+    step = 1
+    while step < n:
+        hi = (slice(None),) * dim + (slice(step, None),)
+        lo = (slice(None),) * dim + (slice(0, n - step),)
+        keep = ~later_wins(values[lo], values[hi])
+        values[hi] = xp.where(keep, values[lo], values[hi])
+        index[hi] = xp.where(keep, index[lo], index[hi])
+        step *= 2
+    return values, index
+
+
+def _cum_extreme_fwd(xp, x, dim, larger):
+    """cummax (``larger``) or cummin: PyTorch's rule, a later entry takes over when it is at
+    least (at most) the running value, or NaN; so ties and NaNs take the last index, and a
+    NaN, once seen, stays the value (each later NaN taking the index)."""
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype="int64")
+    shape = [1] * x.ndim
+    shape[dim] = x.shape[dim]
+    index = xp.broadcast_to(xp.arange(x.shape[dim], dtype="int64").reshape(shape), x.shape)
+    floating = x.dtype.kind in "fc"
+
+    def later_wins(a, b):
+        wins = (b >= a) if larger else (b <= a)
+        return wins | xp.isnan(b) if floating else wins
+
+    _, index = _scan_pairs(xp, x, index, dim, later_wins)
+    # The values are the input's at the index (the winner's own -0.0 or 0.0, as PyTorch's).
+    return xp.take_along_axis(x, index, axis=dim), index
+
+
+# PyTorch's CummaxBackward0 / CumminBackward0: the gradient goes back to the index (repeats
+# summed), as sort's; the indices get none.
+defop("cummax", lambda xp, x, dim: _cum_extreme_fwd(xp, x, dim, True),
+      (lambda F, g, out, x, dim: _sort_vjp(F, g, out, x, dim),),
+      jvp=(lambda F, t, out, x, dim: _sort_jvp(F, t, out, x, dim),), nout=2, meta=(0,))
+defop("cummin", lambda xp, x, dim: _cum_extreme_fwd(xp, x, dim, False),
+      (lambda F, g, out, x, dim: _sort_vjp(F, g, out, x, dim),),
+      jvp=(lambda F, t, out, x, dim: _sort_jvp(F, t, out, x, dim),), nout=2, meta=(0,))
+
+
 def _sort_fwd(xp, x, dim=-1, descending=False, stable=False):
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype="int64")

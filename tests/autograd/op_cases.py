@@ -1101,3 +1101,64 @@ CASES += [
     OpCase("soft_margin_loss", lambda x, y: AF.soft_margin_loss(x, y), lambda x, y: _sp(-y * x).mean(),
            ins(rnd(3, 4), rnd(3, 4))),
 ]
+
+
+# --------------------------------------------------------------------------- running extremes and
+# reductions into an index (scatter_reduce, index_reduce); special values (NaN, ties, zeros)
+# against PyTorch 2.13 in tests/autograd/test_scatter_reduce.py and test_scans_and_modes.py.
+
+def _np_cum_extreme(a, axis, fn):
+    return fn.accumulate(a, axis=axis)
+
+
+def _np_scatter_reduce(a, i, s, dim, reduce, include_self=True):
+    """A loop over the index: PyTorch's definition, one entry at a time."""
+    fns = {"sum": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum,
+           "mean": np.add}
+    out, count = a.copy(), np.ones(a.shape) if include_self else np.zeros(a.shape)
+    seen = np.zeros(a.shape, dtype=bool)
+    for pos in np.ndindex(*i.shape):
+        tgt = list(pos)
+        tgt[dim] = i[pos]
+        tgt = tuple(tgt)
+        if not include_self and not seen[tgt]:
+            out[tgt], seen[tgt] = s[pos], True
+        else:
+            out[tgt] = fns[reduce](out[tgt], s[pos])
+        count[tgt] += 1
+    return out / np.maximum(count, 1) if reduce == "mean" else out
+
+
+def _spread(i, shape, dim):
+    """index_reduce's 1-D index as scatter_reduce's (along ``dim`` of ``shape``)."""
+    view = [1] * len(shape)
+    view[dim] = len(i)
+    return np.broadcast_to(i.reshape(view), shape)
+
+
+CASES += [
+    OpCase("cummax", lambda a: a.cummax(1).values, lambda a: _np_cum_extreme(a, 1, np.maximum),
+           ins(rnd(3, 5))),
+    OpCase("cummax", lambda a: ag.cummax(a, -3)[0], lambda a: _np_cum_extreme(a, 0, np.maximum),
+           ins(rnd(4, 2, 3)), name="cummax_negative_dim"),
+    OpCase("cummin", lambda a: ag.cummin(a, 0).values, lambda a: _np_cum_extreme(a, 0, np.minimum),
+           ins(rnd(5, 3))),
+] + [
+    OpCase("scatter_reduce",
+           lambda a, i, s, r=r, inc=inc: a.scatter_reduce(1, i, s, r, include_self=inc),
+           lambda a, i, s, r=r, inc=inc: _np_scatter_reduce(a, i, s, 1, r, inc),
+           ins(pos(3, 4), _idx([[0, 2, 0], [3, 1, 1], [1, 1, 1]]), pos(3, 4)), nondiff=(1,),
+           name=f"scatter_reduce_{r}{'' if inc else '_exclude_self'}")
+    for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)
+] + [
+    OpCase("scatter_reduce", lambda a, i, s: (a * 1.0).scatter_reduce_(0, i, s, "prod"),
+           lambda a, i, s: _np_scatter_reduce(a, i, s, 0, "prod"),
+           ins(rnd(3, 2), _idx([[2, 0], [2, 2]]), rnd(2, 2)), nondiff=(1,),
+           name="scatter_reduce_prod_inplace"),
+    OpCase("index_reduce", lambda a, s, i: a.index_reduce(0, i, s, "prod"),
+           lambda a, s, i: _np_scatter_reduce(a, _spread(i, s.shape, 0), s, 0, "prod"),
+           ins(rnd(3, 2), rnd(4, 2), _idx([2, 0, 2, 2])), nondiff=(2,)),
+    OpCase("index_reduce", lambda a, s, i: (a * 1.0).index_reduce_(1, i, s, "amax", include_self=False),
+           lambda a, s, i: _np_scatter_reduce(a, _spread(i, s.shape, 1), s, 1, "amax", False),
+           ins(rnd(2, 3), rnd(2, 4), _idx([1, 0, 1, 1])), nondiff=(2,), name="index_reduce_amax_inplace"),
+]
