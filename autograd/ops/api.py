@@ -560,6 +560,89 @@ def index_put_(x, key, value):
     return apply_inplace(OPS["index_put"], x, (value,), {"key": key})
 
 
+_TORCH_DTYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half",
+                      "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+                      "uint8": "Byte", "bool": "Bool", "complex64": "ComplexFloat",
+                      "complex128": "ComplexDouble"}
+
+
+def _index_put_key(x, indices, values):
+    """``indices`` (a tuple of integer or boolean tensors, None for a whole dim) as an index
+    key, checked as PyTorch checks it (classes and words)."""
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put(): argument 'values' (position 2) must be Tensor, not "
+                        f"{type(values).__name__}")
+    if values.dtype != x.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_TORCH_DTYPE_NAMES.get(str(x.dtype), x.dtype)} for the destination "
+                           f"and {_TORCH_DTYPE_NAMES.get(str(values.dtype), values.dtype)} for "
+                           f"the source.")
+    if isinstance(indices, Tensor):
+        indices = (indices,)
+    import numpy  # noqa: PLC0415 - host shape arithmetic only
+
+    key, shapes, dim = [], [], 0
+    for n, k in enumerate(indices):
+        if not isinstance(k, Tensor):
+            raise TypeError(f"expected Tensor as element {n} in argument 0, but got "
+                            f"{type(k).__name__}")
+        if k.dtype.kind not in "iub":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if k.dtype.kind == "b" or k.dtype == numpy.uint8:   # a mask over k.ndim dims
+            if tuple(k.shape) != tuple(x.shape[dim:dim + k.ndim]):
+                raise IndexError(f"The shape of the mask {list(k.shape)} at index {dim} does "
+                                 f"not match the shape of the indexed tensor "
+                                 f"{list(x.shape)} at index {dim}")
+            mask = k._data.astype(bool)
+            key.append(mask)
+            shapes.append((int(mask.sum()),))
+            dim += k.ndim
+            continue
+        if dim >= x.ndim:
+            raise IndexError(f"too many indices for tensor of dimension {x.ndim} (got "
+                             f"{len(indices)})")
+        size = x.shape[dim]
+        if k.numel():
+            lo, hi = int(k._data.min()), int(k._data.max())
+            if lo < -size or hi >= size:
+                raise IndexError(f"index {hi if hi >= size else lo} is out of bounds for "
+                                 f"dimension {dim} with size {size}")
+        key.append(k._data)
+        shapes.append(tuple(k.shape))
+        dim += 1
+    # The indexed shape: the indices broadcast together, then the dims they do not index.
+    try:
+        shape = numpy.broadcast_shapes(*shapes) + tuple(x.shape[dim:])
+    except ValueError:
+        raise IndexError(f"shape mismatch: indexing tensors could not be broadcast together "
+                         f"with shapes {', '.join(str(list(s)) for s in shapes)}") from None
+    try:
+        fits = numpy.broadcast_shapes(tuple(values.shape), shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot "
+                           f"be broadcast to indexing result of shape {list(shape)}")
+    return tuple(key)
+
+
+@expose(public="index_put", methods="index_put")
+def index_put(input, indices, values, accumulate=False):  # noqa: A002 - PyTorch's names
+    """A copy of ``input`` with ``values`` written (``accumulate``: added, repeats summing up)
+    at ``indices``, a tuple of integer or boolean tensors as in ``input[indices]``. Without
+    accumulate a position indexed twice gets one of its writes (PyTorch: undefined which)."""
+    key = _index_put_key(input, indices, values)
+    return _call("index_put", input, values, key=key, accumulate=bool(accumulate))
+
+
+@expose(methods="index_put_")
+def _index_put_inplace(x, indices, values, accumulate=False):
+    """In-place :func:`index_put` (IndexPutBackward0, as PyTorch's)."""
+    key = _index_put_key(x, indices, values)
+    return apply_inplace(OPS["index_put"], x, (values,), {"key": key,
+                                                          "accumulate": bool(accumulate)})
+
+
 def _index_key(key):
     """Tensors inside an index become arrays (they index, they are not differentiated)."""
     if isinstance(key, Tensor):

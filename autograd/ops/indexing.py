@@ -356,18 +356,27 @@ defop("index_reduce", _scatter_reduce_fwd, **_SCATTER_REDUCE_RULES,
 # --------------------------------------------------------------------------- writes
 
 
-def _index_put_fwd(xp, x, value, key):
+def _index_put_fwd(xp, x, value, key, accumulate=False):
     out = x.copy()
-    out[key] = value
+    if accumulate:
+        backend.scatter_add(xp, out, key, value)   # repeated positions add up
+    else:
+        # Repeated positions: one of the writes wins (NumPy: the last; PyTorch leaves it
+        # undefined, CUDA's winner differs from run to run).
+        out[key] = value
     return out
 
 
-# x[key] = value as an op: the gradient of x is zero where it was overwritten, value gets the
-# gradient of the positions it was written to (summed where it was broadcast).
+def _index_put_x_vjp(F, g, out, x, value, key, accumulate=False):
+    """x's gradient passes where it was added to, and is zero where it was overwritten."""
+    return g if accumulate else F.index_put(g, 0.0, key=key)
+
+
+# x[key] = value (or +=, accumulate) as an op: value gets the gradient of the positions it
+# was written to (summed where it was broadcast, and over repeats).
 defop("index_put", _index_put_fwd,
-      (lambda F, g, out, x, value, key: F.index_put(g, 0.0, key=key),
-       lambda F, g, out, x, value, key: F.index(g, key=key)), jvp=linear_in(0, 1),
-      node_name="IndexPutBackward0")
+      (_index_put_x_vjp, lambda F, g, out, x, value, key, accumulate=False: F.index(g, key=key)),
+      jvp=linear_in(0, 1), node_name="IndexPutBackward0")
 
 
 # --------------------------------------------------------------------------- embedding

@@ -1162,3 +1162,27 @@ CASES += [
            lambda a, s, i: _np_scatter_reduce(a, _spread(i, s.shape, 1), s, 1, "amax", False),
            ins(rnd(2, 3), rnd(2, 4), _idx([1, 0, 1, 1])), nondiff=(2,), name="index_reduce_amax_inplace"),
 ]
+
+
+def _np_put(a, key, v, accumulate):
+    out = a.copy()
+    if accumulate:
+        np.add.at(out, key, v)
+    else:
+        out[key] = v
+    return out
+
+
+CASES += [
+    OpCase("index_put", lambda a, v, i, j: a.index_put((i, j), v, accumulate=True),
+           lambda a, v, i, j: _np_put(a, (i, j), v, True),
+           ins(rnd(3, 4), rnd(4), _idx([0, 2, 0, 0]), _idx([1, 3, 1, -3])), nondiff=(2, 3),
+           name="index_put_accumulate"),
+    OpCase("index_put", lambda a, v, m: (a * 1.0).index_put_((m,), v, accumulate=True),
+           lambda a, v, m: _np_put(a, m, v, True),
+           ins(rnd(3, 2), rnd(2), _idx([True, False, True])), nondiff=(2,),
+           name="index_put_accumulate_mask_inplace"),
+    OpCase("index_put", lambda a, v, i: ag.index_put(a, (i,), v),
+           lambda a, v, i: _np_put(a, (i,), v, False),
+           ins(rnd(4, 2), rnd(1, 2), _idx([3, 1])), nondiff=(2,), name="index_put_function"),
+]
