@@ -1083,6 +1083,99 @@ def nanmedian(x, dim=None, keepdim=False):
     return _order_stat("nanmedian.dim", NanmedianResult, x, dim, keepdim)
 
 
+ModeResult = namedtuple("mode", ["values", "indices"])
+
+
+@expose(public="mode", methods="mode")
+def mode(x, dim=-1, keepdim=False):
+    """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the
+    index of its last occurrence; NaNs count as one value, the largest."""
+    d = _reduction_dim(dim, x.ndim)
+    if x.ndim and x.shape[d] == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    return ModeResult(*_call("mode", x, dim=d, keepdim=bool(keepdim)))
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(x, q, dim, keepdim, interpolation, ignore_nan):
+    """PyTorch's quantile_compute: the sorted line, each q's rank in it (q * (n - 1); n counts
+    the entries that are not NaN for nanquantile; a line with a NaN gives NaN for quantile),
+    rounded as ``interpolation`` says, and the entries below and above it interpolated. A
+    composite of sort, gather and lerp, so its gradient is theirs (PyTorch's is too)."""
+    if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+        raise RuntimeError("quantile() input tensor must be either float or double dtype")
+    xp = x.device.xp
+    if isinstance(q, Tensor):
+        if q.ndim > 1:
+            raise RuntimeError("quantile() q must be a scalar or 1D tensor")
+        if q.dtype != x.dtype:
+            raise RuntimeError("quantile() q tensor must be same dtype as the input tensor")
+        if q.device != x.device:
+            raise RuntimeError("quantile() q tensor must be on the same device as the input "
+                               "tensor")
+        qa = q._data
+        if qa.size and not bool(((qa >= 0) & (qa <= 1)).all()):
+            raise RuntimeError("quantile() q values must be in the range [0, 1]")
+        scalar = q.ndim == 0
+    else:
+        if not 0 <= q <= 1:
+            raise RuntimeError(f"quantile() q must be in the range [0, 1] but got {q}")
+        qa, scalar = xp.asarray(float(q), dtype=x.dtype), True
+    if interpolation not in _INTERPOLATIONS:
+        raise RuntimeError(f"quantile() interpolation must be one of linear, lower, higher, "
+                           f"midpoint or nearest, but got {interpolation}")
+    if x.numel() == 0:
+        raise RuntimeError("quantile() input tensor must be non-empty")
+    if dim is None:
+        kept = (1,) * x.ndim
+        line = _reshape(x, (-1,))
+    else:
+        d = _reduction_dim(dim, x.ndim)
+        kept = tuple(1 if i == d else s for i, s in enumerate(x.shape))
+        line = _along_last(x, d) if x.ndim else _reshape(x, (1,))
+    if not keepdim:
+        kept = tuple(s for i, s in enumerate(kept) if dim is not None and i != d)
+    sorted_ = sort(line, -1).values
+    s = sorted_._data
+    n = s.shape[-1]
+    qa = qa.reshape(-1)
+    if ignore_nan:   # all NaN: rank 0, whose entry is NaN
+        ranks = qa * (xp.sum(~xp.isnan(s), axis=-1, keepdims=True) - 1)
+        ranks = xp.where(ranks < 0, 0, ranks)
+    else:            # a NaN: the last rank, whose entry is NaN
+        ranks = xp.where(xp.isnan(s).any(axis=-1, keepdims=True), n - 1, qa * (n - 1))
+    ranks = {"lower": xp.floor, "higher": xp.ceil, "nearest": xp.round}.get(
+        interpolation, lambda r: r)(ranks).astype(s.dtype)
+
+    def at(positions):
+        return gather(sorted_, -1, Tensor._make(positions.astype("int64"), False, None, 0, [0],
+                                                x.device))
+
+    out = at(xp.floor(ranks))
+    if interpolation in ("linear", "midpoint"):
+        weight = ranks - xp.floor(ranks) if interpolation == "linear" else \
+            xp.full(ranks.shape, 0.5, dtype=s.dtype)
+        out = lerp(out, at(xp.ceil(ranks)), Tensor._make(weight, False, None, 0, [0], x.device))
+    out = _reshape(out, kept + (qa.size,))
+    return squeeze(out, -1) if scalar else movedim(out, -1, 0)
+
+
+@defcomposite("quantile", public="quantile", methods="quantile")
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    """The ``q``-quantiles (a number, or a 0-d or 1-D tensor: one result per q, first) of
+    ``input`` along ``dim`` (all of it by default); a line with a NaN gives NaN.
+    ``interpolation``: linear, lower, higher, midpoint or nearest (half to even)."""
+    return _quantile(input, q, dim, keepdim, interpolation, ignore_nan=False)
+
+
+@defcomposite("nanquantile", public="nanquantile", methods="nanquantile")
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    """:func:`quantile` of the entries that are not NaN (NaN where a line is all NaN)."""
+    return _quantile(input, q, dim, keepdim, interpolation, ignore_nan=True)
+
+
 # --------------------------------------------------------------------------- linear algebra
 
 

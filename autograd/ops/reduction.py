@@ -790,3 +790,45 @@ defop("kthvalue",
       (lambda F, g, out, x, k, dim, keepdim=False: _max_dim_vjp(F, g, out, x, dim, keepdim),),
       jvp=(lambda F, t, out, x, k, dim, keepdim=False: _max_dim_jvp(F, t, out, x, dim, keepdim),),
       nout=2, meta=(0,))
+
+
+def _mode_fwd(xp, x, dim, keepdim=False):
+    """The most frequent value along ``dim`` and an index of it. Among equally frequent
+    values the smallest, as PyTorch's; its index is the last occurrence (PyTorch's for lines
+    of up to 16 entries, where its sort keeps ties in order; any occurrence beyond). NaNs
+    count as one value, the largest (PyTorch sorts NaNs with ``<``, so its answer with a NaN
+    depends on where the NaNs stand)."""
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype="int64")
+    n = x.shape[dim]
+    order = xp.argsort(x, axis=dim, kind="stable")   # ties in order, NaN last
+    s = xp.take_along_axis(x, order, axis=dim)
+    lo = (slice(None),) * dim + (slice(0, n - 1),)
+    hi = (slice(None),) * dim + (slice(1, n),)
+    differs = s[hi] != s[lo]
+    if x.dtype.kind in "fc":
+        differs &= ~(xp.isnan(s[hi]) & xp.isnan(s[lo]))
+    edge = xp.ones(x.shape[:dim] + (1,) + x.shape[dim + 1:], dtype=bool)
+    starts = xp.concatenate([edge, differs], axis=dim)
+    ends = xp.concatenate([differs, edge], axis=dim)
+    shape = [1] * x.ndim
+    shape[dim] = n
+    pos = xp.broadcast_to(xp.arange(n, dtype="int64").reshape(shape), x.shape)
+    # Each position's run start: a running max of the starts' positions.
+    start, _ = _scan_pairs(xp, xp.where(starts, pos, 0), pos, dim, lambda a, b: b >= a)
+    length = xp.where(ends, pos - start + 1, 0)
+    best = xp.argmax(length, axis=dim, keepdims=True)   # the first longest: the smallest value
+    idx = xp.take_along_axis(order, best, axis=dim)
+    vals = xp.take_along_axis(x, idx, axis=dim)
+    if not keepdim:
+        idx, vals = xp.squeeze(idx, axis=dim), xp.squeeze(vals, axis=dim)
+    return vals, idx.astype("int64")
+
+
+# PyTorch's ModeBackward0: the gradient goes to the index, as max(dim)'s.
+defop("mode", _mode_fwd,
+      (lambda F, g, out, x, dim, keepdim=False:
+       g[0] if len(x.shape) == 0 else _max_dim_vjp(F, g, out, x, dim, keepdim),),
+      jvp=(lambda F, t, out, x, dim, keepdim=False:
+           (t, None) if len(x.shape) == 0 else _max_dim_jvp(F, t, out, x, dim, keepdim),),
+      nout=2, meta=(0,))

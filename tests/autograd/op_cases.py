@@ -1186,3 +1186,27 @@ CASES += [
            lambda a, v, i: _np_put(a, (i,), v, False),
            ins(rnd(4, 2), rnd(1, 2), _idx([3, 1])), nondiff=(2,), name="index_put_function"),
 ]
+
+
+def _np_mode_line(r):
+    vals, counts = np.unique(r, return_counts=True)
+    return vals[np.argmax(counts)]
+
+
+CASES += [
+    OpCase("mode", lambda a: (a * 4).round().mode(1).values,   # ties broken at the rounding
+           lambda a: np.array([_np_mode_line(r) for r in np.round(a * 4)]), ins(rnd(3, 6)),
+           grad=False, name="mode_values"),
+    # Distinct values: each as frequent as the others, so the mode is the smallest (min's).
+    OpCase("mode", lambda a: a.mode(0).values, lambda a: a.min(0), ins(rnd(4, 3)), name="mode_gradient"),
+    OpCase("quantile", lambda a: ag.quantile(a, 0.3, dim=1), lambda a: np.quantile(a, 0.3, axis=1),
+           ins(rnd(3, 5))),
+    OpCase("quantile", lambda a: a.quantile(ag.tensor(np.array([0.1, 0.5, 0.9]), device=a.device), dim=-2, keepdim=True),
+           lambda a: np.quantile(a, [0.1, 0.5, 0.9], axis=-2, keepdims=True), ins(rnd(4, 2, 3)),
+           name="quantile_many_q_keepdim"),
+    OpCase("quantile", lambda a: ag.quantile(a, 0.4, interpolation="midpoint"),
+           lambda a: np.quantile(a, 0.4, method="midpoint"), ins(rnd(3, 4)), name="quantile_midpoint"),
+    OpCase("nanquantile", lambda a: ag.nanquantile(a + _nan_at(a.device), 0.6, dim=1, interpolation="higher"),
+           lambda a: np.nanquantile(a + _nan_at().numpy(), 0.6, axis=1, method="higher"), ins(rnd(3, 4))),
+]
+
