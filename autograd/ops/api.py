@@ -1237,14 +1237,17 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
 def kron(input, other):  # noqa: A002
     """Kronecker product: block (i, j) is ``input[i, j] * other``, in any number of dims."""
     n = builtins.max(input.ndim, other.ndim)
-    a = _reshape(input, (1,) * (n - input.ndim) + tuple(input.shape))
-    b = _reshape(other, (1,) * (n - other.ndim) + tuple(other.shape))
+    shape_a = (1,) * (n - input.ndim) + tuple(input.shape)
+    shape_b = (1,) * (n - other.ndim) + tuple(other.shape)
     inter_a, inter_b, final = [], [], []
-    for sa, sb in zip(a.shape, b.shape):
+    for sa, sb in zip(shape_a, shape_b):
         inter_a += [sa, 1]
         inter_b += [1, sb]
         final.append(sa * sb)
-    return _reshape(_reshape(a, inter_a) * _reshape(b, inter_b), final)
+    # PyTorch's: each operand and the product through _unsafe_view (UnsafeViewBackward0).
+    a = _call("_unsafe_view", input, shape=tuple(inter_a))
+    b = _call("_unsafe_view", other, shape=tuple(inter_b))
+    return _call("_unsafe_view", a * b, shape=tuple(final))
 
 
 @defcomposite("tensordot", public="tensordot")
@@ -1321,15 +1324,24 @@ def unfold(x, dimension, size, step):
 def diag(x, diagonal=0):  # noqa: F811 - torch.diag's parameter name
     """A 1-D tensor as the ``diagonal``-th diagonal of a square matrix, or a matrix's
     ``diagonal``-th diagonal as a 1-D tensor."""
+    # PyTorch's: diagonal_copy of a matrix (DiagonalBackward0_copy), diag_embed of a vector
+    # (DiagEmbedBackward0).
     if x.ndim == 2:
-        return globals()["diagonal"](x, diagonal)
+        return _call("diagonal_copy", x, offset=int(diagonal), dim1=0, dim2=1)
     if x.ndim != 1:
         raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
-    n = x.shape[0] + abs(diagonal)
-    xp = x.device.xp
-    i = xp.arange(x.shape[0])
-    rows, cols = (i, i + diagonal) if diagonal >= 0 else (i - diagonal, i)
-    return _call("index_backward", x, shape=(n, n), key=(rows, cols))
+    return _call("diag_embed", x, offset=int(diagonal), dim1=0, dim2=1)
+
+
+@expose(public="diag_embed", methods="diag_embed")
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002 - PyTorch's names
+    """The last dim of ``input`` as the ``offset`` diagonal of the (dim1, dim2) planes of a new
+    tensor with one more dim, zeros elsewhere."""
+    ndim = input.ndim + 1
+    d1, d2 = _dim(dim1, ndim, "diag_embed"), _dim(dim2, ndim, "diag_embed")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return _call("diag_embed", input, offset=int(offset), dim1=d1, dim2=d2)
 
 
 # --------------------------------------------------------------------------- shape
@@ -1449,7 +1461,9 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
         src = value
     d = _dim(dim, x.ndim, "scatter")
     _check_index("scatter", x, d, index, src if isinstance(src, Tensor) else None)
-    if isinstance(src, Tensor) and src.dtype != x.dtype:
+    if not isinstance(src, Tensor):   # PyTorch's scatter.value: ScatterBackward1
+        return _call("scatter.value", x, index, value=src, dim=d)
+    if src.dtype != x.dtype:
         src = src.to(dtype=x.dtype)
     return _call("scatter", x, index, src, dim=d)
 
@@ -1580,16 +1594,17 @@ def index_add_(x, dim, index, source, *, alpha=1):
                          {"key": _index_add_key(x, dim, index), "alpha": alpha})
 
 
-@defcomposite("masked_select", public="masked_select", methods="masked_select")
+@expose(public="masked_select", methods="masked_select")
 def masked_select(x, mask):
-    """The entries of ``x`` where ``mask`` (broadcast together) is True, as a 1-D tensor."""
+    """The entries of ``x`` where ``mask`` (broadcast together) is True, as a 1-D tensor
+    (MaskedSelectBackward0, as PyTorch's)."""
+    import numpy  # noqa: PLC0415 - shape arithmetic only
+
     m = mask._data if isinstance(mask, Tensor) else mask
-    xp = x.device.xp
-    shape = xp.broadcast_shapes(tuple(x.shape), tuple(m.shape)) if hasattr(
-        xp, "broadcast_shapes") else __import__("numpy").broadcast_shapes(tuple(x.shape), tuple(m.shape))
+    shape = numpy.broadcast_shapes(tuple(x.shape), tuple(m.shape))
     if tuple(x.shape) != tuple(shape):
         x = expand(x, shape)
-    return _call("index", x, key=xp.broadcast_to(m, shape))
+    return _call("masked_select", x, mask=x.device.xp.broadcast_to(m, shape))
 
 
 @defcomposite("take_along_dim", public="take_along_dim", methods="take_along_dim")
@@ -1624,9 +1639,17 @@ def repeat_interleave(x, repeats, dim=None, *, output_size=None):
     else:
         d = _dim(dim, x.ndim, "repeat_interleave")
     xp = x.device.xp
-    reps = repeats._data if isinstance(repeats, Tensor) else repeats
-    idx = xp.repeat(xp.arange(x.shape[d]), reps)
-    return _call("index", x, key=(slice(None),) * d + (idx,))
+    if not isinstance(repeats, Tensor):
+        # PyTorch's for a number: each entry expanded along a new dim, copied, joined
+        # (ViewBackward0 over CloneBackward0, ExpandBackward0, UnsqueezeBackward0).
+        wide = list(x.shape)
+        wide.insert(d + 1, int(repeats))
+        joined = list(x.shape)
+        joined[d] *= int(repeats)
+        return reshape(expand(unsqueeze(x, d + 1), wide).clone(), joined)
+    # PyTorch's for a tensor of counts: index_select (IndexSelectBackward0).
+    idx = xp.repeat(xp.arange(x.shape[d]), repeats._data).astype("int64")
+    return _call("index_select", x, index=idx, dim=d)
 
 
 def _einsum_diagonals(subs, out, operands):

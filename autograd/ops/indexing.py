@@ -429,6 +429,20 @@ defop("scatter", _scatter_fwd,
       jvp=linear_in(0, 2), meta=(2,))
 
 
+# scatter of a number (``value=``): PyTorch's ``scatter.value`` overload, ScatterBackward1.
+defop("scatter.value", lambda xp, x, index, value, dim: _scatter_fwd(xp, x, index, value, dim),
+      (lambda F, g, out, x, index, value, dim: F.scatter(g, index, 0.0, dim=dim), None),
+      jvp=(lambda F, t, out, x, index, value, dim: F.scatter(t, index, 0.0, dim=dim), None),
+      meta=(), node_name="ScatterBackward1")
+
+
+# masked_select: one node (MaskedSelectBackward0); the mask, broadcast to x's shape by the
+# caller, is an attribute. The gradient goes back to the selected entries.
+defop("masked_select", lambda xp, x, mask: x[mask],
+      (lambda F, g, out, x, mask: F.index_backward(g, shape=x.shape, key=mask),),
+      jvp=linear_in(0), meta=(0,))
+
+
 # index_select: one node (IndexSelectBackward0); the index, an integer vector, is an attribute.
 defop("index_select", lambda xp, x, index, dim: xp.take(x, index, axis=dim),
       (lambda F, g, out, x, index, dim: F.index_backward(

@@ -920,7 +920,7 @@ CASES += [
            ins(rnd(3), rnd(2, 4), rnd(4, 3))),
     OpCase("baddbmm", lambda c, a, b: c.baddbmm(a, b, alpha=-1.0), lambda c, a, b: c - a @ b,
            ins(rnd(2, 3, 3), rnd(2, 3, 4), rnd(2, 4, 3))),
-    OpCase("kron", lambda a, b: ag.kron(a, b), np.kron, ins(rnd(2, 3), rnd(3, 2))),
+    OpCase("kron", lambda a, b: ag.kron(a, b), np.kron, ins(rnd(2, 3), rnd(3, 2)), covers=("_unsafe_view",)),
     OpCase("tensordot", lambda a, b: ag.tensordot(a, b, dims=([1, 0], [0, 2])),
            lambda a, b: np.tensordot(a, b, axes=([1, 0], [0, 2])), ins(rnd(2, 3, 4), rnd(3, 5, 2))),
     OpCase("cdist", lambda a, b: ag.cdist(a, b), lambda a, b: np.sqrt(((a[:, None] - b[None]) ** 2).sum(-1)),
@@ -973,7 +973,7 @@ CASES += [
     # indexing
     OpCase("scatter", lambda a, i, s: a.scatter(1, i, s), lambda a, i, s: _np_scatter(a, i, s, 1),
            ins(rnd(3, 4), _idx([[0, 2], [3, 1], [1, 0]]), rnd(3, 3)), nondiff=(1,)),
-    OpCase("scatter", lambda a, i: ag.scatter(a, 0, i, value=0.5), lambda a, i: _np_scatter(a, i, np.full(i.shape, 0.5), 0),
+    OpCase("scatter.value", lambda a, i: ag.scatter(a, 0, i, value=0.5), lambda a, i: _np_scatter(a, i, np.full(i.shape, 0.5), 0),
            ins(rnd(3, 4), _idx([[0, 2, 1, 1]])), nondiff=(1,), name="scatter_value"),
     OpCase("index_add", lambda a, s, i: a.index_add(1, i, s, alpha=2.0), lambda a, s, i: _np_index_add(a, i, 2 * s),
            ins(rnd(3, 4), rnd(3, 3), _idx([0, 2, 0])), nondiff=(2,)),
@@ -1210,3 +1210,16 @@ CASES += [
            lambda a: np.nanquantile(a + _nan_at().numpy(), 0.6, axis=1, method="higher"), ins(rnd(3, 4))),
 ]
 
+
+
+CASES += [
+    OpCase("diag_embed", lambda a: ag.diag_embed(a), lambda a: np.stack([np.diag(r) for r in a]),
+           ins(rnd(2, 3))),
+    OpCase("diag_embed", lambda a: a.diag_embed(1, 0, 2),
+           lambda a: np.moveaxis(np.stack([np.diag(r, 1) for r in a]), 0, 1), ins(rnd(2, 3)),
+           name="diag_embed_offset_dims"),
+    OpCase("diagonal_copy", lambda a: ag.diag(a, -1) * 1.0, lambda a: np.diag(a, -1), ins(rnd(3, 4))),
+    OpCase("index_select", lambda a, r: a.repeat_interleave(r, dim=1),
+           lambda a, r: np.repeat(a, r, 1), ins(rnd(2, 3), _idx([2, 0, 1])), nondiff=(1,),
+           name="repeat_interleave_counts_dim1"),
+]
