@@ -566,6 +566,11 @@ _TORCH_DTYPE_NAMES = {"float64": "Double", "float32": "Float", "float16": "Half"
                       "complex128": "ComplexDouble"}
 
 
+def _torch_dtype_name(dtype) -> str:
+    """The name PyTorch's messages give a dtype (Float, Long, ...)."""
+    return _TORCH_DTYPE_NAMES.get(str(dtype), str(dtype))
+
+
 def _index_put_key(x, indices, values):
     """``indices`` (a tuple of integer or boolean tensors, None for a whole dim) as an index
     key, checked as PyTorch checks it (classes and words)."""
@@ -574,9 +579,8 @@ def _index_put_key(x, indices, values):
                         f"{type(values).__name__}")
     if values.dtype != x.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
-                           f"{_TORCH_DTYPE_NAMES.get(str(x.dtype), x.dtype)} for the destination "
-                           f"and {_TORCH_DTYPE_NAMES.get(str(values.dtype), values.dtype)} for "
-                           f"the source.")
+                           f"{_torch_dtype_name(x.dtype)} for the destination and "
+                           f"{_torch_dtype_name(values.dtype)} for the source.")
     if isinstance(indices, Tensor):
         indices = (indices,)
     import numpy  # noqa: PLC0415 - host shape arithmetic only
@@ -1490,11 +1494,12 @@ def _scatter_reduce_args(x, dim, index, src, reduce):
         raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self "
                            f"{list(x.shape)} apart from dimension {d} and to be no larger size "
                            f"than src {list(src.shape)}")
+    size = x.shape[d] if x.ndim else 1
     if index.numel():
         lo, hi = int(index._data.min()), int(index._data.max())
-        if lo < 0 or hi >= x.shape[d]:   # no negative index in the scatter family
+        if lo < 0 or hi >= size:   # no negative index in the scatter family
             raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension "
-                               f"{d} with size {x.shape[d]}")
+                               f"{d} with size {size}")
     return {"dim": d, "reduce": reduce}
 
 
@@ -1504,6 +1509,10 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     "sum", "prod", "mean", "amax" or "amin"; ``include_self`` says whether input's own entry
     takes part (a target no index reaches keeps it either way)."""
     attrs = _scatter_reduce_args(input, dim, index, src, reduce)
+    if input.ndim == 0:   # as one entry along dim 0 (the scatter primitives need a dim)
+        one = scatter_reduce(_reshape(input, (1,)), 0, _reshape(index, (1,)), _reshape(src, (1,)),
+                             reduce, include_self=include_self)
+        return _reshape(one, ())
     return _call("scatter_reduce", input, index, src, **attrs, include_self=bool(include_self))
 
 
@@ -1515,10 +1524,6 @@ def scatter_reduce_(x, dim, index, src, reduce, *, include_self=True):
                          dict(attrs, include_self=bool(include_self)))
 
 
-_TORCH_INT_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
-                    "uint8": "Byte"}
-
-
 def _index_reduce_args(x, dim, index, source, reduce, include_self):
     """index_reduce's checks in PyTorch's words; its 1-D index spread over source's shape,
     so that it runs as scatter_reduce's op does."""
@@ -1528,14 +1533,14 @@ def _index_reduce_args(x, dim, index, source, reduce, include_self):
     d = _reduction_dim(dim, x.ndim)
     if index.ndim > 1:
         raise IndexError(f"index_reduce_(): Index is supposed to be a vector, but got dim: "
-                         f"{index.ndim} with type: {_TORCH_INT_NAMES.get(str(index.dtype), index.dtype)} "
+                         f"{index.ndim} with type: {_torch_dtype_name(index.dtype)} "
                          f"and size: {list(index.shape)}")
     if index.dtype.kind not in "iu":
         raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: "
-                           f"{str(index.dtype).capitalize()}")
+                           f"{_torch_dtype_name(index.dtype)}")
     if source.dtype != x.dtype:
-        raise RuntimeError(f"index_reduce_(): self ({x.dtype}) and source ({source.dtype}) must "
-                           f"have the same scalar type")
+        raise RuntimeError(f"index_reduce_(): self ({_torch_dtype_name(x.dtype)}) and source "
+                           f"({_torch_dtype_name(source.dtype)}) must have the same scalar type")
     if source.ndim != builtins.max(x.ndim, 1) or any(
             a != b for k, (a, b) in enumerate(zip(x.shape, source.shape)) if k != d):
         raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the "

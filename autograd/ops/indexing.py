@@ -263,11 +263,10 @@ def _scatter_reduce_fwd(xp, x, index, src, dim, reduce, include_self=True):
         count = xp.maximum(count, 1)   # a target nothing reached keeps x
         return out / count if floating else out // count   # integers: floor, as PyTorch's
     combine = {"prod": xp.multiply, "amax": xp.maximum, "amin": xp.minimum}[reduce]
-    flat_id = 0
+    flat_id = xp.zeros(index.shape, dtype="int64")   # each src entry's target in out.ravel()
     for n, k in zip(x.shape, key):
         flat_id = flat_id * n + k
-    ids, reduced = _segment_reduce(xp, xp.broadcast_to(flat_id, index.shape).reshape(-1),
-                                   src.reshape(-1), combine)
+    ids, reduced = _segment_reduce(xp, flat_id.reshape(-1), src.reshape(-1), combine)
     flat = out.reshape(-1)   # a fresh C-order copy: a view
     flat[ids] = combine(flat[ids], reduced) if include_self else reduced
     return out

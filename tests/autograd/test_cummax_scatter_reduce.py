@@ -202,6 +202,10 @@ ERRORS = [
     (lambda: ag.zeros(3).index_reduce(0, ag.tensor(np.array([0, 1])), ag.ones(1), "prod"),
      RuntimeError, "index_reduce_(): Number of indices (2) should be equal to source.size(dim): "
                    "(1), for dim: 0"),
+    (lambda: ag.zeros(3).index_reduce(0, ag.tensor(np.array([0.0], dtype=np.float32)), ag.ones(1), "prod"),
+     RuntimeError, "index_reduce_(): Expected dtype int32/int64 for index but got: Float"),
+    (lambda: ag.zeros(3).index_reduce(0, ag.tensor(np.array([0])), ag.ones(1, dtype="float64"), "prod"),
+     RuntimeError, "index_reduce_(): self (Float) and source (Double) must have the same scalar type"),
     (lambda: ag.zeros(3).index_reduce(0, ag.tensor(np.array([0])), ag.ones(1, 2), "prod"),
      RuntimeError, "source tensor shape must match self tensor shape, excluding the specified "
                    "dimension. Got self.shape = [3] source.shape = [1, 2]"),
@@ -227,3 +231,21 @@ def test_index_reduce_matches_torch():
     np.testing.assert_array_equal(out.detach().numpy(), [[6.0, 0.0], [3.0, 4.0], [5.0, 6.0]])
     np.testing.assert_array_equal(x.grad.numpy(), [[6.0, 0.0], [1.0, 1.0], [1.0, 1.0]])
     np.testing.assert_array_equal(s.grad.numpy(), [[3.0, 2.0], [2.0, 0.0]])
+
+
+# torch, 0-d: tensor(2.).scatter_reduce(0, tensor(0), tensor(5.), reduce, include_self)
+# -> (value, input's gradient, src's gradient)
+ZERO_DIM = [("amax", True, 5.0, 0.0, 1.0), ("amax", False, 5.0, 0.0, 1.0),
+            ("mean", True, 3.5, 0.5, 0.5), ("mean", False, 5.0, 0.0, 1.0),
+            ("sum", True, 7.0, 1.0, 1.0), ("sum", False, 5.0, 0.0, 1.0),
+            ("prod", True, 10.0, 5.0, 2.0), ("prod", False, 5.0, 0.0, 1.0)]
+
+
+@pytest.mark.parametrize("reduce,include_self,value,x_grad,src_grad", ZERO_DIM)
+def test_scatter_reduce_zero_dim_matches_torch(reduce, include_self, value, x_grad, src_grad):
+    x = ag.tensor(np.array(2.0), requires_grad=True)
+    s = ag.tensor(np.array(5.0), requires_grad=True)
+    out = x.scatter_reduce(0, ag.tensor(np.array(0)), s, reduce, include_self=include_self)
+    assert out.shape == ()
+    out.backward()
+    assert (out.item(), x.grad.item(), s.grad.item()) == (value, x_grad, src_grad)
