@@ -15,7 +15,9 @@ from collections import namedtuple
 import numpy
 
 from ..dispatch import OPS, apply_inplace, apply_op, defcomposite, expose
+from ..promotion import torch_name
 from ..tensor import Tensor
+from .indexing import SCATTER_REDUCES
 from .reduction import norm_dims, var, vector_norm
 from .shape import MAX_CAT_INPUTS
 
@@ -559,6 +561,82 @@ def log_softmax(x, dim: int):
 def index_put_(x, key, value):
     """``x[key] = value`` in place (bumps the version; recorded as IndexPutBackward0)."""
     return apply_inplace(OPS["index_put"], x, (value,), {"key": key})
+
+
+def _index_put_key(x, indices, values):
+    """``indices`` (a tuple of integer or boolean tensors, None for a whole dim) as an index
+    key, checked as PyTorch checks it (classes and words)."""
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put(): argument 'values' (position 2) must be Tensor, not "
+                        f"{type(values).__name__}")
+    if values.dtype != x.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{torch_name(x.dtype)} for the destination and "
+                           f"{torch_name(values.dtype)} for the source.")
+    if isinstance(indices, Tensor):
+        indices = (indices,)
+    import numpy  # noqa: PLC0415 - host shape arithmetic only
+
+    key, shapes, dim = [], [], 0
+    for n, k in enumerate(indices):
+        if not isinstance(k, Tensor):
+            raise TypeError(f"expected Tensor as element {n} in argument 0, but got "
+                            f"{type(k).__name__}")
+        if k.dtype.kind not in "iub":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if k.dtype.kind == "b" or k.dtype == numpy.uint8:   # a mask over k.ndim dims
+            if tuple(k.shape) != tuple(x.shape[dim:dim + k.ndim]):
+                raise IndexError(f"The shape of the mask {list(k.shape)} at index {dim} does "
+                                 f"not match the shape of the indexed tensor "
+                                 f"{list(x.shape)} at index {dim}")
+            mask = k._data.astype(bool)
+            key.append(mask)
+            shapes.append((int(mask.sum()),))
+            dim += k.ndim
+            continue
+        if dim >= x.ndim:
+            raise IndexError(f"too many indices for tensor of dimension {x.ndim} (got "
+                             f"{len(indices)})")
+        size = x.shape[dim]
+        if k.numel():
+            lo, hi = int(k._data.min()), int(k._data.max())
+            if lo < -size or hi >= size:
+                raise IndexError(f"index {hi if hi >= size else lo} is out of bounds for "
+                                 f"dimension {dim} with size {size}")
+        key.append(k._data)
+        shapes.append(tuple(k.shape))
+        dim += 1
+    # The indexed shape: the indices broadcast together, then the dims they do not index.
+    try:
+        shape = numpy.broadcast_shapes(*shapes) + tuple(x.shape[dim:])
+    except ValueError:
+        raise IndexError(f"shape mismatch: indexing tensors could not be broadcast together "
+                         f"with shapes {', '.join(str(list(s)) for s in shapes)}") from None
+    try:
+        fits = numpy.broadcast_shapes(tuple(values.shape), shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot "
+                           f"be broadcast to indexing result of shape {list(shape)}")
+    return tuple(key)
+
+
+@expose(public="index_put", methods="index_put")
+def index_put(input, indices, values, accumulate=False):  # noqa: A002 - PyTorch's names
+    """A copy of ``input`` with ``values`` written (``accumulate``: added, repeats summing up)
+    at ``indices``, a tuple of integer or boolean tensors as in ``input[indices]``. Without
+    accumulate a position indexed twice gets one of its writes (PyTorch: undefined which)."""
+    key = _index_put_key(input, indices, values)
+    return _call("index_put", input, values, key=key, accumulate=bool(accumulate))
+
+
+@expose(methods="index_put_")
+def _index_put_inplace(x, indices, values, accumulate=False):
+    """In-place :func:`index_put` (IndexPutBackward0, as PyTorch's)."""
+    key = _index_put_key(x, indices, values)
+    return apply_inplace(OPS["index_put"], x, (values,), {"key": key,
+                                                          "accumulate": bool(accumulate)})
 
 
 def _index_key(key):
@@ -1117,6 +1195,31 @@ def logcumsumexp(x, dim):
     return _call("logcumsumexp", x, dim=_dim(dim, x.ndim, "logcumsumexp") if x.ndim else 0)
 
 
+def _reduction_dim(dim, ndim) -> int:
+    """One dim, checked with PyTorch's IndexError text (a 0-d tensor takes 0 and -1)."""
+    if not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    dims = norm_dims(dim, ndim)
+    return dims[0] if dims else 0
+
+
+CummaxResult = namedtuple("cummax", ["values", "indices"])
+CumminResult = namedtuple("cummin", ["values", "indices"])
+
+
+@expose(public="cummax", methods="cummax")
+def cummax(x, dim):
+    """``(values, indices)``: the running maximum along ``dim`` and where it was taken (ties
+    and NaNs: the last index; a NaN propagates), as PyTorch's."""
+    return CummaxResult(*_call("cummax", x, dim=_reduction_dim(dim, x.ndim)))
+
+
+@expose(public="cummin", methods="cummin")
+def cummin(x, dim):
+    """``(values, indices)``: the running minimum along ``dim`` (as :func:`cummax`)."""
+    return CumminResult(*_call("cummin", x, dim=_reduction_dim(dim, x.ndim)))
+
+
 @expose(public="nansum", methods="nansum")
 def nansum(x, dim=None, keepdim=False, *, dtype=None):
     """Sum treating NaN as 0."""
@@ -1131,6 +1234,9 @@ def nanmean(x, dim=None, keepdim=False, *, dtype=None):
     """Mean of the entries that are not NaN (PyTorch's: nansum over their count)."""
     if dtype is not None:
         x = x.to(dtype=dtype)
+    if x.dtype.kind not in "fc":   # PyTorch's refusal (NumPy would answer in float64)
+        raise RuntimeError("nanmean(): expected input to have floating point or complex dtype "
+                           f"but got {torch_name(x.dtype)}")
     count = (~_call("isnan", x)).sum(dim=dim, keepdim=keepdim)
     return nansum(x, dim, keepdim) / count
 
@@ -1223,6 +1329,99 @@ def nanmedian(x, dim=None, keepdim=False):
     return _order_stat("nanmedian.dim", NanmedianResult, x, dim, keepdim)
 
 
+ModeResult = namedtuple("mode", ["values", "indices"])
+
+
+@expose(public="mode", methods="mode")
+def mode(x, dim=-1, keepdim=False):
+    """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the
+    index of its last occurrence; NaNs count as one value, the largest."""
+    d = _reduction_dim(dim, x.ndim)
+    if x.ndim and x.shape[d] == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    return ModeResult(*_call("mode", x, dim=d, keepdim=bool(keepdim)))
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(x, q, dim, keepdim, interpolation, ignore_nan):
+    """PyTorch's quantile_compute: the sorted line, each q's rank in it (q * (n - 1); n counts
+    the entries that are not NaN for nanquantile; a line with a NaN gives NaN for quantile),
+    rounded as ``interpolation`` says, and the entries below and above it interpolated. A
+    composite of sort, gather and lerp, so its gradient is theirs (PyTorch's is too)."""
+    if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+        raise RuntimeError("quantile() input tensor must be either float or double dtype")
+    xp = x.device.xp
+    if isinstance(q, Tensor):
+        if q.ndim > 1:
+            raise RuntimeError("quantile() q must be a scalar or 1D tensor")
+        if q.dtype != x.dtype:
+            raise RuntimeError("quantile() q tensor must be same dtype as the input tensor")
+        if q.device != x.device:
+            raise RuntimeError("quantile() q tensor must be on the same device as the input "
+                               "tensor")
+        qa = q._data
+        if qa.size and not bool(((qa >= 0) & (qa <= 1)).all()):
+            raise RuntimeError("quantile() q values must be in the range [0, 1]")
+        scalar = q.ndim == 0
+    else:
+        if not 0 <= q <= 1:
+            raise RuntimeError(f"quantile() q must be in the range [0, 1] but got {q}")
+        qa, scalar = xp.asarray(float(q), dtype=x.dtype), True
+    if interpolation not in _INTERPOLATIONS:
+        raise RuntimeError(f"quantile() interpolation must be one of linear, lower, higher, "
+                           f"midpoint or nearest, but got {interpolation}")
+    if x.numel() == 0:
+        raise RuntimeError("quantile() input tensor must be non-empty")
+    if dim is None:
+        kept = (1,) * x.ndim
+        line = _reshape(x, (-1,))
+    else:
+        d = _reduction_dim(dim, x.ndim)
+        kept = tuple(1 if i == d else s for i, s in enumerate(x.shape))
+        line = _along_last(x, d) if x.ndim else _reshape(x, (1,))
+    if not keepdim:
+        kept = tuple(s for i, s in enumerate(kept) if dim is not None and i != d)
+    sorted_ = sort(line, -1).values
+    s = sorted_._data
+    n = s.shape[-1]
+    qa = qa.reshape(-1)
+    if ignore_nan:   # all NaN: rank 0, whose entry is NaN
+        ranks = qa * (xp.sum(~xp.isnan(s), axis=-1, keepdims=True) - 1)
+        ranks = xp.where(ranks < 0, 0, ranks)
+    else:            # a NaN: the last rank, whose entry is NaN
+        ranks = xp.where(xp.isnan(s).any(axis=-1, keepdims=True), n - 1, qa * (n - 1))
+    ranks = {"lower": xp.floor, "higher": xp.ceil, "nearest": xp.round}.get(
+        interpolation, lambda r: r)(ranks).astype(s.dtype)
+
+    def at(positions):
+        return gather(sorted_, -1, Tensor._make(positions.astype("int64"), False, None, 0, [0],
+                                                x.device))
+
+    out = at(xp.floor(ranks))
+    if interpolation in ("linear", "midpoint"):
+        weight = ranks - xp.floor(ranks) if interpolation == "linear" else \
+            xp.full(ranks.shape, 0.5, dtype=s.dtype)
+        out = lerp(out, at(xp.ceil(ranks)), Tensor._make(weight, False, None, 0, [0], x.device))
+    out = _reshape(out, kept + (qa.size,))
+    return squeeze(out, -1) if scalar else movedim(out, -1, 0)
+
+
+@defcomposite("quantile", public="quantile", methods="quantile")
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    """The ``q``-quantiles (a number, or a 0-d or 1-D tensor: one result per q, first) of
+    ``input`` along ``dim`` (all of it by default); a line with a NaN gives NaN.
+    ``interpolation``: linear, lower, higher, midpoint or nearest (half to even)."""
+    return _quantile(input, q, dim, keepdim, interpolation, ignore_nan=False)
+
+
+@defcomposite("nanquantile", public="nanquantile", methods="nanquantile")
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    """:func:`quantile` of the entries that are not NaN (NaN where a line is all NaN)."""
+    return _quantile(input, q, dim, keepdim, interpolation, ignore_nan=True)
+
+
 # --------------------------------------------------------------------------- linear algebra
 
 
@@ -1284,14 +1483,17 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
 def kron(input, other):  # noqa: A002
     """Kronecker product: block (i, j) is ``input[i, j] * other``, in any number of dims."""
     n = builtins.max(input.ndim, other.ndim)
-    a = _reshape(input, (1,) * (n - input.ndim) + tuple(input.shape))
-    b = _reshape(other, (1,) * (n - other.ndim) + tuple(other.shape))
+    shape_a = (1,) * (n - input.ndim) + tuple(input.shape)
+    shape_b = (1,) * (n - other.ndim) + tuple(other.shape)
     inter_a, inter_b, final = [], [], []
-    for sa, sb in zip(a.shape, b.shape):
+    for sa, sb in zip(shape_a, shape_b):
         inter_a += [sa, 1]
         inter_b += [1, sb]
         final.append(sa * sb)
-    return _reshape(_reshape(a, inter_a) * _reshape(b, inter_b), final)
+    # PyTorch's: each operand and the product through _unsafe_view (UnsafeViewBackward0).
+    a = _call("_unsafe_view", input, shape=tuple(inter_a))
+    b = _call("_unsafe_view", other, shape=tuple(inter_b))
+    return _call("_unsafe_view", a * b, shape=tuple(final))
 
 
 @defcomposite("tensordot", public="tensordot")
@@ -1368,15 +1570,24 @@ def unfold(x, dimension, size, step):
 def diag(x, diagonal=0):  # noqa: F811 - torch.diag's parameter name
     """A 1-D tensor as the ``diagonal``-th diagonal of a square matrix, or a matrix's
     ``diagonal``-th diagonal as a 1-D tensor."""
+    # PyTorch's: diagonal_copy of a matrix (DiagonalBackward0_copy), diag_embed of a vector
+    # (DiagEmbedBackward0).
     if x.ndim == 2:
-        return globals()["diagonal"](x, diagonal)
+        return _call("diagonal_copy", x, offset=int(diagonal), dim1=0, dim2=1)
     if x.ndim != 1:
         raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D")
-    n = x.shape[0] + abs(diagonal)
-    xp = x.device.xp
-    i = xp.arange(x.shape[0])
-    rows, cols = (i, i + diagonal) if diagonal >= 0 else (i - diagonal, i)
-    return _call("index_backward", x, shape=(n, n), key=(rows, cols))
+    return _call("diag_embed", x, offset=int(diagonal), dim1=0, dim2=1)
+
+
+@expose(public="diag_embed", methods="diag_embed")
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):  # noqa: A002 - PyTorch's names
+    """The last dim of ``input`` as the ``offset`` diagonal of the (dim1, dim2) planes of a new
+    tensor with one more dim, zeros elsewhere."""
+    ndim = input.ndim + 1
+    d1, d2 = _dim(dim1, ndim, "diag_embed"), _dim(dim2, ndim, "diag_embed")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return _call("diag_embed", input, offset=int(offset), dim1=d1, dim2=d2)
 
 
 # --------------------------------------------------------------------------- shape
@@ -1496,9 +1707,114 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
         src = value
     d = _dim(dim, x.ndim, "scatter")
     _check_index("scatter", x, d, index, src if isinstance(src, Tensor) else None)
-    if isinstance(src, Tensor) and src.dtype != x.dtype:
+    if not isinstance(src, Tensor):   # PyTorch's scatter.value: ScatterBackward1
+        return _call("scatter.value", x, index, value=src, dim=d)
+    if src.dtype != x.dtype:
         src = src.to(dtype=x.dtype)
     return _call("scatter", x, index, src, dim=d)
+
+
+def _scatter_reduce_args(x, dim, index, src, reduce):
+    """scatter_reduce's checks, with PyTorch's classes and words; the dim."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_reduce(): argument 'src' (position 3) must be Tensor, not "
+                        f"{type(src).__name__}")
+    if reduce not in SCATTER_REDUCES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, "
+                           f"got {reduce}")
+    d = _reduction_dim(dim, x.ndim)
+    if not isinstance(index, Tensor) or index.dtype.kind not in "iu":
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    if src.dtype != x.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    if index.ndim != x.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if index.ndim != src.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d) or any(
+            i > s for i, s in zip(index.shape, src.shape)):
+        raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self "
+                           f"{list(x.shape)} apart from dimension {d} and to be no larger size "
+                           f"than src {list(src.shape)}")
+    size = x.shape[d] if x.ndim else 1
+    if index.numel():
+        lo, hi = int(index._data.min()), int(index._data.max())
+        if lo < 0 or hi >= size:   # no negative index in the scatter family
+            raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension "
+                               f"{d} with size {size}")
+    return {"dim": d, "reduce": reduce}
+
+
+@expose(public="scatter_reduce", methods="scatter_reduce")
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noqa: A002
+    """A copy of ``input`` with ``src`` reduced in at ``index`` along ``dim``: ``reduce`` is
+    "sum", "prod", "mean", "amax" or "amin"; ``include_self`` says whether input's own entry
+    takes part (a target no index reaches keeps it either way)."""
+    attrs = _scatter_reduce_args(input, dim, index, src, reduce)
+    if input.ndim == 0:   # as one entry along dim 0 (the scatter primitives need a dim)
+        one = scatter_reduce(_reshape(input, (1,)), 0, _reshape(index, (1,)), _reshape(src, (1,)),
+                             reduce, include_self=include_self)
+        return _reshape(one, ())
+    return _call("scatter_reduce", input, index, src, **attrs, include_self=bool(include_self))
+
+
+@expose(methods="scatter_reduce_")
+def scatter_reduce_(x, dim, index, src, reduce, *, include_self=True):
+    """In-place :func:`scatter_reduce` (ScatterReduceBackward0 too, as PyTorch's)."""
+    attrs = _scatter_reduce_args(x, dim, index, src, reduce)
+    return apply_inplace(OPS["scatter_reduce"], x, (index, src),
+                         dict(attrs, include_self=bool(include_self)))
+
+
+def _index_reduce_args(x, dim, index, source, reduce, include_self):
+    """index_reduce's checks in PyTorch's words; its 1-D index spread over source's shape,
+    so that it runs as scatter_reduce's op does."""
+    if reduce not in SCATTER_REDUCES[1:]:
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
+                           f"amin but got {reduce}.")
+    d = _reduction_dim(dim, x.ndim)
+    if index.ndim > 1:
+        raise IndexError(f"index_reduce_(): Index is supposed to be a vector, but got dim: "
+                         f"{index.ndim} with type: {torch_name(index.dtype)} "
+                         f"and size: {list(index.shape)}")
+    if index.dtype.kind not in "iu":
+        raise RuntimeError(f"index_reduce_(): Expected dtype int32/int64 for index but got: "
+                           f"{torch_name(index.dtype)}")
+    if source.dtype != x.dtype:
+        raise RuntimeError(f"index_reduce_(): self ({torch_name(x.dtype)}) and source "
+                           f"({torch_name(source.dtype)}) must have the same scalar type")
+    if source.ndim != builtins.max(x.ndim, 1) or any(
+            a != b for k, (a, b) in enumerate(zip(x.shape, source.shape)) if k != d):
+        raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the "
+                           f"specified dimension. Got self.shape = {list(x.shape)} "
+                           f"source.shape = {list(source.shape)}")
+    count = index.numel()
+    if source.shape[d] != count:
+        raise RuntimeError(f"index_reduce_(): Number of indices ({count}) should be equal to "
+                           f"source.size(dim): ({source.shape[d]}), for dim: {d}")
+    if count and (int(index._data.min()) < 0 or int(index._data.max()) >= x.shape[d]):
+        raise IndexError("index out of range in self")
+    shape = [1] * x.ndim
+    shape[d] = count
+    xp = x.device.xp
+    spread = xp.broadcast_to(index._data.reshape(shape), source.shape).astype("int64")
+    return (Tensor._make(spread, False, None, 0, [0], x.device),
+            {"dim": d, "reduce": reduce, "include_self": bool(include_self)})
+
+
+@expose(public="index_reduce", methods="index_reduce")
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # noqa: A002
+    """A copy of ``input`` with the slices of ``source`` reduced in at ``index`` (1-D) along
+    ``dim``: ``reduce`` is "prod", "mean", "amax" or "amin" (PyTorch's IndexReduceBackward0)."""
+    spread, attrs = _index_reduce_args(input, dim, index, source, reduce, include_self)
+    return apply_op(OPS["index_reduce"], (input, spread, source), attrs)
+
+
+@expose(methods="index_reduce_")
+def index_reduce_(x, dim, index, source, reduce, *, include_self=True):
+    """In-place :func:`index_reduce`."""
+    spread, attrs = _index_reduce_args(x, dim, index, source, reduce, include_self)
+    return apply_inplace(OPS["index_reduce"], x, (spread, source), attrs)
 
 
 def _index_add_key(x, dim, index):
@@ -1525,16 +1841,17 @@ def index_add_(x, dim, index, source, *, alpha=1):
                          {"key": _index_add_key(x, dim, index), "alpha": alpha})
 
 
-@defcomposite("masked_select", public="masked_select", methods="masked_select")
+@expose(public="masked_select", methods="masked_select")
 def masked_select(x, mask):
-    """The entries of ``x`` where ``mask`` (broadcast together) is True, as a 1-D tensor."""
+    """The entries of ``x`` where ``mask`` (broadcast together) is True, as a 1-D tensor
+    (MaskedSelectBackward0, as PyTorch's)."""
+    import numpy  # noqa: PLC0415 - shape arithmetic only
+
     m = mask._data if isinstance(mask, Tensor) else mask
-    xp = x.device.xp
-    shape = xp.broadcast_shapes(tuple(x.shape), tuple(m.shape)) if hasattr(
-        xp, "broadcast_shapes") else __import__("numpy").broadcast_shapes(tuple(x.shape), tuple(m.shape))
+    shape = numpy.broadcast_shapes(tuple(x.shape), tuple(m.shape))
     if tuple(x.shape) != tuple(shape):
         x = expand(x, shape)
-    return _call("index", x, key=xp.broadcast_to(m, shape))
+    return _call("masked_select", x, mask=x.device.xp.broadcast_to(m, shape))
 
 
 @defcomposite("take_along_dim", public="take_along_dim", methods="take_along_dim")
@@ -1569,9 +1886,17 @@ def repeat_interleave(x, repeats, dim=None, *, output_size=None):
     else:
         d = _dim(dim, x.ndim, "repeat_interleave")
     xp = x.device.xp
-    reps = repeats._data if isinstance(repeats, Tensor) else repeats
-    idx = xp.repeat(xp.arange(x.shape[d]), reps)
-    return _call("index", x, key=(slice(None),) * d + (idx,))
+    if not isinstance(repeats, Tensor):
+        # PyTorch's for a number: each entry expanded along a new dim, copied, joined
+        # (ViewBackward0 over CloneBackward0, ExpandBackward0, UnsqueezeBackward0).
+        wide = list(x.shape)
+        wide.insert(d + 1, int(repeats))
+        joined = list(x.shape)
+        joined[d] *= int(repeats)
+        return reshape(expand(unsqueeze(x, d + 1), wide).clone(), joined)
+    # PyTorch's for a tensor of counts: index_select (IndexSelectBackward0).
+    idx = xp.repeat(xp.arange(x.shape[d]), repeats._data).astype("int64")
+    return _call("index_select", x, index=idx, dim=d)
 
 
 def _einsum_diagonals(subs, out, operands):

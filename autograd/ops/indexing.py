@@ -190,7 +190,11 @@ def _scatter_add_fwd(xp, x, index, src, dim):
 
 
 def _src_grad(F, g, index, src_shape, dim):
-    got = F.gather(g, index, dim=dim)
+    return _pad_to(F, F.gather(g, index, dim=dim), index, src_shape)
+
+
+def _pad_to(F, got, index, src_shape):
+    """A gradient of ``index``'s shape as one of ``src``'s (src may be larger: zeros there)."""
     if tuple(index.shape) == tuple(src_shape):
         return got
     pad = []
@@ -211,21 +215,167 @@ defop("scatter_add", _scatter_add_fwd,
       jvp=linear_in(0, 2), meta=(2,))
 
 
-# --------------------------------------------------------------------------- writes
+# --------------------------------------------------------------------------- scatter_reduce
+# PyTorch's scatter_reduce: src reduced into x at index along dim by sum, prod, mean, amax or
+# amin, with x's own entry taking part (include_self) or not. Sums go through scatter-add;
+# the others through a segmented scan over the sorted targets (log2(n) elementwise steps), as
+# CuPy has no ``multiply.at`` and its scatter_max says nothing of NaN (PyTorch's propagates).
+
+SCATTER_REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
 
-def _index_put_fwd(xp, x, value, key):
+def _within(src, index):
+    """The part of ``src`` that ``index`` addresses (src may be larger in any dim)."""
+    if tuple(src.shape) == tuple(index.shape):
+        return src
+    return src[tuple(slice(0, n) for n in index.shape)]
+
+
+def _segment_reduce(xp, ids, vals, combine):
+    """``vals`` (1-D) reduced by ``combine`` over equal ``ids``: (the distinct ids, each
+    one's reduction)."""
+    order = xp.argsort(ids, kind="stable")
+    ids, vals = ids[order], vals[order]
+    step = 1
+    while step < ids.size:
+        same = ids[step:] == ids[:-step]   # sorted: the whole stretch is one target
+        vals[step:] = xp.where(same, combine(vals[:-step], vals[step:]), vals[step:])
+        step *= 2
+    last = xp.ones(ids.size, dtype=bool)
+    last[:-1] = ids[1:] != ids[:-1]
+    return ids[last], vals[last]
+
+
+def _scatter_reduce_fwd(xp, x, index, src, dim, reduce, include_self=True):
+    key = along_dim_key(xp, index, dim)
+    src = _within(src, index)
     out = x.copy()
-    out[key] = value
+    if reduce in ("sum", "mean"):
+        if not include_self:
+            out[key] = 0
+        backend.scatter_add(xp, out, key, src)
+        if reduce == "sum":
+            return out
+        # Counted in x's float dtype (exact to 2**24 in float32), so that the division keeps it.
+        floating = out.dtype.kind in "fc"
+        count = xp.full(x.shape, 1 if include_self else 0, dtype=out.dtype if floating else "int64")
+        backend.scatter_add(xp, count, key, xp.ones(index.shape, dtype=count.dtype))
+        count = xp.maximum(count, 1)   # a target nothing reached keeps x
+        return out / count if floating else out // count   # integers: floor, as PyTorch's
+    combine = {"prod": xp.multiply, "amax": xp.maximum, "amin": xp.minimum}[reduce]
+    flat_id = xp.zeros(index.shape, dtype="int64")   # each src entry's target in out.ravel()
+    for n, k in zip(x.shape, key):
+        flat_id = flat_id * n + k
+    ids, reduced = _segment_reduce(xp, flat_id.reshape(-1), src.reshape(-1), combine)
+    flat = out.reshape(-1)   # a fresh C-order copy: a view
+    flat[ids] = combine(flat[ids], reduced) if include_self else reduced
     return out
 
 
-# x[key] = value as an op: the gradient of x is zero where it was overwritten, value gets the
-# gradient of the positions it was written to (summed where it was broadcast).
+def _mean_count(F, g, index, dim, include_self):
+    """How many entries each target averages (PyTorch's N: 1 where none, no 0 / 0)."""
+    ones = F.zeros_like(F.gather(g, index, dim=dim)) + 1.0
+    n = F.scatter_add(F.zeros_like(g) + (1.0 if include_self else 0.0), index, ones, dim=dim)
+    return F.where(n == 0, 1.0, n)
+
+
+def _tied(F, out, x, index, s, dim):
+    """amax/amin: how many entries equal each target's result (x's own counted even without
+    include_self, as PyTorch counts it)."""
+    x_hit = F.to_dtype(x == out, dtype=out.dtype)
+    s_hit = F.to_dtype(s == F.gather(out, index, dim=dim), dtype=out.dtype)
+    return F.scatter_add(x_hit, index, s_hit, dim=dim)
+
+
+def _scatter_reduce_x_vjp(F, g, out, x, index, src, dim, reduce, include_self=True):
+    """PyTorch's scatter_reduce_backward for self: g; g / N (mean); g times the product of
+    the others (prod, with x's zeros replaced by 1 so that a zero gets the rest's product);
+    g shared evenly among the entries equal to the result (amax, amin). Without
+    include_self, 0 at every target."""
+    s = _within(src, index)
+    if reduce == "sum":
+        grad = g
+    elif reduce == "mean":
+        grad = g / _mean_count(F, g, index, dim, include_self)
+    elif reduce == "prod":
+        x1 = F.where(x == 0, 1.0, x)
+        grad = g * F.scatter_reduce(x1, index, s, dim=dim, reduce="prod",
+                                    include_self=include_self) / x1
+    else:
+        grad = F.to_dtype(x == out, dtype=g.dtype) * (g / _tied(F, out, x, index, s, dim))
+    return grad if include_self else F.scatter(grad, index, 0.0, dim=dim)
+
+
+def _scatter_reduce_src_vjp(F, g, out, x, index, src, dim, reduce, include_self=True):
+    """PyTorch's scatter_reduce_backward for src: g at the target (sum), over N (mean), times
+    the product of the others (prod: out / src, or, for a target's only zero, the product
+    with it replaced by 1), shared among ties (amax, amin)."""
+    s = _within(src, index)
+    if reduce == "sum":
+        grad = F.gather(g, index, dim=dim)
+    elif reduce == "mean":
+        grad = F.gather(g / _mean_count(F, g, index, dim, include_self), index, dim=dim)
+    elif reduce == "prod":
+        zero = s == 0
+        zeros_at = F.gather(F.scatter_add(F.zeros_like(g), index, F.to_dtype(zero, dtype=g.dtype),
+                                          dim=dim), index, dim=dim)
+        single = zero & (zeros_at == 1)
+        without = F.scatter_reduce(x, index, F.where(single, 1.0, s), dim=dim, reduce="prod",
+                                   include_self=include_self)
+        grad = F.where(single, F.gather(g * without, index, dim=dim),
+                       F.gather(g * out, index, dim=dim) / F.where(zero, 1.0, s))
+    else:
+        value = F.gather(out, index, dim=dim)
+        grad = F.to_dtype(s == value, dtype=g.dtype) * F.gather(
+            g / _tied(F, out, x, index, s, dim), index, dim=dim)
+    # PyTorch rejects a src larger than index in backward; its extra entries get 0 here.
+    return _pad_to(F, grad, index, src.shape)
+
+
+def _scatter_reduce_src_jvp(F, t, out, x, index, src, dim, reduce, include_self=True):
+    """Each src entry moves only its target, by its partial derivative (the reverse rule at
+    g = 1) times its tangent."""
+    weight = _scatter_reduce_src_vjp(F, F.zeros_like(out) + 1.0, out, x, index, src, dim,
+                                     reduce, include_self)
+    return F.scatter_add(F.zeros_like(out), index, t * weight, dim=dim)
+
+
+# Self's Jacobian is diagonal (an output entry depends on x's entry there only), so its
+# reverse rule is its forward rule.
+_SCATTER_REDUCE_RULES = dict(
+    vjp=(_scatter_reduce_x_vjp, None, _scatter_reduce_src_vjp),
+    jvp=(_scatter_reduce_x_vjp, None, _scatter_reduce_src_jvp))
+defop("scatter_reduce", _scatter_reduce_fwd, **_SCATTER_REDUCE_RULES)
+# index_reduce is scatter_reduce with a 1-D index spread over source's shape (the caller
+# spreads it), under PyTorch's own node.
+defop("index_reduce", _scatter_reduce_fwd, **_SCATTER_REDUCE_RULES,
+      node_name="IndexReduceBackward0")
+
+
+# --------------------------------------------------------------------------- writes
+
+
+def _index_put_fwd(xp, x, value, key, accumulate=False):
+    out = x.copy()
+    if accumulate:
+        backend.scatter_add(xp, out, key, value)   # repeated positions add up
+    else:
+        # Repeated positions: one of the writes wins (NumPy: the last; PyTorch leaves it
+        # undefined, CUDA's winner differs from run to run).
+        out[key] = value
+    return out
+
+
+def _index_put_x_vjp(F, g, out, x, value, key, accumulate=False):
+    """x's gradient passes where it was added to, and is zero where it was overwritten."""
+    return g if accumulate else F.index_put(g, 0.0, key=key)
+
+
+# x[key] = value (or +=, accumulate) as an op: value gets the gradient of the positions it
+# was written to (summed where it was broadcast, and over repeats).
 defop("index_put", _index_put_fwd,
-      (lambda F, g, out, x, value, key: F.index_put(g, 0.0, key=key),
-       lambda F, g, out, x, value, key: F.index(g, key=key)), jvp=linear_in(0, 1),
-      node_name="IndexPutBackward0")
+      (_index_put_x_vjp, lambda F, g, out, x, value, key, accumulate=False: F.index(g, key=key)),
+      jvp=linear_in(0, 1), node_name="IndexPutBackward0")
 
 
 # --------------------------------------------------------------------------- embedding
@@ -276,6 +426,20 @@ defop("scatter", _scatter_fwd,
       (_scatter_self_grad, None,
        lambda F, g, out, x, index, src, dim: _src_grad(F, g, index, src.shape, dim)),
       jvp=linear_in(0, 2), meta=(2,))
+
+
+# scatter of a number (``value=``): PyTorch's ``scatter.value`` overload, ScatterBackward1.
+defop("scatter.value", lambda xp, x, index, value, dim: _scatter_fwd(xp, x, index, value, dim),
+      (lambda F, g, out, x, index, value, dim: F.scatter(g, index, 0.0, dim=dim), None),
+      jvp=(lambda F, t, out, x, index, value, dim: F.scatter(t, index, 0.0, dim=dim), None),
+      meta=(), node_name="ScatterBackward1")
+
+
+# masked_select: one node (MaskedSelectBackward0); the mask, broadcast to x's shape by the
+# caller, is an attribute. The gradient goes back to the selected entries.
+defop("masked_select", lambda xp, x, mask: x[mask],
+      (lambda F, g, out, x, mask: F.index_backward(g, shape=x.shape, key=mask),),
+      jvp=linear_in(0), meta=(0,))
 
 
 # index_select: one node (IndexSelectBackward0); the index, an integer vector, is an attribute.

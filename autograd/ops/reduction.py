@@ -676,6 +676,54 @@ def _logcumsumexp_jvp(F, t, out, x, dim):
 defop("logcumsumexp", _logcumsumexp_fwd, (_logcumsumexp_vjp,), jvp=(_logcumsumexp_jvp,))
 
 
+def _scan_pairs(xp, values, index, dim, later_wins):
+    """A Hillis-Steele scan of (value, index) pairs along ``dim``: log2(n) elementwise steps on
+    any backend (CuPy's ufuncs have no ``maximum.accumulate``). ``later_wins(earlier, later)``
+    says where the later pair replaces the earlier one; it must make the combination
+    associative (a max or min by value, the later index on ties)."""
+    values, index = values.copy(), index.copy()
+    n = values.shape[dim]
+    step = 1
+    while step < n:
+        hi = (slice(None),) * dim + (slice(step, None),)
+        lo = (slice(None),) * dim + (slice(0, n - step),)
+        keep = ~later_wins(values[lo], values[hi])
+        values[hi] = xp.where(keep, values[lo], values[hi])
+        index[hi] = xp.where(keep, index[lo], index[hi])
+        step *= 2
+    return values, index
+
+
+def _cum_extreme_fwd(xp, x, dim, larger):
+    """cummax (``larger``) or cummin: PyTorch's rule, a later entry takes over when it is at
+    least (at most) the running value, or NaN; so ties and NaNs take the last index, and a
+    NaN, once seen, stays the value (each later NaN taking the index)."""
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype="int64")
+    shape = [1] * x.ndim
+    shape[dim] = x.shape[dim]
+    index = xp.broadcast_to(xp.arange(x.shape[dim], dtype="int64").reshape(shape), x.shape)
+    floating = x.dtype.kind in "fc"
+
+    def later_wins(a, b):
+        wins = (b >= a) if larger else (b <= a)
+        return wins | xp.isnan(b) if floating else wins
+
+    _, index = _scan_pairs(xp, x, index, dim, later_wins)
+    # The values are the input's at the index (the winner's own -0.0 or 0.0, as PyTorch's).
+    return xp.take_along_axis(x, index, axis=dim), index
+
+
+# PyTorch's CummaxBackward0 / CumminBackward0: the gradient goes back to the index (repeats
+# summed), as sort's; the indices get none.
+defop("cummax", lambda xp, x, dim: _cum_extreme_fwd(xp, x, dim, True),
+      (lambda F, g, out, x, dim: _sort_vjp(F, g, out, x, dim),),
+      jvp=(lambda F, t, out, x, dim: _sort_jvp(F, t, out, x, dim),), nout=2, meta=(0,))
+defop("cummin", lambda xp, x, dim: _cum_extreme_fwd(xp, x, dim, False),
+      (lambda F, g, out, x, dim: _sort_vjp(F, g, out, x, dim),),
+      jvp=(lambda F, t, out, x, dim: _sort_jvp(F, t, out, x, dim),), nout=2, meta=(0,))
+
+
 def _sort_fwd(xp, x, dim=-1, descending=False, stable=False):
     if x.ndim == 0:
         return x.copy(), xp.zeros((), dtype="int64")
@@ -767,4 +815,46 @@ defop("kthvalue",
                                                       lambda xp, n, nans: nans * 0 + (k - 1)),
       (lambda F, g, out, x, k, dim, keepdim=False: _max_dim_vjp(F, g, out, x, dim, keepdim),),
       jvp=(lambda F, t, out, x, k, dim, keepdim=False: _max_dim_jvp(F, t, out, x, dim, keepdim),),
+      nout=2, meta=(0,))
+
+
+def _mode_fwd(xp, x, dim, keepdim=False):
+    """The most frequent value along ``dim`` and an index of it. Among equally frequent
+    values the smallest, as PyTorch's; its index is the last occurrence (PyTorch's for lines
+    of up to 16 entries, where its sort keeps ties in order; any occurrence beyond). NaNs
+    count as one value, the largest (PyTorch sorts NaNs with ``<``, so its answer with a NaN
+    depends on where the NaNs stand)."""
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), dtype="int64")
+    n = x.shape[dim]
+    order = xp.argsort(x, axis=dim, kind="stable")   # ties in order, NaN last
+    s = xp.take_along_axis(x, order, axis=dim)
+    lo = (slice(None),) * dim + (slice(0, n - 1),)
+    hi = (slice(None),) * dim + (slice(1, n),)
+    differs = s[hi] != s[lo]
+    if x.dtype.kind in "fc":
+        differs &= ~(xp.isnan(s[hi]) & xp.isnan(s[lo]))
+    edge = xp.ones(x.shape[:dim] + (1,) + x.shape[dim + 1:], dtype=bool)
+    starts = xp.concatenate([edge, differs], axis=dim)
+    ends = xp.concatenate([differs, edge], axis=dim)
+    shape = [1] * x.ndim
+    shape[dim] = n
+    pos = xp.broadcast_to(xp.arange(n, dtype="int64").reshape(shape), x.shape)
+    # Each position's run start: a running max of the starts' positions.
+    start, _ = _scan_pairs(xp, xp.where(starts, pos, 0), pos, dim, lambda a, b: b >= a)
+    length = xp.where(ends, pos - start + 1, 0)
+    best = xp.argmax(length, axis=dim, keepdims=True)   # the first longest: the smallest value
+    idx = xp.take_along_axis(order, best, axis=dim)
+    vals = xp.take_along_axis(x, idx, axis=dim)
+    if not keepdim:
+        idx, vals = xp.squeeze(idx, axis=dim), xp.squeeze(vals, axis=dim)
+    return vals, idx.astype("int64")
+
+
+# PyTorch's ModeBackward0: the gradient goes to the index, as max(dim)'s.
+defop("mode", _mode_fwd,
+      (lambda F, g, out, x, dim, keepdim=False:
+       g[0] if len(x.shape) == 0 else _max_dim_vjp(F, g, out, x, dim, keepdim),),
+      jvp=(lambda F, t, out, x, dim, keepdim=False:
+           (t, None) if len(x.shape) == 0 else _max_dim_jvp(F, t, out, x, dim, keepdim),),
       nout=2, meta=(0,))

@@ -27,6 +27,12 @@ defop("reshape", _reshape_fwd, (_to_input_shape,), jvp=linear_in(0), meta=(0,), 
       node_name="ViewBackward0")
 
 
+# PyTorch's _unsafe_view: a reshape that autograd does not track as a view (its composites,
+# kron's, end in one: UnsafeViewBackward0).
+defop("_unsafe_view", _reshape_fwd, (_to_input_shape,), jvp=linear_in(0), meta=(0,),
+      node_name="UnsafeViewBackward0")
+
+
 def _squeeze_fwd(xp, x, dims):
     # The size-1 dims among ``dims`` (negatives count from the end) go; others stay, as
     # PyTorch ignores them.
@@ -278,6 +284,30 @@ defop("diagonal", _diagonal_fwd,
 defop("diagonal_backward", _diagonal_backward_fwd,
       (lambda F, g, out, x, shape, offset=0, dim1=0, dim2=1: F.diagonal(
           g, offset=offset, dim1=dim1, dim2=dim2),), jvp=linear_in(0))
+
+
+def _diag_embed_shape(shape, offset, dim1, dim2):
+    """diag_embed's output shape: the last dim, grown by |offset|, as both dims of a plane."""
+    n = shape[-1] + abs(offset)
+    out = list(shape[:-1])
+    for d in sorted((dim1, dim2)):
+        out.insert(d, n)
+    return tuple(out)
+
+
+# diag_embed (PyTorch's DiagEmbedBackward0, also torch.diag of a vector): the last dim as the
+# diagonal ``offset`` of zero planes over (dim1, dim2) of the output; diagonal's adjoint.
+defop("diag_embed", lambda xp, x, offset=0, dim1=-2, dim2=-1: _diagonal_backward_fwd(
+          xp, x, _diag_embed_shape(x.shape, offset, dim1, dim2), offset, dim1, dim2),
+      (lambda F, g, out, x, offset=0, dim1=-2, dim2=-1: F.diagonal(
+          g, offset=offset, dim1=dim1, dim2=dim2),), jvp=linear_in(0), meta=(0,))
+# diagonal_copy: torch.diag of a matrix is a copy, not a view (PyTorch's node for it is
+# DiagonalBackward0_copy).
+defop("diagonal_copy", lambda xp, x, offset=0, dim1=0, dim2=1: _diagonal_fwd(
+          xp, x, offset, dim1, dim2).copy(),
+      (lambda F, g, out, x, offset=0, dim1=0, dim2=1: F.diagonal_backward(
+          g, shape=x.shape, offset=offset, dim1=dim1, dim2=dim2),),
+      jvp=linear_in(0), meta=(0,), node_name="DiagonalBackward0_copy")
 
 
 def _unfold_fwd(xp, x, dimension, size, step):

@@ -981,7 +981,7 @@ CASES += [
            ins(rnd(3), rnd(2, 4), rnd(4, 3))),
     OpCase("baddbmm", lambda c, a, b: c.baddbmm(a, b, alpha=-1.0), lambda c, a, b: c - a @ b,
            ins(rnd(2, 3, 3), rnd(2, 3, 4), rnd(2, 4, 3))),
-    OpCase("kron", lambda a, b: ag.kron(a, b), np.kron, ins(rnd(2, 3), rnd(3, 2))),
+    OpCase("kron", lambda a, b: ag.kron(a, b), np.kron, ins(rnd(2, 3), rnd(3, 2)), covers=("_unsafe_view",)),
     OpCase("tensordot", lambda a, b: ag.tensordot(a, b, dims=([1, 0], [0, 2])),
            lambda a, b: np.tensordot(a, b, axes=([1, 0], [0, 2])), ins(rnd(2, 3, 4), rnd(3, 5, 2))),
     OpCase("cdist", lambda a, b: ag.cdist(a, b), lambda a, b: np.sqrt(((a[:, None] - b[None]) ** 2).sum(-1)),
@@ -1034,7 +1034,7 @@ CASES += [
     # indexing
     OpCase("scatter", lambda a, i, s: a.scatter(1, i, s), lambda a, i, s: _np_scatter(a, i, s, 1),
            ins(rnd(3, 4), _idx([[0, 2], [3, 1], [1, 0]]), rnd(3, 3)), nondiff=(1,)),
-    OpCase("scatter", lambda a, i: ag.scatter(a, 0, i, value=0.5), lambda a, i: _np_scatter(a, i, np.full(i.shape, 0.5), 0),
+    OpCase("scatter.value", lambda a, i: ag.scatter(a, 0, i, value=0.5), lambda a, i: _np_scatter(a, i, np.full(i.shape, 0.5), 0),
            ins(rnd(3, 4), _idx([[0, 2, 1, 1]])), nondiff=(1,), name="scatter_value"),
     OpCase("index_add", lambda a, s, i: a.index_add(1, i, s, alpha=2.0), lambda a, s, i: _np_index_add(a, i, 2 * s),
            ins(rnd(3, 4), rnd(3, 3), _idx([0, 2, 0])), nondiff=(2,)),
@@ -1211,3 +1211,124 @@ CASES += [
                        ("modified_bessel_k1", _sps.k1), ("scaled_modified_bessel_k0", _sps.k0e),
                        ("scaled_modified_bessel_k1", _sps.k1e),
                        ("spherical_bessel_j0", lambda a: np.sin(a) / a)]]
+
+# --------------------------------------------------------------------------- running extremes and
+# reductions into an index (scatter_reduce, index_reduce); special values (NaN, ties, zeros)
+# against PyTorch 2.13 in tests/autograd/test_scatter_reduce.py and test_scans_and_modes.py.
+
+def _np_cum_extreme(a, axis, fn):
+    return fn.accumulate(a, axis=axis)
+
+
+def _np_scatter_reduce(a, i, s, dim, reduce, include_self=True):
+    """A loop over the index: PyTorch's definition, one entry at a time."""
+    fns = {"sum": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum,
+           "mean": np.add}
+    out, count = a.copy(), np.ones(a.shape) if include_self else np.zeros(a.shape)
+    seen = np.zeros(a.shape, dtype=bool)
+    for pos in np.ndindex(*i.shape):
+        tgt = list(pos)
+        tgt[dim] = i[pos]
+        tgt = tuple(tgt)
+        if not include_self and not seen[tgt]:
+            out[tgt], seen[tgt] = s[pos], True
+        else:
+            out[tgt] = fns[reduce](out[tgt], s[pos])
+        count[tgt] += 1
+    return out / np.maximum(count, 1) if reduce == "mean" else out
+
+
+def _spread(i, shape, dim):
+    """index_reduce's 1-D index as scatter_reduce's (along ``dim`` of ``shape``)."""
+    view = [1] * len(shape)
+    view[dim] = len(i)
+    return np.broadcast_to(i.reshape(view), shape)
+
+
+CASES += [
+    OpCase("cummax", lambda a: a.cummax(1).values, lambda a: _np_cum_extreme(a, 1, np.maximum),
+           ins(rnd(3, 5))),
+    OpCase("cummax", lambda a: ag.cummax(a, -3)[0], lambda a: _np_cum_extreme(a, 0, np.maximum),
+           ins(rnd(4, 2, 3)), name="cummax_negative_dim"),
+    OpCase("cummin", lambda a: ag.cummin(a, 0).values, lambda a: _np_cum_extreme(a, 0, np.minimum),
+           ins(rnd(5, 3))),
+] + [
+    OpCase("scatter_reduce",
+           lambda a, i, s, r=r, inc=inc: a.scatter_reduce(1, i, s, r, include_self=inc),
+           lambda a, i, s, r=r, inc=inc: _np_scatter_reduce(a, i, s, 1, r, inc),
+           ins(pos(3, 4), _idx([[0, 2, 0], [3, 1, 1], [1, 1, 1]]), pos(3, 4)), nondiff=(1,),
+           name=f"scatter_reduce_{r}{'' if inc else '_exclude_self'}")
+    for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)
+] + [
+    OpCase("scatter_reduce", lambda a, i, s: (a * 1.0).scatter_reduce_(0, i, s, "prod"),
+           lambda a, i, s: _np_scatter_reduce(a, i, s, 0, "prod"),
+           ins(rnd(3, 2), _idx([[2, 0], [2, 2]]), rnd(2, 2)), nondiff=(1,),
+           name="scatter_reduce_prod_inplace"),
+    OpCase("index_reduce", lambda a, s, i: a.index_reduce(0, i, s, "prod"),
+           lambda a, s, i: _np_scatter_reduce(a, _spread(i, s.shape, 0), s, 0, "prod"),
+           ins(rnd(3, 2), rnd(4, 2), _idx([2, 0, 2, 2])), nondiff=(2,)),
+    OpCase("index_reduce", lambda a, s, i: (a * 1.0).index_reduce_(1, i, s, "amax", include_self=False),
+           lambda a, s, i: _np_scatter_reduce(a, _spread(i, s.shape, 1), s, 1, "amax", False),
+           ins(rnd(2, 3), rnd(2, 4), _idx([1, 0, 1, 1])), nondiff=(2,), name="index_reduce_amax_inplace"),
+]
+
+
+def _np_put(a, key, v, accumulate):
+    out = a.copy()
+    if accumulate:
+        np.add.at(out, key, v)
+    else:
+        out[key] = v
+    return out
+
+
+CASES += [
+    OpCase("index_put", lambda a, v, i, j: a.index_put((i, j), v, accumulate=True),
+           lambda a, v, i, j: _np_put(a, (i, j), v, True),
+           ins(rnd(3, 4), rnd(4), _idx([0, 2, 0, 0]), _idx([1, 3, 1, -3])), nondiff=(2, 3),
+           name="index_put_accumulate"),
+    OpCase("index_put", lambda a, v, m: (a * 1.0).index_put_((m,), v, accumulate=True),
+           lambda a, v, m: _np_put(a, m, v, True),
+           ins(rnd(3, 2), rnd(2), _idx([True, False, True])), nondiff=(2,),
+           name="index_put_accumulate_mask_inplace"),
+    OpCase("index_put", lambda a, v, i: ag.index_put(a, (i,), v),
+           lambda a, v, i: _np_put(a, (i,), v, False),
+           ins(rnd(4, 2), rnd(1, 2), _idx([3, 1])), nondiff=(2,), name="index_put_function"),
+]
+
+
+def _np_mode_line(r):
+    vals, counts = np.unique(r, return_counts=True)
+    return vals[np.argmax(counts)]
+
+
+CASES += [
+    OpCase("mode", lambda a: (a * 4).round().mode(1).values,   # ties broken at the rounding
+           lambda a: np.array([_np_mode_line(r) for r in np.round(a * 4)]), ins(rnd(3, 6)),
+           grad=False, name="mode_values"),
+    # Distinct values: each as frequent as the others, so the mode is the smallest (min's).
+    OpCase("mode", lambda a: a.mode(0).values, lambda a: a.min(0), ins(rnd(4, 3)), name="mode_gradient"),
+    OpCase("quantile", lambda a: ag.quantile(a, 0.3, dim=1), lambda a: np.quantile(a, 0.3, axis=1),
+           ins(rnd(3, 5))),
+    OpCase("quantile", lambda a: a.quantile(ag.tensor(np.array([0.1, 0.5, 0.9]), device=a.device), dim=-2, keepdim=True),
+           lambda a: np.quantile(a, [0.1, 0.5, 0.9], axis=-2, keepdims=True), ins(rnd(4, 2, 3)),
+           name="quantile_many_q_keepdim"),
+    OpCase("quantile", lambda a: ag.quantile(a, 0.4, interpolation="midpoint"),
+           lambda a: np.quantile(a, 0.4, method="midpoint"), ins(rnd(3, 4)), name="quantile_midpoint"),
+    OpCase("nanquantile", lambda a: ag.nanquantile(a + _nan_at(a.device), 0.6, dim=1, interpolation="higher"),
+           lambda a: np.nanquantile(a + _nan_at().numpy(), 0.6, axis=1, method="higher"), ins(rnd(3, 4))),
+]
+
+
+
+CASES += [
+    OpCase("diag_embed", lambda a: ag.diag_embed(a), lambda a: np.stack([np.diag(r) for r in a]),
+           ins(rnd(2, 3))),
+    OpCase("diag_embed", lambda a: a.diag_embed(1, 0, 2),
+           lambda a: np.moveaxis(np.stack([np.diag(r, 1) for r in a]), 0, 1), ins(rnd(2, 3)),
+           name="diag_embed_offset_dims"),
+    OpCase("diagonal_copy", lambda a: ag.diag(a, -1) * 1.0, lambda a: np.diag(a, -1), ins(rnd(3, 4))),
+    OpCase("index_select", lambda a, r: a.repeat_interleave(r, dim=1),
+           lambda a, r: np.repeat(a, r, 1), ins(rnd(2, 3), _idx([2, 0, 1])), nondiff=(1,),
+           name="repeat_interleave_counts_dim1"),
+]

@@ -185,6 +185,8 @@ INTEGER_REFUSALS = [
     ("x.std()", RuntimeError, "std and var only support floating point and complex dtypes"),
     ("x.norm()", RuntimeError, "linalg.vector_norm: Expected a floating point or complex "
      "tensor as input. Got Long"),
+    ("ag.nanmean(x)", RuntimeError, "nanmean(): expected input to have floating point or "
+     "complex dtype but got Long"),
     ("ag.dist(x, x)", RuntimeError, "norm(): input dtype should be either floating point or "
      "complex. Got Long instead."),
     # torch: NotImplementedError "softmax_lastdim_kernel_impl" not implemented for 'Long'
