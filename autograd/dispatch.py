@@ -640,6 +640,8 @@ def apply_op(op: OpDef, inputs, attrs=None):
     mask = 0
     bit = 1
     datas = []
+    dt = None        # the first tensor's dtype, and whether another tensor has another
+    mixed = False
     for x in inputs:
         if isinstance(x, Tensor):
             d = x._device
@@ -649,7 +651,13 @@ def apply_op(op: OpDef, inputs, attrs=None):
                 dev = d
             if x.requires_grad:
                 mask |= bit
-            datas.append(x._data)
+            a = x._data
+            if a.dtype is not dt:
+                if dt is None:
+                    dt = a.dtype
+                else:
+                    mixed = True
+            datas.append(a)
         else:
             datas.append(x)
         bit <<= 1
@@ -673,15 +681,10 @@ def apply_op(op: OpDef, inputs, attrs=None):
             op.check(*datas, **(attrs or {}))
         try:
             out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
-            if op.promote is not None:
-                # NumPy's dtype is PyTorch's when every input array has the result's dtype
-                # (Python numbers are weak in both); anything else is worked out.
-                odt = out.dtype
-                cls = dev.ndarray
-                for a in datas:
-                    if a.__class__ is cls and a.dtype is not odt:
-                        out = _promoted(op, datas, attrs, dev, out)
-                        break
+            # NumPy's dtype is PyTorch's when the tensors share one and the result has it
+            # (Python numbers are weak in both); anything else is worked out.
+            if op.promote is not None and (mixed or out.dtype is not dt):
+                out = _promoted(op, datas, attrs, dev, out)
         except (ValueError, TypeError, IndexError) as exc:
             raise _op_error(op, inputs, exc) from None
         if ops.slow or not op.simple:
