@@ -150,6 +150,35 @@ class Tensor:
     def mT(self):
         return self.transpose(-2, -1)
 
+    @property
+    def mH(self):
+        """The conjugate transpose of the last two dims (real tensors: :attr:`mT`)."""
+        return self._adjoint("tensor.mH")
+
+    @property
+    def H(self):
+        """The conjugate transpose of a matrix (2-D tensors only, as PyTorch's)."""
+        if self._data.ndim != 2 and self._data.ndim != 0:
+            raise RuntimeError("tensor.H is only supported on matrices (2-D tensors). Got "
+                               f"{self._data.ndim}-D tensor." + (
+                                   " For batches of matrices, consider using tensor.mH"
+                                   if self._data.ndim > 2 else ""))
+        return self._adjoint("tensor.H")
+
+    def adjoint(self):
+        """The conjugate transpose of the last two dims (as :attr:`mH`)."""
+        return self._adjoint("tensor.adjoint()")
+
+    def _adjoint(self, what):
+        if self._data.dtype.kind == "c":
+            raise NotImplementedError(f"{what}: complex tensors are not supported (no conj op)")
+        if self._data.ndim == 0:   # PyTorch: deprecated, the tensor itself
+            return self
+        if self._data.ndim < 2:
+            raise RuntimeError(f"{what} is only supported on matrices or batches of matrices. "
+                               f"Got {self._data.ndim}-D tensor.")
+        return self.transpose(-2, -1)
+
     def __len__(self) -> int:
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")

@@ -15,6 +15,8 @@ from ..dispatch import OPS, TensorF, apply_inplace, defcomposite
 from ..grad_mode import no_grad
 from ..ops import _call
 from ..ops.nn import conv2d_input_grad, conv_out_size
+# torch has these at the top level too: one definition, in ops/products.py.
+from ..ops.products import cosine_similarity, pairwise_distance, pdist  # noqa: F401
 from ..ops import (cat, erf, gelu, log_softmax, masked_fill, pad, sigmoid,  # noqa: F401
                    silu, softmax, softplus, where)
 from ..tensor import Tensor, default_generator
@@ -557,7 +559,7 @@ __all__ += [
     "elu_", "selu_", "celu_", "leaky_relu_", "hardshrink", "softshrink", "tanhshrink", "prelu",
     "hardsigmoid", "hardswish", "mish",
     "logsigmoid", "softsign", "softmin", "glu", "normalize", "cosine_similarity",
-    "pairwise_distance", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle", "unfold",
+    "pairwise_distance", "pdist", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle", "unfold",
     "max_pool1d", "avg_pool1d", "adaptive_max_pool2d", "adaptive_avg_pool1d", "instance_norm",
     "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss",
 ]
@@ -757,20 +759,6 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None)
         raise TypeError("normalize: out= is not supported (gradtrace has no out= arguments)")
     n = ops.norm(input, p, dim, keepdim=True)
     return input / ops.clamp(n, min=eps)
-
-
-@defcomposite("cosine_similarity")
-def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
-    """``x1 . x2 / (max(||x1||, eps) * max(||x2||, eps))`` along ``dim`` (broadcasting)."""
-    n1 = ops.clamp(ops.norm(x1, 2, dim, keepdim=True), min=eps)
-    n2 = ops.clamp(ops.norm(x2, 2, dim, keepdim=True), min=eps)
-    return ((x1 / n1) * (x2 / n2)).sum(dim=dim)
-
-
-@defcomposite("pairwise_distance")
-def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
-    """``||x1 - x2 + eps||_p`` over the last dim."""
-    return ops.norm(x1 - x2 + eps, p, -1, keepdim=keepdim)
 
 
 # --------------------------------------------------------------------------- padding

@@ -167,7 +167,10 @@ def logsumexp(x, dim=None, keepdim: bool = False):
 
 
 @expose(public="prod", methods="prod")
-def prod(x, dim=None, keepdim: bool = False):
+def prod(x, dim=None, keepdim: bool = False, *, dtype=None):
+    """Product over ``dim`` (one int; all dims by default); ``dtype`` as :func:`sum`'s."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
     norm_dims(dim, x.ndim)
     return _call("prod" if dim is None else "prod.dim", x, dim=dim, keepdim=keepdim)
 
@@ -549,12 +552,19 @@ def einsum(equation: str, *operands):
 
 
 @expose(public="softmax", methods="softmax")
-def softmax(x, dim: int):
+def softmax(x, dim: int, dtype=None):
+    """Softmax along ``dim``; ``dtype``: ``x`` is cast to it before the op (a recorded cast),
+    as PyTorch's."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
     return _call("softmax", x, dim=_dim(dim, x.ndim, "softmax"))
 
 
 @expose(public="log_softmax", methods="log_softmax")
-def log_softmax(x, dim: int):
+def log_softmax(x, dim: int, dtype=None):
+    """Log-softmax along ``dim``; ``dtype`` as :func:`softmax`'s."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
     return _call("log_softmax", x, dim=_dim(dim, x.ndim, "log_softmax"))
 
 
@@ -1141,6 +1151,76 @@ def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
 def addcmul_(x, tensor1, tensor2, *, value=1):
     """In-place :func:`addcmul`."""
     return apply_inplace(OPS["addcmul"], x, (tensor1, tensor2), {"value": value})
+
+
+@expose(public="addcdiv", methods="addcdiv")
+def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    """``input + value * tensor1 / tensor2`` (AddcdivBackward0)."""
+    return _call("addcdiv", input, tensor1, tensor2, value=value)
+
+
+@expose(methods="addcdiv_")
+def addcdiv_(x, tensor1, tensor2, *, value=1):
+    """In-place :func:`addcdiv`."""
+    return apply_inplace(OPS["addcdiv"], x, (tensor1, tensor2), {"value": value})
+
+
+# PyTorch's aliases: the same op and node as the name they stand for.
+@expose(public="absolute", methods="absolute")
+def absolute(input):  # noqa: A002
+    """Alias of :func:`abs`."""
+    return _call("abs", input)
+
+
+@expose(public="negative", methods="negative")
+def negative(input):  # noqa: A002
+    """Alias of :func:`neg`."""
+    return _call("neg", input)
+
+
+@expose(methods="absolute_")
+def absolute_(x):
+    """Alias of ``abs_``."""
+    return apply_inplace(OPS["abs"], x, ())
+
+
+@expose(methods="negative_")
+def negative_(x):
+    """Alias of ``neg_``."""
+    return apply_inplace(OPS["neg"], x, ())
+
+
+@expose(methods="square_")
+def square_(x):
+    """In-place :func:`square` (PowBackward0, as PyTorch's)."""
+    return apply_inplace(OPS["pow"], x, (2,))
+
+
+@expose(public="allclose", methods="allclose")
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    """Whether :func:`isclose` holds everywhere (a Python bool)."""
+    return bool(_call("isclose", input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)
+                .all().item())
+
+
+@expose(public="equal", methods="equal")
+def equal(input, other):  # noqa: A002
+    """True when both have the same shape and elements (a Python bool; NaN is unequal)."""
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return bool((input == other).all().item())
+
+
+@defcomposite("float_power", public="float_power", methods="float_power")
+def float_power(input, exponent):  # noqa: A002
+    """``input ** exponent`` computed in double precision (complex128 for complex inputs)."""
+    complex_ = any(getattr(v, "dtype", numpy.dtype(type(v))).kind == "c"
+                   for v in (input, exponent))
+    dtype = numpy.complex128 if complex_ else numpy.float64
+    base = input.to(dtype=dtype) if isinstance(input, Tensor) else input
+    if isinstance(exponent, Tensor):
+        exponent = exponent.to(dtype=dtype)
+    return base ** exponent
 
 
 @defcomposite("square", public="square", methods="square")

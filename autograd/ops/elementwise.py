@@ -12,7 +12,7 @@ import numpy
 from .. import backend
 from ..dispatch import (ELEMENTWISE, FLOATING, OPS, SELF_ADJOINT, apply_inplace, apply_op, defop,
                         expose)
-from ..promotion import float_type, result_type
+from ..promotion import float_type, result_type, torch_name
 from ..tensor import Tensor
 
 # Arithmetic. ``a``/``b`` may be tensors or Python scalars; the engine sums each gradient
@@ -785,6 +785,10 @@ defop("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), public="logical_xor"
 defop("logical_not", lambda xp, x: xp.logical_not(x), public="logical_not",
       methods=("logical_not", "__invert__"))
 defop("isnan", lambda xp, x: xp.isnan(x), public="isnan", methods="isnan")
+defop("isfinite", lambda xp, x: xp.isfinite(x), public="isfinite", methods="isfinite")
+defop("isinf", lambda xp, x: xp.isinf(x), public="isinf", methods="isinf")
+defop("isposinf", lambda xp, x: xp.isposinf(x), public="isposinf", methods="isposinf")
+defop("isneginf", lambda xp, x: xp.isneginf(x), public="isneginf", methods="isneginf")
 
 # Fills and copies (the in-place fill_/copy_ write these into a tensor).
 defop("fill", lambda xp, x, value: xp.full(x.shape, value, x.dtype),
@@ -818,3 +822,93 @@ for _name in ("div", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "s
               "erf", "erfc"):
     OPS[_name].promote = FLOATING
 del _name
+
+
+# --------------------------------------------------------------------------- more torch names
+
+# sgn is sign for real tensors, with PyTorch's own node (SgnBackward0); complex inputs are not
+# differentiated here (the rule would need sgn_backward's projection).
+defop("sgn", _sign_fwd, (lambda F, g, out, x: F.zeros_like(g),), jvp=SELF_ADJOINT,
+      public="sgn", methods="sgn", inplace="sgn_",
+      doc="``x / |x|`` (0 at 0); for a real tensor, :func:`sign` (torch.sgn).")
+
+
+def _copysign_grad(F, g, out, input, other):  # noqa: A002 - PyTorch's names
+    # PyTorch's copysign_tensor_self_backward: g * out / input, 0 where input is 0.
+    ratio = out / input
+    return g * F.where(input == 0, 0.0, ratio)
+
+
+defop("copysign", lambda xp, input, other: xp.copysign(input, other),  # noqa: A006
+      (_copysign_grad, lambda F, g, out, input, other: F.zeros_like(g)), jvp=SELF_ADJOINT,
+      public="copysign", methods="copysign", inplace="copysign_", promote=FLOATING,
+      doc="``|input|`` with the sign of ``other`` (torch.copysign).")
+
+
+def _heaviside_fwd(xp, input, values):  # noqa: A002
+    if getattr(input, "dtype", None) != getattr(values, "dtype", None):
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    return xp.where(input == 0, values, input > 0).astype(input.dtype)
+
+
+# Not differentiable, as PyTorch's (its derivative "is not implemented").
+defop("heaviside", _heaviside_fwd, public="heaviside", methods="heaviside",
+      doc="1 where ``input > 0``, ``values`` where it is 0, 0 below (torch.heaviside).")
+
+
+def _nan_to_num_fwd(xp, x, nan=0.0, posinf=None, neginf=None):
+    if x.dtype.kind not in "fc":
+        return x.copy()
+    return xp.nan_to_num(x, copy=True, nan=0.0 if nan is None else nan, posinf=posinf,
+                         neginf=neginf)
+
+
+defop("nan_to_num", _nan_to_num_fwd,
+      (lambda F, g, out, x, nan=0.0, posinf=None, neginf=None:
+       g * F.to_dtype(F.isfinite(x), dtype=g.dtype),), jvp=SELF_ADJOINT,
+      public="nan_to_num", methods="nan_to_num", inplace="nan_to_num_",
+      doc="NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0 and "
+          "the dtype's largest and lowest finite values) (torch.nan_to_num).")
+defop("signbit", lambda xp, x: xp.signbit(x), public="signbit", methods="signbit",
+      doc="True where the sign bit is set (-0.0 included) (torch.signbit).")
+
+_DEG = math.pi / 180.0
+defop("deg2rad", lambda xp, x: x * numpy.asarray(_DEG, x.dtype) if x.dtype.kind in "fc"
+      else (x * _DEG).astype(float_type(x.dtype)),
+      (lambda F, g, out, x: g * _DEG,), jvp=SELF_ADJOINT, public="deg2rad",
+      methods="deg2rad", inplace="deg2rad_", node_name="Deg2RadBackward0", doc="Degrees to radians (torch.deg2rad).")
+defop("rad2deg", lambda xp, x: x * numpy.asarray(1 / _DEG, x.dtype) if x.dtype.kind in "fc"
+      else (x * (1 / _DEG)).astype(float_type(x.dtype)),
+      (lambda F, g, out, x: g * (1 / _DEG),), jvp=SELF_ADJOINT, public="rad2deg",
+      methods="rad2deg", inplace="rad2deg_", node_name="Rad2DegBackward0", doc="Radians to degrees (torch.rad2deg).")
+
+
+def _addcdiv_fwd(xp, input, tensor1, tensor2, value=1):  # noqa: A002
+    if all(getattr(t, "dtype", numpy.dtype(float)).kind in "biu" for t in (tensor1, tensor2)):
+        raise RuntimeError(
+            "Integer division with addcdiv is no longer supported, and in a future  release "
+            "addcdiv will perform a true division of tensor1 and tensor2. The historic addcdiv "
+            "behavior can be implemented as (input + value * torch.trunc(tensor1 / tensor2))."
+            "to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) for "
+            "float inputs. The future addcdiv behavior is just the latter implementation: "
+            "(input + value * tensor1 / tensor2), for all dtypes.")
+    quot = tensor1 / tensor2
+    return input + (quot if value == 1 else quot * value)
+
+
+defop("addcdiv", _addcdiv_fwd,
+      (lambda F, g, out, input, tensor1, tensor2, value=1: g,
+       lambda F, g, out, input, tensor1, tensor2, value=1: _scaled(g / tensor2, value),
+       lambda F, g, out, input, tensor1, tensor2, value=1:
+       _scaled(-g * tensor1 / (tensor2 * tensor2), value)),
+      jvp=SELF_ADJOINT, promote=ELEMENTWISE)
+
+
+def _isclose_fwd(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"{torch_name(input.dtype)} did not match {torch_name(other.dtype)}")
+    return xp.isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+defop("isclose", _isclose_fwd, public="isclose", methods="isclose",
+      doc="``|input - other| <= atol + rtol * |other|``, elementwise (torch.isclose).")

@@ -59,8 +59,11 @@ _SUM_DIM = defop("sum.dim", _sum_fwd, (_sum_vjp,), jvp=linear_in(0), meta=(0,),
 
 
 @expose(public="sum", methods="sum")
-def sum(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
-    """Sum over ``dim`` (an int or a tuple; all dims by default)."""
+def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 - PyTorch's name
+    """Sum over ``dim`` (an int or a tuple; all dims by default); ``dtype``: ``x`` is cast to
+    it first (a recorded cast, so the gradient reaches ``x`` in its own dtype), as PyTorch's."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
     return apply_op(_SUM if dim is None else _SUM_DIM, (x,), {"dim": dim, "keepdim": keepdim})
 
 
@@ -94,8 +97,11 @@ _MEAN_DIM = defop("mean.dim", _mean_fwd, (_mean_vjp,), jvp=linear_in(0), meta=(0
 
 
 @expose(public="mean", methods="mean")
-def mean(x, dim=None, keepdim=False):
-    """Mean over ``dim`` (an int or a tuple; all dims by default)."""
+def mean(x, dim=None, keepdim=False, *, dtype=None):
+    """Mean over ``dim`` (an int or a tuple; all dims by default); ``dtype`` as :func:`sum`'s
+    (the mean of an integer tensor with ``dtype=float32`` works, as PyTorch's)."""
+    if dtype is not None:
+        x = x.to(dtype=dtype)
     return apply_op(_MEAN if dim is None else _MEAN_DIM, (x,), {"dim": dim, "keepdim": keepdim})
 
 

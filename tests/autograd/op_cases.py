@@ -1332,3 +1332,92 @@ CASES += [
            lambda a, r: np.repeat(a, r, 1), ins(rnd(2, 3), _idx([2, 0, 1])), nondiff=(1,),
            name="repeat_interleave_counts_dim1"),
 ]
+
+
+# --------------------------------------------------------------------------- more torch names
+# (values checked against torch 2.13 in tests/autograd/test_torch_names.py)
+
+def _specials(*shape):
+    """Normal values with NaN, +inf, -inf and a signed zero among them."""
+    def make(rng):
+        a = rng.standard_normal(shape).reshape(-1)
+        a[:4] = [np.nan, np.inf, -np.inf, -0.0]
+        return a.reshape(shape)
+    return make
+
+
+def _np_cov(a, correction=1):
+    return np.cov(a, ddof=correction)
+
+
+def _np_pdist(a, p=2.0):
+    n = a.shape[0]
+    return np.array([np.linalg.norm(a[i] - a[j], p) for i in range(n) for j in range(i + 1, n)])
+
+
+def _np_renorm(a, p, dim, maxnorm):
+    axes = tuple(i for i in range(a.ndim) if i != dim)
+    norm = np.sum(np.abs(a) ** p, axis=axes, keepdims=True) ** (1 / p)
+    return a * np.where(norm > maxnorm, maxnorm / (norm + 1e-7), 1.0)
+
+
+def _np_cumtrapz(y, dx=1.0):
+    return np.cumsum((y[..., 1:] + y[..., :-1]) * dx / 2, axis=-1)
+
+
+CASES += [
+    OpCase("sgn", lambda a: a.sgn(), np.sign, ins(away0(3, 4))),
+    OpCase("copysign", lambda a, b: ag.copysign(a, b), np.copysign, ins(away0(3, 4), away0(4))),
+    OpCase("heaviside", lambda a, v: ag.heaviside(a, v), np.heaviside,
+           ins(lambda rng: np.array([-1.5, 0.0, 2.0, 0.0]), rnd(4)), grad=False),
+    OpCase("nan_to_num", lambda a: ag.nan_to_num(a, nan=1.5, posinf=9.0),
+           lambda a: np.nan_to_num(a, nan=1.5, posinf=9.0), ins(_specials(3, 4)), grad=False,
+           name="nan_to_num_values"),
+    OpCase("nan_to_num", lambda a: (a + _nan_at(a.device)).nan_to_num(),
+           lambda a: np.nan_to_num(a + _nan_at().numpy()), ins(rnd(3, 4))),
+    OpCase("signbit", lambda a: a.signbit(), np.signbit, ins(_specials(3, 4)), grad=False),
+    OpCase("isfinite", lambda a: a.isfinite(), np.isfinite, ins(_specials(3, 4)), grad=False,
+           covers=("isinf", "isposinf", "isneginf")),
+    OpCase("isinf", lambda a: ag.isinf(a) ^ ag.isposinf(a) ^ ag.isneginf(a),
+           lambda a: np.isinf(a) ^ np.isposinf(a) ^ np.isneginf(a), ins(_specials(3, 4)),
+           grad=False),
+    OpCase("deg2rad", lambda a: ag.deg2rad(a), np.deg2rad, ins(rnd(3, 4))),
+    OpCase("rad2deg", lambda a: a.rad2deg(), np.rad2deg, ins(rnd(3, 4))),
+    OpCase("addcdiv", lambda a, b, c: ag.addcdiv(a, b, c, value=0.5), lambda a, b, c: a + 0.5 * b / c,
+           ins(rnd(3, 4), rnd(3, 1), away0(4))),
+    OpCase("addcdiv", lambda a, b, c: (a * 1.0).addcdiv_(b, c), lambda a, b, c: a + b / c,
+           ins(rnd(3, 4), rnd(3, 4), away0(3, 4)), name="addcdiv_inplace"),
+    OpCase("isclose", lambda a, b: ag.isclose(a, b, rtol=0.1), lambda a, b: np.isclose(a, b, rtol=0.1),
+           ins(rnd(3, 4), rnd(3, 4)), grad=False),
+    OpCase("float_power", lambda a: ag.float_power(a, 3), lambda a: a ** 3, ins(rnd(3, 4))),
+    OpCase("float_power", lambda a, b: a.float_power(b), np.power, ins(pos(3, 4), rnd(4)),
+           name="float_power_tensor"),
+    OpCase("inner", lambda a, b: ag.inner(a, b), np.inner, ins(rnd(2, 3), rnd(4, 3))),
+    OpCase("inner", lambda a, b: a.inner(b), np.inner, ins(rnd(3), rnd(3)), name="inner_1d"),
+    OpCase("addmv", lambda a, m, v: ag.addmv(a, m, v, beta=0.5, alpha=2),
+           lambda a, m, v: 0.5 * a + 2 * m @ v, ins(rnd(2), rnd(2, 3), rnd(3))),
+    OpCase("addr", lambda a, u, v: a.addr(u, v, alpha=3), lambda a, u, v: a + 3 * np.outer(u, v),
+           ins(rnd(2, 3), rnd(2), rnd(3))),
+    OpCase("addbmm", lambda a, b, c: ag.addbmm(a, b, c, beta=2),
+           lambda a, b, c: 2 * a + np.einsum("bij,bjk->ik", b, c), ins(rnd(2, 3), rnd(4, 2, 5), rnd(4, 5, 3))),
+    OpCase("multi_dot", lambda a, b, c: ag.linalg.multi_dot([a, b, c]),
+           lambda a, b, c: np.linalg.multi_dot([a, b, c]), ins(rnd(3), rnd(3, 4), rnd(4, 2))),
+    OpCase("logdet", lambda a: ag.logdet(a), lambda a: np.log(np.linalg.det(a)),
+           ins(lambda rng: rng.standard_normal((3, 3)) @ rng.standard_normal((3, 3)).T + 3 * np.eye(3))),
+    OpCase("renorm", lambda a: a.renorm(2, 0, 1.5), lambda a: _np_renorm(a, 2, 0, 1.5),
+           ins(lambda rng: rng.standard_normal((3, 4)) * np.array([[0.1], [3], [2]]))),
+    OpCase("trapezoid", lambda y, x: ag.trapezoid(y, x), lambda y, x: np.trapezoid(y, x),
+           ins(rnd(3, 4), rnd(4))),
+    OpCase("trapezoid", lambda y: ag.trapz(y, dx=0.5, dim=0), lambda y: np.trapezoid(y, dx=0.5, axis=0),
+           ins(rnd(3, 4)), name="trapz_dx_dim0"),
+    OpCase("cumulative_trapezoid", lambda y: ag.cumulative_trapezoid(y, dx=2.0),
+           lambda y: _np_cumtrapz(y, 2.0), ins(rnd(3, 4))),
+    OpCase("cov", lambda a: ag.cov(a), _np_cov, ins(rnd(3, 5))),
+    OpCase("cov", lambda a, f, w: a.cov(correction=0, fweights=f, aweights=w),
+           lambda a, f, w: np.cov(a, ddof=0, fweights=f, aweights=w),
+           ins(rnd(2, 5), _idx([1, 2, 1, 3, 1]), pos(5)), nondiff=(1,), name="cov_weights"),
+    OpCase("corrcoef", lambda a: ag.corrcoef(a), np.corrcoef, ins(rnd(3, 6))),
+    OpCase("pdist", lambda a: ag.pdist(a), _np_pdist, ins(rnd(4, 3))),
+    OpCase("pdist", lambda a: AF.pdist(a, 1.0), lambda a: _np_pdist(a, 1.0), ins(rnd(4, 3)),
+           name="pdist_p1"),
+]
