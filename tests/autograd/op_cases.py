@@ -25,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+import itertools
 import math
 
 from gradtrace import autograd
@@ -1420,4 +1421,50 @@ CASES += [
     OpCase("pdist", lambda a: ag.pdist(a), _np_pdist, ins(rnd(4, 3))),
     OpCase("pdist", lambda a: AF.pdist(a, 1.0), lambda a: _np_pdist(a, 1.0), ins(rnd(4, 3)),
            name="pdist_p1"),
+]
+
+
+def _np_rot90(a, k=1, axes=(0, 1)):
+    return np.ascontiguousarray(np.rot90(a, k, axes))
+
+
+def _np_block_diag(*mats):
+    mats = [np.atleast_2d(m) for m in mats]
+    out = np.zeros((sum(m.shape[0] for m in mats), sum(m.shape[1] for m in mats)))
+    r = c = 0
+    for m in mats:
+        out[r:r + m.shape[0], c:c + m.shape[1]] = m
+        r, c = r + m.shape[0], c + m.shape[1]
+    return out
+
+
+CASES += [
+    OpCase("rot90", lambda a: ag.rot90(a), _np_rot90, ins(rnd(2, 3))),
+    OpCase("rot90", lambda a: a.rot90(-1, [2, 0]), lambda a: _np_rot90(a, -1, (2, 0)),
+           ins(rnd(2, 3, 4)), name="rot90_k-1_dims20"),
+    OpCase("rot90", lambda a: a.rot90(2, [1, 2]), lambda a: _np_rot90(a, 2, (1, 2)),
+           ins(rnd(2, 3, 4)), name="rot90_k2"),
+    OpCase("meshgrid", lambda a, b: ag.stack(ag.meshgrid(a, b, indexing="xy")),
+           lambda a, b: np.stack(np.meshgrid(a, b, indexing="xy")), ins(rnd(3), rnd(2))),
+    OpCase("meshgrid", lambda a, b, c: ag.stack(ag.meshgrid([a, b, c], indexing="ij")),
+           lambda a, b, c: np.stack(np.meshgrid(a, b, c, indexing="ij")), ins(rnd(3), rnd(2), rnd(2)),
+           name="meshgrid_ij"),
+    OpCase("cartesian_prod", lambda a, b: ag.cartesian_prod(a, b),
+           lambda a, b: np.array([[x, y] for x in a for y in b]), ins(rnd(3), rnd(2))),
+    OpCase("combinations", lambda a: ag.combinations(a, 3, with_replacement=True),
+           lambda a: np.array(list(itertools.combinations_with_replacement(a, 3))), ins(rnd(4))),
+    OpCase("combinations", lambda a: ag.combinations(a),
+           lambda a: np.array(list(itertools.combinations(a, 2))), ins(rnd(4)), name="combinations_2"),
+    OpCase("block_diag", lambda a, b, c: ag.block_diag(a, b, c), _np_block_diag,
+           ins(rnd(2, 3), rnd(2), lambda rng: np.array(rng.standard_normal()))),
+    OpCase("diagflat", lambda a: a.diagflat(1), lambda a: np.diagflat(a, 1), ins(rnd(2, 2))),
+    OpCase("dstack", lambda a, b: ag.dstack([a, b]), lambda a, b: np.dstack([a, b]),
+           ins(rnd(3), rnd(1, 3, 2))),
+    OpCase("column_stack", lambda a, b: ag.column_stack([a, b]),
+           lambda a, b: np.column_stack([a, b]), ins(rnd(3), rnd(3, 2))),
+    OpCase("tensor_split", lambda a: ag.cat(ag.hsplit(a, 3)[::-1], 1) * 1.0,
+           lambda a: np.concatenate(np.hsplit(a, 3)[::-1], 1), ins(rnd(2, 6)), name="hsplit"),
+    OpCase("tensor_split", lambda a: ag.cat(a.vsplit([1])[::-1]) + ag.cat(a.dsplit(2), 0).sum(),
+           lambda a: np.concatenate(np.vsplit(a, [1])[::-1]) + np.concatenate(np.dsplit(a, 2), 0).sum(),
+           ins(rnd(2, 3, 4)), name="vsplit_dsplit"),
 ]
