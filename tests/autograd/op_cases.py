@@ -1468,3 +1468,37 @@ CASES += [
            lambda a: np.concatenate(np.vsplit(a, [1])[::-1]) + np.concatenate(np.dsplit(a, 2), 0).sum(),
            ins(rnd(2, 3, 4)), name="vsplit_dsplit"),
 ]
+
+
+def _np_unique_consecutive(a):
+    a = a.astype(np.int64)
+    starts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]])
+    return a[starts], np.cumsum(np.r_[0, a[1:] != a[:-1]]), np.diff(np.r_[starts, a.size])
+
+
+# Counting and searching: no gradient (the outputs never require grad).
+CASES += [
+    OpCase("bincount", lambda i, w: ag.bincount(i, w, minlength=7), lambda i, w: np.bincount(i, w, 7),
+           ins(_idx([0, 1, 1, 4, 2, 1]), rnd(6)), nondiff=(0,), grad=False),
+    OpCase("histc", lambda a: ag.histc(a, bins=5, min=-1, max=1),
+           lambda a: np.histogram(a, 5, (-1, 1))[0].astype(np.float64), ins(rnd(40)), grad=False),
+    OpCase("searchsorted", lambda s, v: ag.bucketize(v, s, right=True),
+           lambda s, v: np.searchsorted(s, v, side="right"),
+           ins(lambda rng: np.sort(rng.standard_normal(6)), rnd(3, 4)), grad=False),
+    OpCase("searchsorted", lambda s, v: ag.searchsorted(s, v),
+           lambda s, v: np.stack([np.searchsorted(a, b) for a, b in zip(s, v)]),
+           ins(lambda rng: np.sort(rng.standard_normal((2, 5)), axis=-1), rnd(2, 3)), grad=False,
+           name="searchsorted_batched"),
+    OpCase("unique", lambda a: ag.cat([t.double().reshape(-1) for t in ag.unique(
+               (a * 2).round(), return_inverse=True, return_counts=True)[1:]]) * 1.0,
+           lambda a: np.concatenate([x.reshape(-1).astype(np.float64) for x in np.unique(
+               np.round(a * 2), return_inverse=True, return_counts=True)[1:]]), ins(rnd(3, 4)),
+           grad=False),
+    OpCase("unique", lambda a: ag.unique(a.round(), dim=1),
+           lambda a: np.unique(np.round(a), axis=1), ins(rnd(2, 5)), grad=False, name="unique_dim"),
+    # PyTorch: unique_consecutive(tensor([1, 1, 2, 2, 3, 1, 1, 2]), return_inverse=True,
+    # return_counts=True) is ([1, 2, 3, 1, 2], [0, 0, 1, 1, 2, 3, 3, 4], [2, 2, 1, 2, 1]).
+    OpCase("unique_consecutive", lambda a: ag.cat(ag.unique_consecutive(
+               (a > 0).long(), return_inverse=True, return_counts=True)),
+           lambda a: np.concatenate(_np_unique_consecutive(a > 0)), ins(rnd(8)), grad=False),
+]
