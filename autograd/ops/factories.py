@@ -1,0 +1,195 @@
+"""Factories that PyTorch has beside ``linspace`` and ``randn``: ``logspace``,
+``tril_indices``/``triu_indices``, and random sampling (``randperm``, ``normal``,
+``bernoulli``, ``multinomial``, ``poisson``).
+
+Random numbers come from the device's default generator (``manual_seed``) or the
+``generator=`` given, through generator.draw_uniform/draw_normal, so that one seed gives one
+sequence on every path. Samples are not differentiable and never require grad; ``normal`` with
+tensor arguments is ``mean + std * noise``, so gradients reach ``mean`` and ``std`` as in
+PyTorch (whose nodes are NormalBackward1..3).
+"""
+from __future__ import annotations
+
+import numpy
+
+from .. import backend
+from ..dispatch import expose
+from ..generator import draw_normal, draw_uniform
+from ..promotion import get_default_dtype, torch_name
+from ..tensor import Tensor, default_generator
+
+
+def _wrap(array, dev) -> Tensor:
+    return Tensor._make(array, False, None, 0, [0], dev)
+
+
+def _gen(generator, dev):
+    return generator if generator is not None else default_generator(dev)
+
+
+# --------------------------------------------------------------------------- factories
+
+
+@expose(public="logspace")
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    """``steps`` values from ``base ** start`` to ``base ** end``, evenly spaced in the
+    exponent."""
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dev = backend.device(device)
+    dt = numpy.dtype(dtype) if dtype is not None else get_default_dtype()
+    xp = dev.xp
+    out = xp.power(float(base), xp.linspace(float(start), float(end), int(steps)))
+    t = _wrap(out.astype(dt), dev)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _indices(which, row, col, offset, dtype, device):
+    if row < 0 or col < 0:
+        raise RuntimeError(f"row must be non-negative, got{row}" if row < 0 else
+                           f"col must be non-negative, got{col}")
+    dev = backend.device(device)
+    xp = dev.xp
+    make = xp.tril_indices if which == "tril" else xp.triu_indices
+    rows, cols = make(row, offset, col)
+    dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype(numpy.int64)
+    if dt.kind not in "iu":
+        raise RuntimeError(f'"{which}_indices" not implemented for \'{torch_name(dt)}\'')
+    return _wrap(xp.stack([xp.asarray(rows), xp.asarray(cols)]).astype(dt).reshape(2, -1), dev)
+
+
+@expose(public="tril_indices")
+def tril_indices(row, col, offset=0, *, dtype=None, device=None):
+    """The (row, column) indices of the lower triangle of a ``row`` x ``col`` matrix (the
+    diagonal ``offset`` and below), as a 2 x N int64 tensor in row-major order."""
+    return _indices("tril", row, col, offset, dtype, device)
+
+
+@expose(public="triu_indices")
+def triu_indices(row, col, offset=0, *, dtype=None, device=None):
+    """The indices of the upper triangle (the diagonal ``offset`` and above)."""
+    return _indices("triu", row, col, offset, dtype, device)
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+@expose(public="randperm")
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of ``0 .. n-1``."""
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    dev = backend.device(device)
+    keys = draw_uniform(_gen(generator, dev), (int(n),), numpy.float64)
+    dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype(numpy.int64)
+    t = _wrap(dev.xp.argsort(keys, kind="stable").astype(dt), dev)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _noise(like_shape, dtype, dev, generator):
+    return _wrap(draw_normal(_gen(generator, dev), tuple(like_shape), dtype), dev)
+
+
+@expose(public="normal")
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
+    """Samples of N(mean, std**2): ``mean`` and ``std`` tensors (broadcast) or numbers (then
+    ``size`` gives the shape). Differentiable in tensor ``mean`` and ``std``."""
+    if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
+        if size is None:
+            raise TypeError("normal() missing the size argument for number mean and std")
+        if std < 0:
+            raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+        dev = backend.device(device)
+        dt = numpy.dtype(dtype) if dtype is not None else get_default_dtype()
+        out = _noise(tuple(size), dt, dev, generator) * std + mean
+        return out.requires_grad_(True) if requires_grad else out
+    like = mean if isinstance(mean, Tensor) else std
+    if isinstance(std, Tensor) and bool((std < 0).any().item()):
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    if isinstance(std, (int, float)) and std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    shape = numpy.broadcast_shapes(tuple(getattr(mean, "shape", ())),
+                                   tuple(getattr(std, "shape", ())))
+    dt = like.dtype if like.dtype.kind in "fc" else get_default_dtype()
+    return mean + std * _noise(shape, dt, like._device, generator)
+
+
+def _probability_check(p):
+    if not bool(((p >= 0) & (p <= 1)).all().item()):
+        raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
+                           "(Could this error message be improved?  If so, please report an "
+                           "enhancement request to PyTorch.)")
+
+
+@expose(public="bernoulli", methods="bernoulli")
+def bernoulli(input, p=None, *, generator=None):  # noqa: A002 - PyTorch's names
+    """1 with probability ``input`` (or the number ``p``), else 0, in ``input``'s dtype."""
+    probs = input.detach() if p is None else p
+    if isinstance(probs, Tensor):
+        _probability_check(probs)
+    elif not 0 <= probs <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={probs}")
+    dev = input._device
+    u = draw_uniform(_gen(generator, dev), tuple(input.shape), numpy.float64)
+    pv = probs._data if isinstance(probs, Tensor) else probs
+    return _wrap((u < pv).astype(input.dtype), dev)
+
+
+@expose(methods="bernoulli_")
+def bernoulli_(x, p=0.5, *, generator=None):
+    """In-place :func:`bernoulli` with probability ``p`` (a number or a tensor)."""
+    return x.copy_(bernoulli(x.detach(), p, generator=generator))
+
+
+@expose(public="multinomial", methods="multinomial")
+def multinomial(input, num_samples, replacement=False, *, generator=None):  # noqa: A002
+    """``num_samples`` category indices per row of non-negative weights ``input`` (1-D or
+    2-D), with or without replacement."""
+    if input.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if input.dtype.kind != "f":
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{torch_name(input.dtype)}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    n_cat = input.shape[-1]
+    if not replacement and num_samples > n_cat:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    dev = input._device
+    xp = dev.xp
+    w = input._data.reshape(-1, n_cat).astype(numpy.float64)
+    if bool((w < 0).any()) or not bool(xp.isfinite(w).all()):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    total = w.sum(axis=1, keepdims=True)
+    if bool((total <= 0).any()):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    gen = _gen(generator, dev)
+    if replacement:   # inverse CDF: the first category whose running total passes u
+        cdf = xp.cumsum(w / total, axis=1)
+        cdf[:, -1] = 1.0
+        u = draw_uniform(gen, (w.shape[0], num_samples), numpy.float64)
+        out = xp.stack([xp.searchsorted(c, r, side="right") for c, r in zip(cdf, u)])
+        out = xp.minimum(out, n_cat - 1)
+    else:   # exponential races: the categories of the num_samples smallest E / w (a
+        # zero weight's race is infinite: taken last, in index order, as PyTorch does)
+        u = draw_uniform(gen, w.shape, numpy.float64)
+        with numpy.errstate(divide="ignore"):
+            keys = -xp.log1p(-u) / w
+        out = xp.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+    out = out.astype(numpy.int64)
+    return _wrap(out.reshape(num_samples) if input.ndim == 1 else out, dev)
+
+
+@expose(public="poisson")
+def poisson(input, generator=None):  # noqa: A002
+    """Samples of Poisson(rate) for each rate in ``input``, in its dtype."""
+    if bool((input.detach() < 0).any().item()):
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    dev = input._device
+    gen = _gen(generator, dev)
+    # NOTE: the array module's own Poisson sampler (a gradtrace Generator keeps it in _rng);
+    # generator.py has no draw_poisson, and a uniform-only sampler would be slow for large rates.
+    rng = getattr(gen, "_rng", gen)
+    return _wrap(rng.poisson(input._data.astype(numpy.float64)).astype(input.dtype), dev)

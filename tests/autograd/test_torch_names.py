@@ -1,0 +1,336 @@
+"""The torch names beyond the op table's values: ``dtype=`` arguments, node names, errors in
+PyTorch's words, results that are Python values or tuples, factories and random sampling.
+Each expectation is what PyTorch 2.13 gives for the same call (noted beside it)."""
+import numpy as np
+import pytest
+
+import gradtrace.autograd as ag
+from gradtrace.autograd.nn import functional as F
+
+
+def _t(values, dtype=None, requires_grad=False):
+    return ag.tensor(np.asarray(values, dtype=dtype), requires_grad=requires_grad)
+
+
+# --------------------------------------------------------------------------- dtype=
+
+INT = np.arange(6, dtype=np.int32).reshape(2, 3)
+
+# (call, dtype of the result): PyTorch casts the input to dtype first.
+DTYPE_CASES = [
+    (lambda x: ag.sum(x, dtype=np.float32), np.float32, 15.0),
+    (lambda x: x.sum(1, dtype=np.float64), np.float64, [3.0, 12.0]),
+    (lambda x: ag.mean(x, dtype=np.float32), np.float32, 2.5),   # torch: 2.5, not an error
+    (lambda x: x.mean(0, keepdim=True, dtype=np.float64), np.float64, [[1.5, 2.5, 3.5]]),
+    (lambda x: ag.prod(x + 1, 1, dtype=np.float32), np.float32, [6.0, 120.0]),
+    (lambda x: ag.cumsum(x, 1, dtype=np.float64), np.float64, [[0, 1, 3], [3, 7, 12]]),
+    (lambda x: x.cumprod(0, dtype=np.float32), np.float32, [[0, 1, 2], [0, 4, 10]]),
+    (lambda x: ag.nansum(x, dtype=np.float64), np.float64, 15.0),
+    (lambda x: ag.nanmean(x, dtype=np.float32), np.float32, 2.5),
+]
+
+
+@pytest.mark.parametrize("call,dtype,expected", DTYPE_CASES)
+def test_reductions_take_dtype_as_pytorch(call, dtype, expected):
+    out = call(ag.tensor(INT))
+    assert out.dtype == dtype
+    np.testing.assert_allclose(out.numpy(), expected)
+
+
+def test_mean_of_integers_without_dtype_still_refuses():
+    # torch.mean(torch.tensor([1, 2])): "mean(): could not infer output dtype..."
+    with pytest.raises(RuntimeError, match="could not infer output dtype"):
+        ag.tensor(INT).mean()
+
+
+SOFTMAX_DTYPE = [
+    lambda x: ag.softmax(x, 1, dtype=np.float32),
+    lambda x: x.softmax(1, dtype=np.float32),
+    lambda x: F.softmax(x, dim=1, dtype=np.float32),
+    lambda x: ag.log_softmax(x, 1, dtype=np.float32),
+    lambda x: F.log_softmax(x, dim=-1, dtype=np.float32),
+    lambda x: x.sum(dtype=np.float32),
+    lambda x: ag.linalg.vector_norm(x, dtype=np.float32),
+]
+
+
+@pytest.mark.parametrize("call", SOFTMAX_DTYPE)
+def test_dtype_cast_is_recorded_so_the_gradient_reaches_a_half_input(call):
+    # torch.softmax(x16, 1, dtype=torch.float32).grad_fn.next_functions[0][0] is
+    # ToCopyBackward0, and x16.grad is float16.
+    x = ag.tensor(np.random.default_rng(0).standard_normal((2, 3)).astype(np.float16),
+                  requires_grad=True)
+    y = call(x)
+    assert y.dtype == np.float32
+    node = y.grad_fn
+    while node.name() != "ToCopyBackward0":
+        node = node.next_functions[0][0]
+    (y * y).sum().backward()
+    assert x.grad.dtype == np.float16 and x.grad.shape == x.shape
+
+
+def test_softmax_dtype_values_match_the_cast_input():
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    out = ag.softmax(ag.tensor(x), -1, dtype=np.float64)
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- node names
+
+X23 = lambda: _t(np.random.default_rng(2).standard_normal((2, 3)), requires_grad=True)  # noqa: E731
+V3 = lambda: _t([0.5, -1.0, 2.0], requires_grad=True)  # noqa: E731
+
+# (call, grad_fn.name()): PyTorch's node where it is the same op; the composites show their
+# primitives' nodes (PyTorch's own in the comment).
+NODE_CASES = [
+    (lambda: V3().sgn(), "SgnBackward0"),
+    (lambda: ag.copysign(V3(), -1.0), "CopysignBackward0"),
+    (lambda: ag.nan_to_num(V3()), "NanToNumBackward0"),
+    (lambda: ag.deg2rad(V3()), "Deg2RadBackward0"),
+    (lambda: V3().rad2deg(), "Rad2DegBackward0"),
+    (lambda: ag.addcdiv(V3(), V3(), V3() + 5), "AddcdivBackward0"),
+    (lambda: ag.absolute(V3()), "AbsBackward0"),
+    (lambda: V3().negative(), "NegBackward0"),
+    (lambda: ag.float_power(V3(), 2), "PowBackward0"),
+    (lambda: ag.logdet(X23() @ X23().mT + 3 * ag.eye(2, dtype=np.float64)), "WhereBackward0"),
+    (lambda: ag.cartesian_prod(V3(), V3()), "StackBackward0"),
+    (lambda: ag.combinations(V3()), "StackBackward0"),
+    (lambda: ag.diagflat(V3()), "DiagEmbedBackward0"),
+    (lambda: ag.column_stack([V3(), V3()]), "CatBackward0"),
+    (lambda: ag.dstack([V3(), V3()]), "CatBackward0"),
+    (lambda: X23().ravel(), "ViewBackward0"),
+    (lambda: X23().H, "TransposeBackward0"),
+    (lambda: X23().mH, "TransposeBackward0"),
+    (lambda: X23().adjoint(), "TransposeBackward0"),
+    (lambda: ag.cumulative_trapezoid(V3()), "CumsumBackward0"),
+    (lambda: ag.corrcoef(X23()), "ClampBackward1"),
+    (lambda: ag.cosine_similarity(X23(), X23()), "SumBackward1"),
+    (lambda: ag.addmv(V3()[:2], X23(), V3()), "AddBackward0"),   # torch: AddmvBackward0
+    (lambda: ag.renorm(X23(), 2, 0, 1.0), "MulBackward0"),         # torch: RenormBackward0
+    (lambda: ag.rot90(X23()), "TransposeBackward0"),                # torch: Rot90Backward0
+]
+
+
+@pytest.mark.parametrize("call,name", NODE_CASES)
+def test_node_names(call, name):
+    assert call().grad_fn.name() == name
+
+
+NO_GRAD = [
+    lambda: ag.heaviside(V3(), V3()),            # torch: requires grad, backward not implemented
+    lambda: ag.signbit(V3()),
+    lambda: ag.isclose(V3(), V3()),
+    lambda: ag.histc(V3(), bins=3),              # torch: the same as heaviside
+    lambda: ag.bucketize(V3(), _t([0.0, 1.0])),
+    lambda: ag.searchsorted(_t([0.0, 1.0]), V3()),
+    lambda: ag.unique(V3()),                     # torch: Unique2Backward0, not implemented
+    lambda: ag.unique_consecutive(V3(), return_counts=True)[0],
+    lambda: ag.bincount(_t([0, 2]), V3()[:2]),
+    lambda: ag.bernoulli(V3().sigmoid()),
+    lambda: ag.multinomial(V3().exp(), 2),
+    lambda: ag.poisson(V3().exp()),
+]
+
+
+@pytest.mark.parametrize("call", NO_GRAD)
+def test_counts_searches_and_samples_never_require_grad(call):
+    out = call()
+    assert not out.requires_grad and out.grad_fn is None
+
+
+# --------------------------------------------------------------------------- errors
+
+ERRORS = [
+    (lambda: ag.addcdiv(_t([1]), _t([1]), _t([1])), RuntimeError,
+     "Integer division with addcdiv is no longer supported"),
+    (lambda: ag.heaviside(_t([1.0]), _t([1.0], np.float32)), RuntimeError,
+     "heaviside is not yet implemented for tensors with different dtypes."),
+    (lambda: ag.isclose(_t([1.0]), _t([1.0], np.float32)), RuntimeError, "Double did not match Float"),
+    (lambda: ag.inner(_t(np.ones((2, 3))), _t(np.ones(4))), RuntimeError,
+     r"inner\(\) the last dimension must match on both input tensors but got shapes \[2, 3\] and \[4\]"),
+    (lambda: ag.vdot(_t(np.ones((2, 3))), _t(np.ones(3))), RuntimeError,
+     "1D tensors expected, but got 2D and 1D tensors"),
+    (lambda: ag.linalg.multi_dot([_t(np.ones(3))]), RuntimeError,
+     r"multi_dot\(\): expected at least 2 tensors but got 1"),
+    (lambda: ag.linalg.multi_dot([_t(np.ones((3, 3))), _t(np.ones((3, 3, 3))), _t(np.ones((3, 3)))]),
+     RuntimeError, r"multi_dot\(\): tensor 1 must be 2D but got 3D"),
+    (lambda: ag.rot90(_t(np.ones((2, 3))), 1, [0, 0]), RuntimeError,
+     "expected rotation dims to be different, but got dim0 = 0 and dim1 = 0"),
+    (lambda: ag.rot90(_t(np.ones(3))), RuntimeError, "expected total dims >= 2, but got total dims = 1"),
+    (lambda: ag.hsplit(_t(np.ones((2, 5))), 3), RuntimeError,
+     "torch.hsplit attempted to split along dimension 1, but the size of the dimension 5 is not "
+     "divisible by the split_size 3!"),
+    (lambda: ag.vsplit(_t(np.ones(4)), 2), RuntimeError,
+     "torch.vsplit requires a tensor with at least 2 dimension, but got a tensor with 1 dimensions!"),
+    (lambda: ag.block_diag(_t(np.ones((2, 3, 1)))), RuntimeError,
+     "torch.block_diag: Input tensors must have 2 or fewer dimensions. Input 0 has 3 dimensions"),
+    (lambda: ag.cartesian_prod(_t(np.ones((3, 2)))), RuntimeError, r"Expect a 1D vector, but got shape \[3, 2\]"),
+    (lambda: _t(np.ones((2, 3, 4))).H, RuntimeError,
+     "tensor.H is only supported on matrices \\(2-D tensors\\). Got 3-D tensor. For batches of "
+     "matrices, consider using tensor.mH"),
+    (lambda: _t(np.ones(3)).mH, RuntimeError,
+     "tensor.mH is only supported on matrices or batches of matrices. Got 1-D tensor."),
+    (lambda: ag.bincount(_t([-1, 2])), RuntimeError, "bincount only supports 1-d non-negative integral inputs."),
+    (lambda: ag.bincount(_t([1.0])), NotImplementedError, "\"bincount_cpu\" not implemented for 'Double'"),
+    (lambda: ag.bincount(_t([1, 2]), _t([1.0, 2, 3])), RuntimeError,
+     "weights should be 1-d and have the same length as input"),
+    (lambda: ag.histc(_t([1, 2]), bins=3), NotImplementedError, "\"histogram_cpu\" not implemented for 'Long'"),
+    (lambda: ag.histc(_t([1.0, 2]), bins=3, min=3, max=1), RuntimeError, "torch.histc: max must be larger than min"),
+    (lambda: ag.searchsorted(_t([1.0]), _t([2.0]), side="left", right=True), RuntimeError,
+     "side and right can't be set to opposites, got side of left while right was True"),
+    (lambda: ag.searchsorted(_t(np.ones((2, 3))), _t(np.ones((3, 2)))), RuntimeError,
+     r"boundaries tensor \[2, 3\] and input value tensor \[3, 2\]"),
+    (lambda: ag.unique(_t(np.ones((2, 3))), dim=3), IndexError,
+     r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 3\)"),
+    (lambda: ag.multinomial(_t([0.5, 0.5]), 3), RuntimeError,
+     r"cannot sample n_sample > prob_dist.size\(-1\) samples without replacement"),
+    (lambda: ag.multinomial(_t([[0.0, 0.0]]), 1), RuntimeError,
+     r"invalid multinomial distribution \(sum of probabilities <= 0\)"),
+    (lambda: ag.multinomial(_t([-1.0, 2.0]), 1), RuntimeError,
+     "probability tensor contains either `inf`, `nan` or element < 0"),
+    (lambda: ag.multinomial(_t([1, 2]), 1), RuntimeError,
+     "multinomial only supports floating-point dtypes for input, got: Long"),
+    (lambda: ag.bernoulli(_t([1.5])), RuntimeError, "Expected p_in >= 0 && p_in <= 1 to be true"),
+    (lambda: ag.normal(_t([0.0, 0.0]), _t([-1.0, 1.0])), RuntimeError,
+     "normal expects all elements of std >= 0.0"),
+    (lambda: ag.normal(0.0, -1.0, (2,)), RuntimeError, "normal expects std >= 0.0, but found std -1"),
+    (lambda: ag.poisson(_t([-1.0])), RuntimeError, "invalid Poisson rate, expected rate to be non-negative"),
+]
+
+
+@pytest.mark.parametrize("call,error,message", ERRORS)
+def test_errors_in_pytorchs_words(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+# --------------------------------------------------------------------------- values
+
+def test_python_bool_results():
+    a = _t([1.0, np.nan, 3.0])
+    # torch.allclose(a, a) is False (NaN), True with equal_nan; torch.equal: shapes first.
+    assert ag.allclose(a, a) is False and ag.allclose(a, a, equal_nan=True) is True
+    assert a.allclose(a + 1e-9, equal_nan=True) is True
+    assert ag.equal(_t([1, 2]), _t([1, 2])) is True
+    assert ag.equal(_t([1, 2]), _t([1, 2, 3])) is False
+    assert _t([1.0, 2.0]).equal(_t([1.0, 2.5])) is False
+
+
+def test_unique_and_unique_consecutive_as_pytorch():
+    x = _t([[3.0, 1, 3], [1, 2, 1]])
+    values, inverse, counts = ag.unique(x, return_inverse=True, return_counts=True)
+    # torch: (tensor([1., 2., 3.]), tensor([[2, 0, 2], [0, 1, 0]]), tensor([3, 1, 2]))
+    np.testing.assert_array_equal(values.numpy(), [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(inverse.numpy(), [[2, 0, 2], [0, 1, 0]])
+    np.testing.assert_array_equal(counts.numpy(), [3, 1, 2])
+    # torch.unique(tensor([nan, 1., nan])): tensor([1., nan, nan]) (NaNs are not merged)
+    assert ag.unique(_t([np.nan, 1.0, np.nan])).shape == (3,)
+    values, inverse = ag.unique(_t([[1, 2], [1, 2], [0, 5]]), dim=0, return_inverse=True)
+    np.testing.assert_array_equal(values.numpy(), [[0, 5], [1, 2]])
+    np.testing.assert_array_equal(inverse.numpy(), [1, 1, 0])
+    values, inverse, counts = ag.unique_consecutive(
+        _t([[1, 1], [1, 1], [2, 3], [1, 1]]), dim=0, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(values.numpy(), [[1, 1], [2, 3], [1, 1]])
+    np.testing.assert_array_equal(inverse.numpy(), [0, 0, 1, 2])
+    np.testing.assert_array_equal(counts.numpy(), [2, 1, 1])
+    values, inverse = ag.unique(_t(5.0), return_inverse=True)   # torch: (tensor([5.]), tensor(0))
+    assert values.shape == (1,) and inverse.shape == ()
+
+
+def test_bincount_histc_bucketize_searchsorted_values():
+    idx = _t([0, 1, 1, 3])
+    assert ag.bincount(idx).dtype == np.int64
+    out = ag.bincount(idx, _t([1.0, 2, 3, 4], np.float32), minlength=6)
+    assert out.dtype == np.float32   # torch: float32 weights count in float32, others in float64
+    np.testing.assert_array_equal(out.numpy(), [1, 5, 0, 4, 0, 0])
+    assert ag.bincount(idx, _t([1, 2, 3, 4])).dtype == np.float64
+    # torch.histc(tensor([1., 1.]), bins=3): tensor([0., 2., 0.]); data range when min == max
+    np.testing.assert_array_equal(ag.histc(_t([1.0, 1.0], np.float32), bins=3).numpy(), [0, 2, 0])
+    np.testing.assert_array_equal(ag.histc(_t([1.0, 2, 3, 4]), bins=3).numpy(), [1, 1, 2])
+    b = _t([1.0, 3, 5, 7])
+    v = _t([[0.0, 1, 3], [6, 7, 9]])
+    np.testing.assert_array_equal(ag.bucketize(v, b).numpy(), [[0, 0, 1], [3, 3, 4]])
+    right = ag.bucketize(v, b, right=True, out_int32=True)
+    assert right.dtype == np.int32
+    np.testing.assert_array_equal(right.numpy(), [[0, 1, 2], [3, 4, 4]])
+    assert ag.bucketize(3.0, b).item() == 1 and ag.bucketize(3.0, b).shape == ()
+    # torch.searchsorted(tensor([5., 1, 3]), tensor([2., 4]), sorter=tensor([1, 2, 0])): [1, 2]
+    np.testing.assert_array_equal(
+        ag.searchsorted(_t([5.0, 1, 3]), _t([2.0, 4]), sorter=_t([1, 2, 0])).numpy(), [1, 2])
+    np.testing.assert_array_equal(ag.searchsorted(b, v, side="right").numpy(), right.numpy())
+
+
+def test_shape_helpers_as_pytorch():
+    a = _t(np.arange(6.0).reshape(2, 3))
+    assert [t.shape for t in ag.hsplit(a, 3)] == [(2, 1)] * 3
+    assert [t.shape for t in ag.hsplit(_t(np.arange(6.0)), [1, 4])] == [(1,), (3,), (2,)]
+    assert [t.shape for t in ag.dsplit(_t(np.ones((1, 2, 4))), [3])] == [(1, 2, 3), (1, 2, 1)]
+    # torch.atleast_3d: () -> (1, 1, 1), (3,) -> (1, 3, 1), (2, 3) -> (2, 3, 1)
+    assert ag.atleast_3d(_t(1.0)).shape == (1, 1, 1)
+    assert ag.atleast_3d(_t([1.0, 2, 3])).shape == (1, 3, 1)
+    assert ag.atleast_3d(a).shape == (2, 3, 1)
+    assert [t.shape for t in ag.atleast_2d(_t(1.0), _t([1.0, 2]))] == [(1, 1), (1, 2)]
+    assert ag.atleast_1d(_t(1.0)).shape == (1,)
+    x, y = ag.meshgrid(_t([1.0, 2, 3]), _t([4.0, 5]), indexing="xy")
+    assert x.shape == y.shape == (2, 3)   # torch: (len(y), len(x)) with "xy"
+    np.testing.assert_array_equal(ag.block_diag().numpy(), np.zeros((1, 0)))
+    assert ag.combinations(_t([1.0, 2]), 3).shape == (0, 3)
+    assert ag.combinations(_t([1.0, 2, 3]), 1).shape == (3, 1)
+    assert ag.chain_matmul(a, a.mT).shape == (2, 2)
+
+
+def test_index_factories_and_logspace():
+    # torch.tril_indices(3, 3): [[0, 1, 1, 2, 2, 2], [0, 0, 1, 0, 1, 2]]
+    np.testing.assert_array_equal(ag.tril_indices(3, 3).numpy(),
+                                  [[0, 1, 1, 2, 2, 2], [0, 0, 1, 0, 1, 2]])
+    np.testing.assert_array_equal(ag.triu_indices(3, 4, 1).numpy(),
+                                  [[0, 0, 0, 1, 1, 2], [1, 2, 3, 2, 3, 3]])
+    assert ag.tril_indices(3, 3).dtype == np.int64 and ag.triu_indices(0, 0).shape == (2, 0)
+    out = ag.logspace(0, 2, 5)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out.numpy(), [1, 10 ** 0.5, 10, 10 ** 1.5, 100], rtol=1e-6)
+    np.testing.assert_array_equal(ag.logspace(0, 3, 4, base=2, dtype=np.float64).numpy(), [1, 2, 4, 8])
+
+
+# --------------------------------------------------------------------------- random
+
+
+def test_random_samplers_follow_manual_seed():
+    draws = []
+    for _ in range(2):
+        ag.manual_seed(7)
+        draws.append([ag.randperm(8), ag.normal(0.0, 1.0, (4,)), ag.bernoulli(ag.full((5,), 0.5)),
+                      ag.multinomial(_t([0.2, 0.3, 0.5]), 2), ag.poisson(ag.full((3,), 2.0))])
+    for a, b in zip(*draws):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    perm = draws[0][0]
+    assert perm.dtype == np.int64 and sorted(perm.tolist()) == list(range(8))
+
+
+def test_random_sampler_statistics():
+    ag.manual_seed(3)
+    x = ag.normal(5.0, 2.0, (200000,))
+    assert abs(float(x.mean()) - 5.0) < 0.02 and abs(float(x.std()) - 2.0) < 0.02
+    b = ag.bernoulli(ag.full((200000,), 0.3))
+    assert b.dtype == np.float32 and abs(float(b.mean()) - 0.3) < 0.005
+    w = _t([0.1, 0.0, 0.6, 0.3])
+    s = ag.multinomial(w, 100000, replacement=True)
+    np.testing.assert_allclose(np.bincount(s.numpy(), minlength=4) / 1e5, [0.1, 0, 0.6, 0.3], atol=0.01)
+    first = np.array([ag.multinomial(w, 1).item() for _ in range(3000)])
+    np.testing.assert_allclose(np.bincount(first, minlength=4) / 3000, [0.1, 0, 0.6, 0.3], atol=0.03)
+    rows = ag.multinomial(_t([[1.0, 2, 3, 0], [0, 0, 1, 1]]), 2)
+    assert rows.shape == (2, 2) and set(rows[1].tolist()) == {2, 3}
+    r = ag.poisson(ag.full((200000,), 4.0))
+    assert r.dtype == np.float32 and abs(float(r.mean()) - 4.0) < 0.03
+
+
+def test_normal_with_tensor_mean_and_std_is_differentiable():
+    mean = ag.zeros(2, 3, requires_grad=True)
+    std = ag.ones(3, requires_grad=True)
+    out = ag.normal(mean, std)
+    assert out.shape == (2, 3)
+    out.sum().backward()
+    np.testing.assert_array_equal(mean.grad.numpy(), np.ones((2, 3)))
+    # d(mean + std * z)/d std = z, summed over the broadcast rows
+    np.testing.assert_allclose(std.grad.numpy(), (out - mean).detach().sum(0).numpy(), rtol=1e-6)
