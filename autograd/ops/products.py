@@ -1,6 +1,7 @@
-"""Products, sums of products and integrals a PyTorch user reaches for (``inner``, ``addmv``,
-``linalg.multi_dot``, ``logdet``, ``renorm``, ``trapezoid``, ``cov``...), and the distances
-that torch has both at the top level and in ``nn.functional``.
+"""Products, sums of products, integrals and derivatives a PyTorch user reaches for
+(``inner``, ``addmv``, ``linalg.multi_dot``, ``logdet``, ``renorm``, ``trapezoid``,
+``gradient``, ``cov``...), and the distances that torch has both at the top level and in
+``nn.functional``.
 
 All are composites of the public functions: they need no backward code, and their nodes are
 the primitives' (``addmv`` shows AddBackward0 over MvBackward0, as the composites in api.py).
@@ -12,7 +13,7 @@ import itertools
 
 from ..dispatch import defcomposite, expose
 from ..tensor import Tensor, tensor
-from .api import _dim, _scaled_sum, bmm, dot, linalg, mv, outer, slogdet, tensordot
+from .api import _dim, _scaled_sum, cat, bmm, dot, linalg, mv, outer, slogdet, tensordot
 from .reduction import std, vector_norm
 
 
@@ -178,6 +179,79 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     if terms is None:
         return y
     return terms.cumsum(d)
+
+
+def _along(t, d, ndim):
+    """A 1-D tensor shaped to broadcast along dim ``d`` of an ``ndim``-dim tensor."""
+    shape = [1] * ndim
+    shape[d] = -1
+    return t.reshape(*shape)
+
+
+def _gradient_one(f, d, step, edge_order):
+    """The derivative of ``f`` along ``d``: second-order central differences inside, one-
+    sided of ``edge_order`` at both ends (NumPy's and PyTorch's formulas); ``step`` a number
+    or the coordinates of the samples (a 1-D tensor)."""
+    n = f.shape[d]
+    if n < edge_order + 1:
+        raise RuntimeError("torch.gradient expected each dimension size to be at least "
+                           "edge_order+1")
+    f0, f1, fm1, fm2 = (f.narrow(d, i % n, 1) for i in (0, 1, -1, -2))
+    lo, mid, hi = f.narrow(d, 0, n - 2), f.narrow(d, 1, n - 2), f.narrow(d, 2, n - 2)
+    if not isinstance(step, Tensor):
+        inner = (hi - lo) / (2 * step)
+        if edge_order == 1:
+            first, last = (f1 - f0) / step, (fm1 - fm2) / step
+        else:
+            f2, fm3 = f.narrow(d, 2, 1), f.narrow(d, n - 3, 1)
+            first = (-1.5 * f0 + 2 * f1 - 0.5 * f2) / step
+            last = (0.5 * fm3 - 2 * fm2 + 1.5 * fm1) / step
+        return cat([first, inner, last], d)
+    if step.ndim != 1 or step.shape[0] != n:
+        raise RuntimeError(f"torch.gradient expected each tensor to be on the same device and "
+                           f"of size {n} along dim {d}")
+    dx = step[1:] - step[:-1]
+    h1, h2 = _along(dx[:-1], d, f.ndim), _along(dx[1:], d, f.ndim)
+    inner = (-h2 / (h1 * (h1 + h2))) * lo + ((h2 - h1) / (h1 * h2)) * mid \
+        + (h1 / (h2 * (h1 + h2))) * hi
+    if edge_order == 1:
+        first, last = (f1 - f0) / dx[0], (fm1 - fm2) / dx[-1]
+    else:
+        f2, fm3 = f.narrow(d, 2, 1), f.narrow(d, n - 3, 1)
+        a, b = dx[0], dx[1]
+        first = (-(2 * a + b) / (a * (a + b))) * f0 + ((a + b) / (a * b)) * f1 \
+            + (-a / (b * (a + b))) * f2
+        a, b = dx[-2], dx[-1]
+        last = (b / (a * (a + b))) * fm3 + (-(a + b) / (a * b)) * fm2 \
+            + ((2 * b + a) / (b * (a + b))) * fm1
+    return cat([first, inner, last], d)
+
+
+@defcomposite("gradient", public="gradient")
+def gradient(input, *, spacing=1, dim=None, edge_order=1):  # noqa: A002
+    """The derivative of sampled values along each of ``dim`` (all dims by default), one
+    tensor per dim: ``spacing`` one number, one per dim, or the sample coordinates (1-D
+    tensors, one per dim; differentiable)."""
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = [_dim(d, input.ndim, "gradient") for d in dims]
+    if isinstance(spacing, (list, tuple)):
+        if len(spacing) != len(dims) and dim is None:
+            raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar, or "
+                               f"a list of length equal to 'self.dim() = {input.ndim}', since "
+                               f"dim argument was not given, but got a list of length "
+                               f"{len(spacing)}")
+        if len(spacing) != len(dims):
+            raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or "
+                               f"it's spacing and dim arguments to have the same length, but got "
+                               f"a spacing argument of length {len(spacing)} and a dim argument "
+                               f"of length {len(dims)}.")
+        steps = list(spacing)
+    else:
+        steps = [spacing] * len(dims)
+    f = input if input.dtype.kind in "fc" else input.float()
+    return tuple(_gradient_one(f, d, h, edge_order) for d, h in zip(dims, steps))
 
 
 # --------------------------------------------------------------------------- statistics

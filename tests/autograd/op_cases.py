@@ -1502,3 +1502,19 @@ CASES += [
                (a > 0).long(), return_inverse=True, return_counts=True)),
            lambda a: np.concatenate(_np_unique_consecutive(a > 0)), ins(rnd(8)), grad=False),
 ]
+
+
+# torch.gradient: NumPy's np.gradient (same formulas), one tensor per dim; the coordinates
+# form is differentiable in the coordinates too.
+CASES += [
+    OpCase("gradient", lambda a: ag.cat(ag.gradient(a, spacing=[2.0, 0.5])),
+           lambda a: np.concatenate(np.gradient(a, 2.0, 0.5)), ins(rnd(3, 4))),
+    OpCase("gradient", lambda a: ag.gradient(a, dim=1, edge_order=2)[0],
+           lambda a: np.gradient(a, axis=1, edge_order=2), ins(rnd(3, 5)), name="gradient_edge2"),
+    OpCase("gradient", lambda a, c: ag.gradient(a, spacing=(c,), edge_order=2)[0],
+           lambda a, c: np.gradient(a, c, edge_order=2),
+           ins(rnd(5), lambda rng: np.cumsum(rng.uniform(0.5, 1.5, 5))), name="gradient_coordinates"),
+    OpCase("gradient", lambda a, c: ag.gradient(a, spacing=[c], dim=0)[0],
+           lambda a, c: np.gradient(a, c, axis=0), ins(rnd(4, 2), lambda rng: np.cumsum(rng.uniform(0.5, 1.5, 4))),
+           name="gradient_coordinates_edge1"),
+]

@@ -196,6 +196,15 @@ ERRORS = [
      "normal expects all elements of std >= 0.0"),
     (lambda: ag.normal(0.0, -1.0, (2,)), RuntimeError, "normal expects std >= 0.0, but found std -1"),
     (lambda: ag.poisson(_t([-1.0])), RuntimeError, "invalid Poisson rate, expected rate to be non-negative"),
+    (lambda: ag.gradient(_t(np.ones((3, 4))), edge_order=3), RuntimeError,
+     "torch.gradient only supports edge_order=1 and edge_order=2."),
+    (lambda: ag.gradient(_t([1.0, 2.0]), edge_order=2), RuntimeError,
+     r"torch.gradient expected each dimension size to be at least edge_order\+1"),
+    (lambda: ag.gradient(_t(np.ones((3, 4))), spacing=[1.0, 2.0, 3.0]), RuntimeError,
+     "a list of length equal to 'self.dim\\(\\) = 2', since dim argument was not given, but got "
+     "a list of length 3"),
+    (lambda: ag.gradient(_t(np.ones((3, 4))), dim=0, spacing=[1.0, 2.0]), RuntimeError,
+     "but got a spacing argument of length 2 and a dim argument of length 1."),
 ]
 
 
@@ -278,6 +287,20 @@ def test_shape_helpers_as_pytorch():
     assert ag.combinations(_t([1.0, 2]), 3).shape == (0, 3)
     assert ag.combinations(_t([1.0, 2, 3]), 1).shape == (3, 1)
     assert ag.chain_matmul(a, a.mT).shape == (2, 2)
+
+
+def test_gradient_as_pytorch():
+    # torch.gradient(tensor([1., 2, 4, 7, 11])): ([1.0, 1.5, 2.5, 3.5, 4.0],), with
+    # spacing=(tensor([0., 1, 1.5, 3.5, 4]),): ([1.0, 3.0, 3.5, 6.7, 8.0],)
+    x = _t([1.0, 2, 4, 7, 11], requires_grad=True)
+    (g,) = ag.gradient(x)
+    np.testing.assert_allclose(g.numpy() if not g.requires_grad else g.detach().numpy(),
+                               [1.0, 1.5, 2.5, 3.5, 4.0])
+    assert g.grad_fn.name() == "CatBackward0"   # torch: CatBackward0
+    (g,) = ag.gradient(x, spacing=(_t([0.0, 1, 1.5, 3.5, 4]),))
+    np.testing.assert_allclose(g.detach().numpy(), [1.0, 3.0, 3.5, 6.7, 8.0])
+    (g,) = ag.gradient(_t([1, 2, 4, 7, 11]))   # integers: float32, as torch
+    assert g.dtype == np.float32 and not g.requires_grad
 
 
 def test_index_factories_and_logspace():
