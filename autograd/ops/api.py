@@ -1141,6 +1141,90 @@ def sub(input, other, *, alpha=1):  # noqa: A002
     return _call("sub", input, other if alpha == 1 else other * alpha)
 
 
+_ROUNDING_MODES = (None, "trunc", "floor")
+
+
+@expose(public=("div", "divide"), methods=("div", "divide"))
+def div(input, other, *, rounding_mode=None):  # noqa: A002
+    """``input / other``: true division, or rounded (``"trunc"``: towards zero, ``"floor"``:
+    down; DivBackward2, a zero gradient)."""
+    if rounding_mode is None:
+        return _call("div", input, other)
+    if rounding_mode not in _ROUNDING_MODES:
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+    return _call("div.Tensor_mode", input, other, rounding_mode=rounding_mode)
+
+
+@expose(public="true_divide", methods="true_divide")
+def true_divide(input, other):  # noqa: A002
+    """Alias of :func:`div` without rounding."""
+    return _call("div", input, other)
+
+
+# PyTorch's other aliases of the arithmetic and comparison ops: the same op and node.
+def _alias(alias, op):
+    def fn(input, other):  # noqa: A002
+        return _call(op, input, other)
+
+    fn.__name__ = fn.__qualname__ = alias
+    fn.__doc__ = f"Alias of :func:`{op}`."
+    expose(public=alias, methods=alias)(fn)
+
+
+for _alias_name, _op in (("multiply", "mul"), ("greater", "gt"), ("greater_equal", "ge"),
+                         ("less", "lt"), ("less_equal", "le"), ("not_equal", "ne")):
+    _alias(_alias_name, _op)
+
+
+@expose(public="subtract", methods="subtract")
+def subtract(input, other, *, alpha=1):  # noqa: A002
+    """Alias of :func:`sub`."""
+    return sub(input, other, alpha=alpha)
+
+
+@expose(public="positive", methods="positive")
+def positive(input):  # noqa: A002
+    """``input`` itself (PyTorch refuses a bool tensor)."""
+    if input.dtype == numpy.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+@expose(public="isin")
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """True where an element of ``elements`` is among ``test_elements`` (either may be a
+    number)."""
+    like = elements if isinstance(elements, Tensor) else test_elements
+    if not isinstance(elements, Tensor):
+        elements = like.new_tensor(elements)
+    if not isinstance(test_elements, Tensor):
+        test_elements = like.new_tensor(test_elements)
+    return _call("isin", elements, test_elements, assume_unique=assume_unique, invert=invert)
+
+
+@expose(public="nonzero", methods="nonzero")
+def nonzero(input, *, as_tuple=False):  # noqa: A002
+    """The indices of the nonzero entries: an (n, ndim) int64 tensor, or with ``as_tuple`` one
+    1-D tensor per dim (a 0-d input counts as 1-D)."""
+    if not as_tuple:
+        return _call("nonzero", input)
+    idx = _call("nonzero", input if input.ndim else _reshape(input, (1,)))
+    return tuple(idx[:, i] for i in range(idx.shape[1]))
+
+
+@expose(public="argwhere", methods="argwhere")
+def argwhere(input):  # noqa: A002
+    """:func:`nonzero` as an (n, ndim) tensor."""
+    return _call("nonzero", input)
+
+
+@expose(methods=("is_complex",), public="is_complex")
+def is_complex(input) -> bool:  # noqa: A002
+    """Whether the dtype is complex."""
+    return input.dtype.kind == "c"
+
+
 @expose(public="addcmul", methods="addcmul")
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """``input + value * tensor1 * tensor2``."""
@@ -1223,6 +1307,17 @@ def float_power(input, exponent):  # noqa: A002
     return base ** exponent
 
 
+@expose(methods="float_power_")
+def float_power_(x, exponent):
+    """In-place :func:`float_power`: ``x`` must already be double (complex128) precision."""
+    want = numpy.complex128 if x.dtype.kind == "c" or getattr(
+        exponent, "dtype", numpy.dtype(type(exponent))).kind == "c" else numpy.float64
+    if x.dtype != want:
+        raise RuntimeError(f"the base given to float_power_ has dtype {torch_name(x.dtype)} but "
+                           f"the operation's result requires dtype {torch_name(want)}")
+    return x.copy_(float_power(x, exponent))
+
+
 @defcomposite("square", public="square", methods="square")
 def square(x):
     """``x ** 2`` (PowBackward0, as PyTorch's square)."""
@@ -1267,6 +1362,18 @@ def cumprod(x, dim, *, dtype=None):
     if dtype is not None:
         x = x.to(dtype=dtype)
     return _call("cumprod", x, dim=_dim(dim, x.ndim, "cumprod") if x.ndim else 0)
+
+
+@expose(methods="cumsum_")
+def cumsum_(x, dim, *, dtype=None):
+    """In-place :func:`cumsum`."""
+    return x.copy_(cumsum(x, dim, dtype=dtype))
+
+
+@expose(methods="cumprod_")
+def cumprod_(x, dim, *, dtype=None):
+    """In-place :func:`cumprod`."""
+    return x.copy_(cumprod(x, dim, dtype=dtype))
 
 
 @expose(public="logcumsumexp", methods="logcumsumexp")

@@ -32,8 +32,7 @@ defop("mul", lambda xp, a, b: a * b,
       inplace="mul_")
 defop("div", lambda xp, a, b: a / b,
       (lambda F, g, out, a, b: g / b, lambda F, g, out, a, b: -g * out / b),
-      jvp=SELF_ADJOINT, public="div", methods=("div", "__truediv__"),
-      reflected="__rtruediv__", inplace="div_")
+      jvp=SELF_ADJOINT, methods="__truediv__", reflected="__rtruediv__", inplace="div_")
 defop("neg", lambda xp, x: -x, (lambda F, g, out, x: -g,), jvp=SELF_ADJOINT,
       public="neg", methods=("neg", "__neg__"), inplace="neg_")
 
@@ -912,3 +911,33 @@ def _isclose_fwd(xp, input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # 
 
 defop("isclose", _isclose_fwd, public="isclose", methods="isclose",
       doc="``|input - other| <= atol + rtol * |other|``, elementwise (torch.isclose).")
+
+
+def _div_mode_fwd(xp, a, b, rounding_mode="trunc"):
+    if rounding_mode == "floor":
+        return xp.floor_divide(a, b)
+    kinds = {getattr(v, "dtype", numpy.dtype(type(v))).kind for v in (a, b)}
+    if kinds <= set("biu"):   # integer truncation: the floor moved towards zero
+        q = xp.floor_divide(a, b)
+        return q + ((q < 0) & (q * b != a))
+    return xp.trunc(a / b)
+
+
+# PyTorch's div.Tensor_mode (DivBackward2): piecewise constant, a zero gradient for both.
+defop("div.Tensor_mode", _div_mode_fwd,
+      (lambda F, g, out, a, b, rounding_mode="trunc": F.zeros_like(g),
+       lambda F, g, out, a, b, rounding_mode="trunc": F.zeros_like(g)), jvp=SELF_ADJOINT,
+      node_name="DivBackward2", promote=ELEMENTWISE)
+defop("acosh", lambda xp, x: xp.arccosh(x), (lambda F, g, out, x: g * F.rsqrt(x * x - 1),),
+      jvp=SELF_ADJOINT, public=("acosh", "arccosh"), methods=("acosh", "arccosh"),
+      inplace=("acosh_", "arccosh_"), promote=FLOATING)
+# d/da log2(2^a + 2^b) = sigmoid((a - b) ln 2).
+defop("logaddexp2", lambda xp, input, other: xp.logaddexp2(input, other),  # noqa: A006
+      (lambda F, g, out, input, other: g * F.sigmoid((input - other) * math.log(2)),
+       lambda F, g, out, input, other: g * F.sigmoid((other - input) * math.log(2))),
+      jvp=SELF_ADJOINT, public="logaddexp2", methods="logaddexp2", promote=FLOATING,
+      doc="``log2(2**input + 2**other)`` (torch.logaddexp2).")
+defop("isin", lambda xp, elements, test_elements, assume_unique=False, invert=False:
+      xp.isin(elements, test_elements, assume_unique=assume_unique, invert=invert))
+defop("nonzero", lambda xp, x: xp.stack(xp.nonzero(x), axis=1).astype(numpy.int64)
+      if x.ndim else xp.zeros((int(bool(x)), 0), numpy.int64))

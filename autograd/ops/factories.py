@@ -193,3 +193,89 @@ def poisson(input, generator=None):  # noqa: A002
     # generator.py has no draw_poisson, and a uniform-only sampler would be slow for large rates.
     rng = getattr(gen, "_rng", gen)
     return _wrap(rng.poisson(input._data.astype(numpy.float64)).astype(input.dtype), dev)
+
+
+# --------------------------------------------------------------------------- in-place fills
+# Each writes samples into ``x`` through copy_ (so a leaf that requires grad refuses, and a
+# tensor in a graph gets a zero gradient for its old value, as PyTorch's NormalBackward0...).
+
+
+def _fill(x, array):
+    return x.copy_(_wrap(array.astype(x.dtype), x._device))
+
+
+def _uniform(x, generator):
+    return draw_uniform(_gen(generator, x._device), tuple(x.shape), numpy.float64)
+
+
+@expose(methods="normal_")
+def normal_(x, mean=0.0, std=1.0, *, generator=None):
+    """Fill with samples of N(mean, std**2)."""
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    z = draw_normal(_gen(generator, x._device), tuple(x.shape), numpy.float64)
+    return _fill(x, z * std + mean)
+
+
+@expose(methods="uniform_")
+def uniform_(x, a=0.0, b=1.0, *, generator=None, **kwargs):
+    """Fill with samples uniform in [from, to) (PyTorch's keywords ``from`` and ``to``)."""
+    a, b = kwargs.pop("from", a), kwargs.pop("to", b)
+    if kwargs:
+        raise TypeError(f"uniform_() got unexpected keyword arguments {sorted(kwargs)}")
+    if a > b:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a:g} "
+                           f"> to={b:g}")
+    return _fill(x, _uniform(x, generator) * (b - a) + a)
+
+
+@expose(methods="exponential_")
+def exponential_(x, lambd=1.0, *, generator=None):
+    """Fill with samples of the exponential distribution of rate ``lambd``."""
+    if lambd <= 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
+    return _fill(x, -x._device.xp.log1p(-_uniform(x, generator)) / lambd)
+
+
+@expose(methods="log_normal_")
+def log_normal_(x, mean=1.0, std=2.0, *, generator=None):
+    """Fill with ``exp`` of samples of N(mean, std**2)."""
+    if std <= 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std:g}")
+    z = draw_normal(_gen(generator, x._device), tuple(x.shape), numpy.float64)
+    return _fill(x, x._device.xp.exp(z * std + mean))
+
+
+@expose(methods="cauchy_")
+def cauchy_(x, median=0.0, sigma=1.0, *, generator=None):
+    """Fill with samples of the Cauchy distribution."""
+    u = _uniform(x, generator)
+    return _fill(x, median + sigma * x._device.xp.tan(numpy.pi * (u - 0.5)))
+
+
+@expose(methods="geometric_")
+def geometric_(x, p, *, generator=None):
+    """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p:g}")
+    xp = x._device.xp
+    return _fill(x, xp.ceil(xp.log1p(-_uniform(x, generator)) / numpy.log1p(-p)))
+
+
+@expose(methods="random_")
+def random_(x, a=None, b=None, *, generator=None, **kwargs):
+    """Fill with integers uniform in [from, to): ``random_(to)``, ``random_(from, to)``, or
+    ``random_()`` (0 up to 2**mantissa for floats, the dtype's maximum for integers)."""
+    a, b = kwargs.pop("from", a), kwargs.pop("to", b)
+    if a is not None and b is None:
+        a, b = 0, a
+    a = 0 if a is None else int(a)
+    if b is None:
+        dt = x.dtype
+        b = (1 << (numpy.finfo(dt).nmant + 1)) + 1 if dt.kind == "f" else \
+            2 if dt.kind == "b" else int(numpy.iinfo(dt).max) + 1
+    if a >= b:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={a} >= "
+                           f"to={b}")
+    u = _uniform(x, generator)
+    return _fill(x, x._device.xp.floor(u * (b - a)) + a)

@@ -1,6 +1,7 @@
 """Shape composites a PyTorch user reaches for: ``rot90``, ``meshgrid``, ``cartesian_prod``,
 ``combinations``, ``block_diag``, ``diagflat``, ``hsplit``/``vsplit``/``dsplit``,
-``dstack``/``column_stack``, ``atleast_1d/2d/3d`` and ``ravel``.
+``dstack``/``column_stack``, ``atleast_1d/2d/3d``, ``ravel``, ``broadcast_to``/
+``broadcast_tensors``/``broadcast_shapes`` and ``fliplr``/``flipud``.
 
 Each is built from the views and joins in api.py (their nodes are those primitives': rot90 shows
 FlipBackward0 or TransposeBackward0 where PyTorch has its own Rot90Backward0).
@@ -219,3 +220,52 @@ def ravel(input):  # noqa: A002
 def adjoint(input):  # noqa: A002
     """The conjugate transpose of the last two dims (:attr:`Tensor.mH`)."""
     return input.adjoint()
+
+
+@expose(public="broadcast_shapes")
+def broadcast_shapes(*shapes):
+    """The shape the given shapes broadcast to (PyTorch's error where they do not)."""
+    shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for index, shape in enumerate(shapes):
+        for i, n in enumerate(reversed(shape)):
+            k = ndim - 1 - i
+            if out[k] == 1:
+                out[k] = n
+            elif n != 1 and n != out[k]:
+                raise RuntimeError(
+                    f"Attempting to broadcast a dimension of length {n} at {-1 - i}! Mismatching "
+                    f"argument at index {index} had {tuple(shape)}; but expected shape should be "
+                    f"broadcastable to {out[k:]}")
+    return tuple(out)
+
+
+@expose(public="broadcast_to", methods="broadcast_to")
+def broadcast_to(input, size):  # noqa: A002
+    """:meth:`Tensor.expand` to ``size`` (a view; ExpandBackward0)."""
+    return input.expand(*size)
+
+
+@expose(public="broadcast_tensors")
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their common shape (views; a tensor already of that shape is
+    returned as it is, as PyTorch's)."""
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(t if tuple(t.shape) == shape else t.expand(*shape) for t in tensors)
+
+
+@expose(public="fliplr", methods="fliplr")
+def fliplr(input):  # noqa: A002
+    """Reverse dim 1 (left/right)."""
+    if input.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return input.flip(1)
+
+
+@expose(public="flipud", methods="flipud")
+def flipud(input):  # noqa: A002
+    """Reverse dim 0 (up/down)."""
+    if input.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return input.flip(0)

@@ -63,6 +63,24 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     return _scaled_sum(input, bmm(batch1, batch2).sum(dim=0), beta, alpha)
 
 
+@expose(methods="addmv_")
+def addmv_(x, mat, vec, *, beta=1, alpha=1):
+    """In-place :func:`addmv`."""
+    return x.copy_(addmv(x, mat, vec, beta=beta, alpha=alpha))
+
+
+@expose(methods="addr_")
+def addr_(x, vec1, vec2, *, beta=1, alpha=1):
+    """In-place :func:`addr`."""
+    return x.copy_(addr(x, vec1, vec2, beta=beta, alpha=alpha))
+
+
+@expose(methods="addbmm_")
+def addbmm_(x, batch1, batch2, *, beta=1, alpha=1):
+    """In-place :func:`addbmm`."""
+    return x.copy_(addbmm(x, batch1, batch2, beta=beta, alpha=alpha))
+
+
 @defcomposite("multi_dot", public=())
 def multi_dot(tensors):
     """``tensors[0] @ tensors[1] @ ...``; the first may be 1-D (a row) and the last 1-D (a
@@ -121,6 +139,12 @@ def renorm(input, p, dim, maxnorm):  # noqa: A002
     norm = vector_norm(input, p, others, True)
     factor = (maxnorm / (norm + 1e-7)).masked_fill(norm <= maxnorm, 1.0)
     return input * factor
+
+
+@expose(methods="renorm_")
+def renorm_(x, p, dim, maxnorm):
+    """In-place :func:`renorm`."""
+    return x.copy_(renorm(x, p, dim, maxnorm))
 
 
 @expose(public="std_mean")

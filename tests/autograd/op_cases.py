@@ -1518,3 +1518,15 @@ CASES += [
            lambda a, c: np.gradient(a, c, axis=0), ins(rnd(4, 2), lambda rng: np.cumsum(rng.uniform(0.5, 1.5, 4))),
            name="gradient_coordinates_edge1"),
 ]
+
+
+CASES += [
+    # torch.div(a, b, rounding_mode="floor"/"trunc"): DivBackward2, a zero gradient
+    OpCase("div.Tensor_mode", lambda a, b: ag.div(a, b, rounding_mode="floor") + a.div(b, rounding_mode="trunc"),
+           lambda a, b: np.floor_divide(a, b) + np.trunc(a / b), ins(rnd(3, 4), away0(4))),
+    OpCase("acosh", lambda a: ag.acosh(a + 1.5), lambda a: np.arccosh(a + 1.5), ins(pos(3, 4))),
+    OpCase("logaddexp2", lambda a, b: ag.logaddexp2(a, b), np.logaddexp2, ins(rnd(3, 4), rnd(4))),
+    OpCase("isin", lambda a, b: ag.isin(a.round(), b.round(), invert=True),
+           lambda a, b: np.isin(np.round(a), np.round(b), invert=True), ins(rnd(3, 4), rnd(5)), grad=False),
+    OpCase("nonzero", lambda a: ag.nonzero(a > 0), lambda a: np.argwhere(a > 0), ins(rnd(3, 4)), grad=False),
+]

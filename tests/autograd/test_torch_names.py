@@ -109,6 +109,16 @@ NODE_CASES = [
     (lambda: ag.addmv(V3()[:2], X23(), V3()), "AddBackward0"),   # torch: AddmvBackward0
     (lambda: ag.renorm(X23(), 2, 0, 1.0), "MulBackward0"),         # torch: RenormBackward0
     (lambda: ag.rot90(X23()), "TransposeBackward0"),                # torch: Rot90Backward0
+    (lambda: ag.div(V3(), 2.0, rounding_mode="floor"), "DivBackward2"),
+    (lambda: V3().divide(2.0), "DivBackward0"),
+    (lambda: ag.true_divide(V3(), 2.0), "DivBackward0"),
+    (lambda: ag.multiply(V3(), 2.0), "MulBackward0"),
+    (lambda: V3().subtract(V3(), alpha=2), "SubBackward0"),
+    (lambda: ag.acosh(V3() + 3), "AcoshBackward0"),
+    (lambda: ag.logaddexp2(V3(), V3()), "Logaddexp2Backward0"),
+    (lambda: ag.broadcast_to(V3(), (2, 3)), "ExpandBackward0"),
+    (lambda: ag.fliplr(X23()), "FlipBackward0"),
+    (lambda: X23().flipud(), "FlipBackward0"),
 ]
 
 
@@ -130,6 +140,10 @@ NO_GRAD = [
     lambda: ag.bernoulli(V3().sigmoid()),
     lambda: ag.multinomial(V3().exp(), 2),
     lambda: ag.poisson(V3().exp()),
+    lambda: ag.nonzero(V3()),
+    lambda: ag.argwhere(V3()),
+    lambda: ag.isin(V3(), V3()),
+    lambda: ag.greater(V3(), 0),
 ]
 
 
@@ -196,6 +210,18 @@ ERRORS = [
      "normal expects all elements of std >= 0.0"),
     (lambda: ag.normal(0.0, -1.0, (2,)), RuntimeError, "normal expects std >= 0.0, but found std -1"),
     (lambda: ag.poisson(_t([-1.0])), RuntimeError, "invalid Poisson rate, expected rate to be non-negative"),
+    (lambda: ag.div(_t([1.0]), 2, rounding_mode="x"), RuntimeError,
+     "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found 'x'"),
+    (lambda: ag.positive(_t([True])), RuntimeError, "The `\\+` operator, on a bool tensor is not supported."),
+    (lambda: ag.fliplr(_t([1.0, 2.0])), RuntimeError, "Input must be >= 2-d."),
+    (lambda: ag.flipud(_t(1.0)), RuntimeError, "Input must be >= 1-d."),
+    (lambda: ag.broadcast_shapes((2,), (3,)), RuntimeError,
+     r"Attempting to broadcast a dimension of length 3 at -1! Mismatching argument at index 1 "
+     r"had \(3,\); but expected shape should be broadcastable to \[2\]"),
+    (lambda: ag.ones(3).float_power_(2), RuntimeError,
+     "the base given to float_power_ has dtype Float but the operation's result requires dtype Double"),
+    (lambda: ag.ones(3, requires_grad=True).normal_(), RuntimeError,
+     "a leaf Variable that requires grad is being used in an in-place operation"),
     (lambda: ag.gradient(_t(np.ones((3, 4))), edge_order=3), RuntimeError,
      "torch.gradient only supports edge_order=1 and edge_order=2."),
     (lambda: ag.gradient(_t([1.0, 2.0]), edge_order=2), RuntimeError,
@@ -287,6 +313,71 @@ def test_shape_helpers_as_pytorch():
     assert ag.combinations(_t([1.0, 2]), 3).shape == (0, 3)
     assert ag.combinations(_t([1.0, 2, 3]), 1).shape == (3, 1)
     assert ag.chain_matmul(a, a.mT).shape == (2, 2)
+
+
+def test_division_modes_aliases_and_nonzero_as_pytorch():
+    a, b = _t([-7.0, 7, 5.5]), _t([2.0, -2, 2])
+    # torch: floor [-4., -4., 2.], trunc [-3., -3., 2.]; integers stay integers
+    np.testing.assert_array_equal(ag.div(a, b, rounding_mode="floor").numpy(), [-4, -4, 2])
+    np.testing.assert_array_equal(a.div(b, rounding_mode="trunc").numpy(), [-3, -3, 2])
+    out = ag.div(_t([-7, 7]), _t([2, -2]), rounding_mode="trunc")
+    assert out.dtype == np.int64 and out.tolist() == [-3, -3]
+    assert ag.div(_t([-7, 7]), 2, rounding_mode="floor").tolist() == [-4, 3]
+    assert ag.true_divide(_t([1, 2]), _t([4, 4])).dtype == np.float32
+    x = _t([[0, 1], [2, 0]])
+    np.testing.assert_array_equal(ag.nonzero(x).numpy(), [[0, 1], [1, 0]])
+    rows, cols = x.nonzero(as_tuple=True)
+    assert rows.tolist() == [0, 1] and cols.tolist() == [1, 0]
+    assert ag.nonzero(_t(5.0)).shape == (1, 0) and ag.nonzero(_t(0.0)).shape == (0, 0)
+    assert [t.tolist() for t in ag.nonzero(_t(5.0), as_tuple=True)] == [[0]]
+    assert ag.isin(_t([1, 2, 3]), 2).tolist() == [False, True, False]
+    assert ag.isin(2, _t([1, 2])).item() is True
+    assert ag.broadcast_shapes((2, 1), (3,)) == (2, 3)
+    p, q = ag.broadcast_tensors(_t([1.0, 2, 3]), _t([[1.0], [2.0]]))
+    assert p.shape == q.shape == (2, 3)
+    assert ag.is_complex(_t([1.0])) is False and not _t([1.0]).is_complex()
+    v = _t([1.0, 2.0])
+    assert ag.positive(v) is v   # torch.positive returns its input
+
+
+def test_inplace_variants_as_pytorch():
+    m = ag.ones(2, requires_grad=True) * 1
+    m.addmv_(ag.ones(2, 3), ag.ones(3), beta=2)   # torch: [5., 5.]
+    assert m.tolist() == [5.0, 5.0]
+    r = ag.zeros(2, 3)
+    r.addr_(_t([1.0, 2.0], np.float32), _t([1.0, 1.0, 1.0], np.float32))
+    assert r.tolist() == [[1.0] * 3, [2.0] * 3]
+    s = ag.zeros(2, 2)
+    s.addbmm_(ag.ones(3, 2, 4), ag.ones(3, 4, 2))
+    assert s.tolist() == [[12.0, 12.0], [12.0, 12.0]]
+    c = ag.ones(2, 3)
+    assert c.cumsum_(1).tolist() == [[1, 2, 3], [1, 2, 3]] and c.cumprod_(0).tolist() == [[1, 2, 3], [1, 4, 9]]
+    n = ag.ones(2, 3).renorm_(2, 0, 1.0)
+    np.testing.assert_allclose(n.numpy(), np.full((2, 3), 1 / np.sqrt(3)), rtol=1e-6)
+    assert ag.ones(3, dtype=np.float64).float_power_(2).tolist() == [1.0, 1.0, 1.0]
+    a = ag.ones(3, requires_grad=True)
+    b = a * 1
+    b.uniform_()
+    b.sum().backward()   # torch: the old values get a zero gradient (UniformBackward0)
+    assert a.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_inplace_random_fills():
+    ag.manual_seed(5)
+    x = ag.zeros(200000)
+    x.normal_(2.0, 3.0)
+    assert abs(float(x.mean()) - 2.0) < 0.03 and abs(float(x.std()) - 3.0) < 0.03
+    x.uniform_(-1.0, 3.0)
+    assert float(x.min()) >= -1.0 and float(x.max()) < 3.0 and abs(float(x.mean()) - 1.0) < 0.02
+    x.uniform_(**{"from": 2.0, "to": 2.5})
+    assert float(x.min()) >= 2.0 and float(x.max()) < 2.5
+    assert abs(float(x.exponential_(2.0).mean()) - 0.5) < 0.01
+    assert abs(float(x.log_normal_(0.0, 0.5).mean()) - np.exp(0.125)) < 0.01
+    assert abs(float(x.geometric_(0.25).mean()) - 4.0) < 0.05 and float(x.min()) == 1.0
+    x.random_(3, 7)
+    assert set(np.unique(x.numpy()).tolist()) == {3.0, 4.0, 5.0, 6.0}
+    assert set(np.unique(ag.zeros(1000).random_(2).numpy()).tolist()) == {0.0, 1.0}
+    assert float(ag.zeros(1000).cauchy_().median()) == pytest.approx(0.0, abs=0.15)
 
 
 def test_gradient_as_pytorch():
