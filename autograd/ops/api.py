@@ -1203,6 +1203,22 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     return _call("isin", elements, test_elements, assume_unique=assume_unique, invert=invert)
 
 
+FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
+
+
+@expose(public="frexp", methods="frexp")
+def frexp(input):  # noqa: A002
+    """``(mantissa, exponent)`` with ``input = mantissa * 2**exponent``, ``|mantissa|`` in
+    [0.5, 1) (exponent int32; not differentiable)."""
+    return FrexpResult(*_call("frexp", input))
+
+
+@defcomposite("ldexp", public="ldexp", methods="ldexp")
+def ldexp(input, other):  # noqa: A002
+    """``input * 2**other`` (MulBackward0; PyTorch's own node is LdexpBackward0)."""
+    return input * (2.0 ** other)
+
+
 @expose(public="nonzero", methods="nonzero")
 def nonzero(input, *, as_tuple=False):  # noqa: A002
     """The indices of the nonzero entries: an (n, ndim) int64 tensor, or with ``as_tuple`` one

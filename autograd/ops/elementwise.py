@@ -941,3 +941,33 @@ defop("isin", lambda xp, elements, test_elements, assume_unique=False, invert=Fa
       xp.isin(elements, test_elements, assume_unique=assume_unique, invert=invert))
 defop("nonzero", lambda xp, x: xp.stack(xp.nonzero(x), axis=1).astype(numpy.int64)
       if x.ndim else xp.zeros((int(bool(x)), 0), numpy.int64))
+
+
+
+def _integer_only(name):
+    def fwd(xp, input, other):  # noqa: A002
+        for v in (input, other):
+            dt = getattr(v, "dtype", None)
+            if dt is not None and dt.kind not in "biu":
+                raise NotImplementedError(f'"{name}_cpu" not implemented for \'{torch_name(dt)}\'')
+        return getattr(xp, name)(input, other)
+    return fwd
+
+
+defop("gcd", _integer_only("gcd"), public="gcd", methods="gcd", inplace="gcd_",
+      promote=ELEMENTWISE, doc="Greatest common divisor, elementwise (integers; torch.gcd).")
+defop("lcm", _integer_only("lcm"), public="lcm", methods="lcm", inplace="lcm_",
+      promote=ELEMENTWISE, doc="Least common multiple, elementwise (integers; torch.lcm).")
+defop("nextafter", lambda xp, input, other: xp.nextafter(input, other),  # noqa: A006
+      public="nextafter", methods="nextafter", inplace="nextafter_", promote=ELEMENTWISE,
+      doc="The next floating-point value after ``input`` towards ``other`` (torch.nextafter).")
+
+
+def _frexp_fwd(xp, input):  # noqa: A002
+    if input.dtype.kind != "f":
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    mantissa, exponent = xp.frexp(input)
+    return mantissa, exponent.astype(numpy.int32)
+
+
+defop("frexp", _frexp_fwd, nout=2)

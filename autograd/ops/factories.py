@@ -86,6 +86,23 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     return t.requires_grad_(True) if requires_grad else t
 
 
+@expose(public="randint_like")
+def randint_like(input, low=0, high=None, *, dtype=None, device=None,  # noqa: A002
+                 requires_grad=False, generator=None):
+    """Random integers in [low, high) of ``input``'s shape (``randint_like(x, high)`` too), in
+    ``input``'s dtype unless ``dtype`` is given."""
+    if high is None:
+        low, high = 0, low
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
+                           f"to={high}")
+    dev = backend.device(device) if device is not None else input._device
+    u = draw_uniform(_gen(generator, dev), tuple(input.shape), numpy.float64)
+    dt = numpy.dtype(dtype) if dtype is not None else input.dtype
+    t = _wrap((dev.xp.floor(u * (high - low)) + low).astype(dt), dev)
+    return t.requires_grad_(True) if requires_grad else t
+
+
 def _noise(like_shape, dtype, dev, generator):
     return _wrap(draw_normal(_gen(generator, dev), tuple(like_shape), dtype), dev)
 

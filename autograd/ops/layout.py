@@ -1,13 +1,15 @@
 """Shape composites a PyTorch user reaches for: ``rot90``, ``meshgrid``, ``cartesian_prod``,
 ``combinations``, ``block_diag``, ``diagflat``, ``hsplit``/``vsplit``/``dsplit``,
 ``dstack``/``column_stack``, ``atleast_1d/2d/3d``, ``ravel``, ``broadcast_to``/
-``broadcast_tensors``/``broadcast_shapes`` and ``fliplr``/``flipud``.
+``broadcast_tensors``/``broadcast_shapes``, ``fliplr``/``flipud``, ``vander``, ``index_fill``
+and ``masked_scatter``.
 
 Each is built from the views and joins in api.py (their nodes are those primitives': rot90 shows
 FlipBackward0 or TransposeBackward0 where PyTorch has its own Rot90Backward0).
 """
 from __future__ import annotations
 
+import builtins
 import itertools
 
 from ..dispatch import defcomposite, expose
@@ -269,3 +271,73 @@ def flipud(input):  # noqa: A002
     if input.ndim < 1:
         raise RuntimeError("Input must be >= 1-d.")
     return input.flip(0)
+
+
+
+@defcomposite("vander", public="vander")
+def vander(x, N=None, increasing=False):  # noqa: N803 - PyTorch's name
+    """The Vandermonde matrix of a 1-D tensor: columns ``x**(N-1) .. x**0`` (``increasing``:
+    ``x**0 .. x**(N-1)``)."""
+    if x.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    base = x if x.dtype.kind in "fc" else x.long()
+    powers = base.unsqueeze(-1) ** tensor(list(range(n)), device=x.device)
+    return powers if increasing else powers.flip(-1)
+
+
+@defcomposite("index_fill", public="index_fill", methods="index_fill")
+def index_fill(input, dim, index, value):  # noqa: A002
+    """``input`` with the entries at ``index`` along ``dim`` set to ``value`` (a number or a
+    0-d tensor)."""
+    d = _dim(dim, input.ndim, "index_fill")
+    if index.ndim > 1:
+        raise IndexError("Index is supposed to be a vector")
+    n = input.shape[d] if input.ndim else 1
+    hit = _hits(index, n, d, input.device)
+    shape = [1] * input.ndim
+    if input.ndim:
+        shape[d] = n
+    return input.masked_fill(hit.reshape(*shape) if input.ndim else hit.reshape(()), value)
+
+
+def _hits(index, n, dim, device):
+    """A bool vector of length ``n``, True at ``index`` (negatives count from the end)."""
+    idx = index._data.reshape(-1)
+    xp = device.xp
+    if idx.size and (bool((idx >= n).any()) or bool((idx < -n).any())):
+        bad = int(idx[(idx >= n) | (idx < -n)][0])
+        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {n}")
+    mask = xp.zeros(n, bool)
+    mask[idx % builtins.max(n, 1)] = True
+    return Tensor._make(mask, False, None, 0, [0], device)
+
+
+@expose(methods="index_fill_")
+def index_fill_(x, dim, index, value):
+    """In-place :func:`index_fill`."""
+    return x.copy_(index_fill(x, dim, index, value))
+
+
+@defcomposite("masked_scatter", public="masked_scatter", methods="masked_scatter")
+def masked_scatter(input, mask, source):  # noqa: A002
+    """``input`` with the positions where ``mask`` (broadcast) is True filled, in row-major
+    order, from the first elements of ``source``."""
+    shape = broadcast_shapes(tuple(input.shape), tuple(mask.shape))
+    x = input if tuple(input.shape) == shape else input.expand(*shape)
+    m = mask._data if tuple(mask.shape) == shape else mask.expand(*shape)._data
+    positions = m.reshape(-1).nonzero()[0]
+    n = int(positions.shape[0])
+    if source.numel() < n:
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    where = Tensor._make(positions.astype("int64"), False, None, 0, [0], input.device)
+    flat = x.reshape(-1).index_put((where,), source.reshape(-1)[:n])
+    return flat.reshape(*shape)
+
+
+@expose(methods="masked_scatter_")
+def masked_scatter_(x, mask, source):
+    """In-place :func:`masked_scatter`."""
+    return x.copy_(masked_scatter(x, mask, source))

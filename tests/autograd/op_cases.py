@@ -1530,3 +1530,33 @@ CASES += [
            lambda a, b: np.isin(np.round(a), np.round(b), invert=True), ins(rnd(3, 4), rnd(5)), grad=False),
     OpCase("nonzero", lambda a: ag.nonzero(a > 0), lambda a: np.argwhere(a > 0), ins(rnd(3, 4)), grad=False),
 ]
+
+
+def _np_masked_scatter(a, m, s):
+    out, m = a.copy(), np.broadcast_to(m, a.shape)
+    out[m] = s.reshape(-1)[:m.sum()]
+    return out
+
+
+CASES += [
+    OpCase("gcd", lambda a, b: ag.gcd(a, b) + ag.lcm(a, b), lambda a, b: np.gcd(a, b) + np.lcm(a, b),
+           ins(_idx([12, -18, 0, 7]), _idx([8, 12, 5, 3])), nondiff=(0, 1), grad=False, covers=("lcm",)),
+    OpCase("nextafter", lambda a, b: ag.nextafter(a, b), np.nextafter, ins(rnd(3, 4), rnd(4)), grad=False),
+    OpCase("frexp", lambda a: ag.frexp(a).mantissa * ag.frexp(a).exponent,
+           lambda a: np.frexp(a)[0] * np.frexp(a)[1], ins(rnd(3, 4)), grad=False),
+    OpCase("ldexp", lambda a, e: ag.ldexp(a, e), np.ldexp, ins(rnd(3, 4), _idx([1, -2, 0, 3])),
+           nondiff=(1,)),
+    OpCase("vander", lambda a: ag.vander(a), np.vander, ins(rnd(4))),
+    OpCase("vander", lambda a: ag.vander(a, 3, increasing=True), lambda a: np.vander(a, 3, True),
+           ins(rnd(4)), name="vander_increasing"),
+    OpCase("index_fill", lambda a, i: a.index_fill(1, i, -1.5),
+           lambda a, i: np.where(np.isin(np.arange(4), i % 4), -1.5, a), ins(rnd(3, 4), _idx([0, -2])),
+           nondiff=(1,)),
+    OpCase("index_fill", lambda a, i, v: ag.index_fill(a, 0, i, v.sum()),
+           lambda a, i, v: np.where(np.isin(np.arange(3), i)[:, None], v.sum(), a),
+           ins(rnd(3, 2), _idx([2]), lambda rng: np.array(rng.standard_normal())), nondiff=(1,),
+           name="index_fill_tensor_value"),
+    OpCase("masked_scatter", lambda a, m, s: a.masked_scatter(m, s),
+           lambda a, m, s: _np_masked_scatter(a, m, s),
+           ins(rnd(2, 3), _idx([True, False, True]), rnd(5)), nondiff=(1,)),
+]

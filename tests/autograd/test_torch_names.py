@@ -119,6 +119,9 @@ NODE_CASES = [
     (lambda: ag.broadcast_to(V3(), (2, 3)), "ExpandBackward0"),
     (lambda: ag.fliplr(X23()), "FlipBackward0"),
     (lambda: X23().flipud(), "FlipBackward0"),
+    (lambda: ag.vander(V3()), "FlipBackward0"),
+    (lambda: X23().index_fill(1, _t([0]), 2.0), "MaskedFillBackward0"),   # torch: IndexFillBackward0
+    (lambda: ag.ldexp(V3(), _t([1, 2, 3])), "MulBackward0"),             # torch: LdexpBackward0
 ]
 
 
@@ -144,6 +147,9 @@ NO_GRAD = [
     lambda: ag.argwhere(V3()),
     lambda: ag.isin(V3(), V3()),
     lambda: ag.greater(V3(), 0),
+    lambda: ag.nextafter(V3(), V3() + 1),         # torch: NextafterBackward0, not implemented
+    lambda: ag.frexp(V3()).mantissa,
+    lambda: ag.randint_like(V3(), 5),
 ]
 
 
@@ -222,6 +228,13 @@ ERRORS = [
      "the base given to float_power_ has dtype Float but the operation's result requires dtype Double"),
     (lambda: ag.ones(3, requires_grad=True).normal_(), RuntimeError,
      "a leaf Variable that requires grad is being used in an in-place operation"),
+    (lambda: ag.gcd(_t([1.0]), _t([2.0])), NotImplementedError, "\"gcd_cpu\" not implemented for 'Double'"),
+    (lambda: ag.frexp(_t([8, 3])), RuntimeError, r"torch.frexp\(\) only supports floating-point dtypes"),
+    (lambda: ag.vander(_t(np.ones((2, 2)))), RuntimeError, "x must be a one-dimensional tensor."),
+    (lambda: ag.zeros(3, 4).index_fill(0, _t([3]), 1.0), IndexError,
+     "index 3 is out of bounds for dimension 0 with size 3"),
+    (lambda: ag.zeros(2, 3).masked_scatter(ag.ones(2, 3, dtype=bool), ag.ones(5)), RuntimeError,
+     "Number of elements of source < number of ones in mask"),
     (lambda: ag.gradient(_t(np.ones((3, 4))), edge_order=3), RuntimeError,
      "torch.gradient only supports edge_order=1 and edge_order=2."),
     (lambda: ag.gradient(_t([1.0, 2.0]), edge_order=2), RuntimeError,
@@ -360,6 +373,25 @@ def test_inplace_variants_as_pytorch():
     b.uniform_()
     b.sum().backward()   # torch: the old values get a zero gradient (UniformBackward0)
     assert a.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_more_values_as_pytorch():
+    # torch.gcd(tensor([12, -18, 0]), tensor([8, 12, 5])): [4, 6, 5]; lcm: [24, 36, 0]
+    assert ag.gcd(_t([12, -18, 0]), _t([8, 12, 5])).tolist() == [4, 6, 5]
+    assert ag.lcm(_t([12, -18, 0]), _t([8, 12, 5])).tolist() == [24, 36, 0]
+    mantissa, exponent = ag.frexp(_t([8.0, 0.3, -5.0]))
+    assert exponent.dtype == np.int32 and exponent.tolist() == [4, -1, 3]
+    np.testing.assert_allclose(mantissa.numpy(), [0.5, 0.6, -0.625])
+    assert ag.vander(_t([1, 2])).dtype == np.int64   # torch: int64 stays int64
+    x = ag.zeros(2, 3)
+    x.masked_scatter_(_t([[True, False, True], [False, True, True]]), ag.arange(1.0, 7.0).reshape(2, 3))
+    assert x.tolist() == [[1.0, 0.0, 2.0], [0.0, 3.0, 4.0]]   # torch: the same
+    y = ag.zeros(3, 4)
+    y.index_fill_(1, _t([0, 2]), -1.0)
+    assert y.tolist() == [[-1.0, 0.0, -1.0, 0.0]] * 3
+    ag.manual_seed(2)
+    r = ag.randint_like(ag.zeros(1000), 2, 5)
+    assert r.dtype == np.float32 and set(np.unique(r.numpy()).tolist()) == {2.0, 3.0, 4.0}
 
 
 def test_inplace_random_fills():
