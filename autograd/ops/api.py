@@ -14,7 +14,7 @@ from collections import namedtuple
 
 import numpy
 
-from ..dispatch import OPS, apply_inplace, apply_op, defcomposite, expose
+from ..dispatch import FUNCTIONS, OPS, apply_inplace, apply_op, defcomposite, expose
 from ..promotion import torch_name
 from ..tensor import Tensor
 from .indexing import SCATTER_REDUCES
@@ -512,7 +512,7 @@ def bmm(a, b):
     return _call("matmul.bmm", a, b)
 
 
-@defcomposite("outer", public="outer")
+@defcomposite("outer", public="outer", methods="outer")
 def outer(a, b):
     """Outer product of two 1-D tensors."""
     if a.ndim != 1 or b.ndim != 1:
@@ -1175,6 +1175,10 @@ def _alias(alias, op):
 for _alias_name, _op in (("multiply", "mul"), ("greater", "gt"), ("greater_equal", "ge"),
                          ("less", "lt"), ("less_equal", "le"), ("not_equal", "ne")):
     _alias(_alias_name, _op)
+# The comparisons' own Tensor methods (x.eq(y)), beside their operators.
+for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
+    expose(methods=_op)(FUNCTIONS[_op])
+del _alias_name, _op
 
 
 @expose(public="subtract", methods="subtract")

@@ -1,5 +1,5 @@
-"""Counting and searching: ``bincount``, ``histc``, ``bucketize``, ``searchsorted``,
-``unique`` and ``unique_consecutive``.
+"""Counting and searching: ``bincount``, ``histc``, ``histogram``, ``bucketize``,
+``searchsorted``, ``unique`` and ``unique_consecutive``.
 
 None is differentiable: each is a primitive without rules, so its outputs never require grad.
 (PyTorch's histc and unique do give outputs that require grad, whose backward then raises "the
@@ -8,6 +8,7 @@ derivative ... is not implemented"; here the error cannot come later than the fo
 from __future__ import annotations
 
 import builtins
+from collections import namedtuple
 
 import numpy
 
@@ -78,6 +79,39 @@ def _histc_fwd(xp, input, bins=100, min=0, max=0):  # noqa: A002
 defop("histc", _histc_fwd, public="histc", methods="histc",
       doc="A histogram of ``bins`` equal bins over [min, max] (the data's range when both are "
           "0); values outside are left out (torch.histc).")
+
+
+def _histogram_fwd(xp, input, bins_or_edges, weight=None, bins=None, range=None,  # noqa: A002
+                   density=False):
+    if input.dtype.kind != "f":
+        raise NotImplementedError(
+            f'"histogramdd" not implemented for \'{torch_name(input.dtype)}\'')
+    spec = bins if bins_or_edges is None else bins_or_edges
+    if range is not None and range[0] > range[1]:
+        raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min "
+                           f"{range[0]:g} max {range[1]:g} for dimension 0")
+    hist, edges = xp.histogram(input.reshape(-1), spec, range=range,
+                               weights=None if weight is None else weight.reshape(-1),
+                               density=density)
+    return hist.astype(input.dtype), edges.astype(input.dtype)
+
+
+defop("histogram", _histogram_fwd, nout=2)
+HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+@expose(public="histogram", methods="histogram")
+def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: A002
+    """``(hist, bin_edges)``: counts (or ``weight`` sums; ``density``: normalised to integrate
+    to 1) in ``bins`` equal bins over ``range`` (the data's by default) or between the given
+    edges (a 1-D tensor)."""
+    edges = bins if isinstance(bins, Tensor) else None
+    attrs = {"range": None if range is None else (float(range[0]), float(range[1])),
+             "density": bool(density)}
+    if edges is None:
+        attrs["bins"] = int(bins)
+    inputs = (input, edges) + ((weight,) if weight is not None else ())
+    return HistogramResult(*apply_op(OPS["histogram"], inputs, attrs))
 
 
 # --------------------------------------------------------------------------- searching

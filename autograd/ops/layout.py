@@ -1,8 +1,8 @@
 """Shape composites a PyTorch user reaches for: ``rot90``, ``meshgrid``, ``cartesian_prod``,
 ``combinations``, ``block_diag``, ``diagflat``, ``hsplit``/``vsplit``/``dsplit``,
 ``dstack``/``column_stack``, ``atleast_1d/2d/3d``, ``ravel``, ``broadcast_to``/
-``broadcast_tensors``/``broadcast_shapes``, ``fliplr``/``flipud``, ``vander``, ``index_fill``
-and ``masked_scatter``.
+``broadcast_tensors``/``broadcast_shapes``, ``fliplr``/``flipud``, ``vander``, ``index_fill``,
+``index_copy`` and ``masked_scatter``.
 
 Each is built from the views and joins in api.py (their nodes are those primitives': rot90 shows
 FlipBackward0 or TransposeBackward0 where PyTorch has its own Rot90Backward0).
@@ -341,3 +341,24 @@ def masked_scatter(input, mask, source):  # noqa: A002
 def masked_scatter_(x, mask, source):
     """In-place :func:`masked_scatter`."""
     return x.copy_(masked_scatter(x, mask, source))
+
+
+
+@defcomposite("index_copy", public="index_copy", methods="index_copy")
+def index_copy(input, dim, index, source):  # noqa: A002
+    """``input`` with its slices at ``index`` along ``dim`` replaced by ``source``'s."""
+    d = _dim(dim, input.ndim, "index_copy")
+    if index.ndim > 1:
+        raise IndexError("index_copy_(): Index should have dimension 1 or 0 (got "
+                         f"{index.ndim})")
+    if input.ndim == 0:
+        return source.reshape(()) * 1
+    moved = input.movedim(d, 0)
+    values = source.movedim(d, 0) if source.ndim else source
+    return moved.index_put((index.reshape(-1),), values).movedim(0, d)
+
+
+@expose(methods="index_copy_")
+def index_copy_(x, dim, index, source):
+    """In-place :func:`index_copy`."""
+    return x.copy_(index_copy(x, dim, index, source))

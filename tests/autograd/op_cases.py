@@ -1560,3 +1560,21 @@ CASES += [
            lambda a, m, s: _np_masked_scatter(a, m, s),
            ins(rnd(2, 3), _idx([True, False, True]), rnd(5)), nondiff=(1,)),
 ]
+
+
+CASES += [
+    OpCase("histogram", lambda a, w: ag.cat(ag.histogram(a, 4, range=(-1.0, 1.5), weight=w)),
+           lambda a, w: np.concatenate(np.histogram(a, 4, range=(-1.0, 1.5), weights=w)),
+           ins(rnd(20), pos(20)), grad=False),
+    OpCase("histogram", lambda a, e: ag.cat(a.histogram(e, density=True)),
+           lambda a, e: np.concatenate(np.histogram(a, e, density=True)),
+           ins(rnd(20), lambda rng: np.array([-2.0, -0.5, 0.0, 2.0])), grad=False, name="histogram_edges"),
+    OpCase("index_copy", lambda a, i, s: a.index_copy(1, i, s),
+           lambda a, i, s: _np_index_copy(a, 1, i, s), ins(rnd(3, 4), _idx([3, 0]), rnd(3, 2)), nondiff=(1,)),
+]
+
+
+def _np_index_copy(a, dim, i, s):
+    out = np.moveaxis(a.copy(), dim, 0)
+    out[i] = np.moveaxis(s, dim, 0)
+    return np.moveaxis(out, 0, dim)

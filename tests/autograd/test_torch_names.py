@@ -235,6 +235,9 @@ ERRORS = [
      "index 3 is out of bounds for dimension 0 with size 3"),
     (lambda: ag.zeros(2, 3).masked_scatter(ag.ones(2, 3, dtype=bool), ag.ones(5)), RuntimeError,
      "Number of elements of source < number of ones in mask"),
+    (lambda: ag.histogram(_t([1, 2]), 3), NotImplementedError, "\"histogramdd\" not implemented for 'Long'"),
+    (lambda: ag.histogram(_t([1.0, 2.0]), 3, range=(2.0, 1.0)), RuntimeError,
+     "torch.histogramdd: min should not exceed max, but got min 2 max 1 for dimension 0"),
     (lambda: ag.gradient(_t(np.ones((3, 4))), edge_order=3), RuntimeError,
      "torch.gradient only supports edge_order=1 and edge_order=2."),
     (lambda: ag.gradient(_t([1.0, 2.0]), edge_order=2), RuntimeError,
@@ -392,6 +395,22 @@ def test_more_values_as_pytorch():
     ag.manual_seed(2)
     r = ag.randint_like(ag.zeros(1000), 2, 5)
     assert r.dtype == np.float32 and set(np.unique(r.numpy()).tolist()) == {2.0, 3.0, 4.0}
+
+
+def test_histogram_index_copy_and_comparison_methods_as_pytorch():
+    # torch.histogram(tensor([1., 2, 1]), bins=4, range=(0., 3.)):
+    # hist=[0., 2., 1., 0.], bin_edges=[0., 0.75, 1.5, 2.25, 3.]
+    hist, edges = ag.histogram(_t([1.0, 2, 1]), bins=4, range=(0.0, 3.0))
+    assert hist.tolist() == [0.0, 2.0, 1.0, 0.0] and edges.tolist() == [0.0, 0.75, 1.5, 2.25, 3.0]
+    out = ag.histogram(_t([1.0, 2, 1]), bins=_t([0.0, 1, 2.5]), weight=_t([1.0, 2, 4]))
+    assert out.hist.tolist() == [0.0, 7.0] and out.bin_edges.tolist() == [0.0, 1.0, 2.5]
+    y = ag.zeros(2, 3)
+    y.index_copy_(1, _t([2, 0]), ag.ones(2, 2))
+    assert y.tolist() == [[1.0, 0.0, 1.0], [1.0, 0.0, 1.0]]
+    x = _t([1.0, 2.0, 3.0])
+    assert x.eq(2).tolist() == [False, True, False] and x.ge(2).tolist() == [False, True, True]
+    assert x.ne(2).tolist() == [True, False, True] and x.lt(2).tolist() == [True, False, False]
+    assert x.outer(x).shape == (3, 3)
 
 
 def test_inplace_random_fills():
