@@ -15,6 +15,7 @@ from collections import namedtuple
 import numpy
 
 from ..dispatch import FUNCTIONS, OPS, apply_inplace, apply_op, defcomposite, expose
+from .. import promotion as _promotion
 from ..promotion import torch_name
 from ..tensor import Tensor
 from .indexing import SCATTER_REDUCES
@@ -776,6 +777,49 @@ def _cast(name, dtype):
 for _name, _dtype in (("float", "float32"), ("double", "float64"), ("half", "float16"),
                       ("long", "int64"), ("int", "int32"), ("bool", "bool")):
     expose(methods=_name)(_cast(_name, _dtype))
+
+
+# torch's dtype and size queries as functions (dtypes are NumPy dtypes here).
+@expose(public="numel")
+def numel(input) -> int:  # noqa: A002
+    """The number of elements."""
+    return input.numel()
+
+
+@expose(public="is_nonzero")
+def is_nonzero(input) -> bool:  # noqa: A002
+    """The truth of a one-element tensor."""
+    if input.numel() != 1:
+        raise RuntimeError("Boolean value of Tensor with "
+                           f"{'no values' if input.numel() == 0 else 'more than one value'} "
+                           "is ambiguous")
+    return bool(input.item())
+
+
+@expose(public="result_type")
+def result_type(tensor1, tensor2):
+    """The dtype PyTorch's type promotion gives an elementwise op on the two (tensors or
+    numbers)."""
+    return _promotion.result_type(*(t._data if isinstance(t, Tensor) else t
+                                    for t in (tensor1, tensor2)))
+
+
+@expose(public="promote_types")
+def promote_types(type1, type2):
+    """The smallest dtype both promote to, by PyTorch's rules."""
+    return _promotion.promote_types(numpy.dtype(type1), numpy.dtype(type2))
+
+
+@expose(public="can_cast")
+def can_cast(from_, to) -> bool:
+    """Whether PyTorch's casting rules allow ``from_`` to ``to`` (no lower category)."""
+    return _promotion.can_cast(numpy.dtype(from_), numpy.dtype(to))
+
+
+@expose(public="detach")
+def detach(input):  # noqa: A002
+    """:meth:`Tensor.detach` as a function."""
+    return input.detach()
 
 
 @expose(methods="type_as")

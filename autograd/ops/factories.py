@@ -1,5 +1,5 @@
 """Factories that PyTorch has beside ``linspace`` and ``randn``: ``logspace``,
-``tril_indices``/``triu_indices``, and random sampling (``randperm``, ``normal``,
+``tril_indices``/``triu_indices``, the signal windows (``hann_window``...), and random sampling (``randperm``, ``normal``,
 ``bernoulli``, ``multinomial``, ``poisson``).
 
 Random numbers come from the device's default generator (``manual_seed``) or the
@@ -69,6 +69,64 @@ def tril_indices(row, col, offset=0, *, dtype=None, device=None):
 def triu_indices(row, col, offset=0, *, dtype=None, device=None):
     """The indices of the upper triangle (the diagonal ``offset`` and above)."""
     return _indices("triu", row, col, offset, dtype, device)
+
+
+def _window(name, n, periodic, dtype, device, requires_grad, shape):
+    """A window of ``n`` points: ``shape(xp, k, m)`` at k = 0..n-1 over a span of m = n - 1
+    (periodic: the symmetric window of n + 1 points without its last, as PyTorch's)."""
+    if n < 0:
+        raise RuntimeError(f"{name} requires non-negative window_length, got window_length={n}")
+    dev = backend.device(device)
+    xp = dev.xp
+    dt = numpy.dtype(dtype) if dtype is not None else get_default_dtype()
+    if n <= 1:
+        out = xp.ones(n, numpy.float64)
+    else:
+        m = n if periodic else n - 1
+        out = shape(xp, xp.arange(n, dtype=numpy.float64), m)
+    t = _wrap(out.astype(dt), dev)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+@expose(public="hann_window")
+def hann_window(window_length, periodic=True, *, dtype=None, device=None, requires_grad=False):
+    """The Hann window ``0.5 - 0.5 cos(2 pi k / m)``."""
+    return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda xp, k, m: 0.5 - 0.5 * xp.cos(2 * numpy.pi * k / m))
+
+
+@expose(public="hamming_window")
+def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None,
+                   device=None, requires_grad=False):
+    """The Hamming window ``alpha - beta cos(2 pi k / m)``."""
+    return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda xp, k, m: alpha - beta * xp.cos(2 * numpy.pi * k / m))
+
+
+@expose(public="blackman_window")
+def blackman_window(window_length, periodic=True, *, dtype=None, device=None,
+                    requires_grad=False):
+    """The Blackman window ``0.42 - 0.5 cos(2 pi k / m) + 0.08 cos(4 pi k / m)``."""
+    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda xp, k, m: 0.42 - 0.5 * xp.cos(2 * numpy.pi * k / m)
+                   + 0.08 * xp.cos(4 * numpy.pi * k / m))
+
+
+@expose(public="bartlett_window")
+def bartlett_window(window_length, periodic=True, *, dtype=None, device=None,
+                    requires_grad=False):
+    """The triangular window ``1 - |2 k / m - 1|``."""
+    return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda xp, k, m: 1 - xp.abs(2 * k / m - 1))
+
+
+@expose(public="kaiser_window")
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, device=None,
+                  requires_grad=False):
+    """The Kaiser window ``I0(beta sqrt(1 - (2 k / m - 1)^2)) / I0(beta)``."""
+    return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda xp, k, m: xp.i0(beta * xp.sqrt(xp.clip(1 - (2 * k / m - 1) ** 2, 0, None)))
+                   / xp.i0(numpy.float64(beta)))
 
 
 # --------------------------------------------------------------------------- sampling

@@ -2,7 +2,8 @@
 ``combinations``, ``block_diag``, ``diagflat``, ``hsplit``/``vsplit``/``dsplit``,
 ``dstack``/``column_stack``, ``atleast_1d/2d/3d``, ``ravel``, ``broadcast_to``/
 ``broadcast_tensors``/``broadcast_shapes``, ``fliplr``/``flipud``, ``vander``, ``index_fill``,
-``index_copy`` and ``masked_scatter``.
+``index_copy``, ``masked_scatter`` and ``select_scatter``/``slice_scatter``/
+``diagonal_scatter``.
 
 Each is built from the views and joins in api.py (their nodes are those primitives': rot90 shows
 FlipBackward0 or TransposeBackward0 where PyTorch has its own Rot90Backward0).
@@ -362,3 +363,36 @@ def index_copy(input, dim, index, source):  # noqa: A002
 def index_copy_(x, dim, index, source):
     """In-place :func:`index_copy`."""
     return x.copy_(index_copy(x, dim, index, source))
+
+
+
+def _scatter_into(input, view, src):
+    """A copy of ``input`` with the part ``view(copy)`` replaced by ``src`` (PyTorch's
+    *_scatter ops; here CopySlices over a clone)."""
+    out = input.clone()
+    part = view(out)
+    if tuple(part.shape) != tuple(src.shape):
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
+                           f"{list(src.shape)}, slice size = {list(part.shape)}")
+    part.copy_(src)
+    return out
+
+
+@defcomposite("select_scatter", public="select_scatter")
+def select_scatter(input, src, dim, index):  # noqa: A002
+    """``input`` with ``input.select(dim, index)`` replaced by ``src``."""
+    return _scatter_into(input, lambda t: t.select(dim, index), src)
+
+
+@defcomposite("slice_scatter", public="slice_scatter")
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):  # noqa: A002
+    """``input`` with the slice ``start:end:step`` of ``dim`` replaced by ``src``."""
+    d = _dim(dim, input.ndim, "slice_scatter")
+    key = (slice(None),) * d + (slice(start, end, step),)
+    return _scatter_into(input, lambda t: t[key], src)
+
+
+@defcomposite("diagonal_scatter", public="diagonal_scatter")
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):  # noqa: A002
+    """``input`` with ``input.diagonal(offset, dim1, dim2)`` replaced by ``src``."""
+    return _scatter_into(input, lambda t: t.diagonal(offset, dim1, dim2), src)

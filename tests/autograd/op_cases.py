@@ -1578,3 +1578,26 @@ def _np_index_copy(a, dim, i, s):
     out = np.moveaxis(a.copy(), dim, 0)
     out[i] = np.moveaxis(s, dim, 0)
     return np.moveaxis(out, 0, dim)
+
+
+def _np_put_part(a, key, s):
+    out = a.copy()
+    out[key] = s
+    return out
+
+
+def _np_diagonal_scatter(a, s, offset):
+    out = a.copy()
+    rows = np.arange(s.shape[0]) + max(-offset, 0)
+    out[rows, rows + offset] = s
+    return out
+
+
+CASES += [
+    OpCase("select_scatter", lambda a, s: ag.select_scatter(a, s, 1, -1),
+           lambda a, s: _np_put_part(a, (slice(None), -1), s), ins(rnd(3, 4), rnd(3))),
+    OpCase("slice_scatter", lambda a, s: ag.slice_scatter(a, s, 1, 0, 4, 2),
+           lambda a, s: _np_put_part(a, (slice(None), slice(0, 4, 2)), s), ins(rnd(3, 4), rnd(3, 2))),
+    OpCase("diagonal_scatter", lambda a, s: ag.diagonal_scatter(a, s, -1),
+           lambda a, s: _np_diagonal_scatter(a, s, -1), ins(rnd(3, 4), rnd(2))),
+]

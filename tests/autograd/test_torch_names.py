@@ -413,6 +413,41 @@ def test_histogram_index_copy_and_comparison_methods_as_pytorch():
     assert x.outer(x).shape == (3, 3)
 
 
+# torch.hann_window(5): [0, 0.3455, 0.9045, 0.9045, 0.3455]; periodic=False: [0, .5, 1, .5, 0]
+WINDOWS = [
+    (lambda: ag.hann_window(5), [0.0, 0.3454915, 0.9045085, 0.9045085, 0.3454915]),
+    (lambda: ag.hann_window(5, periodic=False), [0.0, 0.5, 1.0, 0.5, 0.0]),
+    (lambda: ag.hann_window(1), [1.0]),
+    (lambda: ag.hann_window(0), []),
+    (lambda: ag.kaiser_window(4), [5.2773e-05, 0.21567, 1.0, 0.21567]),
+    (lambda: ag.bartlett_window(5), [0.0, 0.4, 0.8, 0.8, 0.4]),
+    (lambda: ag.blackman_window(4), [0.0, 0.34, 1.0, 0.34]),
+    (lambda: ag.hamming_window(4, True, 0.5, 0.5), [0.0, 0.5, 1.0, 0.5]),
+]
+
+
+@pytest.mark.parametrize("call,expected", WINDOWS)
+def test_windows_as_pytorch(call, expected):
+    out = call()
+    assert out.dtype == np.float32 and not out.requires_grad
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_dtype_and_size_queries_as_pytorch():
+    # torch.result_type(tensor([1]), 1.0): float32; promote_types(int32, float16): float16
+    assert ag.result_type(_t([1]), 1.0) == np.float32
+    assert ag.promote_types(np.int32, np.float16) == np.float16
+    assert ag.can_cast(np.float32, np.int32) is False and ag.can_cast(np.int32, np.float32) is True
+    assert ag.numel(ag.ones(2, 3)) == 6 and ag.is_nonzero(_t([1.0])) is True
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
+        ag.is_nonzero(_t([1.0, 2.0]))
+    x = _t([1.0], requires_grad=True)
+    assert not ag.detach(x).requires_grad
+    with pytest.raises(RuntimeError, match="expected src to have a size equal to the slice of self. "
+                                           r"src size = \[3\], slice size = \[4\]"):
+        ag.select_scatter(ag.zeros(3, 4), ag.ones(3), 0, 1)
+
+
 def test_inplace_random_fills():
     ag.manual_seed(5)
     x = ag.zeros(200000)
