@@ -825,9 +825,22 @@ del _name
 
 # --------------------------------------------------------------------------- more torch names
 
-# sgn is sign for real tensors, with PyTorch's own node (SgnBackward0); complex inputs are not
-# differentiated here (the rule would need sgn_backward's projection).
-defop("sgn", _sign_fwd, (lambda F, g, out, x: F.zeros_like(g),), jvp=SELF_ADJOINT,
+def _sgn_fwd(xp, x):
+    if x.dtype.kind != "c":
+        return _sign_fwd(xp, x)
+    size = xp.abs(x)
+    return xp.where(size == 0, 0, x / xp.where(size == 0, 1, size)).astype(x.dtype)
+
+
+def _sgn_vjp(F, g, out, x):
+    if x.dtype.kind == "c":   # it would need PyTorch's sgn_backward projection
+        raise NotImplementedError("sgn: the derivative for complex inputs is not implemented")
+    return F.zeros_like(g)
+
+
+# sgn is sign for real tensors, with PyTorch's own node (SgnBackward0); for complex ones its
+# value is z / |z| (0 at 0) and its derivative is refused rather than given as 0.
+defop("sgn", _sgn_fwd, (_sgn_vjp,), jvp=SELF_ADJOINT,
       public="sgn", methods="sgn", inplace="sgn_",
       doc="``x / |x|`` (0 at 0); for a real tensor, :func:`sign` (torch.sgn).")
 

@@ -426,6 +426,14 @@ WINDOWS = [
 ]
 
 
+def test_sgn_of_complex_is_z_over_its_modulus():
+    z = ag.tensor(np.array([3 + 4j, 0, -2j]), requires_grad=True)
+    out = ag.sgn(z)   # torch: [0.6+0.8j, 0+0j, -0-1j]
+    np.testing.assert_allclose(out.detach().numpy(), [0.6 + 0.8j, 0, -1j])
+    with pytest.raises(NotImplementedError, match="sgn: the derivative for complex inputs"):
+        out.abs().sum().backward()
+
+
 @pytest.mark.parametrize("call,expected", WINDOWS)
 def test_windows_as_pytorch(call, expected):
     out = call()
