@@ -888,11 +888,13 @@ _DEG = math.pi / 180.0
 defop("deg2rad", lambda xp, x: x * x.dtype.type(_DEG) if x.dtype.kind in "fc"
       else (x * _DEG).astype(float_type(x.dtype)),
       (lambda F, g, out, x: g * _DEG,), jvp=SELF_ADJOINT, public="deg2rad",
-      methods="deg2rad", inplace="deg2rad_", node_name="Deg2RadBackward0", doc="Degrees to radians (torch.deg2rad).")
+      methods="deg2rad", inplace="deg2rad_", node_name="Deg2RadBackward0",
+      doc="Degrees to radians (torch.deg2rad).")
 defop("rad2deg", lambda xp, x: x * x.dtype.type(1 / _DEG) if x.dtype.kind in "fc"
       else (x * (1 / _DEG)).astype(float_type(x.dtype)),
       (lambda F, g, out, x: g * (1 / _DEG),), jvp=SELF_ADJOINT, public="rad2deg",
-      methods="rad2deg", inplace="rad2deg_", node_name="Rad2DegBackward0", doc="Radians to degrees (torch.rad2deg).")
+      methods="rad2deg", inplace="rad2deg_", node_name="Rad2DegBackward0",
+      doc="Radians to degrees (torch.rad2deg).")
 
 
 def _addcdiv_fwd(xp, input, tensor1, tensor2, value=1):  # noqa: A002

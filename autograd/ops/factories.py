@@ -1,6 +1,7 @@
 """Factories that PyTorch has beside ``linspace`` and ``randn``: ``logspace``,
-``tril_indices``/``triu_indices``, the signal windows (``hann_window``...), and random sampling (``randperm``, ``normal``,
-``bernoulli``, ``multinomial``, ``poisson``).
+``tril_indices``/``triu_indices``, the signal windows (``hann_window``...), and random
+sampling (``randperm``, ``normal``, ``bernoulli``, ``multinomial``, ``poisson``, the in-place
+fills ``normal_``, ``uniform_``...).
 
 Random numbers come from the device's default generator (``manual_seed``) or the
 ``generator=`` given, through generator.draw_uniform/draw_normal, so that one seed gives one
@@ -125,7 +126,8 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, device
                   requires_grad=False):
     """The Kaiser window ``I0(beta sqrt(1 - (2 k / m - 1)^2)) / I0(beta)``."""
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad,
-                   lambda xp, k, m: xp.i0(beta * xp.sqrt(xp.clip(1 - (2 * k / m - 1) ** 2, 0, None)))
+                   lambda xp, k, m: xp.i0(beta * xp.sqrt(xp.clip(1 - (2 * k / m - 1) ** 2, 0,
+                                                                  None)))
                    / xp.i0(numpy.float64(beta)))
 
 
