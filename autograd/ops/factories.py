@@ -142,7 +142,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     dev = backend.device(device)
     keys = draw_uniform(_gen(generator, dev), (int(n),), numpy.float64)
     dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype(numpy.int64)
-    t = _wrap(dev.xp.argsort(keys, kind="stable").astype(dt), dev)
+    t = _wrap(dev.xp.argsort(keys).astype(dt), dev)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -254,7 +254,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):  # no
         u = draw_uniform(gen, w.shape, numpy.float64)
         with numpy.errstate(divide="ignore"):
             keys = -xp.log1p(-u) / w
-        out = xp.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+        out = xp.argsort(keys, axis=1)[:, :num_samples]
     out = out.astype(numpy.int64)
     return _wrap(out.reshape(num_samples) if input.ndim == 1 else out, dev)
 

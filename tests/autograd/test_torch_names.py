@@ -542,3 +542,36 @@ def test_normal_with_tensor_mean_and_std_is_differentiable():
     np.testing.assert_array_equal(mean.grad.numpy(), np.ones((2, 3)))
     # d(mean + std * z)/d std = z, summed over the broadcast rows
     np.testing.assert_allclose(std.grad.numpy(), (out - mean).detach().sum(0).numpy(), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- on the GPU
+
+
+@pytest.mark.cuda
+def test_factories_samplers_and_counts_on_the_gpu():
+    """The same seed gives the same draws on "cuda" as before; results stay on the device."""
+    ag.manual_seed(4)
+    first = [ag.randperm(6, device="cuda"), ag.normal(0.0, 1.0, (3,), device="cuda")]
+    ag.manual_seed(4)
+    again = [ag.randperm(6, device="cuda"), ag.normal(0.0, 1.0, (3,), device="cuda")]
+    for a, b in zip(first, again):
+        assert a.device.type == "cuda"
+        np.testing.assert_array_equal(a.cpu().numpy(), b.cpu().numpy())
+    w = ag.tensor(np.array([[0.2, 0.0, 0.8], [1.0, 1.0, 0.0]]), device="cuda")
+    for replacement in (True, False):
+        s = ag.multinomial(w, 2, replacement=replacement)
+        assert s.device.type == "cuda" and s.shape == (2, 2) and 1 not in s[0].cpu().tolist()
+    assert ag.poisson(ag.full((4,), 3.0, device="cuda")).device.type == "cuda"
+    assert ag.bernoulli(ag.full((4,), 0.5, device="cuda")).device.type == "cuda"
+    assert ag.tril_indices(3, 3, device="cuda").cpu().tolist() == [[0, 1, 1, 2, 2, 2], [0, 0, 1, 0, 1, 2]]
+    np.testing.assert_allclose(ag.hann_window(5, device="cuda").cpu().numpy(),
+                               [0.0, 0.3454915, 0.9045085, 0.9045085, 0.3454915], rtol=1e-5, atol=1e-7)
+    x = ag.tensor(np.array([[3.0, 1, 3], [1, 2, 1]]), device="cuda")
+    values, inverse, counts = ag.unique(x, return_inverse=True, return_counts=True)
+    assert values.cpu().tolist() == [1.0, 2.0, 3.0] and counts.cpu().tolist() == [3, 1, 2]
+    assert inverse.cpu().tolist() == [[2, 0, 2], [0, 1, 0]]
+    assert ag.unique_consecutive(x.reshape(-1), return_counts=True)[1].cpu().tolist() == [1, 1, 1, 1, 1, 1]
+    assert ag.bincount(ag.tensor(np.array([0, 2, 2]), device="cuda")).cpu().tolist() == [1, 0, 2]
+    hist, edges = ag.histogram(x, 2)
+    assert hist.device.type == "cuda" and hist.cpu().tolist() == [3.0, 3.0]   # [1, 2) and [2, 3]
+    assert ag.nonzero(x > 2).cpu().tolist() == [[0, 0], [0, 2]]
