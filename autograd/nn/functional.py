@@ -17,8 +17,9 @@ from ..ops import _call
 from ..ops.nn import conv2d_input_grad, conv_out_size
 # torch has these at the top level too: one definition, in ops/products.py.
 from ..ops.products import cosine_similarity, pairwise_distance, pdist  # noqa: F401
-from ..ops import (cat, erf, gelu, log_softmax, masked_fill, pad, sigmoid,  # noqa: F401
-                   silu, softmax, softplus, where)
+from ..ops import (cat, erf, gelu, masked_fill, pad, sigmoid,  # noqa: F401
+                   silu, softplus, where)
+from ..ops import log_softmax as _log_softmax, softmax as _softmax
 from ..tensor import Tensor, default_generator
 
 __all__ = [
@@ -430,7 +431,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,  # noqa:
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     class_dim = 0 if input.ndim == 1 else 1
-    logp = log_softmax(input, class_dim)
+    logp = _log_softmax(input, class_dim)
     c = input.shape[class_dim]
     if target.dtype.kind == "f":   # class probabilities
         if target.shape != input.shape:
@@ -732,12 +733,23 @@ def _softmax_dim(ndim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
+def softmax(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
+    """:func:`gradtrace.autograd.softmax` with F.softmax's signature (``dim`` None: PyTorch's
+    implicit choice; ``dtype``: the input cast first)."""
+    return _softmax(input, _softmax_dim(input.ndim) if dim is None else dim, dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
+    """:func:`gradtrace.autograd.log_softmax` with F.log_softmax's signature."""
+    return _log_softmax(input, _softmax_dim(input.ndim) if dim is None else dim, dtype)
+
+
 @defcomposite("softmin")
 def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):  # noqa: A002
     """``softmax(-x, dim)``."""
     if dtype is not None:
         input = input.to(dtype=dtype)
-    return softmax(-input, _softmax_dim(input.ndim) if dim is None else dim)
+    return _softmax(-input, _softmax_dim(input.ndim) if dim is None else dim)
 
 
 def glu(input, dim: int = -1):  # noqa: A002

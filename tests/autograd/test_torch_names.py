@@ -69,6 +69,15 @@ def test_dtype_cast_is_recorded_so_the_gradient_reaches_a_half_input(call):
     assert x.grad.dtype == np.float16 and x.grad.shape == x.shape
 
 
+def test_functional_softmax_has_pytorchs_signature():
+    # F.softmax(input, dim=None, _stacklevel=3, dtype=None): dim None is PyTorch's implicit
+    # choice (dim 1 of a 2-D or 4-D input, dim 0 of a 1-D or 3-D one)
+    x = ag.tensor(np.random.default_rng(3).standard_normal((2, 3, 4)))
+    np.testing.assert_allclose(F.softmax(x).numpy(), ag.softmax(x, 0).numpy())
+    np.testing.assert_allclose(F.log_softmax(x, -1, 3, np.float32).numpy(),
+                               ag.log_softmax(x.float(), -1).numpy(), rtol=1e-6)
+
+
 def test_softmax_dtype_values_match_the_cast_input():
     x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
     out = ag.softmax(ag.tensor(x), -1, dtype=np.float64)
