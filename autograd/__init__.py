@@ -54,6 +54,11 @@ def is_floating_point(t) -> bool:
 from . import nn, optim  # noqa: E402,F401 - layers and optimizers (issue 3)
 from . import compiled_autograd  # noqa: E402,F401 - compiled backward (issue 9)
 from . import cuda, utils  # noqa: E402,F401 - torch.cuda's functions, data loading (issue 14)
+from . import amp, cpu  # noqa: E402,F401 - mixed precision: torch.amp, torch.cpu.amp
+from .autocast_mode import (autocast, clear_autocast_cache, get_autocast_dtype,  # noqa: E402
+                            is_autocast_cache_enabled, is_autocast_enabled,
+                            set_autocast_cache_enabled, set_autocast_dtype,
+                            set_autocast_enabled)
 from .generator import Generator  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from . import distributed  # noqa: E402,F401 - collectives across processes (issue 19)

@@ -32,6 +32,7 @@ import inspect
 import os
 import weakref
 
+from . import autocast_mode as _amp
 from . import backend
 from . import record_function as _rf
 from .backend import CPU
@@ -349,6 +350,10 @@ def defcomposite(name: str, *, public=(), methods=()):
 
     def wrap(fn):
         def composite(*args, **kwargs):
+            if _THREAD.ops.autocast is not None:
+                result = _autocast_call(name, composite, args, kwargs, kwargs, _THREAD.ops)
+                if result is not None:
+                    return result
             if _RF.on:
                 rec = _rf.begin(_FUNCTION, name, -1, 0, args, str(_first_device(args)))
                 try:
@@ -636,6 +641,11 @@ def apply_op(op: OpDef, inputs, attrs=None):
     Returns:
         The result tensor (a tuple of tensors for an op with several outputs).
     """
+    ops = _THREAD.ops   # this op's one thread-local read: the rest are plain slots
+    if ops.autocast is not None:   # autocast on in this thread: the op may run on casts
+        result = _autocast_op(op, inputs, attrs, ops)
+        if result is not None:
+            return result
     dev = None
     mask = 0
     bit = 1
@@ -663,7 +673,6 @@ def apply_op(op: OpDef, inputs, attrs=None):
         bit <<= 1
     if dev is None:
         dev = CPU
-    ops = _THREAD.ops   # this op's one thread-local read: the rest are plain slots
     if mask and not (ops.grad_enabled and op.differentiable):
         mask = 0
     # Under the profiler the op runs inside a FUNCTION record; the sequence number is then
@@ -697,6 +706,69 @@ def apply_op(op: OpDef, inputs, attrs=None):
     finally:
         if rec is not None:
             _rf.end(rec)
+
+
+# --------------------------------------------------------------------------- autocast
+
+
+def _autocast_op(op, inputs, attrs, ops):
+    """apply_op inside an autocast region: the op run with autocast off on its inputs cast as
+    :data:`autocast_mode.POLICY` says, or None when the table leaves it as it is."""
+    return _autocast_call(op.name, lambda *a: apply_op(op, a, attrs), inputs, {}, attrs, ops)
+
+
+def _autocast_call(name, fn, args, kwargs, attrs, ops):
+    """``fn(*args, **kwargs)`` for op ``name`` (a primitive or a composite) under autocast:
+    eligible tensors cast to the dtype its policy gives, then run with autocast off in this
+    thread (PyTorch's ExcludeDispatchKeyGuard: a composite's own ops are not cast again).
+    ``attrs``: the call's keyword attributes (a ``dtype`` there keeps an fp32_opt op as it is).
+    None when the op has no policy on its tensors' device type or nothing to cast to."""
+    state = ops.autocast
+    tensors = [x for x in (*args, *kwargs.values()) if isinstance(x, Tensor)]
+    if not tensors:
+        return None
+    device_type = tensors[0]._device.type
+    lower = state.active.get(device_type)
+    if lower is None:
+        return None
+    policy = _amp.POLICY[device_type].get(name)
+    if policy is None:
+        banned = _amp.BANNED.get(device_type, {}).get(name)
+        if banned is not None:
+            raise RuntimeError(banned)
+        return None
+    dtypes = [x._data.dtype for x in tensors if _amp.eligible(x._data, device_type, x._device.type)]
+    dtype = _amp.target_dtype(policy, lower, dtypes, attrs)
+    if dtype is None:
+        return None
+    ops.autocast = None
+    try:
+        def cast(x):
+            if (isinstance(x, Tensor) and x._data.dtype != dtype
+                    and _amp.eligible(x._data, device_type, x._device.type)):
+                return _autocast_cast(x, dtype, lower, state)
+            return x
+
+        return fn(*[cast(x) for x in args], **{k: cast(v) for k, v in kwargs.items()})
+    finally:
+        ops.autocast = state
+
+
+def _autocast_cast(x, dtype, lower, state):
+    """``x`` cast to ``dtype`` as a recorded ``to_dtype`` op (ToCopyBackward0: its gradient
+    arrives in ``x``'s dtype). The lower-precision cast of a float32 leaf that requires grad
+    (a parameter) is made once per outermost region when the cache is on (PyTorch's
+    ``cached_cast``; its key holds the leaf, so the id stays its own)."""
+    cache = (state.cache_enabled and dtype == lower and x._data.dtype == _amp.FLOAT32
+             and x.requires_grad and x.grad_fn is None and x._base is None)
+    if cache:
+        hit = state.cache.get(id(x))
+        if hit is not None:
+            return hit[1]
+    out = apply_op(OPS["to_dtype"], (x,), {"dtype": dtype})
+    if cache:
+        state.cache[id(x)] = (x, out)
+    return out
 
 
 #: ``defop(promote=...)``: the result dtype is PyTorch's promotion of the inputs' dtypes
