@@ -746,7 +746,7 @@ def _autocast_call(name, fn, args, kwargs, attrs, ops):
         def cast(x):
             if (isinstance(x, Tensor) and x._data.dtype != dtype
                     and _amp.eligible(x._data, device_type, x._device.type)):
-                return _autocast_cast(x, dtype, lower, state)
+                return _autocast_cast(x, dtype, lower, state, ops.grad_enabled)
             return x
 
         return fn(*[cast(x) for x in args], **{k: cast(v) for k, v in kwargs.items()})
@@ -754,13 +754,14 @@ def _autocast_call(name, fn, args, kwargs, attrs, ops):
         ops.autocast = state
 
 
-def _autocast_cast(x, dtype, lower, state):
+def _autocast_cast(x, dtype, lower, state, grad_enabled):
     """``x`` cast to ``dtype`` as a recorded ``to_dtype`` op (ToCopyBackward0: its gradient
     arrives in ``x``'s dtype). The lower-precision cast of a float32 leaf that requires grad
-    (a parameter) is made once per outermost region when the cache is on (PyTorch's
-    ``cached_cast``; its key holds the leaf, so the id stays its own)."""
-    cache = (state.cache_enabled and dtype == lower and x._data.dtype == _amp.FLOAT32
-             and x.requires_grad and x.grad_fn is None and x._base is None)
+    (a parameter) is made once per outermost region when the cache is on and grad mode too
+    (PyTorch's ``cached_cast``: a cast made under no_grad, without history, is not kept for
+    later ops; the entry holds the leaf, so its id stays its own)."""
+    cache = (grad_enabled and state.cache_enabled and dtype == lower
+             and x._data.dtype == _amp.FLOAT32 and x.requires_grad and x.grad_fn is None and x._base is None)
     if cache:
         hit = state.cache.get(id(x))
         if hit is not None:
