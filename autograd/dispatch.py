@@ -1031,6 +1031,10 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     its base is rebased instead, on a :class:`CopySlices` node, and the view's own
     ``grad_fn`` is regenerated from the base's when next read (PyTorch's ``rebase_history``).
     """
+    if _THREAD.ops.autocast is not None:
+        # PyTorch's autocast lists name out-of-place ops: an in-place one runs as it is.
+        with _autocast_off():
+            return apply_inplace(op, self, others, attrs)
     inputs = (self,) + tuple(others)
     mask = 0
     for i, x in enumerate(inputs):
@@ -1191,4 +1195,19 @@ class _no_grad_scope:
 
     def __exit__(self, *exc):
         _THREAD.ops.grad_enabled = self._prev
+        return False
+
+
+class _autocast_off:
+    """Autocast off in this thread for the block (an in-place op's inner apply_op)."""
+
+    __slots__ = ("_prev",)
+
+    def __enter__(self):
+        ops = _THREAD.ops
+        self._prev = ops.autocast
+        ops.autocast = None
+
+    def __exit__(self, *exc):
+        _THREAD.ops.autocast = self._prev
         return False

@@ -282,3 +282,18 @@ def test_casts_show_as_records_paired_with_their_backward():
     casts = [seq for name, seq in bwd if name == "ToCopyBackward0"]
     assert len(casts) == 1                     # w's cast (x needs no gradient)
     assert fwd[casts[0]] == "to_dtype"
+
+
+@pytest.mark.cuda
+def test_inplace_ops_are_not_autocast():
+    """PyTorch's lists name out-of-place ops: exp_ of a float16 tensor stays float16 under
+    CUDA autocast, with no cast recorded, where exp gives float32."""
+    h = T.randn(3, 3, device="cuda").half().requires_grad_()
+    with T.autocast("cuda"):
+        assert T.exp(h).dtype == T.float32
+        y = h * 1
+        y.exp_()
+        assert y.dtype == T.float16
+        assert y.grad_fn.name() == "ExpBackward0"
+        assert [f.name() for f, _ in y.grad_fn.next_functions] == ["MulBackward0"]
+        assert T.is_autocast_enabled("cuda")
