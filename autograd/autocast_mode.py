@@ -38,7 +38,7 @@ from .grad_mode import STATE
 
 __all__ = ["autocast", "is_autocast_enabled", "set_autocast_enabled", "get_autocast_dtype",
            "set_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled",
-           "clear_autocast_cache", "is_autocast_available", "POLICY"]
+           "clear_autocast_cache", "is_autocast_available", "POLICY", "LISTED"]
 
 LOWER, FP32, FP32_OPT, PROMOTE = "lower", "fp32", "fp32_opt", "promote"
 
@@ -155,6 +155,10 @@ BANNED = {"cuda": {"binary_cross_entropy": (
     "In this case, combine the two layers using torch.nn.functional."
     "binary_cross_entropy_with_logits\nor torch.nn.BCEWithLogitsLoss.  "
     "binary_cross_entropy_with_logits and BCEWithLogits are\nsafe to autocast.")}}
+
+#: Every op name the table or the banned list mentions, for any device type: the dispatcher
+#: lets any other op through with one lookup.
+LISTED = frozenset(n for table in (*POLICY.values(), *BANNED.values()) for n in table)
 
 FLOAT16 = np.dtype("float16")
 FLOAT32 = np.dtype("float32")

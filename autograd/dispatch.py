@@ -348,9 +348,11 @@ def defcomposite(name: str, *, public=(), methods=()):
         A decorator that registers the function and returns the composite.
     """
 
+    listed = name in _amp.LISTED   # in autocast's table: may run on casts (_autocast_call)
+
     def wrap(fn):
         def composite(*args, **kwargs):
-            if _THREAD.ops.autocast is not None:
+            if listed and _THREAD.ops.autocast is not None:
                 result = _autocast_call(name, composite, args, kwargs, kwargs, _THREAD.ops)
                 if result is not None:
                     return result
@@ -627,8 +629,9 @@ def _gradient_edge(t):
 def apply_op(op: OpDef, inputs, attrs=None):
     """Run ``op`` on ``inputs`` (tensors or scalars) and record its node when grad is needed.
 
-    This is the hot path of the engine: one input loop, one thread-local read, the record
-    when profiled, the check and the forward. Ops with one output that is not a view, run
+    This is the hot path of the engine: one thread-local read, one test for autocast (whose
+    casts, see :func:`_autocast_call`, run the op again on cast inputs), one input loop, the
+    record when profiled, the check and the forward. Ops with one output that is not a view, run
     while no anomaly mode, forward-AD level or inference mode is on (one flag per thread),
     finish here; the rest finish in :func:`_finish_general`. Both record the node and its
     results with the same helper, :func:`_record`.
@@ -714,6 +717,8 @@ def apply_op(op: OpDef, inputs, attrs=None):
 def _autocast_op(op, inputs, attrs, ops):
     """apply_op inside an autocast region: the op run with autocast off on its inputs cast as
     :data:`autocast_mode.POLICY` says, or None when the table leaves it as it is."""
+    if op.name not in _amp.LISTED:   # most ops: as they are, at the cost of this lookup
+        return None
     return _autocast_call(op.name, lambda *a: apply_op(op, a, attrs), inputs, {}, attrs, ops)
 
 
