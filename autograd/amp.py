@@ -24,7 +24,8 @@ from .tensor import Tensor, full
 __all__ = ["autocast", "GradScaler", "OptState", "is_autocast_available",
            "is_autocast_enabled", "get_autocast_dtype", "clear_autocast_cache"]
 
-_FIX = "This may indicate your script did not use scaler.scale(loss or outputs) earlier in the iteration."
+_FIX = ("This may indicate your script did not use scaler.scale(loss or outputs) earlier in "
+        "the iteration.")
 
 
 class OptState(Enum):
@@ -279,7 +280,7 @@ class GradScaler:
             self._growth_tracker._data[...] = state_dict["_growth_tracker"]
 
 
-# --------------------------------------------------------------------------- torch.cuda.amp, torch.cpu.amp
+# --------------------------------------------------------------------------- torch.cuda/cpu.amp
 
 
 class _CudaAutocast(autocast):

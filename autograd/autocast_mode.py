@@ -347,7 +347,7 @@ def target_dtype(policy: str, lower, dtypes, attrs) -> "np.dtype | None":
     """
     if not dtypes:
         return None
-    if policy is LOWER or policy == LOWER:
+    if policy == LOWER:
         return lower
     if policy == FP32:
         return FLOAT32

@@ -742,18 +742,20 @@ def _autocast_call(name, fn, args, kwargs, attrs, ops):
         if banned is not None:
             raise RuntimeError(banned)
         return None
-    dtypes = [x._data.dtype for x in tensors if _amp.eligible(x._data, device_type, x._device.type)]
+    dtypes = [x._data.dtype for x in tensors
+              if _amp.eligible(x._data, device_type, x._device.type)]
     dtype = _amp.target_dtype(policy, lower, dtypes, attrs)
     if dtype is None:
         return None
+
+    def cast(x):
+        if (isinstance(x, Tensor) and x._data.dtype != dtype
+                and _amp.eligible(x._data, device_type, x._device.type)):
+            return _autocast_cast(x, dtype, lower, state, ops.grad_enabled)
+        return x
+
     ops.autocast = None
     try:
-        def cast(x):
-            if (isinstance(x, Tensor) and x._data.dtype != dtype
-                    and _amp.eligible(x._data, device_type, x._device.type)):
-                return _autocast_cast(x, dtype, lower, state, ops.grad_enabled)
-            return x
-
         return fn(*[cast(x) for x in args], **{k: cast(v) for k, v in kwargs.items()})
     finally:
         ops.autocast = state
@@ -766,7 +768,8 @@ def _autocast_cast(x, dtype, lower, state, grad_enabled):
     (PyTorch's ``cached_cast``: a cast made under no_grad, without history, is not kept for
     later ops; the entry holds the leaf, so its id stays its own)."""
     cache = (grad_enabled and state.cache_enabled and dtype == lower
-             and x._data.dtype == _amp.FLOAT32 and x.requires_grad and x.grad_fn is None and x._base is None)
+             and x._data.dtype == _amp.FLOAT32 and x.requires_grad and x._base is None
+             and x.grad_fn is None)
     if cache:
         hit = state.cache.get(id(x))
         if hit is not None:

@@ -236,6 +236,10 @@ def test_cpu_without_dtype_names_bfloat16():
             make()
     with pytest.raises(RuntimeError, match="bfloat16"):
         T.get_autocast_dtype("cpu")
+    with pytest.raises(AttributeError, match="bfloat16.*pass dtype=float16"):
+        T.autocast("cuda", dtype=T.bfloat16)
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        T.no_such_name  # noqa: B018 - other missing names keep the usual error
     # Disabled, no dtype is needed.
     with T.autocast("cpu", enabled=False):
         assert not T.is_autocast_enabled("cpu")

@@ -172,7 +172,8 @@ def test_state_dict_round_trip_and_setters():
     b.set_growth_factor(4.0)
     b.set_backoff_factor(0.125)
     b.set_growth_interval(7)
-    assert (b.get_growth_factor(), b.get_backoff_factor(), b.get_growth_interval()) == (4.0, 0.125, 7)
+    assert (b.get_growth_factor(), b.get_backoff_factor(),
+            b.get_growth_interval()) == (4.0, 0.125, 7)
     with pytest.raises(RuntimeError, match="The source state dict is empty"):
         b.load_state_dict(T.amp.GradScaler("cpu", enabled=False).state_dict())
 
