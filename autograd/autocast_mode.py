@@ -149,16 +149,18 @@ def _parse(table: str) -> dict:
 POLICY = _parse(_TABLE)
 
 #: Ops PyTorch refuses under CUDA autocast (its ``banned`` list), with its message.
-BANNED = {"cuda": {"binary_cross_entropy": (
+BANNED = {"cpu": {}, "cuda": {"binary_cross_entropy": (
     "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
     "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
     "In this case, combine the two layers using torch.nn.functional."
     "binary_cross_entropy_with_logits\nor torch.nn.BCEWithLogitsLoss.  "
     "binary_cross_entropy_with_logits and BCEWithLogits are\nsafe to autocast.")}}
 
-#: Every op name the table or the banned list mentions, for any device type: the dispatcher
-#: lets any other op through with one lookup.
-LISTED = frozenset(n for table in (*POLICY.values(), *BANNED.values()) for n in table)
+#: The op names the table or the banned list mentions, per device type and for any: the
+#: dispatcher lets any other op through with one lookup (in the names of the device types
+#: autocast is on for, ``AutocastState.names``; composites test LISTED once, when defined).
+LISTED_BY_DEVICE = {d: frozenset((*POLICY[d], *BANNED[d])) for d in POLICY}
+LISTED = frozenset().union(*LISTED_BY_DEVICE.values())
 
 FLOAT16 = np.dtype("float16")
 FLOAT32 = np.dtype("float32")
@@ -175,18 +177,19 @@ class AutocastState:
     """This thread's autocast settings: PyTorch's thread-local autocast flags and cache.
 
     ``enabled`` and ``dtype`` are per device type (CPU and CUDA autocast are independent, and
-    may be on together); ``active`` maps each enabled device type to its dtype, the one thing
-    the dispatcher reads. ``STATE.ops.autocast`` is this object while ``active`` is not
-    empty, else None.
+    may be on together); ``active`` maps each enabled device type to its dtype and ``names``
+    holds the op names their tables mention: what the dispatcher reads.
+    ``STATE.ops.autocast`` is this object while ``active`` is not empty, else None.
     """
 
-    __slots__ = ("enabled", "dtype", "active", "cache_enabled", "nesting", "cache")
+    __slots__ = ("enabled", "dtype", "active", "names", "cache_enabled", "nesting", "cache")
 
     def __init__(self):
         self.enabled = {"cuda": False, "cpu": False}
         # CPU's default, bfloat16, does not exist here (None: ERR_BFLOAT16 when asked for).
         self.dtype = {"cuda": FLOAT16, "cpu": None}
         self.active: dict = {}
+        self.names = frozenset()
         self.cache_enabled = True
         self.nesting = 0
         # id(float32 leaf) -> (the leaf, its cast): PyTorch's cached_casts. Holding the leaf
@@ -195,6 +198,7 @@ class AutocastState:
 
     def refresh(self) -> None:
         self.active = {d: self.dtype[d] for d in _DEVICE_TYPES if self.enabled[d]}
+        self.names = frozenset().union(*(LISTED_BY_DEVICE[d] for d in self.active))
         STATE.ops.autocast = self if self.active else None
 
 

@@ -717,19 +717,22 @@ def apply_op(op: OpDef, inputs, attrs=None):
 def _autocast_op(op, inputs, attrs, ops):
     """apply_op inside an autocast region: the op run with autocast off on its inputs cast as
     :data:`autocast_mode.POLICY` says, or None when the table leaves it as it is."""
-    if op.name not in _amp.LISTED:   # most ops: as they are, at the cost of this lookup
+    if op.name not in ops.autocast.names:   # most ops: as they are, after this lookup
         return None
-    return _autocast_call(op.name, lambda *a: apply_op(op, a, attrs), inputs, {}, attrs, ops)
+    return _autocast_call(op.name, op, inputs, {}, attrs, ops)
 
 
 def _autocast_call(name, fn, args, kwargs, attrs, ops):
-    """``fn(*args, **kwargs)`` for op ``name`` (a primitive or a composite) under autocast:
+    """``fn(*args, **kwargs)`` for op ``name`` (a composite; for a primitive ``fn`` is its
+    OpDef, run by apply_op with ``attrs``) under autocast:
     eligible tensors cast to the dtype its policy gives, then run with autocast off in this
     thread (PyTorch's ExcludeDispatchKeyGuard: a composite's own ops are not cast again).
     ``attrs``: the call's keyword attributes (a ``dtype`` there keeps an fp32_opt op as it is).
     None when the op has no policy on its tensors' device type or nothing to cast to."""
     state = ops.autocast
-    tensors = [x for x in (*args, *kwargs.values()) if isinstance(x, Tensor)]
+    tensors = [x for x in args if isinstance(x, Tensor)]
+    if kwargs:
+        tensors += [x for x in kwargs.values() if isinstance(x, Tensor)]
     if not tensors:
         return None
     device_type = tensors[0]._device.type
@@ -738,7 +741,7 @@ def _autocast_call(name, fn, args, kwargs, attrs, ops):
         return None
     policy = _amp.POLICY[device_type].get(name)
     if policy is None:
-        banned = _amp.BANNED.get(device_type, {}).get(name)
+        banned = _amp.BANNED[device_type].get(name)
         if banned is not None:
             raise RuntimeError(banned)
         return None
@@ -756,6 +759,8 @@ def _autocast_call(name, fn, args, kwargs, attrs, ops):
 
     ops.autocast = None
     try:
+        if fn.__class__ is OpDef:
+            return apply_op(fn, [cast(x) for x in args], attrs)
         return fn(*[cast(x) for x in args], **{k: cast(v) for k, v in kwargs.items()})
     finally:
         ops.autocast = state
