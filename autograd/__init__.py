@@ -42,6 +42,17 @@ bool = bool_ = _numpy.dtype("bool")  # noqa: A001 - torch.bool
 complex64, complex128 = _numpy.dtype("complex64"), _numpy.dtype("complex128")
 
 
+def __getattr__(name: str):
+    # ``torch.bfloat16`` is PyTorch's CPU autocast dtype; say why it is missing (PEP 562: only
+    # names not found otherwise come here).
+    if name == "bfloat16":
+        from .autocast_mode import ERR_BFLOAT16  # noqa: PLC0415 - imported above already
+
+        raise AttributeError(f"module 'gradtrace.autograd' has no attribute 'bfloat16': "
+                             f"{ERR_BFLOAT16}")
+    raise AttributeError(f"module 'gradtrace.autograd' has no attribute '{name}'")
+
+
 def is_tensor(obj) -> bool:  # noqa: A001 - the builtin bool is shadowed above on purpose
     """``torch.is_tensor``."""
     return isinstance(obj, Tensor)
@@ -54,6 +65,11 @@ def is_floating_point(t) -> bool:
 from . import nn, optim  # noqa: E402,F401 - layers and optimizers (issue 3)
 from . import compiled_autograd  # noqa: E402,F401 - compiled backward (issue 9)
 from . import cuda, utils  # noqa: E402,F401 - torch.cuda's functions, data loading (issue 14)
+from . import amp, cpu  # noqa: E402,F401 - mixed precision: torch.amp, torch.cpu.amp
+from .autocast_mode import (autocast, clear_autocast_cache, get_autocast_dtype,  # noqa: E402
+                            is_autocast_cache_enabled, is_autocast_enabled,
+                            set_autocast_cache_enabled, set_autocast_dtype,
+                            set_autocast_enabled)
 from .generator import Generator  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from . import distributed  # noqa: E402,F401 - collectives across processes (issue 19)

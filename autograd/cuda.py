@@ -11,6 +11,7 @@ touches no CuPy object itself.
 from __future__ import annotations
 
 from . import backend
+from .amp import cuda_amp as amp  # noqa: F401 - torch.cuda.amp (autocast, GradScaler)
 from .tensor import default_generator
 
 __all__ = ["is_available", "device_count", "current_device", "get_device_name", "synchronize",

@@ -32,6 +32,7 @@ import inspect
 import os
 import weakref
 
+from . import autocast_mode as _amp
 from . import backend
 from . import record_function as _rf
 from .backend import CPU
@@ -347,8 +348,14 @@ def defcomposite(name: str, *, public=(), methods=()):
         A decorator that registers the function and returns the composite.
     """
 
+    listed = name in _amp.LISTED   # in autocast's table: may run on casts (_autocast_call)
+
     def wrap(fn):
         def composite(*args, **kwargs):
+            if listed and _THREAD.ops.autocast is not None:
+                result = _autocast_call(name, composite, args, kwargs, kwargs, _THREAD.ops)
+                if result is not None:
+                    return result
             if _RF.on:
                 rec = _rf.begin(_FUNCTION, name, -1, 0, args, str(_first_device(args)))
                 try:
@@ -622,8 +629,9 @@ def _gradient_edge(t):
 def apply_op(op: OpDef, inputs, attrs=None):
     """Run ``op`` on ``inputs`` (tensors or scalars) and record its node when grad is needed.
 
-    This is the hot path of the engine: one input loop, one thread-local read, the record
-    when profiled, the check and the forward. Ops with one output that is not a view, run
+    This is the hot path of the engine: one thread-local read, one test for autocast (whose
+    casts, see :func:`_autocast_call`, run the op again on cast inputs), one input loop, the
+    record when profiled, the check and the forward. Ops with one output that is not a view, run
     while no anomaly mode, forward-AD level or inference mode is on (one flag per thread),
     finish here; the rest finish in :func:`_finish_general`. Both record the node and its
     results with the same helper, :func:`_record`.
@@ -636,6 +644,11 @@ def apply_op(op: OpDef, inputs, attrs=None):
     Returns:
         The result tensor (a tuple of tensors for an op with several outputs).
     """
+    ops = _THREAD.ops   # this op's one thread-local read: the rest are plain slots
+    if ops.autocast is not None:   # autocast on in this thread: the op may run on casts
+        result = _autocast_op(op, inputs, attrs, ops)
+        if result is not None:
+            return result
     dev = None
     mask = 0
     bit = 1
@@ -663,7 +676,6 @@ def apply_op(op: OpDef, inputs, attrs=None):
         bit <<= 1
     if dev is None:
         dev = CPU
-    ops = _THREAD.ops   # this op's one thread-local read: the rest are plain slots
     if mask and not (ops.grad_enabled and op.differentiable):
         mask = 0
     # Under the profiler the op runs inside a FUNCTION record; the sequence number is then
@@ -697,6 +709,80 @@ def apply_op(op: OpDef, inputs, attrs=None):
     finally:
         if rec is not None:
             _rf.end(rec)
+
+
+# --------------------------------------------------------------------------- autocast
+
+
+def _autocast_op(op, inputs, attrs, ops):
+    """apply_op inside an autocast region: the op run with autocast off on its inputs cast as
+    :data:`autocast_mode.POLICY` says, or None when the table leaves it as it is."""
+    if op.name not in ops.autocast.names:   # most ops: as they are, after this lookup
+        return None
+    return _autocast_call(op.name, op, inputs, {}, attrs, ops)
+
+
+def _autocast_call(name, fn, args, kwargs, attrs, ops):
+    """``fn(*args, **kwargs)`` for op ``name`` (a composite; for a primitive ``fn`` is its
+    OpDef, run by apply_op with ``attrs``) under autocast:
+    eligible tensors cast to the dtype its policy gives, then run with autocast off in this
+    thread (PyTorch's ExcludeDispatchKeyGuard: a composite's own ops are not cast again).
+    ``attrs``: the call's keyword attributes (a ``dtype`` there keeps an fp32_opt op as it is).
+    None when the op has no policy on its tensors' device type or nothing to cast to."""
+    state = ops.autocast
+    tensors = [x for x in args if isinstance(x, Tensor)]
+    if kwargs:
+        tensors += [x for x in kwargs.values() if isinstance(x, Tensor)]
+    if not tensors:
+        return None
+    device_type = tensors[0]._device.type
+    lower = state.active.get(device_type)
+    if lower is None:
+        return None
+    policy = _amp.POLICY[device_type].get(name)
+    if policy is None:
+        banned = _amp.BANNED[device_type].get(name)
+        if banned is not None:
+            raise RuntimeError(banned)
+        return None
+    dtypes = [x._data.dtype for x in tensors
+              if _amp.eligible(x._data, device_type, x._device.type)]
+    dtype = _amp.target_dtype(policy, lower, dtypes, attrs)
+    if dtype is None:
+        return None
+
+    def cast(x):
+        if (isinstance(x, Tensor) and x._data.dtype != dtype
+                and _amp.eligible(x._data, device_type, x._device.type)):
+            return _autocast_cast(x, dtype, lower, state, ops.grad_enabled)
+        return x
+
+    ops.autocast = None
+    try:
+        if fn.__class__ is OpDef:
+            return apply_op(fn, [cast(x) for x in args], attrs)
+        return fn(*[cast(x) for x in args], **{k: cast(v) for k, v in kwargs.items()})
+    finally:
+        ops.autocast = state
+
+
+def _autocast_cast(x, dtype, lower, state, grad_enabled):
+    """``x`` cast to ``dtype`` as a recorded ``to_dtype`` op (ToCopyBackward0: its gradient
+    arrives in ``x``'s dtype). The lower-precision cast of a float32 leaf that requires grad
+    (a parameter) is made once per outermost region when the cache is on and grad mode too
+    (PyTorch's ``cached_cast``: a cast made under no_grad, without history, is not kept for
+    later ops; the entry holds the leaf, so its id stays its own)."""
+    cache = (grad_enabled and state.cache_enabled and dtype == lower
+             and x._data.dtype == _amp.FLOAT32 and x.requires_grad and x._base is None
+             and x.grad_fn is None)
+    if cache:
+        hit = state.cache.get(id(x))
+        if hit is not None:
+            return hit[1]
+    out = apply_op(OPS["to_dtype"], (x,), {"dtype": dtype})
+    if cache:
+        state.cache[id(x)] = (x, out)
+    return out
 
 
 #: ``defop(promote=...)``: the result dtype is PyTorch's promotion of the inputs' dtypes
@@ -958,6 +1044,10 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     its base is rebased instead, on a :class:`CopySlices` node, and the view's own
     ``grad_fn`` is regenerated from the base's when next read (PyTorch's ``rebase_history``).
     """
+    if _THREAD.ops.autocast is not None:
+        # PyTorch's autocast lists name out-of-place ops: an in-place one runs as it is.
+        with _autocast_off():
+            return apply_inplace(op, self, others, attrs)
     inputs = (self,) + tuple(others)
     mask = 0
     for i, x in enumerate(inputs):
@@ -1118,4 +1208,19 @@ class _no_grad_scope:
 
     def __exit__(self, *exc):
         _THREAD.ops.grad_enabled = self._prev
+        return False
+
+
+class _autocast_off:
+    """Autocast off in this thread for the block (an in-place op's inner apply_op)."""
+
+    __slots__ = ("_prev",)
+
+    def __enter__(self):
+        ops = _THREAD.ops
+        self._prev = ops.autocast
+        ops.autocast = None
+
+    def __exit__(self, *exc):
+        _THREAD.ops.autocast = self._prev
         return False

@@ -37,7 +37,7 @@ class OpState:
     """
 
     __slots__ = ("grad_enabled", "inference", "fw_level", "anomaly", "slow", "next_seq",
-                 "thread_id", "cpu_stream", "ca_recording")
+                 "thread_id", "cpu_stream", "ca_recording", "autocast")
 
     def refresh(self) -> None:
         self.slow = bool(self.inference or self.fw_level or self.anomaly)
@@ -87,6 +87,9 @@ class _ThreadState(threading.local):
         # Compiled autograd's Recording while an enable() context is open here, else None:
         # the table ops hand it each node they make (its key is then built with the forward).
         ops.ca_recording = None
+        # Autocast: None while it is off for every device type in this thread, else the
+        # thread's AutocastState (see autocast_mode; apply_op tests it before its input loop).
+        ops.autocast = None
         # sequence_nr counter: restarts at 0 in every thread, like at::sequence_number.
         # Fixed for the thread's life, so kept both here and on ``ops``.
         self.next_seq = ops.next_seq = itertools.count().__next__
