@@ -1046,7 +1046,7 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
     """
     if _THREAD.ops.autocast is not None:
         # PyTorch's autocast lists name out-of-place ops: an in-place one runs as it is.
-        with _autocast_off():
+        with _op_flag("autocast", None):
             return apply_inplace(op, self, others, attrs)
     inputs = (self,) + tuple(others)
     mask = 0
@@ -1072,7 +1072,7 @@ def apply_inplace(op: OpDef, self, others=(), attrs=None):
             f"{op.record_name}_: a leaf Variable that requires grad is being used in an in-place "
             "operation; use out-of-place ops or wrap it in autograd.no_grad()")
     if not recording:
-        with _no_grad_scope():
+        with _op_flag("grad_enabled", False):
             out = apply_op(op, inputs, attrs)
         _check_castable(op, self, out)
         _write_into(op, self, out._data)
@@ -1198,29 +1198,22 @@ def _write_into(op, self, data) -> None:
         raise RuntimeError(f"{op.record_name}_: cannot write into this tensor in place ({exc})") from None
 
 
-class _no_grad_scope:
-    __slots__ = ("_prev",)
+class _op_flag:
+    """One of this thread's op flags (OpState: grad mode, autocast) set for the block, and
+    restored after it: an in-place op's inner apply_op runs with grad mode or autocast off.
+    Only flags that OpState.slow does not depend on."""
+
+    __slots__ = ("_name", "_value", "_prev")
+
+    def __init__(self, name, value):
+        self._name = name
+        self._value = value
 
     def __enter__(self):
         ops = _THREAD.ops
-        self._prev = ops.grad_enabled
-        ops.grad_enabled = False
+        self._prev = getattr(ops, self._name)
+        setattr(ops, self._name, self._value)
 
     def __exit__(self, *exc):
-        _THREAD.ops.grad_enabled = self._prev
-        return False
-
-
-class _autocast_off:
-    """Autocast off in this thread for the block (an in-place op's inner apply_op)."""
-
-    __slots__ = ("_prev",)
-
-    def __enter__(self):
-        ops = _THREAD.ops
-        self._prev = ops.autocast
-        ops.autocast = None
-
-    def __exit__(self, *exc):
-        _THREAD.ops.autocast = self._prev
+        setattr(_THREAD.ops, self._name, self._prev)
         return False
