@@ -125,7 +125,7 @@ defop("addcmul", _addcmul_fwd,
 defop("exp", lambda xp, x: xp.exp(x), (lambda F, g, out, x: g * out,), jvp=SELF_ADJOINT,
       public="exp", methods="exp", inplace="exp_")
 defop("log", lambda xp, x: xp.log(x), (lambda F, g, out, x: g / x,), jvp=SELF_ADJOINT,
-      public="log", methods="log")
+      public="log", methods="log", inplace="log_")
 defop("sqrt", lambda xp, x: xp.sqrt(x), (lambda F, g, out, x: g / (out * 2),), jvp=SELF_ADJOINT,
       public="sqrt", methods="sqrt", inplace="sqrt_")
 defop("tanh", lambda xp, x: xp.tanh(x), (lambda F, g, out, x: g * (1 - out * out),),
@@ -241,17 +241,19 @@ _SQRT_PI = 1.7724538509055159
 
 
 defop("log1p", lambda xp, x: xp.log1p(x), (lambda F, g, out, x: g / (x + 1),),
-      jvp=SELF_ADJOINT, public="log1p", methods="log1p", node_name="Log1PBackward0")
+      jvp=SELF_ADJOINT, public="log1p", methods="log1p", inplace="log1p_",
+      node_name="Log1PBackward0")
 defop("expm1", lambda xp, x: xp.expm1(x), (lambda F, g, out, x: g * (out + 1),),
-      jvp=SELF_ADJOINT, public="expm1", methods="expm1")
+      jvp=SELF_ADJOINT, public="expm1", methods="expm1", inplace="expm1_")
 defop("sin", lambda xp, x: xp.sin(x), (lambda F, g, out, x: g * F.cos(x),), jvp=SELF_ADJOINT,
-      public="sin", methods="sin")
+      public="sin", methods="sin", inplace="sin_")
 defop("cos", lambda xp, x: xp.cos(x), (lambda F, g, out, x: -g * F.sin(x),), jvp=SELF_ADJOINT,
-      public="cos", methods="cos")
+      public="cos", methods="cos", inplace="cos_")
 defop("rsqrt", lambda xp, x: 1 / xp.sqrt(x), (lambda F, g, out, x: g * out * out * out * -0.5,),
-      jvp=SELF_ADJOINT, public="rsqrt", methods="rsqrt")
+      jvp=SELF_ADJOINT, public="rsqrt", methods="rsqrt", inplace="rsqrt_")
 defop("reciprocal", lambda xp, x: 1 / x, (lambda F, g, out, x: -g * out * out,),
-      jvp=SELF_ADJOINT, public="reciprocal", methods="reciprocal")
+      jvp=SELF_ADJOINT, public="reciprocal", methods="reciprocal",
+      inplace="reciprocal_")
 defop("abs", lambda xp, x: xp.abs(x), (lambda F, g, out, x: g * F.sign(x),), jvp=SELF_ADJOINT,
       public="abs", methods=("abs", "__abs__"), inplace="abs_")
 # sign is piecewise constant: its gradient is zero, but it is differentiable (as PyTorch's),
@@ -263,7 +265,7 @@ def _sign_fwd(xp, x):
 
 
 defop("sign", _sign_fwd, (lambda F, g, out, x: F.zeros_like(g),),
-      jvp=SELF_ADJOINT, public="sign", methods="sign")
+      jvp=SELF_ADJOINT, public="sign", methods="sign", inplace="sign_")
 
 
 def _sigmoid_fwd(xp, x):
@@ -497,34 +499,39 @@ defop("erfc", _erfc_fwd,
 # More unary math. Each is a primitive: numpy's function is the precise one (log2(8) is 3
 # exactly, where log(8) / log(2) is not; tan near pi/2 and atanh near 1 lose digits as ratios).
 defop("tan", lambda xp, x: xp.tan(x), (lambda F, g, out, x: g * (1 + out * out),),
-      jvp=SELF_ADJOINT, public="tan", methods="tan")
+      jvp=SELF_ADJOINT, public="tan", methods="tan", inplace="tan_")
 defop("atan", lambda xp, x: xp.arctan(x), (lambda F, g, out, x: g / (1 + x * x),),
-      jvp=SELF_ADJOINT, public=("atan", "arctan"), methods=("atan", "arctan"))
+      jvp=SELF_ADJOINT, public=("atan", "arctan"), methods=("atan", "arctan"),
+      inplace=("atan_", "arctan_"))
 defop("asin", lambda xp, x: xp.arcsin(x), (lambda F, g, out, x: g * F.rsqrt(1 - x * x),),
-      jvp=SELF_ADJOINT, public=("asin", "arcsin"), methods=("asin", "arcsin"))
+      jvp=SELF_ADJOINT, public=("asin", "arcsin"), methods=("asin", "arcsin"),
+      inplace=("asin_", "arcsin_"))
 defop("acos", lambda xp, x: xp.arccos(x), (lambda F, g, out, x: -g * F.rsqrt(1 - x * x),),
-      jvp=SELF_ADJOINT, public=("acos", "arccos"), methods=("acos", "arccos"))
+      jvp=SELF_ADJOINT, public=("acos", "arccos"), methods=("acos", "arccos"),
+      inplace=("acos_", "arccos_"))
 defop("sinh", lambda xp, x: xp.sinh(x), (lambda F, g, out, x: g * F.cosh(x),),
-      jvp=SELF_ADJOINT, public="sinh", methods="sinh")
+      jvp=SELF_ADJOINT, public="sinh", methods="sinh", inplace="sinh_")
 defop("cosh", lambda xp, x: xp.cosh(x), (lambda F, g, out, x: g * F.sinh(x),),
-      jvp=SELF_ADJOINT, public="cosh", methods="cosh")
+      jvp=SELF_ADJOINT, public="cosh", methods="cosh", inplace="cosh_")
 defop("asinh", lambda xp, x: xp.arcsinh(x), (lambda F, g, out, x: g * F.rsqrt(x * x + 1),),
-      jvp=SELF_ADJOINT, public=("asinh", "arcsinh"), methods=("asinh", "arcsinh"))
+      jvp=SELF_ADJOINT, public=("asinh", "arcsinh"), methods=("asinh", "arcsinh"),
+      inplace=("asinh_", "arcsinh_"))
 defop("atanh", lambda xp, x: xp.arctanh(x), (lambda F, g, out, x: g / (1 - x * x),),
-      jvp=SELF_ADJOINT, public=("atanh", "arctanh"), methods=("atanh", "arctanh"))
+      jvp=SELF_ADJOINT, public=("atanh", "arctanh"), methods=("atanh", "arctanh"),
+      inplace=("atanh_", "arctanh_"))
 defop("log2", lambda xp, x: xp.log2(x), (lambda F, g, out, x: g / (x * math.log(2.0)),),
-      jvp=SELF_ADJOINT, public="log2", methods="log2")
+      jvp=SELF_ADJOINT, public="log2", methods="log2", inplace="log2_")
 defop("log10", lambda xp, x: xp.log10(x), (lambda F, g, out, x: g / (x * math.log(10.0)),),
-      jvp=SELF_ADJOINT, public="log10", methods="log10")
+      jvp=SELF_ADJOINT, public="log10", methods="log10", inplace="log10_")
 defop("exp2", lambda xp, x: xp.exp2(x), (lambda F, g, out, x: g * out * math.log(2.0),),
-      jvp=SELF_ADJOINT, public="exp2", methods="exp2")
+      jvp=SELF_ADJOINT, public="exp2", methods="exp2", inplace="exp2_")
 
 # NOTE: frac, hypot and logaddexp are primitives for PyTorch's nodes (FracBackward0,
 # HypotBackward0, LogaddexpBackward0) and its values at infinities: hypot(inf, nan) is inf and
 # logaddexp(-inf, -inf) -inf, where the composites gave NaN.
 defop("frac", lambda xp, x: x - xp.trunc(x), (lambda F, g, out, x: g,), jvp=SELF_ADJOINT,
-      public="frac", methods="frac", doc="The fractional part, ``x - trunc(x)`` (the sign of "
-      "``x``).")
+      public="frac", methods="frac", inplace="frac_",
+      doc="The fractional part, ``x - trunc(x)`` (the sign of ``x``).")
 defop("hypot", lambda xp, input, other: xp.hypot(input, other),  # noqa: A006 - PyTorch's names
       (lambda F, g, out, input, other: g * input / out,
        lambda F, g, out, input, other: g * other / out), jvp=SELF_ADJOINT,
@@ -538,15 +545,16 @@ defop("logaddexp", lambda xp, input, other: xp.logaddexp(input, other),  # noqa:
 
 # Rounding: piecewise constant, so a zero gradient (PyTorch's), but differentiable.
 defop("floor", lambda xp, x: xp.floor(x), (lambda F, g, out, x: F.zeros_like(g),),
-      jvp=SELF_ADJOINT, public="floor", methods="floor")
+      jvp=SELF_ADJOINT, public="floor", methods="floor", inplace="floor_")
 defop("ceil", lambda xp, x: xp.ceil(x), (lambda F, g, out, x: F.zeros_like(g),),
-      jvp=SELF_ADJOINT, public="ceil", methods="ceil")
+      jvp=SELF_ADJOINT, public="ceil", methods="ceil", inplace="ceil_")
 defop("trunc", lambda xp, x: xp.trunc(x), (lambda F, g, out, x: F.zeros_like(g),),
-      jvp=SELF_ADJOINT, public=("trunc", "fix"), methods=("trunc", "fix"))
+      jvp=SELF_ADJOINT, public=("trunc", "fix"), methods=("trunc", "fix"),
+      inplace=("trunc_", "fix_"))
 # Half to even, as PyTorch's round (numpy's round does the same, decimals included).
 defop("round", lambda xp, x, decimals=0: xp.round(x, decimals),
       (lambda F, g, out, x, decimals=0: F.zeros_like(g),), jvp=SELF_ADJOINT,
-      public="round", methods="round")
+      public="round", methods="round", inplace="round_")
 
 # fmod truncates the quotient (the sign of the dividend), remainder floors it (the sign of the
 # divisor); d/db = -quotient, with Python's floor division for remainder (-1 // inf is -1, as

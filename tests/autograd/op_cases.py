@@ -1601,3 +1601,24 @@ CASES += [
     OpCase("diagonal_scatter", lambda a, s: ag.diagonal_scatter(a, s, -1),
            lambda a, s: _np_diagonal_scatter(a, s, -1), ins(rnd(3, 4), rnd(2))),
 ]
+
+
+# In-place unary math (Tensor.log_() ...): the op's node (PyTorch's LogBackward0 ...) on the
+# tensor written into; ``a * 1.0`` is a non-leaf, as PyTorch requires. Inputs inside every
+# op's domain (0.2 .. 0.8: asin, acos, atanh, log). round/floor/ceil/trunc/sign/frac: gradient
+# 0 (or 1 for frac), as PyTorch's.
+def _mid(*shape):
+    return lambda rng: rng.uniform(0.2, 0.8, shape)
+
+
+_INPLACE_UNARY = (("log", np.log), ("log2", np.log2), ("log10", np.log10), ("log1p", np.log1p),
+                  ("exp2", np.exp2), ("expm1", np.expm1), ("sin", np.sin), ("cos", np.cos),
+                  ("tan", np.tan), ("asin", np.arcsin), ("acos", np.arccos),
+                  ("atan", np.arctan), ("sinh", np.sinh), ("cosh", np.cosh),
+                  ("asinh", np.arcsinh), ("atanh", np.arctanh), ("rsqrt", lambda a: a ** -0.5),
+                  ("reciprocal", lambda a: 1 / a), ("floor", np.floor), ("ceil", np.ceil),
+                  ("round", np.round), ("trunc", np.trunc), ("frac", lambda a: a - np.trunc(a)),
+                  ("sign", np.sign))
+CASES += [OpCase(_op, (lambda m: lambda a: getattr(a * 1.0, m)() * a)(_op + "_"),
+                 (lambda f: lambda a: f(a) * a)(_ref), ins(_mid(3, 4)), name=f"{_op}_inplace")
+          for _op, _ref in _INPLACE_UNARY]
