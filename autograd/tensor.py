@@ -127,6 +127,81 @@ class Tensor:
         return int(self._data.itemsize)
 
     @property
+    def itemsize(self) -> int:
+        """Bytes per element (torch's ``Tensor.itemsize``)."""
+        return int(self._data.itemsize)
+
+    def ndimension(self) -> int:
+        return self._data.ndim
+
+    def nelement(self) -> int:
+        return int(self._data.size)
+
+    # ------------------------------------------------------------------ memory layout
+    def stride(self, dim: int | None = None):
+        """Strides in elements, as torch's (NumPy and CuPy keep them in bytes).
+
+        A size-1 dim made by NumPy's newaxis has stride 0, where torch's unsqueeze gives the
+        next dim's ``size * stride`` (1 for the last): that is reported, so
+        ``x.unsqueeze(1).stride()`` is torch's. (A size-1 dim's stride never moves an element.)
+        An empty row-major array, all zero strides in NumPy, gets torch's contiguous ones.
+        """
+        if dim is not None:
+            ndim = self._data.ndim
+            if not -max(ndim, 1) <= dim < max(ndim, 1):
+                lo, hi = -max(ndim, 1), max(ndim, 1) - 1
+                raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, "
+                                 f"{hi}], but got {dim})")
+            return self.stride()[dim % max(ndim, 1)] if ndim else 1
+        shape, item = self._data.shape, self._data.itemsize
+        if self._data.size == 0 and self._data.flags.c_contiguous:
+            # NumPy gives an empty array zero strides; torch its contiguous ones.
+            strides, step = [], 1
+            for size in reversed(shape):
+                strides.insert(0, step)
+                step *= max(size, 1)
+            return tuple(strides)
+        strides = [s // item for s in self._data.strides]
+        for d in range(len(shape) - 1, -1, -1):
+            if shape[d] == 1 and strides[d] == 0:
+                strides[d] = strides[d + 1] * shape[d + 1] if d + 1 < len(shape) else 1
+        return tuple(strides)
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        """Whether the elements lie in row-major order with no gaps (torch's rule: a size-1
+        dim's stride does not matter; an empty tensor is contiguous). ``memory_format``:
+        only torch's ``contiguous_format`` (the only layout here)."""
+        if memory_format is not None and not str(memory_format).endswith("contiguous_format"):
+            raise NotImplementedError(f"is_contiguous: memory_format={memory_format} is not "
+                                      "supported (only contiguous_format)")
+        if self._data.size == 0:
+            return True
+        expected = 1
+        for size, stride in zip(reversed(self._data.shape), reversed(self.stride())):
+            if size != 1:
+                if stride != expected:
+                    return False
+                expected *= size
+        return True
+
+    def data_ptr(self) -> int:
+        """The address of the first element (CuPy: a device address)."""
+        return _address(self._data)
+
+    def storage_offset(self) -> int:
+        """Elements from the start of the allocation the array lives in to its first element
+        (0 for a fresh tensor; a view's, or its detached copy's, offset into its base)."""
+        arr = self._data
+        if hasattr(arr, "__cuda_array_interface__"):   # CuPy: the pointer into its chunk
+            start = arr.data.mem.ptr if arr.data.mem is not None else arr.data.ptr
+        else:
+            root = arr
+            while isinstance(root.base, numpy.ndarray):
+                root = root.base
+            start = _address(root)
+        return (_address(arr) - start) // arr.itemsize
+
+    @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 
@@ -354,8 +429,29 @@ class Tensor:
     def clone(self):
         return dispatch.apply_op(dispatch.OPS["clone"], (self,))
 
-    def contiguous(self):
+    def contiguous(self, memory_format=None):
+        """``self`` when :meth:`is_contiguous`, else a row-major copy (CloneBackward0, as
+        torch's)."""
+        if self.is_contiguous(memory_format):
+            return self
+        return self.clone()
+
+    def view_as(self, other):
+        """``self.view(other.size())``."""
+        return self.view(other.shape)
+
+    def __pos__(self):
+        # torch.positive: the tensor itself, refused for bool.
+        if self._data.dtype == numpy.bool_:
+            raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
         return self
+
+    def __contains__(self, element) -> bool:
+        """``element in t``: torch's ``(element == t).any()``."""
+        if not isinstance(element, (Tensor, numbers.Number)):
+            raise RuntimeError("Tensor.__contains__ only supports Tensor or scalar, but you "
+                               f"passed in a {type(element)}.")
+        return bool((self == element).any().item())
 
     def __repr__(self):
         arr = self._data if self._device is CPU else self._data.get()
@@ -449,6 +545,13 @@ class View(Tensor):
         # Detaching a view in place would cut the history its base shares (PyTorch refuses
         # it for every view, with these words).
         raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+
+
+def _address(arr) -> int:
+    """An array's data pointer: CuPy's device pointer, NumPy's host one."""
+    if hasattr(arr, "__cuda_array_interface__"):
+        return int(arr.data.ptr)
+    return int(arr.__array_interface__["data"][0])
 
 
 def _is_dtype(value) -> bool:

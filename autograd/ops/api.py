@@ -650,6 +650,46 @@ def _index_put_inplace(x, indices, values, accumulate=False):
                                                           "accumulate": bool(accumulate)})
 
 
+def _put_index(name, x, index, source):
+    """put's flat positions, checked as PyTorch checks them (classes and words), negatives
+    wrapped."""
+    if not isinstance(index, Tensor) or index.dtype != numpy.int64:
+        got = torch_name(index.dtype) if isinstance(index, Tensor) else type(index).__name__
+        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {got}")
+    if source.dtype != x.dtype:
+        raise RuntimeError(f"{name}(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {torch_name(x.dtype)} and source.dtype = "
+                           f"{torch_name(source.dtype)}")
+    if source.numel() != index.numel():
+        raise IndexError(f"{name}(): Expected source and index to have the same number of "
+                         f"elements, but got source.numel() = {source.numel()}, index.numel() = "
+                         f"{index.numel()}")
+    n, idx = x.numel(), index._data.reshape(-1)
+    if idx.size:
+        lo, hi = int(idx.min()), int(idx.max())
+        bad = lo if lo < -n else hi if hi >= n else None
+        if bad is not None:
+            raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} "
+                             "elements.")
+    return idx % builtins.max(n, 1)
+
+
+@expose(public="put", methods="put")
+def put(input, index, source, accumulate=False):  # noqa: A002 - PyTorch's names
+    """A copy of ``input`` with ``source`` written at the flat positions ``index`` (an int64
+    tensor, negatives from the end), as if ``input`` were 1-D; ``accumulate``: added, repeats
+    summing up (PutBackward0, as PyTorch's)."""
+    idx = _put_index("put_", input, index, source)   # PyTorch's words name put_ here too
+    return _call("put", input, source, index=idx, accumulate=bool(accumulate))
+
+
+@expose(methods="put_")
+def put_(x, index, source, accumulate=False):
+    """In-place :func:`put` (PutBackward0 too, as PyTorch's)."""
+    idx = _put_index("put_", x, index, source)
+    return apply_inplace(OPS["put"], x, (source,), {"index": idx, "accumulate": bool(accumulate)})
+
+
 def _index_key(key):
     """Tensors inside an index become arrays (they index, they are not differentiated)."""
     if isinstance(key, Tensor):
@@ -775,7 +815,8 @@ def _cast(name, dtype):
 
 
 for _name, _dtype in (("float", "float32"), ("double", "float64"), ("half", "float16"),
-                      ("long", "int64"), ("int", "int32"), ("bool", "bool")):
+                      ("long", "int64"), ("int", "int32"), ("short", "int16"),
+                      ("char", "int8"), ("byte", "uint8"), ("bool", "bool")):
     expose(methods=_name)(_cast(_name, _dtype))
 
 
@@ -1730,6 +1771,21 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
 
 
+# NOTE: addmm and baddbmm are composites, so their in-place forms write the composite's result
+# with copy_ (CopyBackwards, where PyTorch records AddmmBackward0 / BaddbmmBackward0); the
+# gradients are the same.
+@expose(methods="addmm_")
+def addmm_(self, mat1, mat2, *, beta=1, alpha=1):
+    """In-place :func:`addmm`."""
+    return self.copy_(addmm(self, mat1, mat2, beta=beta, alpha=alpha))
+
+
+@expose(methods="baddbmm_")
+def baddbmm_(self, batch1, batch2, *, beta=1, alpha=1):
+    """In-place :func:`baddbmm`."""
+    return self.copy_(baddbmm(self, batch1, batch2, beta=beta, alpha=alpha))
+
+
 @defcomposite("kron", public="kron", methods="kron")
 def kron(input, other):  # noqa: A002
     """Kronecker product: block (i, j) is ``input[i, j] * other``, in any number of dims."""
@@ -1952,17 +2008,58 @@ def vstack(tensors):
 def scatter(x, dim, index, src=None, *, value=None, reduce=None):
     """A copy of ``x`` with ``src`` (a tensor, or a number ``value``) written at ``index``
     along ``dim``."""
+    d, index, src = _scatter_args("scatter", x, dim, index, src, value)
     if reduce is not None:
-        raise NotImplementedError("scatter: reduce= is not supported; use scatter_add")
-    if src is None:
-        src = value
-    d = _dim(dim, x.ndim, "scatter")
-    _check_index("scatter", x, d, index, src if isinstance(src, Tensor) else None)
+        return scatter_reduce(x, d, index, _legacy_reduce_src(x, index, src),
+                              _legacy_reduce(reduce))
     if not isinstance(src, Tensor):   # PyTorch's scatter.value: ScatterBackward1
         return _call("scatter.value", x, index, value=src, dim=d)
-    if src.dtype != x.dtype:
-        src = src.to(dtype=x.dtype)
     return _call("scatter", x, index, src, dim=d)
+
+
+@expose(methods="scatter_")
+def scatter_(x, dim, index, src=None, *, value=None, reduce=None):
+    """In-place :func:`scatter` (ScatterBackward0, or ScatterBackward1 for a number, as
+    PyTorch's). ``reduce="add"|"multiply"`` (PyTorch's deprecated argument) runs as
+    ``scatter_reduce_(..., "sum"|"prod")``: ScatterReduceBackward0 with its gradient, where
+    PyTorch records a node whose backward raises."""
+    d, index, src = _scatter_args("scatter_", x, dim, index, src, value)
+    if reduce is not None:
+        return scatter_reduce_(x, d, index, _legacy_reduce_src(x, index, src),
+                               _legacy_reduce(reduce))
+    if not isinstance(src, Tensor):
+        return apply_inplace(OPS["scatter.value"], x, (index,), {"value": src, "dim": d})
+    return apply_inplace(OPS["scatter"], x, (index, src), {"dim": d})
+
+
+def _scatter_args(name, x, dim, index, src, value):
+    """scatter's dim, checked index, and source (a tensor in x's dtype, or a number)."""
+    if src is None:
+        src = value
+    d = _dim(dim, x.ndim, name)
+    _check_index(name, x, d, index, src if isinstance(src, Tensor) else None)
+    if isinstance(src, Tensor) and src.dtype != x.dtype:
+        src = src.to(dtype=x.dtype)
+    return d, index, src
+
+
+def _legacy_reduce(reduce):
+    """scatter's deprecated ``reduce`` as scatter_reduce's."""
+    if reduce not in ("add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    return "sum" if reduce == "add" else "prod"
+
+
+def _legacy_reduce_src(x, index, src):
+    return src if isinstance(src, Tensor) else x.new_full(tuple(index.shape), src)
+
+
+@expose(methods="scatter_add_")
+def scatter_add_(x, dim: int, index, src):
+    """In-place :func:`scatter_add` (ScatterAddBackward0, as PyTorch's)."""
+    d = _dim(dim, x.ndim, "scatter_add_")
+    _check_index("scatter_add_", x, d, index, src)
+    return apply_inplace(OPS["scatter_add"], x, (index, src), {"dim": d})
 
 
 def _scatter_reduce_args(x, dim, index, src, reduce):

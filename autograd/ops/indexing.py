@@ -378,6 +378,27 @@ defop("index_put", _index_put_fwd,
       jvp=linear_in(0, 1), node_name="IndexPutBackward0")
 
 
+def _put_fwd(xp, x, source, index, accumulate=False):
+    out = x.copy()
+    flat = out.reshape(-1)   # a view: the copy is row-major
+    src = source.reshape(-1) if hasattr(source, "reshape") else source
+    if accumulate:
+        backend.scatter_add(xp, flat, index, src)
+    else:
+        flat[index] = src
+    return out
+
+
+# Tensor.put: index_put on the flattened tensor (``index``: wrapped, checked flat positions),
+# under PyTorch's node PutBackward0.
+defop("put", _put_fwd,
+      (lambda F, g, out, x, source, index, accumulate=False:
+       g if accumulate else F.put(g, 0.0, index=index),
+       lambda F, g, out, x, source, index, accumulate=False:
+       F.reshape(F.index(F.reshape(g, shape=(-1,)), key=index), shape=source.shape)),
+      jvp=linear_in(0, 1))
+
+
 # --------------------------------------------------------------------------- embedding
 
 

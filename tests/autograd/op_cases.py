@@ -1622,3 +1622,62 @@ _INPLACE_UNARY = (("log", np.log), ("log2", np.log2), ("log10", np.log10), ("log
 CASES += [OpCase(_op, (lambda m: lambda a: getattr(a * 1.0, m)() * a)(_op + "_"),
                  (lambda f: lambda a: f(a) * a)(_ref), ins(_mid(3, 4)), name=f"{_op}_inplace")
           for _op, _ref in _INPLACE_UNARY]
+
+
+def _np_put_flat(a, idx, s, accumulate):
+    out = a.copy().reshape(-1)
+    if accumulate:
+        np.add.at(out, idx, s.reshape(-1))
+    else:
+        out[idx] = s.reshape(-1)
+    return out.reshape(a.shape)
+
+
+_SC_IDX = _idx([[0, 1], [2, 0], [1, 3]])
+CASES += [
+    OpCase("put", lambda a, s: a.put(ag.tensor([1, -1, 5]), s),
+           lambda a, s: _np_put_flat(a, [1, 11, 5], s, False), ins(rnd(3, 4), rnd(3))),
+    OpCase("put", lambda a, s: (a * 1.0).put_(ag.tensor([[1, 1], [5, 0]]), s, accumulate=True) * a,
+           lambda a, s: _np_put_flat(a, [1, 1, 5, 0], s, True) * a, ins(rnd(3, 4), rnd(2, 2)),
+           name="put_inplace_accumulate"),
+    OpCase("scatter", lambda a, i, s: (a * 1.0).scatter_(1, i, s) * a,
+           lambda a, i, s: _np_put_along(a, i, s) * a, ins(rnd(3, 4), _SC_IDX, rnd(3, 2)),
+           nondiff=(1,), name="scatter_inplace"),
+    OpCase("scatter.value", lambda a, i: (a * 1.0).scatter_(1, i, 2.5) * a,
+           lambda a, i: _np_put_along(a, i, np.full(i.shape, 2.5)) * a, ins(rnd(3, 4), _SC_IDX),
+           nondiff=(1,), name="scatter_value_inplace"),
+    OpCase("scatter_add", lambda a, i, s: (a * 1.0).scatter_add_(1, i, s) * a,
+           lambda a, i, s: _np_add_along(a, i, s) * a, ins(rnd(3, 4), _SC_IDX, rnd(3, 2)),
+           nondiff=(1,), name="scatter_add_inplace"),
+    OpCase("scatter_reduce", lambda a, i, s: (a * 1.0).scatter_(1, i, s, reduce="multiply"),
+           lambda a, i, s: _np_mul_along(a, i, s), ins(rnd(3, 4), _SC_IDX, rnd(3, 2)),
+           nondiff=(1,), name="scatter_legacy_multiply"),
+    OpCase("addmm", lambda c, a, b: (c * 1.0).addmm_(a, b, beta=0.5, alpha=2.0),
+           lambda c, a, b: 0.5 * c + 2.0 * (a @ b), ins(rnd(2, 3), rnd(2, 4), rnd(4, 3)),
+           name="addmm_inplace"),
+    OpCase("baddbmm", lambda c, a, b: (c * 1.0).baddbmm_(a, b),
+           lambda c, a, b: c + a @ b, ins(rnd(2, 2, 3), rnd(2, 2, 4), rnd(2, 4, 3)),
+           name="baddbmm_inplace"),
+]
+
+
+def _np_put_along(a, i, s):
+    out = a.copy()
+    np.put_along_axis(out, i, s, 1)
+    return out
+
+
+def _np_add_along(a, i, s):
+    out = a.copy()
+    for r in range(i.shape[0]):
+        for c in range(i.shape[1]):
+            out[r, i[r, c]] += s[r, c]
+    return out
+
+
+def _np_mul_along(a, i, s):
+    out = a.copy()
+    for r in range(i.shape[0]):
+        for c in range(i.shape[1]):
+            out[r, i[r, c]] *= s[r, c]
+    return out
