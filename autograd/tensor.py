@@ -191,15 +191,12 @@ class Tensor:
     def storage_offset(self) -> int:
         """Elements from the start of the allocation the array lives in to its first element
         (0 for a fresh tensor; a view's, or its detached copy's, offset into its base)."""
-        arr = self._data
-        if hasattr(arr, "__cuda_array_interface__"):   # CuPy: the pointer into its chunk
-            start = arr.data.mem.ptr if arr.data.mem is not None else arr.data.ptr
-        else:
-            root = arr
-            while isinstance(root.base, numpy.ndarray):
-                root = root.base
-            start = _address(root)
-        return (_address(arr) - start) // arr.itemsize
+        arr = root = self._data
+        # NumPy's and CuPy's views keep the array they view as ``base`` (NumPy's chain may
+        # end in a buffer that is no array: bytes, an mmap).
+        while getattr(root, "base", None) is not None and hasattr(root.base, "shape"):
+            root = root.base
+        return (_address(arr) - _address(root)) // arr.itemsize
 
     @property
     def is_leaf(self) -> bool:
@@ -549,9 +546,9 @@ class View(Tensor):
 
 def _address(arr) -> int:
     """An array's data pointer: CuPy's device pointer, NumPy's host one."""
-    if hasattr(arr, "__cuda_array_interface__"):
-        return int(arr.data.ptr)
-    return int(arr.__array_interface__["data"][0])
+    if isinstance(arr, numpy.ndarray):
+        return int(arr.__array_interface__["data"][0])
+    return int(arr.data.ptr)
 
 
 def _is_dtype(value) -> bool:

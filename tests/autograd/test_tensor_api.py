@@ -192,3 +192,14 @@ def test_scatter_reduce_out_of_place():
     # torch.ones(2, 3).scatter(1, tensor([[0, 0], [1, 1]]), 3.0, reduce="add")
     out = ag.ones(2, 3).scatter(1, ag.tensor([[0, 0], [1, 1]]), 3.0, reduce="add")
     assert out.tolist() == [[7, 1, 1], [1, 7, 1]]
+
+
+@pytest.mark.cuda
+def test_layout_queries_on_cuda_arrays():
+    # torch on a GPU: the same strides and offsets; data_ptr a device address.
+    x = ag.arange(12.0, device="cuda").reshape(3, 4)
+    assert x.stride() == (4, 1) and not x.t().is_contiguous()
+    assert (x.storage_offset(), x[1].storage_offset(), x[:, 1:][1].storage_offset()) == (0, 4, 5)
+    assert x[1].data_ptr() - x.data_ptr() == 16 and 3.0 in x
+    out = x.put(ag.tensor([0, -1], device="cuda"), ag.tensor([5.0, 6.0], device="cuda"))
+    assert out.tolist()[0][0] == 5.0 and out.tolist()[2][3] == 6.0
