@@ -798,7 +798,10 @@ def _augmented(name, inplace):
 # As PyTorch, `x += y` changes x in place (aliases see it, the version counter moves, saved-tensor
 # checks apply), where Python would otherwise rebind x to a new tensor.
 for _name, _inplace in (("__iadd__", "add_"), ("__isub__", "sub_"), ("__imul__", "mul_"),
-                        ("__itruediv__", "div_"), ("__ipow__", "pow_")):
+                        ("__itruediv__", "div_"), ("__ipow__", "pow_"),
+                        ("__iand__", "bitwise_and_"), ("__ior__", "bitwise_or_"),
+                        ("__ixor__", "bitwise_xor_"), ("__ilshift__", "bitwise_left_shift_"),
+                        ("__irshift__", "bitwise_right_shift_")):
     expose(methods=_name)(_augmented(_name, _inplace))
 
 

@@ -782,15 +782,87 @@ defop("prelu", lambda xp, x, weight: xp.where(x > 0, x, weight * x),
        lambda F, g, out, x, weight: F.where(x > 0, 0.0, g * x)), jvp=SELF_ADJOINT,
       node_name="PreluKernelBackward0")
 
-# Logical ops: boolean results, no gradient.
+# Logical ops: boolean results, no gradient. (``&``, ``|``, ``^``, ``~`` are the bitwise ops,
+# as PyTorch's: the same on bool tensors.)
 defop("logical_and", lambda xp, a, b: xp.logical_and(a, b), public="logical_and",
-      methods=("logical_and", "__and__"))
+      methods="logical_and")
 defop("logical_or", lambda xp, a, b: xp.logical_or(a, b), public="logical_or",
-      methods=("logical_or", "__or__"))
+      methods="logical_or")
 defop("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), public="logical_xor",
-      methods=("logical_xor", "__xor__"))
+      methods="logical_xor")
 defop("logical_not", lambda xp, x: xp.logical_not(x), public="logical_not",
-      methods=("logical_not", "__invert__"))
+      methods="logical_not")
+
+
+# --------------------------------------------------------------------------- bitwise ops
+
+def _integer_result(kernel, xp, *operands, kinds="biu"):
+    """The operands' promoted dtype, refused as PyTorch refuses a float one (its kernel name:
+    ``"bitwise_and_cpu" not implemented for 'Float'``)."""
+    dt = result_type(*operands)
+    if dt.kind not in kinds:
+        where = "cpu" if xp is numpy else "cuda"
+        raise NotImplementedError(f'"{kernel}_{where}" not implemented for \'{torch_name(dt)}\'')
+    return dt
+
+
+def _bitwise(kernel):
+    def fwd(xp, input, other):  # noqa: A002 - PyTorch's names
+        _integer_result(kernel, xp, input, other)
+        return getattr(xp, kernel)(input, other)
+    return fwd
+
+
+def _bitwise_not_fwd(xp, input):  # noqa: A002
+    _integer_result("bitwise_not", xp, input)
+    return xp.invert(input)
+
+
+def _shift_operands(kernel, xp, input, other):  # noqa: A002
+    dt = _integer_result(kernel, xp, input, other, kinds="iu")
+    return xp.asarray(input).astype(dt, copy=False), xp.asarray(other).astype(dt, copy=False), \
+        dt.itemsize * 8
+
+
+# PyTorch's shifts are defined for every count: a left shift by the width or more (or by a
+# negative count) gives 0; a right shift by that much fills with the sign bit. C's (and
+# NumPy's) are undefined there.
+def _lshift_fwd(xp, input, other):  # noqa: A002
+    a, b, bits = _shift_operands("lshift", xp, input, other)
+    bad = (b < 0) | (b >= bits)
+    return xp.where(bad, 0, a << xp.where(bad, 0, b)).astype(a.dtype, copy=False)
+
+
+def _rshift_fwd(xp, input, other):  # noqa: A002
+    a, b, bits = _shift_operands("rshift", xp, input, other)
+    if a.dtype.kind == "u":
+        bad = b >= bits
+        return xp.where(bad, 0, a >> xp.where(bad, 0, b)).astype(a.dtype, copy=False)
+    return a >> xp.where((b < 0) | (b >= bits - 1), bits - 1, b)
+
+
+# Integers and bools only, no gradient; the result dtype is PyTorch's promotion.
+for _name, _op, _fwd in (("bitwise_and", "and", _bitwise("bitwise_and")),
+                         ("bitwise_or", "or", _bitwise("bitwise_or")),
+                         ("bitwise_xor", "xor", _bitwise("bitwise_xor")),
+                         ("bitwise_left_shift", "lshift", _lshift_fwd),
+                         ("bitwise_right_shift", "rshift", _rshift_fwd)):
+    defop(_name, _fwd, public=_name, methods=(_name, f"__{_op}__"), reflected=f"__r{_op}__",
+          inplace=_name + "_", promote=ELEMENTWISE)
+del _op, _fwd
+defop("bitwise_not", _bitwise_not_fwd, public="bitwise_not", methods="bitwise_not",
+      inplace="bitwise_not_")
+
+
+@expose(methods="__invert__")
+def _invert(self):
+    """``~t``: bitwise_not, refused for a float tensor with Python's TypeError (as PyTorch)."""
+    if self.dtype.kind not in "biu":
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                        "tensors")
+    return apply_op(OPS["bitwise_not"], (self,), None)
+
+
 defop("isnan", lambda xp, x: xp.isnan(x), public="isnan", methods="isnan")
 defop("isfinite", lambda xp, x: xp.isfinite(x), public="isfinite", methods="isfinite")
 defop("isinf", lambda xp, x: xp.isinf(x), public="isinf", methods="isinf")

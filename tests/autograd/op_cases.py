@@ -436,13 +436,13 @@ CASES += [
            lambda a, m: np.where(m, -1.0, 2 * a) * a,
            ins(rnd(3, 4), lambda rng: rng.uniform(size=(3, 4)) > 0.5), nondiff=(1,),
            name="masked_fill_inplace"),
-    OpCase("logical_and", lambda a, b: a & b, np.logical_and, ins(_bools(5), _bools(5)),
+    OpCase("logical_and", lambda a, b: a.logical_and(b), np.logical_and, ins(_bools(5), _bools(5)),
            nondiff=(0, 1), grad=False),
-    OpCase("logical_or", lambda a, b: a | b, np.logical_or, ins(_bools(5), _bools(5)),
+    OpCase("logical_or", lambda a, b: a.logical_or(b), np.logical_or, ins(_bools(5), _bools(5)),
            nondiff=(0, 1), grad=False),
-    OpCase("logical_xor", lambda a, b: a ^ b, np.logical_xor, ins(_bools(5), _bools(5)),
+    OpCase("logical_xor", lambda a, b: a.logical_xor(b), np.logical_xor, ins(_bools(5), _bools(5)),
            nondiff=(0, 1), grad=False),
-    OpCase("logical_not", lambda a: ~a, np.logical_not, ins(_bools(5)), nondiff=(0,), grad=False),
+    OpCase("logical_not", lambda a: a.logical_not(), np.logical_not, ins(_bools(5)), nondiff=(0,), grad=False),
     OpCase("isnan", lambda a: a.isnan(), np.isnan, ins(lambda rng: np.array([1.0, np.nan, -2.0])),
            grad=False),
     OpCase("fill", lambda a: (a * 1.0).fill_(2.0) * a, lambda a: 2.0 * a, ins(rnd(3, 4))),
@@ -1681,3 +1681,28 @@ def _np_mul_along(a, i, s):
         for c in range(i.shape[1]):
             out[r, i[r, c]] *= s[r, c]
     return out
+
+
+# Bitwise ops: integers and bools, no gradient. Shift counts inside the width (NumPy's
+# shifts are undefined past it; the wider counts are in test_tensor_api.py).
+def _ints(*shape):
+    return lambda rng: rng.integers(-50, 50, shape)
+
+
+def _counts(*shape):
+    return lambda rng: rng.integers(0, 8, shape)
+
+
+CASES += [
+    OpCase("bitwise_and", lambda a, b: a & b, np.bitwise_and, ins(_ints(5), _ints(5)),
+           nondiff=(0, 1), grad=False),
+    OpCase("bitwise_or", lambda a, b: a | b, np.bitwise_or, ins(_ints(5), _ints(5)),
+           nondiff=(0, 1), grad=False),
+    OpCase("bitwise_xor", lambda a, b: a ^ b, np.bitwise_xor, ins(_bools(5), _bools(5)),
+           nondiff=(0, 1), grad=False),
+    OpCase("bitwise_not", lambda a: ~a, np.invert, ins(_ints(5)), nondiff=(0,), grad=False),
+    OpCase("bitwise_left_shift", lambda a, b: a << b, np.left_shift, ins(_ints(5), _counts(5)),
+           nondiff=(0, 1), grad=False),
+    OpCase("bitwise_right_shift", lambda a, b: a >> b, np.right_shift,
+           ins(_ints(5), _counts(5)), nondiff=(0, 1), grad=False),
+]

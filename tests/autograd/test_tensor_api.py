@@ -203,3 +203,82 @@ def test_layout_queries_on_cuda_arrays():
     assert x[1].data_ptr() - x.data_ptr() == 16 and 3.0 in x
     out = x.put(ag.tensor([0, -1], device="cuda"), ag.tensor([5.0, 6.0], device="cuda"))
     assert out.tolist()[0][0] == 5.0 and out.tolist()[2][3] == 6.0
+
+
+# --------------------------------------------------------------------------- bitwise ops
+
+A = ag.tensor([5, -3, 12])
+B = ag.tensor([3, 1, 2], dtype=np.int32)
+TF = ag.tensor([True, False, True])
+
+# (expression, torch 2.13's values, dtype)
+BITWISE = [
+    ("a & b", lambda: A & B, [1, 1, 0], np.int64),
+    ("bitwise_or(a, 3)", lambda: ag.bitwise_or(A, 3), [7, -1, 15], np.int64),
+    ("a ^ b", lambda: A ^ B, [6, -4, 14], np.int64),
+    ("6 & a", lambda: 6 & A, [4, 4, 4], np.int64),
+    ("a | True", lambda: A | True, [5, -3, 13], np.int64),
+    ("bool & 1", lambda: TF & 1, [1, 0, 1], np.int64),
+    ("bool | bool", lambda: TF | TF, [True, False, True], np.bool_),
+    ("bool ^ True", lambda: TF ^ True, [False, True, False], np.bool_),
+    ("~a", lambda: ~A, [-6, 2, -13], np.int64),
+    ("~bool", lambda: ~TF, [False, True, False], np.bool_),
+    ("a << b", lambda: ag.bitwise_left_shift(A, B), [40, -6, 48], np.int64),
+    ("a >> b", lambda: A.bitwise_right_shift(B), [0, -2, 3], np.int64),
+    ("1 << a", lambda: 1 << A.clamp(0, 4), [16, 1, 16], np.int64),
+    ("shift by the width or more", lambda: ag.tensor([1, 1, -8, -8, 8]) << ag.tensor([64, -1, 0, 1, 2]),
+     [0, 0, -8, -16, 32], np.int64),
+    ("right shift past the width", lambda: ag.tensor([-8, -8, 8]) >> ag.tensor([70, -1, 63]),
+     [-1, -1, 0], np.int64),
+    ("uint8 shifts", lambda: ag.cat([ag.tensor([1], dtype=np.uint8) << 9,
+                                     ag.tensor([200], dtype=np.uint8) >> 9]), [0, 0], np.uint8),
+]
+
+
+@pytest.mark.parametrize("what,value,expected,dtype", BITWISE, ids=[b[0] for b in BITWISE])
+def test_bitwise_ops_match_torch(what, value, expected, dtype):
+    out = value()
+    assert out.tolist() == expected and out.dtype == dtype and out.grad_fn is None
+
+
+BITWISE_ERRORS = [
+    (lambda: ag.tensor([1.5]) & 1, NotImplementedError,
+     "\"bitwise_and_cpu\" not implemented for 'Float'"),
+    (lambda: ag.tensor([1]) | 1.5, NotImplementedError,   # the promoted dtype, as torch
+     "\"bitwise_or_cpu\" not implemented for 'Float'"),
+    (lambda: ag.tensor([1.5]) ^ ag.tensor([1]), NotImplementedError,
+     "\"bitwise_xor_cpu\" not implemented for 'Float'"),
+    (lambda: ag.bitwise_not(ag.tensor([1.5])), NotImplementedError,
+     "\"bitwise_not_cpu\" not implemented for 'Float'"),
+    (lambda: ~ag.tensor([1.5]), TypeError,
+     r"~ \(operator.invert\) is only implemented on integer and Boolean-type tensors"),
+    (lambda: ag.tensor([1.5]) << 1, NotImplementedError,
+     "\"lshift_cpu\" not implemented for 'Float'"),
+    (lambda: ag.tensor([1.5]) >> 1, NotImplementedError,
+     "\"rshift_cpu\" not implemented for 'Float'"),
+    (lambda: TF << TF, NotImplementedError, "\"lshift_cpu\" not implemented for 'Bool'"),
+    (lambda: ag.tensor([True]).bitwise_and_(ag.tensor([2])), RuntimeError,
+     "result type Long can't be cast to the desired output type Bool"),
+]
+
+
+@pytest.mark.parametrize("call,cls,message", BITWISE_ERRORS)
+def test_bitwise_errors_are_torchs(call, cls, message):
+    with pytest.raises(cls, match=message):
+        call()
+
+
+def test_bitwise_inplace_and_augmented_assignment():
+    x = ag.tensor([1, 2])
+    y = x
+    y &= 2           # torch: x is changed, not rebound
+    assert x.tolist() == [0, 2] and x._version == 1
+    y <<= 1
+    y |= 1
+    y ^= 3
+    y >>= 1
+    assert x.tolist() == [1, 3] and x._version == 5
+    # torch: an int32 tensor keeps its dtype under an int64 operand
+    z = ag.tensor([1, 2], dtype=np.int32).bitwise_and_(ag.tensor([3, 3]))
+    assert z.dtype == np.int32 and z.tolist() == [1, 2]
+    assert ag.tensor([1, 2]).bitwise_not_().tolist() == [-2, -3]
