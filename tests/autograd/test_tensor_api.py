@@ -100,7 +100,8 @@ def test_layout_errors_are_torchs():
     with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of "
                                          r"\[-2, 1\], but got 2\)"):
         X.stride(2)
-    with pytest.raises(RuntimeError, match="The `\\+` operator, on a bool tensor is not supported."):
+    with pytest.raises(RuntimeError,
+                       match="The `\\+` operator, on a bool tensor is not supported."):
         +ag.tensor([True])
     with pytest.raises(RuntimeError, match="Tensor.__contains__ only supports Tensor or scalar, "
                                            "but you passed in a <class 'str'>."):
@@ -226,7 +227,8 @@ BITWISE = [
     ("a << b", lambda: ag.bitwise_left_shift(A, B), [40, -6, 48], np.int64),
     ("a >> b", lambda: A.bitwise_right_shift(B), [0, -2, 3], np.int64),
     ("1 << a", lambda: 1 << A.clamp(0, 4), [16, 1, 16], np.int64),
-    ("shift by the width or more", lambda: ag.tensor([1, 1, -8, -8, 8]) << ag.tensor([64, -1, 0, 1, 2]),
+    ("shift by the width or more",
+     lambda: ag.tensor([1, 1, -8, -8, 8]) << ag.tensor([64, -1, 0, 1, 2]),
      [0, 0, -8, -16, 32], np.int64),
     ("right shift past the width", lambda: ag.tensor([-8, -8, 8]) >> ag.tensor([70, -1, 63]),
      [-1, -1, 0], np.int64),
