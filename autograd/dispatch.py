@@ -41,7 +41,7 @@ from . import views
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
 from .promotion import can_cast, float_type, result_type, torch_name
 
-__all__ = ["OpDef", "defop", "defcomposite", "expose", "SELF_ADJOINT", "linear_in", "OPS",
+__all__ = ["OpDef", "defop", "defcomposite", "expose", "expose_inplace", "SELF_ADJOINT", "linear_in", "OPS",
            "COMPOSITES", "FUNCTIONS", "METHODS", "apply_op", "apply_inplace", "ArrayF", "TensorF",
            "CopySlices",
            "Meta"]
@@ -1168,6 +1168,25 @@ def _check_castable(op, self, out) -> None:
     if op.name != "copy" and not can_cast(out._data.dtype, self._data.dtype):
         raise RuntimeError(f"result type {torch_name(out._data.dtype)} can't be cast to the "
                            f"desired output type {torch_name(self._data.dtype)}")
+
+
+def expose_inplace(fn, name: str):
+    """Register Tensor method ``name`` as the in-place form of the composite ``fn``
+    (``x.addmm_(a, b)``): ``fn(self, ...)`` written into self with ``copy_``, which records
+    CopyBackwards where PyTorch records the op's own node (the gradients are the same). A
+    result of a higher category is refused first, as apply_inplace refuses it (copy_ alone
+    would cast it)."""
+    def method(self, *args, **kwargs):
+        out = fn(self, *args, **kwargs)
+        if not can_cast(out._data.dtype, self._data.dtype):
+            raise RuntimeError(f"result type {torch_name(out._data.dtype)} can't be cast to "
+                               f"the desired output type {torch_name(self._data.dtype)}")
+        return self.copy_(out)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place :func:`{fn.__name__}`."
+    _expose(method, (), name)
+    return method
 
 
 def _rebase_view(view, base, node) -> None:

@@ -14,7 +14,8 @@ from collections import namedtuple
 
 import numpy
 
-from ..dispatch import FUNCTIONS, OPS, apply_inplace, apply_op, defcomposite, expose
+from ..dispatch import (FUNCTIONS, OPS, apply_inplace, apply_op, defcomposite, expose,
+                        expose_inplace)
 from .. import promotion as _promotion
 from ..promotion import torch_name
 from ..tensor import Tensor
@@ -1472,16 +1473,9 @@ def cumprod(x, dim, *, dtype=None):
     return _call("cumprod", x, dim=_dim(dim, x.ndim, "cumprod") if x.ndim else 0)
 
 
-@expose(methods="cumsum_")
-def cumsum_(x, dim, *, dtype=None):
-    """In-place :func:`cumsum`."""
-    return x.copy_(cumsum(x, dim, dtype=dtype))
+expose_inplace(cumsum, "cumsum_")
+expose_inplace(cumprod, "cumprod_")
 
-
-@expose(methods="cumprod_")
-def cumprod_(x, dim, *, dtype=None):
-    """In-place :func:`cumprod`."""
-    return x.copy_(cumprod(x, dim, dtype=dtype))
 
 
 @expose(public="logcumsumexp", methods="logcumsumexp")
@@ -1774,19 +1768,10 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
 
 
-# NOTE: addmm and baddbmm are composites, so their in-place forms write the composite's result
-# with copy_ (CopyBackwards, where PyTorch records AddmmBackward0 / BaddbmmBackward0); the
-# gradients are the same.
-@expose(methods="addmm_")
-def addmm_(self, mat1, mat2, *, beta=1, alpha=1):
-    """In-place :func:`addmm`."""
-    return self.copy_(addmm(self, mat1, mat2, beta=beta, alpha=alpha))
-
-
-@expose(methods="baddbmm_")
-def baddbmm_(self, batch1, batch2, *, beta=1, alpha=1):
-    """In-place :func:`baddbmm`."""
-    return self.copy_(baddbmm(self, batch1, batch2, beta=beta, alpha=alpha))
+# addmm and baddbmm are composites: their in-place forms record CopyBackwards where PyTorch
+# records AddmmBackward0 / BaddbmmBackward0 (the gradients are the same).
+expose_inplace(addmm, "addmm_")
+expose_inplace(baddbmm, "baddbmm_")
 
 
 @defcomposite("kron", public="kron", methods="kron")

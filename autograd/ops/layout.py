@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import itertools
 
-from ..dispatch import defcomposite, expose
+from ..dispatch import defcomposite, expose, expose_inplace
 from ..tensor import Tensor, tensor
 from .api import _dim, cat, diag, pad, stack, tensor_split
 
@@ -316,10 +316,7 @@ def _hits(index, n, dim, device):
     return Tensor._make(mask, False, None, 0, [0], device)
 
 
-@expose(methods="index_fill_")
-def index_fill_(x, dim, index, value):
-    """In-place :func:`index_fill`."""
-    return x.copy_(index_fill(x, dim, index, value))
+expose_inplace(index_fill, "index_fill_")
 
 
 @defcomposite("masked_scatter", public="masked_scatter", methods="masked_scatter")
@@ -338,11 +335,7 @@ def masked_scatter(input, mask, source):  # noqa: A002
     return flat.reshape(*shape)
 
 
-@expose(methods="masked_scatter_")
-def masked_scatter_(x, mask, source):
-    """In-place :func:`masked_scatter`."""
-    return x.copy_(masked_scatter(x, mask, source))
-
+expose_inplace(masked_scatter, "masked_scatter_")
 
 
 @defcomposite("index_copy", public="index_copy", methods="index_copy")
@@ -359,11 +352,7 @@ def index_copy(input, dim, index, source):  # noqa: A002
     return moved.index_put((index.reshape(-1),), values).movedim(0, d)
 
 
-@expose(methods="index_copy_")
-def index_copy_(x, dim, index, source):
-    """In-place :func:`index_copy`."""
-    return x.copy_(index_copy(x, dim, index, source))
-
+expose_inplace(index_copy, "index_copy_")
 
 
 def _scatter_into(input, view, src):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import itertools
 
-from ..dispatch import defcomposite, expose
+from ..dispatch import defcomposite, expose, expose_inplace
 from ..tensor import Tensor, tensor
 from .api import _dim, _scaled_sum, cat, bmm, dot, linalg, mv, outer, slogdet, tensordot
 from .reduction import std, vector_norm
@@ -63,22 +63,9 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     return _scaled_sum(input, bmm(batch1, batch2).sum(dim=0), beta, alpha)
 
 
-@expose(methods="addmv_")
-def addmv_(x, mat, vec, *, beta=1, alpha=1):
-    """In-place :func:`addmv`."""
-    return x.copy_(addmv(x, mat, vec, beta=beta, alpha=alpha))
-
-
-@expose(methods="addr_")
-def addr_(x, vec1, vec2, *, beta=1, alpha=1):
-    """In-place :func:`addr`."""
-    return x.copy_(addr(x, vec1, vec2, beta=beta, alpha=alpha))
-
-
-@expose(methods="addbmm_")
-def addbmm_(x, batch1, batch2, *, beta=1, alpha=1):
-    """In-place :func:`addbmm`."""
-    return x.copy_(addbmm(x, batch1, batch2, beta=beta, alpha=alpha))
+for _fn in (addmv, addr, addbmm):
+    expose_inplace(_fn, _fn.__name__ + "_")
+del _fn
 
 
 @defcomposite("multi_dot", public=())
@@ -141,10 +128,7 @@ def renorm(input, p, dim, maxnorm):  # noqa: A002
     return input * factor
 
 
-@expose(methods="renorm_")
-def renorm_(x, p, dim, maxnorm):
-    """In-place :func:`renorm`."""
-    return x.copy_(renorm(x, p, dim, maxnorm))
+expose_inplace(renorm, "renorm_")
 
 
 @expose(public="std_mean")

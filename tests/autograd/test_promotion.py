@@ -205,3 +205,22 @@ def test_floating_reductions_refuse_integers_as_pytorch(expr, cls, message):
     out = ag.logsumexp(ag.tensor([1, 2]), 0)
     assert out.dtype == np.float32
     np.testing.assert_allclose(out.numpy(), np.log(np.exp(1) + np.exp(2)), rtol=1e-6)
+
+
+def test_in_place_composites_refuse_a_higher_category_too():
+    """The in-place forms of composites (addmm_, cumsum_...) write through copy_, which casts;
+    they refuse a float result for an integer tensor first, as apply_inplace does. PyTorch:
+    int.addmm_(float, float) raises (its words: "self and mat2 must have the same dtype");
+    int.index_fill_(0, idx, 2.5) fills 2 (the number is cast), and so does this engine."""
+    x = ag.tensor([[1, 2], [3, 4]])
+    m = ag.ones(2, 2)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired "
+                                           "output type Long"):
+        x.addmm_(m, m)
+    np.testing.assert_array_equal(x.numpy(), [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(x.index_fill_(0, ag.tensor([0]), 2.5).numpy(),
+                                  [[2, 2], [3, 4]])
+    f = ag.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert f.addmm_(m, m) is f
+    np.testing.assert_array_equal(f.numpy(), [[3.0, 4.0], [5.0, 6.0]])
+    assert f.cumsum_(0) is f and f.dtype == np.float32
