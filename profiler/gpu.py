@@ -624,3 +624,29 @@ def gpu_summary(data: "ProfileData", with_recommendations: bool = True) -> dict:
 
         out["recommendations"] = recommendations(data, out)
     return out
+
+
+def kernel_type_breakdown(work: DeviceWork, lo, hi) -> dict[str, np.ndarray]:
+    """HTA's kernel-type time (``get_gpu_kernel_breakdown``'s first table): per window, the time
+    each set of kernel types runs alone or together, labelled as HTA labels it
+    ("COMPUTATION", "COMPUTATION overlapping COMMUNICATION"...); each type's intervals merged
+    first, so one type on several streams counts once."""
+    types = (COMPUTATION, COMMUNICATION, MEMORY)
+    times, deltas = [], []
+    for bit, t in enumerate(types):
+        s, e = _merge(work.start[work.type == t], work.end[work.type == t])
+        times += [s, e]
+        deltas += [np.full(len(s), 1 << bit), np.full(len(e), -(1 << bit))]
+    t = np.concatenate(times)
+    d = np.concatenate(deltas)
+    out: dict[str, np.ndarray] = {}
+    if len(t) == 0:
+        return out
+    order = np.lexsort((d, t))          # at one instant, ends before starts: no zero-length overlap
+    t, mask = t[order], np.cumsum(d[order])
+    seg_s, seg_e, m = t[:-1], t[1:], mask[:-1]
+    for value in np.unique(m[m > 0]).tolist():
+        label = " overlapping ".join(name for bit, name in enumerate(types) if value & (1 << bit))
+        pick = (m == value) & (seg_e > seg_s)
+        out[label] = _Cover(seg_s[pick], seg_e[pick]).within(lo, hi)
+    return out
