@@ -35,7 +35,7 @@ from .records import GpuKind, Scope
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
-__all__ = ["DeviceWork", "device_work", "windows", "gpu_summary", "utilization_series", "launch_stats",
+__all__ = ["DeviceWork", "device_work", "windows", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
            "queue_length", "step_breakdown", "STEP_CATEGORIES", "KERNEL_WAIT_US", "SHORT_KERNEL_RUNTIME_US",
            "RUNTIME_CALL", "LAUNCH_CALLS"]
 
@@ -317,8 +317,10 @@ def _none(x) -> float | None:
 
 # ---------------------------------------------------------------- figures of one device
 
-def _device_figures(data: "ProfileData", work: DeviceWork, lo: np.ndarray, hi: np.ndarray) -> list[dict]:
-    """The summary figures of one device over each window [lo[w], hi[w]]."""
+def device_figures(data: "ProfileData", work: DeviceWork, lo: np.ndarray, hi: np.ndarray) -> list[dict]:
+    """The summary figures of one device over each window [lo[w], hi[w]] (ns): what
+    :func:`gpu_summary` shows per step and over all steps, for any windows and any selection of
+    the device's work (``work.take(mask)``)."""
     length = (hi - lo).astype(np.float64)
     k = work.is_kernel
     ks, ke = work.start[k], work.end[k]
@@ -338,6 +340,7 @@ def _device_figures(data: "ProfileData", work: DeviceWork, lo: np.ndarray, hi: n
     tensor_cores = _tensor_core_share(data, work, lo, hi)
     idle = _idle_breakdown(work, lo, hi)
     self_cuda = _self_cuda(data, work, lo, hi)
+    types = kernel_type_breakdown(work, lo, hi)
     out = []
     for w in range(len(lo)):
         whole = length[w]
@@ -353,6 +356,7 @@ def _device_figures(data: "ProfileData", work: DeviceWork, lo: np.ndarray, hi: n
             "communication_us": _us(comm[w]) if comm_m.any() else None,
             "exposed_communication_us": _us(comm[w] - overlap[w]) if comm_m.any() else None,
             "self_cuda_total_us": _us(self_cuda[w]),
+            "kernel_type_us": {label: _us(v[w]) for label, v in types.items()},
         })
     return out
 
@@ -605,7 +609,7 @@ def gpu_summary(data: "ProfileData", with_recommendations: bool = True) -> dict:
     hi = np.array([e for _, _, e in steps] + [steps[-1][2]], dtype=np.int64)
     host = _host_categories(data)
     for name, work in device_work(data).items():
-        figures = _device_figures(data, work, lo, hi)
+        figures = device_figures(data, work, lo, hi)
         breakdown = step_breakdown(data, work, lo[:-1], hi[:-1], host)
         per_step = []
         for w, (step, s, e) in enumerate(steps):
