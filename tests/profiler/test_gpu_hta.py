@@ -101,8 +101,8 @@ def test_five_steps_equal_hta():
     hta = HTA["gpu_5steps_rank0.json.gz"]
     _check_same_definition(ours, hta)
     queues = _queue_max(data, work)
-    # One launch of stream 7 that HTA pairs with its kernel and the import does not (its
-    # runtime call overlapped another range and was set aside): 945 against 946.
+    # Stream 7's maximum is one below HTA's (945 against 946): not explained yet. Every other
+    # stream's maximum, and every other figure, is equal.
     assert {s: q for s, q in queues.items() if s != "7"} == {s: q for s, q in hta["queue_length_max"].items()
                                                              if s != "7"}
     assert abs(queues["7"] - hta["queue_length_max"]["7"]) <= 1
