@@ -35,7 +35,7 @@ from .records import GpuKind, Scope
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
-__all__ = ["DeviceWork", "device_work", "windows", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
+__all__ = ["DeviceWork", "device_work", "all_devices", "windows", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
            "queue_length", "step_breakdown", "STEP_CATEGORIES", "KERNEL_WAIT_US", "SHORT_KERNEL_RUNTIME_US",
            "RUNTIME_CALL", "LAUNCH_CALLS"]
 
@@ -181,6 +181,18 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
             blocks[sel], occupancy[sel], launch_start[sel].astype(np.int64), launch_end[sel].astype(np.int64),
             call[sel].astype(np.int64), op[sel].astype(np.int64), has_args)
     return dict(sorted(out.items()))
+
+
+def all_devices(data: "ProfileData") -> DeviceWork | None:
+    """The work of every device of a profile as one :class:`DeviceWork` (device "all"), in
+    device start order; None without device work. For figures of a rank, whose one process
+    may drive several devices."""
+    works = list(device_work(data).values())
+    if not works:
+        return None
+    joined = {f: np.concatenate([getattr(w, f) for w in works]) for f in _ARRAYS}
+    order = np.argsort(joined["start"], kind="stable")
+    return DeviceWork("all", *(joined[f][order] for f in _ARRAYS), all(w.has_launch_args for w in works))
 
 
 def _op_level_kernels(cols: dict) -> np.ndarray:
