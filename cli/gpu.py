@@ -152,7 +152,7 @@ def _kernel_specs(by_op: bool, by_launch: bool) -> list:
         specs += [ColumnSpec("grid", "Grid", "text"), ColumnSpec("block", "Block", "text")]
     specs += [COLUMNS["count"], ColumnSpec("kernel_time_total", "Total", "time"),
               ColumnSpec("kernel_time_total_percent", "Total %", "percent"),
-              ColumnSpec("kernel_time_avg", "Mean", "time"), ColumnSpec("kernel_time_max", "Max", "time"),
+              ColumnSpec("kernel_time_avg", "Mean", "time"),
               ColumnSpec("occupancy", "Occ. %", "text"), ColumnSpec("tc", "TC", "text"),
               ColumnSpec("kind", "Kind", "text")]
     return specs
