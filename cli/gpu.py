@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from types import SimpleNamespace
 
 from rich import box
@@ -16,10 +17,15 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from gradtrace.profiler.columns import COLUMNS, ColumnSpec
 from gradtrace.profiler.format import format_bytes, format_time, pick_time_unit
+from gradtrace.profiler.gpu import device_work
+from gradtrace.profiler.kernels import (collective_table, kernel_table, memcpy_table, readable_kernel_name,
+                                        short_kernel_names)
+from gradtrace.profiler.ranks import is_run_dir, load_run
 
 from .errors import CLIError, load_profile
-from .render import PLAIN_BOX, WIDTH, spec_table
+from .render import PLAIN_BOX, WIDTH, _column_cells, _natural, emit, fit_columns, make_console, spec_table
 
 __all__ = ["cmd_gpu", "summary_tables", "kernel_tables", "rank_gpu_table", "kernel_name_width"]
 
@@ -143,7 +149,6 @@ def _launch_table(d: dict, plain: bool) -> Table:
 # ---------------------------------------------------------------- the kernel view
 
 def _kernel_specs(by_op: bool, by_launch: bool) -> list:
-    from gradtrace.profiler.columns import COLUMNS, ColumnSpec  # noqa: PLC0415
 
     specs = [COLUMNS["name"]]
     if by_op:
@@ -167,9 +172,6 @@ def _display_rows(rows) -> list:
 
 def kernel_name_width(rows, by_op: bool = False, by_launch: bool = False, width: int = WIDTH) -> int:
     """The width the kernel table gives its name column in ``width`` characters."""
-    from gradtrace.profiler.kernels import readable_kernel_name  # noqa: PLC0415
-
-    from .render import _column_cells, _natural, fit_columns  # noqa: PLC0415
 
     shown = [SimpleNamespace(**{**vars(r), "name": readable_kernel_name(r.name)}) for r in _display_rows(rows)]
     totals = {"kernel_time_total": sum(r.kernel_time_total for r in rows) or 1.0}
@@ -185,7 +187,6 @@ def kernel_tables(rows, memcpys: list, collectives: list, *, by_op: bool = False
                   limit: int = 20, plain: bool = False, width: int = WIDTH) -> Group:
     """The kernel table (readable names, distinct at the column's width), memcpys by kind and
     collectives."""
-    from gradtrace.profiler.kernels import short_kernel_names  # noqa: PLC0415
 
     shown = rows[:limit] if limit else rows
     name_w = kernel_name_width(shown, by_op, by_launch, width)
@@ -242,9 +243,7 @@ def _json(obj) -> None:
 
 
 def _kernel_json(data, by_op: bool, by_launch: bool, limit: int) -> dict:
-    from dataclasses import asdict  # noqa: PLC0415
 
-    from gradtrace.profiler.kernels import collective_table, kernel_table, memcpy_table  # noqa: PLC0415
 
     rows = kernel_table(data, by_op=by_op, by_launch=by_launch)
     return {"kernels": [asdict(r) for r in (rows[:limit] if limit else rows)], "memcpy": memcpy_table(data),
@@ -252,11 +251,6 @@ def _kernel_json(data, by_op: bool, by_launch: bool, limit: int) -> dict:
 
 
 def cmd_gpu(args) -> int:
-    from gradtrace.profiler.gpu import device_work  # noqa: PLC0415
-    from gradtrace.profiler.ranks import is_run_dir, load_run  # noqa: PLC0415
-
-    from .render import emit, make_console  # noqa: PLC0415
-
     if is_run_dir(args.file):
         try:
             profiles = load_run(args.file)
@@ -285,7 +279,6 @@ def cmd_gpu(args) -> int:
         if args.json:
             _json(_kernel_json(data, args.by_op, args.by_launch, args.limit))
             return 0
-        from gradtrace.profiler.kernels import collective_table, kernel_table, memcpy_table  # noqa: PLC0415
 
         console, plain = make_console()
         emit(console, kernel_tables(kernel_table(data, by_op=args.by_op, by_launch=args.by_launch),

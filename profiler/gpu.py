@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .kernels import COMMUNICATION, COMPUTATION, MEMORY, kernel_type, uses_tensor_cores
+from .kernel_names import COMMUNICATION, COMMUNICATION_OP, COMPUTATION, MEMORY, kernel_type, uses_tensor_cores
 from .nesting import nest_intervals
 from .records import GpuKind, Scope
 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
-__all__ = ["DeviceWork", "device_work", "all_devices", "windows", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
+__all__ = ["DeviceWork", "device_work", "all_devices", "windows", "covered_ns", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
            "queue_length", "step_breakdown", "STEP_CATEGORIES", "KERNEL_WAIT_US", "SHORT_KERNEL_RUNTIME_US",
            "RUNTIME_CALL", "LAUNCH_CALLS"]
 
@@ -164,9 +164,7 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
     type_ = np.where(kind != GpuKind.KERNEL, MEMORY, types[name_id] if len(rows) else COMPUTATION)
     if not has_args:
         # gradtrace's own ops are named by op, not kernel: communication is an op saying so.
-        from .ranks import COMMUNICATION as COMM_NAME  # noqa: PLC0415 - ranks imports data
-
-        comm = np.array([COMM_NAME.search(strings[i]) is not None for i in range(len(strings))] or [False])
+        comm = np.array([COMMUNICATION_OP.search(strings[i]) is not None for i in range(len(strings))] or [False])
         type_ = np.where(comm[name_id], COMMUNICATION, COMPUTATION)
     device = cols["device_id"][rows]
     out = {}
@@ -248,6 +246,11 @@ def _merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     me = np.zeros(len(ms), dtype=np.int64)
     np.maximum.at(me, group, e)
     return ms.astype(np.int64), me
+
+
+def covered_ns(start, end, lo, hi) -> np.ndarray:
+    """Per window [lo[w], hi[w]], the length (ns) of the union of the intervals inside it."""
+    return _Cover.union(start, end).within(np.asarray(lo), np.asarray(hi))
 
 
 class _Cover:
@@ -455,13 +458,11 @@ def _host_categories(data: "ProfileData") -> dict[str, tuple[np.ndarray, np.ndar
     cols, strings = data.event_columns, data.strings
     host = np.ones(data.n_events, dtype=bool)
     host[data.gpu_columns["event"]] = False
-    from .ranks import COMMUNICATION as COMM_NAME  # noqa: PLC0415 - ranks imports data
-
     flags = np.zeros((4, max(len(strings), 1)), dtype=bool)
     for i in np.unique(cols["name_id"][host]).tolist():
         s = strings[i]
         flags[:, i] = (_STEP.match(s) is not None, RUNTIME_CALL.match(s) is not None,
-                       _DATALOADER.match(s) is not None, COMM_NAME.search(s) is not None)
+                       _DATALOADER.match(s) is not None, COMMUNICATION_OP.search(s) is not None)
     step, runtime, loader, comm = (f[cols["name_id"]] & host for f in flags)
     step &= cols["scope"] == Scope.USER_SCOPE
     comm &= ~runtime & ~loader
@@ -600,22 +601,21 @@ def utilization_series(data: "ProfileData", device: str) -> dict[str, np.ndarray
 
 # ---------------------------------------------------------------- the summary
 
-def gpu_summary(data: "ProfileData", with_recommendations: bool = True) -> dict:
+def gpu_summary(data: "ProfileData") -> dict:
     """Every GPU figure of a profile, per device, over all steps and per step (JSON-able).
 
     Returns:
         ``{"steps": [{"step", "start_ns", "end_ns", "step_us"}], "steps_us": span of all
         steps, "devices": {device: {figures over all steps..., "step_breakdown_us",
-        "launch", "queue_length", "steps": [{"step", figures..., "step_breakdown_us"}]}},
-        "recommendations": [{rule, figure, value, threshold, advice}]}``. A figure a profile
-        cannot define is None. See ``docs/gpu-analysis.md`` for each one.
+        "launch", "queue_length", "steps": [{"step", figures..., "step_breakdown_us"}]}}}``.
+        A figure a profile cannot define is None. See ``docs/gpu-analysis.md`` for each one;
+        ``ProfileData.gpu_summary()`` adds the recommendations (:mod:`profiler.advice`).
     """
     steps = windows(data)
     devices: dict = {}
     out = {"steps": [{"step": n, "start_ns": s, "end_ns": e, "step_us": _us(e - s)} for n, s, e in steps],
            "steps_us": _us(steps[-1][2] - steps[0][1]) if steps else None, "devices": devices}
     if not steps:
-        out["recommendations"] = []
         return out
     lo = np.array([s for _, s, _ in steps] + [steps[0][1]], dtype=np.int64)
     hi = np.array([e for _, _, e in steps] + [steps[-1][2]], dtype=np.int64)
@@ -635,10 +635,6 @@ def gpu_summary(data: "ProfileData", with_recommendations: bool = True) -> dict:
             "queue_length": {str(s): {"max": int(q.max()), "mean": float(q.mean())} for s, (_, q) in queues.items()},
             "steps": per_step,
         }
-    if with_recommendations:
-        from .advice import recommendations  # noqa: PLC0415 - advice reads this summary
-
-        out["recommendations"] = recommendations(data, out)
     return out
 
 
