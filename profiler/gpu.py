@@ -160,12 +160,14 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
         launch_end = np.full(len(rows), -1, dtype=np.int64)
         has_args = False
     name_id = cols["name_id"][rows]
-    types = np.array([kernel_type(strings[i], False) for i in range(len(strings))] or [COMPUTATION], dtype=object)
-    type_ = np.where(kind != GpuKind.KERNEL, MEMORY, types[name_id] if len(rows) else COMPUTATION)
-    if not has_args:
+    ids, which = np.unique(name_id, return_inverse=True)
+    if has_args:
+        types = np.array([kernel_type(strings[i]) for i in ids.tolist()], dtype="<U13")
+    else:
         # gradtrace's own ops are named by op, not kernel: communication is an op saying so.
-        comm = np.array([COMMUNICATION_OP.search(strings[i]) is not None for i in range(len(strings))] or [False])
-        type_ = np.where(comm[name_id], COMMUNICATION, COMPUTATION)
+        types = np.array([COMMUNICATION if COMMUNICATION_OP.search(strings[i]) else COMPUTATION
+                          for i in ids.tolist()], dtype="<U13")
+    type_ = np.where(kind != GpuKind.KERNEL, MEMORY, types[which.reshape(-1)] if len(rows) else COMPUTATION)
     device = cols["device_id"][rows]
     out = {}
     for dev in np.unique(device).tolist():
@@ -175,7 +177,7 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
         sel = np.flatnonzero(pick)[order]
         out[strings[dev]] = DeviceWork(
             strings[dev], rows[sel], start[order], cols["device_end_ns"][rows[sel]].astype(np.int64),
-            cols["stream"][rows[sel]].astype(np.int64), kind[sel], type_[sel].astype(str), name_id[sel],
+            cols["stream"][rows[sel]].astype(np.int64), kind[sel], type_[sel], name_id[sel],
             blocks[sel], occupancy[sel], launch_start[sel].astype(np.int64), launch_end[sel].astype(np.int64),
             call[sel].astype(np.int64), op[sel].astype(np.int64), has_args)
     return dict(sorted(out.items()))

@@ -61,16 +61,12 @@ TENSOR_CORE_ELIGIBLE_OPS = frozenset((
     "aten::cudnn_convolution_backward"))
 
 
-def kernel_type(name: str, is_memory: bool = False) -> str:
-    """HTA's kernel type of a device activity: COMMUNICATION, MEMORY or COMPUTATION.
-
-    Args:
-        name: the kernel's name.
-        is_memory: the activity is a memcpy or memset (the trace's category says so).
-    """
+def kernel_type(name: str) -> str:
+    """HTA's kernel type of a device activity, from its name: COMMUNICATION, MEMORY or
+    COMPUTATION (a memcpy or memset of the trace's gpu table is MEMORY whatever its name)."""
     if _NCCL_KERNEL.match(name):
         return COMMUNICATION
-    if is_memory or _MEMORY_KERNEL.match(name):
+    if _MEMORY_KERNEL.match(name):
         return MEMORY
     return COMPUTATION
 
@@ -236,6 +232,6 @@ def collective_of(name: str) -> str | None:
 
 def nccl_algorithm(name: str) -> tuple[str | None, str | None]:
     """(algorithm, protocol) from an NCCL kernel's name: ``…_RING_LL(…)`` -> ("RING", "LL");
-    (None, None) where the name does not say (``ncclKernel_SendRecv…`` has no algorithm)."""
+    (None, None) where the name does not say (``ncclDevKernel_Generic``)."""
     m = _ALGORITHM.search(name)
     return (m.group(1), m.group(2)) if m else (None, None)
