@@ -37,7 +37,7 @@ _LABELS = {
     "comm_comp_overlap_pct": "Communication overlapped with computation",
 }
 _CATEGORY_LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Comm",
-                    "runtime": "Runtime", "dataloader": "DataLoader", "cpu_exec": "CPU exec", "other": "Other"}
+                    "runtime": "Runtime", "dataloader": "Loader", "cpu_exec": "CPU exec", "other": "Other"}
 
 
 def _table(title: str, plain: bool) -> Table:
@@ -107,7 +107,7 @@ def _breakdown_table(d: dict, plain: bool) -> Table:
     unit = pick_time_unit([r["step_us"] for r in rows])
     t = _table(f"Step time by priority, each category taking what no higher one took (TensorBoard "
                f"plugin; {unit})", plain)
-    t.add_column("Step")
+    t.add_column("Step", no_wrap=True, min_width=max(len(r["step"]) for r in rows))
     for col in ["Time", *(_CATEGORY_LABELS[c] for c in cats)]:
         t.add_column(col, justify="right", no_wrap=True)
     for r in rows:
@@ -118,10 +118,9 @@ def _breakdown_table(d: dict, plain: bool) -> Table:
 
 def _step_figures_table(d: dict, plain: bool) -> Table:
     unit = pick_time_unit([s["temporal"]["idle_us"] for s in d["steps"]])
-    t = _table("Per step", plain)
-    t.add_column("Step")
-    for col in ("GPU util", "SM eff.", "Occupancy", "Tensor Cores", "Comm overlap", f"Idle ({unit})",
-                f"Host wait ({unit})"):
+    t = _table("Per step (TensorBoard plugin's figures, then HTA's)", plain)
+    t.add_column("Step", no_wrap=True, min_width=max(len(s["step"]) for s in d["steps"]))
+    for col in ("GPU util", "SM eff.", "Occup.", "TC", "Overlap", f"Idle ({unit})", f"Host wait ({unit})"):
         t.add_column(col, justify="right", no_wrap=True)
     for s in d["steps"]:
         t.add_row(s["step"], _pct(s["gpu_utilization_pct"]), _pct(s["sm_efficiency_pct"]),

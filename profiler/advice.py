@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from .gpu import covered_ns, device_work
+from .gpu import covered_ns, device_work, is_nvidia
 from .kernel_names import COMMUNICATION, TENSOR_CORE_ELIGIBLE_OPS, memcpy_kind, uses_tensor_cores
 from .records import GpuKind, device_index
 
@@ -106,7 +106,7 @@ def off_tensor_cores(data, summary) -> list:
     out = []
     cols = data.event_columns
     for dev, work in device_work(data).items():
-        if not work.has_launch_args:
+        if not work.has_launch_args or not is_nvidia(data, dev):
             continue
         k = work.is_kernel & (work.type != COMMUNICATION)
         total = float((work.end[k] - work.start[k]).sum())

@@ -30,12 +30,12 @@ import numpy as np
 
 from .kernel_names import COMMUNICATION, COMMUNICATION_OP, COMPUTATION, MEMORY, kernel_type, uses_tensor_cores
 from .nesting import nest_intervals
-from .records import GpuKind, Scope
+from .records import GpuKind, Scope, device_index
 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
-__all__ = ["DeviceWork", "device_work", "all_devices", "windows", "covered_ns", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
+__all__ = ["DeviceWork", "device_work", "all_devices", "windows", "covered_ns", "is_nvidia", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
            "queue_length", "step_breakdown", "STEP_CATEGORIES", "KERNEL_WAIT_US", "SHORT_KERNEL_RUNTIME_US",
            "RUNTIME_CALL", "LAUNCH_CALLS"]
 
@@ -388,15 +388,26 @@ def _touches(cover: _Cover, lo, hi) -> np.ndarray:
     return (first < len(cover.start)) & (cover.start[idx] < hi)
 
 
+def is_nvidia(data: "ProfileData", device: str) -> bool:
+    """Whether a device is NVIDIA's, from the trace's ``deviceProperties`` name (an AMD Instinct
+    or Radeon is not); True when the trace does not say."""
+    index = device_index(device)
+    for p in data.metadata.get("device_properties") or []:
+        if isinstance(p, dict) and p.get("id") == index and isinstance(p.get("name"), str):
+            return not re.search(r"AMD|Radeon|Instinct", p["name"], re.IGNORECASE)
+    return True
+
+
 def _tensor_core_share(data: "ProfileData", work: DeviceWork, lo, hi) -> list | None:
     """Per window, Tensor Core kernel time / all kernel time (%), TB's ``tc_used_ratio``; None
-    without kernel names (a gradtrace profile) or without kernels in the window.
+    without kernel names (a gradtrace profile), on a device that is not NVIDIA's (TB's
+    allow-list holds NVIDIA kernel names only), or without kernels in the window.
 
     TB takes it over every kernel of the trace, not clipped to the steps: the last window (the
     span of all steps) does the same; a step takes its kernels' time inside it.
     """
     k = work.is_kernel
-    if not work.has_launch_args or not k.any():
+    if not work.has_launch_args or not k.any() or not is_nvidia(data, work.device):
         return None
     ids = np.unique(work.name_id[k])
     on_tc = np.zeros(int(ids.max()) + 1, dtype=bool)

@@ -351,3 +351,12 @@ def test_invariants(path, tmp_path):
         g = data.gpu_columns["event"]
         inside = ev["device_start_ns"][g] < data.step_ranges()[-1][2] if data.step_ranges() else slice(None)
         assert total == pytest.approx(float((ev["device_end_ns"][g] - ev["device_start_ns"][g])[inside].sum()) / 1000)
+
+
+def test_tensor_cores_undefined_off_nvidia(tmp_path):
+    """TB's allow-list names NVIDIA kernels: on an AMD device the share is undefined."""
+    doc = gt.gpu_trace()
+    doc["deviceProperties"][0]["name"] = "AMD Instinct MI250X"
+    summary = _load(tmp_path, doc).gpu_summary()
+    assert summary["devices"]["cuda:0"]["tensor_core_pct"] is None
+    assert "off_tensor_cores" not in {r["rule"] for r in summary["recommendations"]}
