@@ -137,12 +137,22 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
         blocks = g["blocks_per_sm"].astype(np.float64)
         occupancy = g["occupancy_pct"].astype(np.float64)
         # A kernel sits at the start of its launch, as a child of the runtime call (or, with
-        # none in the trace, of the op that launched it).
+        # none in the trace, of the op that launched it). A zero-length call at that instant
+        # (cudaPeekAtLastError inside cudaMemsetAsync) can hold it instead: the launch is the
+        # outermost runtime call starting there.
         up = parent[rows]
         is_call = np.zeros(len(strings), dtype=bool)
-        for i in np.unique(cols["name_id"][up[up >= 0]]).tolist():
+        for i in np.unique(cols["name_id"]).tolist():
             is_call[i] = RUNTIME_CALL.match(strings[i]) is not None
         call = np.where((up >= 0) & is_call[cols["name_id"][np.maximum(up, 0)]], up, -1)
+        start = cols["start_ns"]
+        while True:
+            outer = parent[np.maximum(call, 0)]
+            climb = (call >= 0) & (outer >= 0) & is_call[cols["name_id"][np.maximum(outer, 0)]] \
+                & (start[np.maximum(outer, 0)] == start[np.maximum(call, 0)])
+            if not climb.any():
+                break
+            call = np.where(climb, outer, call)
         op_of = np.where(call >= 0, parent[np.maximum(call, 0)], up)
         is_op = (op_of >= 0) & np.isin(cols["scope"][np.maximum(op_of, 0)],
                                        (Scope.FUNCTION, Scope.BACKWARD_FUNCTION))

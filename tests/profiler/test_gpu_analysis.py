@@ -141,6 +141,15 @@ def test_hta_launches_and_queue(dev):
                                    "20": {"max": 1, "mean": pytest.approx(0.5)}}
 
 
+def test_launch_found_under_a_zero_length_call(tmp_path):
+    """A zero-length runtime call at the launch's instant (cudaPeekAtLastError inside
+    cudaMemcpyAsync, as real traces have) does not hide the launch from the memcpy."""
+    doc = gt.gpu_trace()
+    doc["traceEvents"].append(gt._x("cuda_runtime", "cudaPeekAtLastError", 36, 0, correlation=99))
+    dev = _load(tmp_path, doc).gpu_summary()["devices"]["cuda:0"]
+    assert dev["launch"]["launched"] == 5 and dev["launch"]["launch_delay_us"]["max"] == 15.0   # 55 - 40
+
+
 def test_undefined_figures_are_null(tmp_path):
     doc = gt.gpu_trace()
     for e in doc["traceEvents"]:
