@@ -262,6 +262,9 @@ def cmd_gpu(args) -> int:
                 return 0
             raise CLIError("--kernels of a run folder: give one rank's file, or add --json for every rank")
         summaries = {r: d.gpu_summary() for r, d in profiles.items()}
+        if not any(s["devices"] for s in summaries.values()):
+            raise CLIError(f"{args.file}: no GPU work in any rank's profile (no kernels, memcpys or device "
+                           "intervals); record them on GPUs with the cuda activity")
         if args.json:
             _json({str(r): s for r, s in summaries.items()})
             return 0
