@@ -12,20 +12,19 @@ import sys
 from dataclasses import asdict
 from types import SimpleNamespace
 
-from rich import box
 from rich.console import Group
-from rich.table import Table
+from rich.table import Table  # noqa: TC002 - the builders' return type
 from rich.text import Text
 
 from gradtrace.profiler.columns import COLUMNS, ColumnSpec
-from gradtrace.profiler.format import format_bytes, format_time, pick_time_unit
+from gradtrace.profiler.format import format_bytes, format_percent, format_time, pick_time_unit
 from gradtrace.profiler.gpu import device_work
 from gradtrace.profiler.kernels import (collective_table, kernel_table, memcpy_table, readable_kernel_name,
                                         short_kernel_names)
 from gradtrace.profiler.ranks import is_run_dir, load_run
 
 from .errors import CLIError, load_profile
-from .render import PLAIN_BOX, WIDTH, _column_cells, _natural, emit, fit_columns, make_console, spec_table
+from .render import WIDTH, _column_cells, _natural, _table, emit, fit_columns, make_console, spec_table
 
 __all__ = ["cmd_gpu", "summary_tables", "kernel_tables", "rank_gpu_table", "kernel_name_width"]
 
@@ -40,13 +39,8 @@ _CATEGORY_LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", 
                     "runtime": "Runtime", "dataloader": "Loader", "cpu_exec": "CPU exec", "other": "Other"}
 
 
-def _table(title: str, plain: bool) -> Table:
-    return Table(title=title, box=PLAIN_BOX if plain else box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                 title_justify="left", header_style="" if plain else "bold", title_style="" if plain else "bold")
-
-
 def _pct(v) -> str:
-    return "-" if v is None else f"{v:.2f}%"
+    return "-" if v is None else format_percent(v, 100.0)
 
 
 def _time_cells(values_us: list) -> tuple[str, list[str]]:
@@ -105,8 +99,7 @@ def _breakdown_table(d: dict, plain: bool) -> Table:
     rows = d["steps"] + [total]
     cats = list(_CATEGORY_LABELS)
     unit = pick_time_unit([r["step_us"] for r in rows])
-    t = _table(f"Step time by priority, each category taking what no higher one took (TensorBoard "
-               f"plugin; {unit})", plain)
+    t = _table(f"Step time by priority (TensorBoard plugin; {unit})", plain)
     t.add_column("Step", no_wrap=True, min_width=max(len(r["step"]) for r in rows))
     for col in ["Time", *(_CATEGORY_LABELS[c] for c in cats)]:
         t.add_column(col, justify="right", no_wrap=True)
