@@ -369,3 +369,14 @@ def test_tensor_cores_undefined_off_nvidia(tmp_path):
     summary = _load(tmp_path, doc).gpu_summary()
     assert summary["devices"]["cuda:0"]["tensor_core_pct"] is None
     assert "off_tensor_cores" not in {r["rule"] for r in summary["recommendations"]}
+
+
+def test_kernel_view_of_a_gradtrace_profile():
+    """Op-level kernels have no launch arguments: no grid, block, occupancy or Tensor Cores."""
+    data = from_events([dict(name="ProfilerStep#1", start=0, end=100_000, scope=2),
+                        dict(name="aten::mm", start=1_000, end=5_000, device="cuda:0", stream=7,
+                             device_start=2_000, device_end=9_000)])
+    (row,) = kernel_table(data, by_op=True, by_launch=True)
+    assert (row.name, row.op, row.grid, row.block, row.count) == ("aten::mm", "aten::mm", None, None, 1)
+    assert row.kernel_time_total == 7.0 and row.occupancy_pct is None and row.tensor_cores is None
+    assert memcpy_table(data) == [] and collective_table(data) == []
