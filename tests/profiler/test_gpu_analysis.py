@@ -420,3 +420,15 @@ def _variant_without_args(tmp_path):
         for key in ("blocks per SM", "est. achieved occupancy %", "grid", "block"):
             e.get("args", {}).pop(key, None)
     return _load(tmp_path, doc, "noargs.json")
+
+
+def test_two_devices(tmp_path):
+    doc = gt.gpu_trace()
+    for e in doc["traceEvents"]:
+        if e["name"] == gt.NCCL:
+            e["pid"], e["args"]["device"] = 1, 1
+    devices = _load(tmp_path, doc).gpu_summary()["devices"]
+    assert list(devices) == ["cuda:0", "cuda:1"]
+    assert devices["cuda:1"]["gpu_utilization_pct"] == pytest.approx(100 * 10 / 170)
+    assert devices["cuda:0"]["gpu_utilization_pct"] == pytest.approx(100 * (30 + 20 + 60) / 170)
+    assert devices["cuda:0"]["comm_comp_overlap_pct"] is None and devices["cuda:1"]["comm_comp_overlap_pct"] == 0.0
