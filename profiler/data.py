@@ -204,6 +204,16 @@ class ProfileData:
         """Per forward op (and call site): forward cost, cost of the backward nodes it caused, sum."""
         return aggregate.forward_backward_summary(self)
 
+    def gpu_summary(self) -> dict:
+        """Every GPU figure per device, over all steps and per step, with recommendations
+        (see :func:`profiler.gpu.gpu_summary` and ``docs/gpu-analysis.md``)."""
+        from .advice import recommendations  # noqa: PLC0415 - lazy: tables and files need no GPU analysis
+        from .gpu import gpu_summary  # noqa: PLC0415
+
+        summary = gpu_summary(self)
+        summary["recommendations"] = recommendations(self, summary)
+        return summary
+
     def total_average(self) -> aggregate.FunctionEventAvg:
         """Sums over every event (key "Total")."""
         return aggregate.total_average(self)
