@@ -267,13 +267,19 @@ class Module:
     def state_dict(self, prefix: str = "", keep_vars: bool = False) -> OrderedDict:
         """Parameters and persistent buffers by dotted name (detached tensors sharing memory)."""
         out = OrderedDict()
-        for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
+        # Every attribute path, as PyTorch's: a module (or tied weight) reachable under two
+        # names is listed under both.
+        stack = [(prefix.rstrip("."), self)]
+        while stack:
+            mp, m = stack.pop()
             for name, p in m._parameters.items():
                 if p is not None:
                     out[f"{mp}.{name}" if mp else name] = p if keep_vars else p.detach()
             for name, b in m._buffers.items():
                 if b is not None and name not in m._non_persistent:
                     out[f"{mp}.{name}" if mp else name] = b if keep_vars else b.detach()
+            stack.extend(reversed([(f"{mp}.{name}" if mp else name, c)
+                                   for name, c in m._modules.items() if c is not None]))
         return out
 
     def load_state_dict(self, state_dict, strict: bool = True):
