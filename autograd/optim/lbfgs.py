@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from .. import backend
 from ..grad_mode import enable_grad, no_grad
 from .optimizer import Optimizer
 
@@ -147,6 +148,19 @@ class LBFGS(Optimizer):
         if len(self.param_groups) != 1:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         self._params = self.param_groups[0]["params"]
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """As every optimizer's, and the curvature history (lists of flat arrays) moved to
+        the parameters' device too."""
+        super().load_state_dict(state_dict)
+        device = self._params[0].device
+        for st in self.state.values():
+            for key in ("old_dirs", "old_stps"):
+                if st.get(key) is not None:
+                    st[key] = [backend.to_device(a, device) for a in st[key]]
+            for key in ("d", "prev_flat_grad"):
+                if st.get(key) is not None and backend.is_device_array(st[key]):
+                    st[key] = backend.to_device(st[key], device)
 
     # ------------------------------------------------------------------ flat views
     def _xp(self):
