@@ -157,7 +157,10 @@ class MultiheadAttention(Module):
                                  f"but got {e}")
         h, hd = self.num_heads, self.head_dim
         q, k, v = self._project(query, key, value)
-        attn_mask = _float_mask(attn_mask, q.dtype, "attn_mask")
+        # PyTorch's: the causal hint, with no padding mask and no weights to return, stands
+        # for the mask (the fused causal softmax, no mask built); otherwise the mask is used.
+        causal = is_causal and key_padding_mask is None and not need_weights
+        attn_mask = None if causal else _float_mask(attn_mask, q.dtype, "attn_mask")
         key_padding_mask = _float_mask(key_padding_mask, q.dtype, "key_padding_mask")
         if attn_mask is not None:
             attn_mask = self._heads_mask(attn_mask, n, tgt_len, k.shape[1])
@@ -183,13 +186,9 @@ class MultiheadAttention(Module):
                                      f"got {tuple(key_padding_mask.shape)}")
             pad = key_padding_mask.reshape(n, 1, 1, src_len)
             attn_mask = pad if attn_mask is None else attn_mask + pad
-            is_causal = False            # PyTorch: with a padding mask, the mask is applied
         dropout_p = self.dropout if self.training else 0.0
         if not need_weights:
-            # PyTorch hands a causal hint with no padding mask to the fused causal softmax.
-            causal = is_causal and key_padding_mask is None
-            out = F.scaled_dot_product_attention(q, k, v, None if causal else attn_mask,
-                                                 dropout_p, causal)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, causal)
             weights = None
         else:
             scores = (q * (1.0 / math.sqrt(hd))) @ k.mT
