@@ -4,7 +4,9 @@
 
 As in PyTorch, calling one makes a CPU tensor of its dtype: ``LongTensor([1, 2])`` from data,
 ``FloatTensor(2, 3)`` uninitialized of a size, ``FloatTensor()`` empty; and
-``isinstance(t, torch.LongTensor)`` holds for an int64 tensor on the CPU.
+``isinstance(t, torch.LongTensor)`` holds for an int64 tensor on the CPU. ``Tensor.type()``
+names a tensor's type (``"torch.cuda.FloatTensor"``) and ``Tensor.type(torch.LongTensor)``
+(or a dtype, or a type's name) converts it.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import numbers
 
 import numpy
 
+from .dispatch import expose
 from .tensor import Tensor, empty, tensor
 
 __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
@@ -60,3 +63,43 @@ ShortTensor = _legacy("ShortTensor", "int16")
 CharTensor = _legacy("CharTensor", "int8")
 ByteTensor = _legacy("ByteTensor", "uint8")
 BoolTensor = _legacy("BoolTensor", "bool")
+
+_BY_DTYPE = {cls.dtype: cls for cls in (FloatTensor, DoubleTensor, HalfTensor, LongTensor,
+                                        IntTensor, ShortTensor, CharTensor, ByteTensor,
+                                        BoolTensor)}
+
+
+@expose(methods="type")
+def type_(self, dtype=None, non_blocking: bool = False):
+    """``t.type()``: the legacy type's name, ``"torch.FloatTensor"`` (``"torch.cuda...."`` on
+    a GPU). ``t.type(T)``: ``t`` as type ``T`` — a legacy type (a CPU tensor, as PyTorch's),
+    its name (``"torch.cuda.LongTensor"`` puts it on the GPU) or a dtype; ``t`` itself when
+    it is already one."""
+    cuda = self.device.type == "cuda"
+    if dtype is None:
+        cls = _BY_DTYPE.get(self.dtype)
+        if cls is None:
+            raise RuntimeError(f"no legacy tensor type for dtype {self.dtype}")
+        return f"torch.{'cuda.' if cuda else ''}{cls.__name__}"
+    device = None
+    if isinstance(dtype, str) and dtype.startswith("torch."):
+        name = dtype[len("torch."):]
+        on_cuda = name.startswith("cuda.")
+        cls = globals().get(name[len("cuda."):] if on_cuda else name)
+        if not isinstance(cls, _LegacyTensorType):
+            raise ValueError(f"invalid type: '{dtype}'")
+        target, device = cls.dtype, ("cuda" if on_cuda else "cpu")
+    elif isinstance(dtype, _LegacyTensorType):
+        target, device = dtype.dtype, "cpu"
+    else:
+        target = numpy.dtype(dtype)
+    if target == self.dtype and (device is None or (device == "cuda") == cuda):
+        return self
+    if device is not None and (device == "cuda") != cuda:
+        return self.to(device, dtype=target)
+    return self.to(dtype=target)
+
+
+# Registered with the other methods (``expose``), and attached here: ``ops`` attached those
+# when it loaded, before this module.
+Tensor.type = type_

@@ -85,3 +85,15 @@ def test_legacy_tensor_types_construct_and_check_as_pytorch(name, dtype):
 
 def test_long_tensor_truncates_floats_as_pytorch():
     assert torch.LongTensor([1.5, -2.7]).tolist() == [1, -2]     # torch: tensor([ 1, -2])
+
+
+def test_tensor_type_names_and_converts_as_pytorch():
+    t = torch.zeros(2)
+    assert t.type() == "torch.FloatTensor" and torch.zeros(2, dtype=torch.long).type() == \
+        "torch.LongTensor"
+    assert t.type(torch.FloatTensor) is t                        # already that type
+    assert t.type(torch.LongTensor).dtype == torch.int64
+    assert t.type("torch.DoubleTensor").dtype == torch.float64
+    assert t.type(torch.float16).dtype == torch.float16
+    with pytest.raises(ValueError, match="invalid type: 'torch.Nope'"):
+        t.type("torch.Nope")
