@@ -12,7 +12,7 @@ from ..parameter import Parameter
 from .layers import Dropout, GELU, LayerNorm, Linear
 from .module import Module
 
-__all__ = ["MultiheadAttention", "TransformerBlock", "NonDynamicallyQuantizableLinear"]
+__all__ = ["MultiheadAttention", "TransformerBlock"]
 
 
 class NonDynamicallyQuantizableLinear(Linear):
