@@ -100,7 +100,7 @@ def _t(lib, rng, *shape, requires_grad=True):
 
 
 def _mha(**mod_kw):
-    """MultiheadAttention(4, 2) on (L=3, N=2) queries and S=5 keys, in ``layout``."""
+    """MultiheadAttention(4, 2) on (L=3, N=2) queries and S=5 keys, with ``mod_kw``."""
     def run(lib, rng):
         m = lib.nn.MultiheadAttention(4, 2, dtype=lib.float64, **mod_kw)
         fill_parameters(m, lib, 1)
