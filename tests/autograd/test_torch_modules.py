@@ -117,6 +117,19 @@ def test_multihead_attention_gradients_match_finite_differences():
     check_grad(lambda q, k, v: m(q, k, v, key_padding_mask=kpm)[0], [q, k, v], atol=1e-6)
 
 
+def test_transformer_decoder_layer_gradients_match_finite_differences():
+    ag.manual_seed(1)
+    layer = nn.TransformerDecoderLayer(4, 2, 8, dropout=0.0, norm_first=True,
+                                       dtype=ag.float64)
+    rng = np.random.default_rng(2)
+    tgt = ag.tensor(rng.standard_normal((3, 2, 4)), requires_grad=True)
+    mem = ag.tensor(rng.standard_normal((5, 2, 4)), requires_grad=True)
+    mask = nn.Transformer.generate_square_subsequent_mask(3, dtype=ag.float64)
+    mpm = ag.tensor(np.array([[False] * 4 + [True], [False] * 5]))
+    check_grad(lambda t, m: layer(t, m, tgt_mask=mask, memory_key_padding_mask=mpm,
+                                  tgt_is_causal=True), [tgt, mem], atol=1e-6)
+
+
 def test_multihead_attention_defaults_and_errors_are_pytorchs():
     m = nn.MultiheadAttention(4, 2)
     assert m.batch_first is False and m.in_proj_weight.shape == (12, 4)
