@@ -41,12 +41,18 @@ class Adadelta(Optimizer):
                                       "acc_delta": xp.zeros_like(p._data)}
             st["step"] += 1
             v, u = st["square_avg"], st["acc_delta"]
+            # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
+            tmp, delta = self._scratch(g, p.device, 2), self._scratch(g, p.device, 3)
             v *= rho
-            v += (1 - rho) * (g * g)
-            delta = xp.sqrt(u + eps)
-            delta /= xp.sqrt(v + eps)
+            tmp = xp.multiply(g, g, out=tmp)
+            tmp *= 1 - rho
+            v += tmp
+            delta = xp.sqrt(xp.add(u, eps, out=delta), out=delta)
+            delta /= xp.sqrt(xp.add(v, eps, out=tmp), out=tmp)
             delta *= g
             u *= rho
-            u += (1 - rho) * (delta * delta)
-            p._data -= lr * delta
+            tmp = xp.multiply(delta, delta, out=tmp)
+            tmp *= 1 - rho
+            u += tmp
+            p._data -= xp.multiply(delta, lr, out=tmp)
             p._vc[0] += 1

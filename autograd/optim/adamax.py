@@ -39,9 +39,14 @@ class Adamax(Optimizer):
                                       "exp_inf": xp.zeros_like(p._data)}
             st["step"] += 1
             m, u = st["exp_avg"], st["exp_inf"]
-            lerp_(m, g, 1 - b1)
+            tmp = self._scratch(g, p.device, 2)     # slots 0/1 may hold the gradient
+            lerp_(m, g, 1 - b1, tmp, xp)
             u *= b2
-            xp.maximum(u, xp.abs(g) + eps, out=u)
+            tmp = xp.abs(g, out=tmp)
+            tmp += eps
+            xp.maximum(u, tmp, out=u)
             clr = lr / (1 - b1 ** st["step"])
-            p._data -= clr * (m / u)
+            tmp = xp.divide(m, u, out=tmp)
+            tmp *= clr
+            p._data -= tmp
             p._vc[0] += 1

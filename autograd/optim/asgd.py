@@ -48,10 +48,13 @@ class ASGD(Optimizer):
             st["step"] += 1
             t, eta = st["step"], st["eta"]
             d = p._data
+            tmp = self._scratch(g, p.device, 2)     # slots 0/1 may hold the gradient
             d *= 1 - lambd * eta
-            d -= eta * g
+            d -= xp.multiply(g, eta, out=tmp)
             if st["mu"] != 1:
-                st["ax"] += (d - st["ax"]) * st["mu"]
+                tmp = xp.subtract(d, st["ax"], out=tmp)
+                tmp *= st["mu"]
+                st["ax"] += tmp
             else:
                 st["ax"][...] = d
             st["eta"] = float(scalar(lr / ((1 + lambd * lr * t) ** alpha)))

@@ -65,11 +65,19 @@ class NAdam(Optimizer):
             # (float32 unless the default is float64) and multiplies in it.
             st["mu_product"] = mu_product = float(scalar(st["mu_product"]) * scalar(mu))
             m, v = st["exp_avg"], st["exp_avg_sq"]
-            lerp_(m, g, 1 - b1)
+            # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
+            tmp, denom = self._scratch(g, p.device, 2), self._scratch(g, p.device, 3)
+            lerp_(m, g, 1 - b1, tmp, xp)
             v *= b2
-            v += (1 - b2) * (g * g)
-            denom = xp.sqrt(v / bias_correction2)
+            tmp = xp.multiply(g, g, out=tmp)
+            tmp *= 1 - b2
+            v += tmp
+            denom = xp.sqrt(xp.divide(v, bias_correction2, out=denom), out=denom)
             denom += eps
-            p._data += (-lr * (1.0 - mu) / (1.0 - mu_product)) * (g / denom)
-            p._data += ((-lr * mu_next) / (1.0 - mu_product * mu_next)) * (m / denom)
+            tmp = xp.divide(g, denom, out=tmp)
+            tmp *= -lr * (1.0 - mu) / (1.0 - mu_product)
+            p._data += tmp
+            tmp = xp.divide(m, denom, out=tmp)
+            tmp *= (-lr * mu_next) / (1.0 - mu_product * mu_next)
+            p._data += tmp
             p._vc[0] += 1

@@ -210,14 +210,18 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
-def lerp_(start, end, weight: float):
+def lerp_(start, end, weight: float, tmp, xp):
     """``start += weight * (end - start)`` in place, by PyTorch's ``lerp_`` formula (from the
     nearer end: ``end - (end - start) * (1 - weight)`` when ``weight >= 0.5``), so moving
-    averages written with ``lerp_`` round as PyTorch's. Returns ``start``."""
+    averages written with ``lerp_`` round as PyTorch's; ``tmp`` (scratch shaped like
+    ``start``) holds the difference. Returns ``start``."""
+    diff = xp.subtract(end, start, out=tmp)
     if weight < 0.5:
-        start += weight * (end - start)
+        diff *= weight
+        start += diff
     else:
-        start[...] = end - (end - start) * (1 - weight)
+        diff *= 1 - weight
+        xp.subtract(end, diff, out=start)
     return start
 
 

@@ -51,18 +51,26 @@ class RAdam(Optimizer):
             st["step"] += 1
             t = st["step"]
             m, v = st["exp_avg"], st["exp_avg_sq"]
-            lerp_(m, g, 1 - b1)
+            # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
+            tmp, step = self._scratch(g, p.device, 2), self._scratch(g, p.device, 3)
+            lerp_(m, g, 1 - b1, tmp, xp)
             v *= b2
-            v += (1 - b2) * (g * g)
+            tmp = xp.multiply(g, g, out=tmp)
+            tmp *= 1 - b2
+            v += tmp
             bias_correction1 = 1 - b1 ** t
             bias_correction2 = 1 - b2 ** t
-            corrected = m / bias_correction1
+            # PyTorch's order: ((m / bc1) * lr) * adaptive_lr * rect.
+            step = xp.divide(m, bias_correction1, out=step)
+            step *= lr
             rho_t = rho_inf - 2 * t * (b2 ** t) / bias_correction2
             if rho_t > 5.0:
                 rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
                         / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-                adaptive_lr = (bias_correction2 ** 0.5) / (xp.sqrt(v) + eps)
-                p._data -= corrected * lr * adaptive_lr * rect
-            else:
-                p._data -= corrected * lr
+                adaptive_lr = xp.sqrt(v, out=tmp)
+                adaptive_lr += eps
+                adaptive_lr = xp.divide(bias_correction2 ** 0.5, adaptive_lr, out=tmp)
+                step *= adaptive_lr
+                step *= rect
+            p._data -= step
             p._vc[0] += 1

@@ -40,6 +40,8 @@ class Rprop(Optimizer):
                 st = self.state[p] = {"step": 0, "prev": xp.zeros_like(p._data),
                                       "step_size": xp.full_like(p._data, group["lr"])}
             st["step"] += 1
+            # The sign masks and factors are temporaries, as in PyTorch's Rprop (the other
+            # optimizers write theirs into scratch buffers).
             sign = xp.sign(g * st["prev"])
             factor = xp.where(sign > 0, etaplus, xp.where(sign < 0, etaminus, 1.0))
             step_size = st["step_size"]
