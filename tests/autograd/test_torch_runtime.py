@@ -97,3 +97,16 @@ def test_tensor_type_names_and_converts_as_pytorch():
     assert t.type(torch.float16).dtype == torch.float16
     with pytest.raises(ValueError, match="invalid type: 'torch.Nope'"):
         t.type("torch.Nope")
+
+
+def test_cuda_legacy_types_are_the_gpu_ones():
+    assert torch.cuda.FloatTensor.dtype == torch.float32
+    assert not isinstance(torch.zeros(2), torch.cuda.FloatTensor)
+    if torch.cuda.is_available():
+        t = torch.cuda.LongTensor([1, 2])
+        assert t.device.type == "cuda" and isinstance(t, torch.cuda.LongTensor)
+        assert not isinstance(t, torch.LongTensor) and t.type() == "torch.cuda.LongTensor"
+        assert torch.zeros(2).type(torch.cuda.FloatTensor).device.type == "cuda"
+    else:
+        with pytest.raises(torch.DeviceError, match="needs a usable CUDA GPU"):
+            torch.cuda.FloatTensor([1.0])
