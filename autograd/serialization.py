@@ -12,7 +12,8 @@ Any other object — a whole module (``torch.save(model)``), an optimizer, a con
 pickled, as PyTorch pickles it, into one byte entry of the file; its tensors stay safetensors
 entries (a module's named by its state-dict keys), referenced from the pickle by number.
 Loading such a file runs code from it, so, as in PyTorch, ``load`` refuses it unless
-``weights_only=False`` is passed; files of tensors and plain values never unpickle anything.
+``weights_only=False`` is passed or every class it names was allowed with
+``add_safe_globals``; files of tensors and plain values never unpickle anything.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from . import backend
 from .nn.parameter import Parameter
 from .tensor import Tensor
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "add_safe_globals", "get_safe_globals", "clear_safe_globals",
+           "safe_globals"]
 
 _STRUCTURE_KEY = "gradtrace.structure"
 _FORMAT_VERSION = "1"
@@ -199,10 +201,11 @@ def load(f, map_location=None, weights_only: bool = True):
         f: a path or a binary file object open for reading.
         map_location: a device (``"cpu"``, ``"cuda:0"``...) to put every tensor on; by
             default each goes back to the device it was saved from.
-        weights_only: True (PyTorch's default): load tensors and plain values only, and
-            refuse a file holding pickled objects (a whole module...), naming the first
-            class it would import. False: unpickle those too — this runs code from the
-            file, so do it only with files from a trusted source.
+        weights_only: True (PyTorch's default): load tensors and plain values, and pickled
+            objects (a whole module...) only where every class or function they import was
+            allowed with :func:`add_safe_globals`; otherwise refuse the file, naming the
+            first one. False: unpickle anything — this runs code from the file, so do it
+            only with files from a trusted source.
 
     Returns:
         The saved object: tensors come back as Tensors (Parameters where they were), arrays
@@ -230,8 +233,8 @@ def load(f, map_location=None, weights_only: bool = True):
                                for k, a in arrays.items())
         structure = json.loads(text)
         if weights_only:
-            _refuse_pickles(structure, arrays)
-        return _decode(structure, arrays, map_location)
+            _check_pickles(structure, arrays)
+        return _decode(structure, arrays, map_location, restricted=weights_only)
     except _BadFile as exc:
         raise ValueError(f"load: {name} is not a valid gradtrace/safetensors file: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -306,7 +309,9 @@ def _tensor(arr, saved_device, map_location, requires_grad, parameter):
     return t.requires_grad_(True) if requires_grad else t
 
 
-def _decode(node, arrays: dict, map_location, made=None):
+def _decode(node, arrays: dict, map_location, made=None, restricted=True):
+    """The object a structure node stands for; ``restricted``: pickled objects may import
+    only the allowed globals (a weights-only load)."""
     made = {} if made is None else made     # name -> object, so shared tensors stay shared
     if not isinstance(node, dict):
         if isinstance(node, list):
@@ -324,7 +329,7 @@ def _decode(node, arrays: dict, map_location, made=None):
                 made[key] = arrays[key].astype(arrays[key].dtype.newbyteorder("="), copy=False)
         return made[key]
     if set(node) == {"__pickle__", "tensors"}:
-        return _unpickle(node, arrays, map_location, made)
+        return _unpickle(node, arrays, map_location, made, restricted)
     if len(node) != 1:
         raise _BadFile(f"an unknown structure node with keys {sorted(node)}")
     (kind, value), = node.items()
@@ -333,22 +338,79 @@ def _decode(node, arrays: dict, map_location, made=None):
     if kind == "__device__":
         return backend.device(value)
     if kind in ("__dict__", "__OrderedDict__"):
-        pairs = [(_decode(k, arrays, map_location, made), _decode(v, arrays, map_location, made))
-                 for k, v in value]
+        pairs = [(_decode(k, arrays, map_location, made, restricted),
+                  _decode(v, arrays, map_location, made, restricted)) for k, v in value]
         return OrderedDict(pairs) if kind == "__OrderedDict__" else dict(pairs)
     if kind == "__list__":
-        return [_decode(v, arrays, map_location, made) for v in value]
+        return [_decode(v, arrays, map_location, made, restricted) for v in value]
     if kind == "__tuple__":
-        return tuple(_decode(v, arrays, map_location, made) for v in value)
+        return tuple(_decode(v, arrays, map_location, made, restricted) for v in value)
     raise _BadFile(f"an unknown structure node {kind!r}")
 
 
 # --------------------------------------------------------------------------- pickled objects
-# Imports a pickle of a module makes and a weights-only load may be told about without
-# naming them as the reason (they are the containers around the classes that matter).
-_PLAIN_GLOBALS = {"collections OrderedDict", "copyreg _reconstructor", "builtins object",
-                  "builtins set", "builtins frozenset", "builtins slice", "builtins getattr",
-                  "__builtin__ set", "__builtin__ object", "copy_reg _reconstructor"}
+# A weights-only load unpickles only what imports nothing beyond these containers (the parts
+# of a module's pickle that are not its classes) and the globals a program allowed with
+# add_safe_globals, as PyTorch's weights-only unpickler.
+_PLAIN_GLOBALS = {("collections", "OrderedDict"), ("builtins", "set"), ("__builtin__", "set"),
+                  ("builtins", "frozenset"), ("__builtin__", "frozenset")}
+_SAFE_GLOBALS: dict = {}      # (module, qualified name) -> the allowed object
+
+
+def add_safe_globals(safe_globals) -> None:
+    """``torch.serialization.add_safe_globals``: allow a weights-only ``load`` to import these
+    classes or functions (a program's own module classes, for ``load`` of a whole model).
+
+    Args:
+        safe_globals: the classes/functions to allow.
+    """
+    for obj in safe_globals:
+        _SAFE_GLOBALS[(obj.__module__, obj.__qualname__)] = obj
+
+
+def get_safe_globals() -> list:
+    """The globals :func:`add_safe_globals` allowed."""
+    return list(_SAFE_GLOBALS.values())
+
+
+def clear_safe_globals() -> None:
+    """Forget every global :func:`add_safe_globals` allowed."""
+    _SAFE_GLOBALS.clear()
+
+
+class safe_globals:
+    """``with torch.serialization.safe_globals([Net]):`` allows them inside the block only."""
+
+    def __init__(self, safe_globals):
+        self._objs = list(safe_globals)
+
+    def __enter__(self):
+        self._saved = dict(_SAFE_GLOBALS)
+        add_safe_globals(self._objs)
+        return self
+
+    def __exit__(self, *exc):
+        _SAFE_GLOBALS.clear()
+        _SAFE_GLOBALS.update(self._saved)
+        return False
+
+
+def _allowed(module: str, name: str) -> bool:
+    return (module, name) in _PLAIN_GLOBALS or (module, name) in _SAFE_GLOBALS
+
+
+def _weights_only_error(what: str) -> pickle.UnpicklingError:
+    return pickle.UnpicklingError(
+        "Weights only load failed. This file can still be loaded, to do so you have two "
+        "options, do those steps only if you trust the source of the checkpoint.\n\t(1) "
+        "Re-running `load` with `weights_only` set to `False` will likely succeed, but it "
+        "can result in arbitrary code execution. Do it only if you got the file from a "
+        "trusted source.\n\t(2) Alternatively, to load with `weights_only=True` please check "
+        "the recommended steps in the following error message.\n\tWeightsUnpickler error: "
+        f"Unsupported global: GLOBAL {what} was not an allowed global by default. Please use "
+        f"`torch.serialization.add_safe_globals([{what.rsplit('.', 1)[-1]}])` or the "
+        f"`torch.serialization.safe_globals([{what.rsplit('.', 1)[-1]}])` context manager to "
+        "allowlist this global if you trust this class/function.")
 
 
 def _pickle_nodes(node):
@@ -364,30 +426,29 @@ def _pickle_nodes(node):
             stack.extend(n)
 
 
-def _refuse_pickles(structure, arrays) -> None:
-    """PyTorch's refusal of a weights-only load of pickled objects, naming the first class
-    the pickle would import (read from its opcodes, nothing run)."""
+def _check_pickles(structure, arrays) -> None:
+    """Before a weights-only load runs any pickle: every global each one imports, read from
+    its opcodes (nothing run), must be allowed; else PyTorch's error naming the first one.
+    save writes protocol 2, whose globals are all plain GLOBAL opcodes; a pickle that names
+    them otherwise (STACK_GLOBAL, INST, OBJ) is refused too."""
     for node in _pickle_nodes(structure):
         blob = arrays.get(node["__pickle__"])
-        names = []
-        if blob is not None:
-            try:
-                names = [arg.replace(" ", ".") for op, arg, _ in pickletools.genops(blob.tobytes())
-                         if op.name == "GLOBAL" and arg not in _PLAIN_GLOBALS]
-            except ValueError:
-                names = []
-        what = names[0] if names else "an object"
-        raise pickle.UnpicklingError(
-            "Weights only load failed. This file can still be loaded, to do so you have two "
-            "options, do those steps only if you trust the source of the checkpoint.\n\t(1) "
-            "Re-running `load` with `weights_only` set to `False` will likely succeed, but it "
-            "can result in arbitrary code execution. Do it only if you got the file from a "
-            "trusted source.\n\t(2) Alternatively, save only tensors and plain values (a "
-            "`state_dict()`), which load with `weights_only=True`.\n\tWeightsUnpickler "
-            f"error: Unsupported global: GLOBAL {what} was not an allowed global by default.")
+        if blob is None:
+            continue                 # _decode reports the missing entry
+        try:
+            ops = [(op.name, arg) for op, arg, _ in pickletools.genops(blob.tobytes())]
+        except ValueError as exc:
+            raise _BadFile(f"a pickled object is corrupt ({exc})") from None
+        for op, arg in ops:
+            if op in ("STACK_GLOBAL", "INST", "OBJ"):
+                raise _weights_only_error(f"<{op} opcode>")
+            if op == "GLOBAL":
+                module, name = arg.split(" ", 1)
+                if not _allowed(module, name):
+                    raise _weights_only_error(f"{module}.{name}")
 
 
-def _unpickle(node, arrays: dict, map_location, made):
+def _unpickle(node, arrays: dict, map_location, made, restricted: bool):
     key = node["__pickle__"]
     if key not in arrays:
         raise _BadFile(f"the structure names a pickle {key!r} the header does not have")
@@ -396,11 +457,16 @@ def _unpickle(node, arrays: dict, map_location, made):
         raise _BadFile("a pickled object's tensors are not a list")
 
     class _Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            if restricted and not _allowed(module, name):    # checked before; kept as a guard
+                raise _weights_only_error(f"{module}.{name}")
+            return super().find_class(module, name)
+
         def persistent_load(self, pid):
             if isinstance(pid, str) and pid.startswith("device:"):
                 return backend.device(map_location if map_location is not None else pid[7:])
             if not isinstance(pid, int) or not 0 <= pid < len(refs):
                 raise _BadFile(f"a pickle refers to tensor {pid!r}, which the file lacks")
-            return _decode(refs[pid], arrays, map_location, made)
+            return _decode(refs[pid], arrays, map_location, made, restricted)
 
     return _Unpickler(io.BytesIO(arrays[key].tobytes())).load()

@@ -260,3 +260,33 @@ def test_checkpoint_of_model_optimizer_and_values_resumes(tmp_path):
     step(net2, opt2)
     for a, b in zip(net.parameters(), net2.parameters()):
         np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+def test_weights_only_load_of_a_module_whose_globals_are_allowed(tmp_path):
+    import pickle
+
+    from gradtrace.autograd import serialization
+
+    ag.manual_seed(2)
+    net = Net().eval()
+    path = tmp_path / "model.pt"
+    ag.save(net, path)
+    allowed = [Net, ag.nn.Conv2d, ag.nn.BatchNorm2d, ag.nn.Linear, ag.nn.functional.relu]
+    # Each global must be allowed: the error names the first one that is not.
+    with serialization.safe_globals([g for g in allowed if g is not ag.nn.BatchNorm2d]):
+        with pytest.raises(pickle.UnpicklingError, match=r"GLOBAL \S*\.BatchNorm2d was not an "
+                                                         r"allowed global by default. Please "
+                                                         r"use `torch.serialization.add_safe_"
+                                                         r"globals\(\[BatchNorm2d\]\)`"):
+            ag.load(path)
+    with serialization.safe_globals(allowed):
+        back = ag.load(path)
+    assert serialization.get_safe_globals() == []       # the context restored the list
+    x = ag.randn(1, 1, 5, 5)
+    assert type(back) is Net
+    np.testing.assert_array_equal(back(x).detach().numpy(), net(x).detach().numpy())
+    serialization.add_safe_globals(allowed)
+    try:
+        assert type(ag.load(path)) is Net
+    finally:
+        serialization.clear_safe_globals()
