@@ -163,3 +163,17 @@ def test_transformer_checks_pytorchs_errors():
         m(ag.randn(3, 2, 5), ag.randn(3, 2, 5))
     with pytest.raises(RuntimeError, match="activation should be relu/gelu, not tanh"):
         nn.TransformerEncoderLayer(4, 2, activation="tanh")
+
+
+def test_load_state_dict_assign_puts_the_given_tensors_in_place():
+    # torch: assign=True makes each parameter a Parameter over the given tensor (keeping
+    # requires_grad) and each buffer the given tensor itself.
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    sd = {k: ag.ones(*v.shape, dtype=v.dtype) for k, v in model.state_dict().items()}
+    model.load_state_dict(sd, assign=True)
+    assert isinstance(model[0].weight, nn.Parameter) and model[0].weight.requires_grad
+    assert model[0].weight.data_ptr() == sd["0.weight"].data_ptr()
+    assert model[1].running_mean is sd["1.running_mean"]
+    assert [p is q for p, q in zip(model.parameters(), model.parameters())] == [True] * 4
+    with pytest.raises(RuntimeError, match="size mismatch for 0.bias"):
+        model.load_state_dict({**sd, "0.bias": ag.ones(3)}, assign=True)
