@@ -174,6 +174,5 @@ def test_load_state_dict_assign_puts_the_given_tensors_in_place():
     assert isinstance(model[0].weight, nn.Parameter) and model[0].weight.requires_grad
     assert model[0].weight.data_ptr() == sd["0.weight"].data_ptr()
     assert model[1].running_mean is sd["1.running_mean"]
-    assert [p is q for p, q in zip(model.parameters(), model.parameters())] == [True] * 4
     with pytest.raises(RuntimeError, match="size mismatch for 0.bias"):
         model.load_state_dict({**sd, "0.bias": ag.ones(3)}, assign=True)
