@@ -110,3 +110,20 @@ def test_cuda_legacy_types_are_the_gpu_ones():
     else:
         with pytest.raises(torch.DeviceError, match="needs a usable CUDA GPU"):
             torch.cuda.FloatTensor([1.0])
+
+
+def test_sdpa_kernel_switches_the_backends_inside_its_block():
+    from gradtrace.autograd.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):                 # torch: flash off, math on inside
+        assert torch.backends.cuda.math_sdp_enabled()
+        assert not torch.backends.cuda.flash_sdp_enabled()
+        q = torch.randn(1, 2, 3, 4)
+        out = torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+        assert out.shape == (1, 2, 3, 4)
+    assert torch.backends.cuda.flash_sdp_enabled()
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+        assert not torch.backends.cuda.math_sdp_enabled()
+    with pytest.raises(AssertionError, match="Backend must be an instance of SDPBackend"):
+        with sdpa_kernel(["math"]):
+            pass
