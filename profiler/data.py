@@ -204,6 +204,13 @@ class ProfileData:
         """Per forward op (and call site): forward cost, cost of the backward nodes it caused, sum."""
         return aggregate.forward_backward_summary(self)
 
+    def gpu_summary(self) -> dict:
+        """Every GPU figure per device, over all steps and per step, with recommendations
+        (see :func:`profiler.gpu.gpu_summary` and ``docs/gpu-analysis.md``)."""
+        from .gpu import gpu_summary  # noqa: PLC0415 - gpu imports this module's types
+
+        return gpu_summary(self)
+
     def total_average(self) -> aggregate.FunctionEventAvg:
         """Sums over every event (key "Total")."""
         return aggregate.total_average(self)
