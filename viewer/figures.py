@@ -305,7 +305,9 @@ def gpu_utilization_figure(start_ms: np.ndarray, end_ms: np.ndarray, pct: np.nda
                                hovertemplate="%{x:.3f} ms<br>%{y:.1f}% busy<extra>" + esc(device) + "</extra>"))
     fig.update_xaxes(title_text=f"time since profile start (ms), buckets of {format_time(bucket_us)}")
     fig.update_yaxes(title_text="GPU utilization (%)", range=[0, 105])
-    return _base_layout(fig, 260, title=dict(text=f"GPU utilization over time · {esc(device)}", font_size=14))
+    _base_layout(fig, 260)
+    fig.update_layout(margin_t=16)      # the page's section names the figure
+    return fig
 
 
 def idle_breakdown_figure(idle: dict[str, float], device: str) -> go.Figure:
@@ -318,6 +320,9 @@ def idle_breakdown_figure(idle: dict[str, float], device: str) -> go.Figure:
         y=labels, x=ms, orientation="h", marker_color=[IDLE_COLOURS.get(k, "#64748b") for k in keys],
         text=[f"{100 * m / total:.0f}%" if total else "" for m in ms], textposition="outside", cliponaxis=False,
         hovertemplate=[f"{lab}: {m:.3f} ms<extra>{esc(device)}</extra>" for lab, m in zip(labels, ms)]))
-    fig.update_xaxes(title_text="idle time, summed over streams (ms)", rangemode="tozero")
+    # Room right of the longest bar for its share.
+    fig.update_xaxes(title_text="idle time, summed over streams (ms)", range=[0, 1.2 * max(ms + [1e-3])])
     fig.update_yaxes(autorange="reversed", automargin=True)
-    return _base_layout(fig, 200, title=dict(text=f"Idle time by cause · {esc(device)}", font_size=14))
+    _base_layout(fig, 190)
+    fig.update_layout(margin_t=16)      # the page's section names the figure
+    return fig

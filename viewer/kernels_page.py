@@ -29,7 +29,7 @@ NULLABLE_PCT_FMT = {"function": "params.value == null ? '—' : gtPct(params.val
 # The name column is as wide as its longest readable name (about 7 px a character in the
 # grid's font), within these bounds, and takes any width left (flex): no name is cut while
 # there is empty space beside it.
-_NAME_PX = (260, 720)
+_NAME_PX = (260, 600)
 
 
 def _cached(view: ProfileView, key: str, build):
@@ -99,7 +99,7 @@ def _memcpy_section(view: ProfileView):
             for k, r in enumerate(_cached(view, "_memcpy_rows", lambda: memcpy_table(view.data)))]
     if not rows:
         return html.Div("No memcpy or memset in this profile.", className="gt-note", id="kn-memcpy")
-    cols = [{"field": "kind", "headerName": "Kind", "pinned": "left", "minWidth": 120, "flex": 1},
+    cols = [{"field": "kind", "headerName": "Kind", "minWidth": 120, "flex": 1},
             {"field": "host_memory", "headerName": "Host memory", "width": 130},
             {"field": "device", "headerName": "Device", "width": 100},
             num_col("count", "Calls", INT_FMT, 90),

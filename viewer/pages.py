@@ -222,7 +222,7 @@ def recommendation_box(rec: dict) -> html.Div:
     the advice."""
     where = f" · {rec['device']}" if rec.get("device") else ""
     return html.Div(className="gt-callout gt-recommendation", children=[
-        html.B(rec["rule"].replace("_", " ") + where),
+        html.B(rec["rule"].replace("_", " ").capitalize().replace("gpu", "GPU") + where),
         html.Div(f"{rec['figure']}: {rec['value']:.1f} (threshold {rec['threshold']:g})", className="gt-note"),
         html.Div(rec["advice"]),
     ])
@@ -264,7 +264,8 @@ def gpu_overview(view: ProfileView) -> list:
                               figure=figures.idle_breakdown_figure(dev["idle_breakdown"], name)),
                     text_table(["device time", "time", "share"], temporal_rows),
                     note="Gaps between a stream's kernels: host wait (launched after the previous one "
-                         "ended), kernel wait (shorter than 30 us: launch overhead), other (HTA).")]),
+                         "ended), kernel wait (shorter than 30 us: launch overhead), other (HTA); summed "
+                         "over streams, so more than the device's idle time when streams idle together.")]),
             ]),
             section("GPU utilization over time",
                     dcc.Graph(id=f"ov-gpu-util{suffix}", config=GRAPH_CONFIG, figure=figures.gpu_utilization_figure(
