@@ -35,7 +35,7 @@ from .records import GpuKind, Scope
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
-__all__ = ["DeviceWork", "device_work", "windows", "gpu_summary", "utilization_series", "launch_stats",
+__all__ = ["DeviceWork", "device_work", "all_devices", "windows", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
            "queue_length", "step_breakdown", "STEP_CATEGORIES", "KERNEL_WAIT_US", "SHORT_KERNEL_RUNTIME_US",
            "RUNTIME_CALL", "LAUNCH_CALLS"]
 
@@ -183,6 +183,18 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
     return dict(sorted(out.items()))
 
 
+def all_devices(data: "ProfileData") -> DeviceWork | None:
+    """The work of every device of a profile as one :class:`DeviceWork` (device "all"), in
+    device start order; None without device work. For figures of a rank, whose one process
+    may drive several devices."""
+    works = list(device_work(data).values())
+    if not works:
+        return None
+    joined = {f: np.concatenate([getattr(w, f) for w in works]) for f in _ARRAYS}
+    order = np.argsort(joined["start"], kind="stable")
+    return DeviceWork("all", *(joined[f][order] for f in _ARRAYS), all(w.has_launch_args for w in works))
+
+
 def _op_level_kernels(cols: dict) -> np.ndarray:
     """Rows of device intervals containing no other device interval of their (device, stream)."""
     dev = np.flatnonzero((cols["device_start_ns"] >= 0) & (cols["device_end_ns"] >= cols["device_start_ns"]))
@@ -317,8 +329,10 @@ def _none(x) -> float | None:
 
 # ---------------------------------------------------------------- figures of one device
 
-def _device_figures(data: "ProfileData", work: DeviceWork, lo: np.ndarray, hi: np.ndarray) -> list[dict]:
-    """The summary figures of one device over each window [lo[w], hi[w]]."""
+def device_figures(data: "ProfileData", work: DeviceWork, lo: np.ndarray, hi: np.ndarray) -> list[dict]:
+    """The summary figures of one device over each window [lo[w], hi[w]] (ns): what
+    :func:`gpu_summary` shows per step and over all steps, for any windows and any selection of
+    the device's work (``work.take(mask)``)."""
     length = (hi - lo).astype(np.float64)
     k = work.is_kernel
     ks, ke = work.start[k], work.end[k]
@@ -338,6 +352,7 @@ def _device_figures(data: "ProfileData", work: DeviceWork, lo: np.ndarray, hi: n
     tensor_cores = _tensor_core_share(data, work, lo, hi)
     idle = _idle_breakdown(work, lo, hi)
     self_cuda = _self_cuda(data, work, lo, hi)
+    types = kernel_type_breakdown(work, lo, hi)
     out = []
     for w in range(len(lo)):
         whole = length[w]
@@ -353,6 +368,7 @@ def _device_figures(data: "ProfileData", work: DeviceWork, lo: np.ndarray, hi: n
             "communication_us": _us(comm[w]) if comm_m.any() else None,
             "exposed_communication_us": _us(comm[w] - overlap[w]) if comm_m.any() else None,
             "self_cuda_total_us": _us(self_cuda[w]),
+            "kernel_type_us": {label: _us(v[w]) for label, v in types.items()},
         })
     return out
 
@@ -605,7 +621,7 @@ def gpu_summary(data: "ProfileData", with_recommendations: bool = True) -> dict:
     hi = np.array([e for _, _, e in steps] + [steps[-1][2]], dtype=np.int64)
     host = _host_categories(data)
     for name, work in device_work(data).items():
-        figures = _device_figures(data, work, lo, hi)
+        figures = device_figures(data, work, lo, hi)
         breakdown = step_breakdown(data, work, lo[:-1], hi[:-1], host)
         per_step = []
         for w, (step, s, e) in enumerate(steps):
@@ -623,4 +639,30 @@ def gpu_summary(data: "ProfileData", with_recommendations: bool = True) -> dict:
         from .advice import recommendations  # noqa: PLC0415 - advice reads this summary
 
         out["recommendations"] = recommendations(data, out)
+    return out
+
+
+def kernel_type_breakdown(work: DeviceWork, lo, hi) -> dict[str, np.ndarray]:
+    """HTA's kernel-type time (``get_gpu_kernel_breakdown``'s first table): per window, the time
+    each set of kernel types runs alone or together, labelled as HTA labels it
+    ("COMPUTATION", "COMPUTATION overlapping COMMUNICATION"...); each type's intervals merged
+    first, so one type on several streams counts once."""
+    types = (COMPUTATION, COMMUNICATION, MEMORY)
+    times, deltas = [], []
+    for bit, t in enumerate(types):
+        s, e = _merge(work.start[work.type == t], work.end[work.type == t])
+        times += [s, e]
+        deltas += [np.full(len(s), 1 << bit), np.full(len(e), -(1 << bit))]
+    t = np.concatenate(times)
+    d = np.concatenate(deltas)
+    out: dict[str, np.ndarray] = {}
+    if len(t) == 0:
+        return out
+    order = np.lexsort((d, t))          # at one instant, ends before starts: no zero-length overlap
+    t, mask = t[order], np.cumsum(d[order])
+    seg_s, seg_e, m = t[:-1], t[1:], mask[:-1]
+    for value in np.unique(m[m > 0]).tolist():
+        label = " overlapping ".join(name for bit, name in enumerate(types) if value & (1 << bit))
+        pick = (m == value) & (seg_e > seg_s)
+        out[label] = _Cover(seg_s[pick], seg_e[pick]).within(lo, hi)
     return out

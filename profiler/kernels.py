@@ -128,9 +128,10 @@ def short_kernel_names(names: list[str], width: int, plain: bool = False) -> lis
     """Readable names (:func:`readable_kernel_name`) cut to ``width`` characters, distinct names
     kept distinct.
 
-    Each name is cut by :func:`profiler.format.shorten` (an ellipsis in the middle). Where two
-    different names would read the same, the ellipsis of those names moves (more of the end
-    kept, then more of the start) until they differ, so that kernels of one template that differ
+    Each name is cut by :func:`profiler.format.shorten` (an ellipsis in the middle). Names that
+    would then read the same (``vectorized_elementwise_kernel<4, …Array<char*, 3> >`` of two
+    functors) show instead their start, the part around the first character where they differ,
+    and their end, with an ellipsis at each cut: so that kernels of one template that differ
     in one argument never share a row label.
 
     Args:
@@ -143,23 +144,53 @@ def short_kernel_names(names: list[str], width: int, plain: bool = False) -> lis
     readable = [readable_kernel_name(n) for n in names]
     out = [shorten(r, width, plain) for r in readable]
     mark = "..." if plain else "…"
-    room = width - len(mark)
-    if room <= 1:
-        return out
-    for _ in range(2):  # a moved ellipsis may collide with another label: one more pass
-        clash: dict[str, set[str]] = {}
-        for label, full in zip(out, readable):
-            clash.setdefault(label, set()).add(full)
-        for label, fulls in clash.items():
-            if len(fulls) < 2:
-                continue
-            group = sorted(fulls)
-            for head in sorted(range(1, room), key=lambda h: abs(h - room // 3)):
-                cut = {f: (f if len(f) <= width else f[:head] + mark + f[len(f) - (room - head):]) for f in group}
-                if len(set(cut.values())) == len(group):
-                    out = [cut.get(full, o) if o == label else o for o, full in zip(out, readable)]
-                    break
+    for _ in range(4):  # a group told apart at one place may still clash at a later one
+        by_label: dict[str, list[int]] = {}
+        for i, label in enumerate(out):
+            by_label.setdefault(label, []).append(i)
+        clashes = [ix for ix in by_label.values() if len({readable[i] for i in ix}) > 1]
+        if not clashes:
+            break
+        for ix in clashes:
+            fulls = [readable[i] for i in ix]
+            same = len(_common_prefix(fulls))
+            for i in ix:
+                out[i] = _around(readable[i], same, width, mark)
+            # Equal labels of different names differ after the common prefix found so far.
+            readable_group = {readable[i] for i in ix}
+            if len({out[i] for i in ix}) < len(readable_group):
+                for i in ix:
+                    out[i] = _around(readable[i], same, width, mark, tail=False)
     return out
+
+
+def _common_prefix(texts: list[str]) -> str:
+    lo, hi = min(texts), max(texts)
+    n = 0
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return lo[:n]
+
+
+def _around(text: str, at: int, width: int, mark: str, tail: bool = True) -> str:
+    """``text`` in ``width`` characters: its start, the part from just before ``at``, its end
+    (without its end when ``tail`` is False), an ellipsis at each cut."""
+    if len(text) <= width:
+        return text
+    budget = width - 2 * len(mark)
+    if budget < 6:
+        return shorten(text, width, mark == "...")
+    head = budget // 4
+    end = budget // 4 if tail else 0
+    mid = budget - head - end
+    start = max(head, min(at - mid // 4, len(text) - end - mid))
+    middle = text[start:start + mid]
+    left = text[:head] + (mark if start > head else "")
+    right = (mark if start + mid < len(text) - end else "") + (text[len(text) - end:] if end else "")
+    if not end and start + mid < len(text):
+        right = mark
+    label = left + middle + right
+    return label if len(label) <= width else label[:width]
 
 
 # ---------------------------------------------------------------- memcpy and collectives

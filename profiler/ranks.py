@@ -14,12 +14,15 @@ For one step of one rank (a ``ProfilerStep#N`` range; the whole profile when the
   name says so (:data:`COMMUNICATION`: nccl, all_reduce, reduce_scatter, all_gather,
   broadcast of a backend, all_to_all, ``record_param_comms``, ``{backend}:wait``);
 * **compute**: on the host, time inside forward ops and backward nodes outside communication
-  ranges; on the device (torch traces with GPU work), the other kernels, memcpys and memsets;
+  ranges; on the device (torch traces with GPU work), HTA's computation kernels (memcpys and
+  memsets are not compute, as in HTA's temporal breakdown: they are **memory**, the time
+  they run with neither computation nor communication beside them; 0 on the host);
 * **exposed communication**: on the host, the part of the step spent inside communication
   ranges; on the device, collective time with no compute kernel running beside it;
 * **hidden** = communication − exposed (overlapped with compute);
 * **idle**: the rest of the step (host: Python between ops, data loading, the optimizer's own
-  code; device: no kernel running).
+  code; device: nothing running: HTA's idle time). On the device, compute + exposed + memory +
+  idle = step; the figures are :func:`profiler.gpu.device_figures`' (docs/gpu-analysis.md).
 
 Steps are compared across ranks by their number; the slowest rank of each step is the one
 the others wait for (a straggler). Per-step durations need no common clock; step starts are
@@ -214,7 +217,7 @@ def rank_steps(data) -> list[dict]:
     Returns:
         One dict per step: ``step`` (its name), ``start_ns`` (on the profile's clock),
         ``step_ns``, ``compute_ns``, ``communication_ns``, ``exposed_ns``, ``hidden_ns``,
-        ``idle_ns``.
+        ``memory_ns``, ``idle_ns``.
     """
     if _device_mode(data):
         return _device_steps(data)
@@ -236,30 +239,33 @@ def rank_steps(data) -> list[dict]:
         step_ns = e - s
         rows.append({"step": name, "start_ns": s, "step_ns": step_ns, "compute_ns": compute,
                      "communication_ns": flight, "exposed_ns": exposed,
-                     "hidden_ns": max(flight - exposed, 0),
+                     "hidden_ns": max(flight - exposed, 0), "memory_ns": 0,
                      "idle_ns": max(step_ns - compute - exposed, 0)})
     return rows
 
 
 def _device_steps(data) -> list[dict]:
     """:func:`rank_steps` from the GPU work of a torch trace, clipped to each step's range
-    (kernels launched late in a step and run after its end count in the next)."""
-    cols = data.event_columns
-    d0, d1 = cols["device_start_ns"], cols["device_end_ns"]
-    on_device = np.flatnonzero((d0 >= 0) & (d1 > d0))
-    is_comm = _communication_names(data.strings)[cols["name_id"][on_device]]
-    comm = merge(zip(d0[on_device[is_comm]], d1[on_device[is_comm]]))
-    compute = merge(zip(d0[on_device[~is_comm]], d1[on_device[~is_comm]]))
-    busy = merge([tuple(x) for x in comm + compute])
-    both = intersect(comm, compute)
+    (kernels launched late in a step and run after its end count in the next), with HTA's
+    definitions (:mod:`profiler.gpu`): compute = computation kernels; communication = NCCL
+    kernels, exposed where no computation kernel runs beside them; memory = memcpy/memset time
+    under neither; idle = no activity at all. So compute + exposed + memory + idle = step."""
+    from .gpu import all_devices, device_figures  # noqa: PLC0415 - gpu imports this module
+
+    steps = _steps_of(data)
+    lo = np.array([s for _, s, _ in steps], dtype=np.int64)
+    hi = np.array([e for _, _, e in steps], dtype=np.int64)
+    figures = device_figures(data, all_devices(data), lo, hi)
     rows = []
-    for name, s, e in _steps_of(data):
-        window = [[s, e]]
-        flight, hidden = overlap_ns(comm, window), overlap_ns(both, window)
-        step_ns = e - s
-        rows.append({"step": name, "start_ns": s, "step_ns": step_ns, "compute_ns": overlap_ns(compute, window),
-                     "communication_ns": flight, "exposed_ns": flight - hidden, "hidden_ns": hidden,
-                     "idle_ns": max(step_ns - overlap_ns(busy, window), 0)})
+    for (name, s, e), f in zip(steps, figures):
+        t = f["temporal"]
+        comm = round(1000 * (f["communication_us"] or 0.0))
+        exposed = round(1000 * (f["exposed_communication_us"] or 0.0))
+        compute = round(1000 * t["compute_us"])
+        idle = round(1000 * t["idle_us"])
+        rows.append({"step": name, "start_ns": s, "step_ns": e - s, "compute_ns": compute,
+                     "communication_ns": comm, "exposed_ns": exposed, "hidden_ns": comm - exposed,
+                     "memory_ns": (e - s) - compute - exposed - idle, "idle_ns": idle})
     return rows
 
 
@@ -326,7 +332,7 @@ def summarize_run(profiles: dict) -> dict:
                       "spread_ns": times[slowest] - min(times.values()),
                       "start_spread_ns": max(aligned) - min(aligned)})
     ranks = []
-    keys = ("step_ns", "compute_ns", "communication_ns", "exposed_ns", "hidden_ns", "idle_ns")
+    keys = ("step_ns", "compute_ns", "communication_ns", "exposed_ns", "hidden_ns", "memory_ns", "idle_ns")
     for rank, rows in per_rank.items():
         mean = {k: (sum(r[k] for r in rows) / len(rows) if rows else 0.0) for k in keys}
         share = mean["hidden_ns"] / mean["communication_ns"] if mean["communication_ns"] else None
