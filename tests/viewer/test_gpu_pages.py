@@ -24,7 +24,13 @@ def gpu_trace(tmp_path_factory):
 
 
 def _sources(gpu_trace):
-    out = {"gpu": gpu_trace, "cpu": CPU_TRACE}
+    """Profiles by kind: a torch GPU trace, a CPU-only one, a gradtrace profile with device
+    times but no kernel table (no launch arguments), an empty one, the real trace if here."""
+    from gradtrace.profiler import synthetic
+
+    from .test_app import _cuda_profile
+
+    out = {"gpu": gpu_trace, "cpu": CPU_TRACE, "native_cuda": _cuda_profile(), "empty": synthetic.from_events([])}
     if SAMPLE.exists():
         out["sample"] = SAMPLE
     return out
@@ -71,7 +77,7 @@ def _ids(tree) -> set:
     return out
 
 
-@pytest.mark.parametrize("which", ["gpu", "cpu", "sample"])
+@pytest.mark.parametrize("which", ["gpu", "cpu", "native_cuda", "empty", "sample"])
 def test_every_page_answers_on_gpu_and_cpu_profiles(gpu_trace, which):
     sources = _sources(gpu_trace)
     if which not in sources:
@@ -84,7 +90,7 @@ def test_every_page_answers_on_gpu_and_cpu_profiles(gpu_trace, which):
     ids = _ids(body["response"]["page"]["children"])
     status, body = _page(app, "/")
     overview = _ids(body["response"]["page"]["children"])
-    if which == "cpu":
+    if which in ("cpu", "empty"):
         assert "kn-empty" in ids and "kn-grid" not in ids
         assert not {i for i in overview if str(i).startswith("ov-gpu")} and "ov-recommendations" not in overview
         assert "ov-phase" in overview                   # the Overview as it was
@@ -93,7 +99,7 @@ def test_every_page_answers_on_gpu_and_cpu_profiles(gpu_trace, which):
         assert {"ov-gpu", "ov-gpu-steps", "ov-gpu-idle", "ov-gpu-util", "ov-recommendations", "ov-phase"} <= overview
 
 
-@pytest.mark.parametrize("which", ["gpu", "cpu", "sample"])
+@pytest.mark.parametrize("which", ["gpu", "cpu", "native_cuda", "sample"])
 def test_kernels_callbacks_answer(gpu_trace, which):
     sources = _sources(gpu_trace)
     if which not in sources:
@@ -106,6 +112,8 @@ def test_kernels_callbacks_answer(gpu_trace, which):
         cols = [c["field"] for c in body["response"]["kn-grid"]["columnDefs"]]
         assert ("op" in cols) == ("op" in (group or [])) and ("grid" in cols) == ("launch" in (group or []))
         assert (len(rows) > 0) == (which != "cpu")
+        if which == "native_cuda":      # no launch arguments: nothing to say about Tensor Cores
+            assert {r["tensor_cores"] for r in rows} == {"—"} and {r["grid"] for r in rows} == {"—"}
     status, body = _callback(app, "kn-grid.dashGridOptions", [("kn-search", "value", "sgemm")],
                              [("kn-grid", "dashGridOptions", {"rowHeight": 30})])
     assert status == 200 and body["response"]["kn-grid"]["dashGridOptions"] == {"rowHeight": 30,
@@ -165,6 +173,15 @@ def test_overview_gpu_cards_show_a_dash_for_undefined_figures(gpu_trace):
     rule, figure, advice = pages.recommendation_box(recs[0]).children
     assert figure.children.startswith(recs[0]["figure"] + ": ") and advice.children == recs[0]["advice"]
     assert f"threshold {recs[0]['threshold']:g}" in figure.children
+
+
+def test_overview_of_a_profile_without_launch_arguments_shows_dashes():
+    from .test_app import _cuda_profile
+
+    view = ProfileView(_cuda_profile())
+    device = pages.gpu_summary(view)["devices"]["cuda:0"]
+    values = [c.children[1].children for c in pages.gpu_cards(device)]
+    assert values[0] != "—" and values[1:] == ["—", "—", "—"]
 
 
 def test_gpu_figures_are_the_summary(gpu_trace):
