@@ -27,8 +27,8 @@ GROUPINGS = {"op": " + launching op", "launch": " + grid/block"}
 NUM_FMT = {"function": "gtNum(params.value)"}                        # "—" for null
 NULLABLE_PCT_FMT = {"function": "params.value == null ? '—' : gtPct(params.value)"}
 # The name column is as wide as its longest readable name (about 7 px a character in the
-# grid's font), within these bounds, and takes any width left (flex): no name is cut while
-# there is empty space beside it.
+# grid's font), within these bounds, and takes any width left (flex; so it is not pinned:
+# AG Grid does not flex a pinned column): no name is cut while there is empty space beside it.
 _NAME_PX = (260, 600)
 
 
@@ -64,7 +64,7 @@ def kernel_rows(rows) -> list[dict]:
 def _name_column(rows: list[dict], header: str = "Name") -> dict:
     longest = max((len(r["name"]) for r in rows), default=0)
     width = min(max(_NAME_PX[0], 7 * longest + 40), _NAME_PX[1])
-    return {"field": "name", "headerName": header, "pinned": "left", "flex": 1, "minWidth": width,
+    return {"field": "name", "headerName": header, "flex": 1, "minWidth": width,
             "tooltipField": "full_name", "filter": "agTextColumnFilter",
             # The search box and the column's filter match the full name, not the shown one.
             "getQuickFilterText": {"function": "params.data.full_name"},

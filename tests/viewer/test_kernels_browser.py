@@ -29,6 +29,14 @@ def _cut_names(dash_duo) -> list:
         ".map(c => c.textContent);")
 
 
+def _empty_space(dash_duo) -> float:
+    """Pixels of the grid's body right of its last column."""
+    return dash_duo.driver.execute_script(
+        "const v = document.querySelector('#kn-grid .ag-center-cols-viewport');"
+        "const c = document.querySelector('#kn-grid .ag-center-cols-container');"
+        "return v.clientWidth - c.getBoundingClientRect().width;")
+
+
 def _name_column_width(dash_duo) -> float:
     return dash_duo.driver.execute_script(
         "return document.querySelector(\"#kn-grid .ag-header-cell[col-id='name']\").getBoundingClientRect().width;")
@@ -43,6 +51,7 @@ def test_kernels_page(dash_duo, trace, shot):
     width = _name_column_width(dash_duo)
     cut = _cut_names(dash_duo)
     assert not cut or width >= kernels_page._NAME_PX[1] - 2, (width, cut[:3])
+    assert not cut or _empty_space(dash_duo) <= 2
     shot("kernels")
     # The search matches the full name: "ncclDevComm" is only in NCCL kernels' parameter lists.
     search = dash_duo.find_element("#kn-search")
