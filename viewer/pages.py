@@ -15,7 +15,7 @@ from . import figures
 from .graph import EDGE_LEGEND, build_graph, steps_of
 from gradtrace.profiler import columns as C
 from gradtrace.profiler.format import format_time
-from gradtrace.profiler.gpu import utilization_series
+from gradtrace.profiler.gpu import KERNEL_WAIT_US, utilization_series
 
 from .model import GROUPINGS, PHASES, PhaseSplit, ProfileView
 
@@ -264,13 +264,16 @@ def gpu_overview(view: ProfileView) -> list:
                               figure=figures.idle_breakdown_figure(dev["idle_breakdown"], name)),
                     text_table(["device time", "time", "share"], temporal_rows),
                     note="Gaps between a stream's kernels: host wait (launched after the previous one "
-                         "ended), kernel wait (shorter than 30 us: launch overhead), other (HTA); summed "
-                         "over streams, so more than the device's idle time when streams idle together.")]),
+                         f"ended), kernel wait (shorter than {KERNEL_WAIT_US} us: launch overhead), other "
+                         "(HTA); summed over streams, so more than the device's idle time when streams "
+                         "idle together.")]),
             ]),
-            section("GPU utilization over time",
+            section("GPU utilization over time" + (f" · {name}" if several else ""),
                     dcc.Graph(id=f"ov-gpu-util{suffix}", config=GRAPH_CONFIG, figure=figures.gpu_utilization_figure(
                         (series["start_ns"] - origin) / 1e6, (series["end_ns"] - origin) / 1e6,
-                        series["utilization_pct"], series["bucket_us"], name))),
+                        series["utilization_pct"], series["bucket_us"], name)),
+                    note="The share of each time bucket with a kernel running, over the whole profile "
+                         "(TensorBoard's utilization over time; buckets of a power of ten microseconds)."),
         ]
     recs = summary.get("recommendations") or []
     out.append(section("Recommendations", *([recommendation_box(r) for r in recs] or [
