@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from types import SimpleNamespace
 
-from rich import box
 from rich.console import Group
-from rich.table import Table
+from rich.table import Table  # noqa: TC002 - the builders' return type
 from rich.text import Text
 
-from gradtrace.profiler.format import format_bytes, format_time, pick_time_unit
+from gradtrace.profiler.columns import COLUMNS, ColumnSpec
+from gradtrace.profiler.format import format_bytes, format_percent, format_time, pick_time_unit
+from gradtrace.profiler.gpu import device_work
+from gradtrace.profiler.kernels import (collective_table, kernel_table, memcpy_table, readable_kernel_name,
+                                        short_kernel_names)
+from gradtrace.profiler.ranks import is_run_dir, load_run
 
 from .errors import CLIError, load_profile
-from .render import PLAIN_BOX, WIDTH, spec_table
+from .render import WIDTH, _column_cells, _natural, _table, emit, fit_columns, make_console, spec_table
 
 __all__ = ["cmd_gpu", "summary_tables", "kernel_tables", "rank_gpu_table", "kernel_name_width"]
 
@@ -31,16 +36,11 @@ _LABELS = {
     "comm_comp_overlap_pct": "Communication overlapped with computation",
 }
 _CATEGORY_LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Comm",
-                    "runtime": "Runtime", "dataloader": "DataLoader", "cpu_exec": "CPU exec", "other": "Other"}
-
-
-def _table(title: str, plain: bool) -> Table:
-    return Table(title=title, box=PLAIN_BOX if plain else box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                 title_justify="left", header_style="" if plain else "bold", title_style="" if plain else "bold")
+                    "runtime": "Runtime", "dataloader": "Loader", "cpu_exec": "CPU exec", "other": "Other"}
 
 
 def _pct(v) -> str:
-    return "-" if v is None else f"{v:.2f}%"
+    return "-" if v is None else format_percent(v, 100.0)
 
 
 def _time_cells(values_us: list) -> tuple[str, list[str]]:
@@ -99,9 +99,8 @@ def _breakdown_table(d: dict, plain: bool) -> Table:
     rows = d["steps"] + [total]
     cats = list(_CATEGORY_LABELS)
     unit = pick_time_unit([r["step_us"] for r in rows])
-    t = _table(f"Step time by priority, each category taking what no higher one took (TensorBoard "
-               f"plugin; {unit})", plain)
-    t.add_column("Step")
+    t = _table(f"Step time by priority (TensorBoard plugin; {unit})", plain)
+    t.add_column("Step", no_wrap=True, min_width=max(len(r["step"]) for r in rows))
     for col in ["Time", *(_CATEGORY_LABELS[c] for c in cats)]:
         t.add_column(col, justify="right", no_wrap=True)
     for r in rows:
@@ -112,10 +111,9 @@ def _breakdown_table(d: dict, plain: bool) -> Table:
 
 def _step_figures_table(d: dict, plain: bool) -> Table:
     unit = pick_time_unit([s["temporal"]["idle_us"] for s in d["steps"]])
-    t = _table("Per step", plain)
-    t.add_column("Step")
-    for col in ("GPU util", "SM eff.", "Occupancy", "Tensor Cores", "Comm overlap", f"Idle ({unit})",
-                f"Host wait ({unit})"):
+    t = _table("Per step (TensorBoard plugin's figures, then HTA's)", plain)
+    t.add_column("Step", no_wrap=True, min_width=max(len(s["step"]) for s in d["steps"]))
+    for col in ("GPU util", "SM eff.", "Occup.", "TC", "Overlap", f"Idle ({unit})", f"Host wait ({unit})"):
         t.add_column(col, justify="right", no_wrap=True)
     for s in d["steps"]:
         t.add_row(s["step"], _pct(s["gpu_utilization_pct"]), _pct(s["sm_efficiency_pct"]),
@@ -143,7 +141,6 @@ def _launch_table(d: dict, plain: bool) -> Table:
 # ---------------------------------------------------------------- the kernel view
 
 def _kernel_specs(by_op: bool, by_launch: bool) -> list:
-    from gradtrace.profiler.columns import COLUMNS, ColumnSpec  # noqa: PLC0415
 
     specs = [COLUMNS["name"]]
     if by_op:
@@ -152,7 +149,7 @@ def _kernel_specs(by_op: bool, by_launch: bool) -> list:
         specs += [ColumnSpec("grid", "Grid", "text"), ColumnSpec("block", "Block", "text")]
     specs += [COLUMNS["count"], ColumnSpec("kernel_time_total", "Total", "time"),
               ColumnSpec("kernel_time_total_percent", "Total %", "percent"),
-              ColumnSpec("kernel_time_avg", "Mean", "time"), ColumnSpec("kernel_time_max", "Max", "time"),
+              ColumnSpec("kernel_time_avg", "Mean", "time"),
               ColumnSpec("occupancy", "Occ. %", "text"), ColumnSpec("tc", "TC", "text"),
               ColumnSpec("kind", "Kind", "text")]
     return specs
@@ -167,9 +164,6 @@ def _display_rows(rows) -> list:
 
 def kernel_name_width(rows, by_op: bool = False, by_launch: bool = False, width: int = WIDTH) -> int:
     """The width the kernel table gives its name column in ``width`` characters."""
-    from gradtrace.profiler.kernels import readable_kernel_name  # noqa: PLC0415
-
-    from .render import _column_cells, _natural, fit_columns  # noqa: PLC0415
 
     shown = [SimpleNamespace(**{**vars(r), "name": readable_kernel_name(r.name)}) for r in _display_rows(rows)]
     totals = {"kernel_time_total": sum(r.kernel_time_total for r in rows) or 1.0}
@@ -185,7 +179,6 @@ def kernel_tables(rows, memcpys: list, collectives: list, *, by_op: bool = False
                   limit: int = 20, plain: bool = False, width: int = WIDTH) -> Group:
     """The kernel table (readable names, distinct at the column's width), memcpys by kind and
     collectives."""
-    from gradtrace.profiler.kernels import short_kernel_names  # noqa: PLC0415
 
     shown = rows[:limit] if limit else rows
     name_w = kernel_name_width(shown, by_op, by_launch, width)
@@ -242,9 +235,7 @@ def _json(obj) -> None:
 
 
 def _kernel_json(data, by_op: bool, by_launch: bool, limit: int) -> dict:
-    from dataclasses import asdict  # noqa: PLC0415
 
-    from gradtrace.profiler.kernels import collective_table, kernel_table, memcpy_table  # noqa: PLC0415
 
     rows = kernel_table(data, by_op=by_op, by_launch=by_launch)
     return {"kernels": [asdict(r) for r in (rows[:limit] if limit else rows)], "memcpy": memcpy_table(data),
@@ -252,11 +243,6 @@ def _kernel_json(data, by_op: bool, by_launch: bool, limit: int) -> dict:
 
 
 def cmd_gpu(args) -> int:
-    from gradtrace.profiler.gpu import device_work  # noqa: PLC0415
-    from gradtrace.profiler.ranks import is_run_dir, load_run  # noqa: PLC0415
-
-    from .render import emit, make_console  # noqa: PLC0415
-
     if is_run_dir(args.file):
         try:
             profiles = load_run(args.file)
@@ -269,6 +255,9 @@ def cmd_gpu(args) -> int:
                 return 0
             raise CLIError("--kernels of a run folder: give one rank's file, or add --json for every rank")
         summaries = {r: d.gpu_summary() for r, d in profiles.items()}
+        if not any(s["devices"] for s in summaries.values()):
+            raise CLIError(f"{args.file}: no GPU work in any rank's profile (no kernels, memcpys or device "
+                           "intervals); record them on GPUs with the cuda activity")
         if args.json:
             _json({str(r): s for r, s in summaries.items()})
             return 0
@@ -285,7 +274,6 @@ def cmd_gpu(args) -> int:
         if args.json:
             _json(_kernel_json(data, args.by_op, args.by_launch, args.limit))
             return 0
-        from gradtrace.profiler.kernels import collective_table, kernel_table, memcpy_table  # noqa: PLC0415
 
         console, plain = make_console()
         emit(console, kernel_tables(kernel_table(data, by_op=args.by_op, by_launch=args.by_launch),

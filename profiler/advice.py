@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from .gpu import COMMUNICATION, device_work
-from .kernels import TENSOR_CORE_ELIGIBLE_OPS, memcpy_kind, uses_tensor_cores
-from .records import GpuKind
+from .gpu import covered_ns, device_work, is_nvidia
+from .kernel_names import COMMUNICATION, TENSOR_CORE_ELIGIBLE_OPS, memcpy_kind, uses_tensor_cores
+from .records import GpuKind, device_index
 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
@@ -106,7 +106,7 @@ def off_tensor_cores(data, summary) -> list:
     out = []
     cols = data.event_columns
     for dev, work in device_work(data).items():
-        if not work.has_launch_args:
+        if not work.has_launch_args or not is_nvidia(data, dev):
             continue
         k = work.is_kernel & (work.type != COMMUNICATION)
         total = float((work.end[k] - work.start[k]).sum())
@@ -170,8 +170,6 @@ def pageable_copies(data, summary) -> list:
 
 
 def synchronization(data, summary) -> list:
-    from .gpu import _Cover  # noqa: PLC0415
-
     cols = data.event_columns
     ids = [i for i, s in enumerate(data.strings) if SYNC_CALLS.match(s)]
     m = np.isin(cols["name_id"], ids)
@@ -179,7 +177,7 @@ def synchronization(data, summary) -> list:
         return []
     steps = summary["steps"]
     lo, hi = np.array([steps[0]["start_ns"]]), np.array([steps[-1]["end_ns"]])
-    held = float(_Cover.union(cols["start_ns"][m], cols["end_ns"][m]).within(lo, hi)[0]) / 1000.0
+    held = float(covered_ns(cols["start_ns"][m], cols["end_ns"][m], lo, hi)[0]) / 1000.0
     share = 100.0 * held / summary["steps_us"]
     if share <= SYNC_PCT:
         return []
@@ -196,8 +194,6 @@ def peak_memory(data, summary) -> list:
         name = data.strings[int(dev)]
         if not name.startswith("cuda"):
             continue
-        from .records import device_index  # noqa: PLC0415
-
         total = props.get(device_index(name), {}).get("totalGlobalMem")
         if not isinstance(total, (int, float)) or total <= 0:
             continue

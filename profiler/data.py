@@ -207,9 +207,12 @@ class ProfileData:
     def gpu_summary(self) -> dict:
         """Every GPU figure per device, over all steps and per step, with recommendations
         (see :func:`profiler.gpu.gpu_summary` and ``docs/gpu-analysis.md``)."""
-        from .gpu import gpu_summary  # noqa: PLC0415 - gpu imports this module's types
+        from .advice import recommendations  # noqa: PLC0415 - lazy: tables and files need no GPU analysis
+        from .gpu import gpu_summary  # noqa: PLC0415
 
-        return gpu_summary(self)
+        summary = gpu_summary(self)
+        summary["recommendations"] = recommendations(self, summary)
+        return summary
 
     def total_average(self) -> aggregate.FunctionEventAvg:
         """Sums over every event (key "Total")."""

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .kernels import COMMUNICATION, COMPUTATION, MEMORY, kernel_type, uses_tensor_cores
+from .kernel_names import COMMUNICATION, COMMUNICATION_OP, COMPUTATION, MEMORY, kernel_type, uses_tensor_cores
 from .nesting import nest_intervals
-from .records import GpuKind, Scope
+from .records import GpuKind, Scope, device_index
 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
-__all__ = ["DeviceWork", "device_work", "all_devices", "windows", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
+__all__ = ["DeviceWork", "device_work", "all_devices", "windows", "covered_ns", "is_nvidia", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
            "queue_length", "step_breakdown", "STEP_CATEGORIES", "KERNEL_WAIT_US", "SHORT_KERNEL_RUNTIME_US",
            "RUNTIME_CALL", "LAUNCH_CALLS"]
 
@@ -137,12 +137,22 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
         blocks = g["blocks_per_sm"].astype(np.float64)
         occupancy = g["occupancy_pct"].astype(np.float64)
         # A kernel sits at the start of its launch, as a child of the runtime call (or, with
-        # none in the trace, of the op that launched it).
+        # none in the trace, of the op that launched it). A zero-length call at that instant
+        # (cudaPeekAtLastError inside cudaMemsetAsync) can hold it instead: the launch is the
+        # outermost runtime call starting there.
         up = parent[rows]
         is_call = np.zeros(len(strings), dtype=bool)
-        for i in np.unique(cols["name_id"][up[up >= 0]]).tolist():
+        for i in np.unique(cols["name_id"]).tolist():
             is_call[i] = RUNTIME_CALL.match(strings[i]) is not None
         call = np.where((up >= 0) & is_call[cols["name_id"][np.maximum(up, 0)]], up, -1)
+        start = cols["start_ns"]
+        while True:
+            outer = parent[np.maximum(call, 0)]
+            climb = (call >= 0) & (outer >= 0) & is_call[cols["name_id"][np.maximum(outer, 0)]] \
+                & (start[np.maximum(outer, 0)] == start[np.maximum(call, 0)])
+            if not climb.any():
+                break
+            call = np.where(climb, outer, call)
         op_of = np.where(call >= 0, parent[np.maximum(call, 0)], up)
         is_op = (op_of >= 0) & np.isin(cols["scope"][np.maximum(op_of, 0)],
                                        (Scope.FUNCTION, Scope.BACKWARD_FUNCTION))
@@ -160,14 +170,14 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
         launch_end = np.full(len(rows), -1, dtype=np.int64)
         has_args = False
     name_id = cols["name_id"][rows]
-    types = np.array([kernel_type(strings[i], False) for i in range(len(strings))] or [COMPUTATION], dtype=object)
-    type_ = np.where(kind != GpuKind.KERNEL, MEMORY, types[name_id] if len(rows) else COMPUTATION)
-    if not has_args:
+    ids, which = np.unique(name_id, return_inverse=True)
+    if has_args:
+        types = np.array([kernel_type(strings[i]) for i in ids.tolist()], dtype="<U13")
+    else:
         # gradtrace's own ops are named by op, not kernel: communication is an op saying so.
-        from .ranks import COMMUNICATION as COMM_NAME  # noqa: PLC0415 - ranks imports data
-
-        comm = np.array([COMM_NAME.search(strings[i]) is not None for i in range(len(strings))] or [False])
-        type_ = np.where(comm[name_id], COMMUNICATION, COMPUTATION)
+        types = np.array([COMMUNICATION if COMMUNICATION_OP.search(strings[i]) else COMPUTATION
+                          for i in ids.tolist()], dtype="<U13")
+    type_ = np.where(kind != GpuKind.KERNEL, MEMORY, types[which.reshape(-1)] if len(rows) else COMPUTATION)
     device = cols["device_id"][rows]
     out = {}
     for dev in np.unique(device).tolist():
@@ -177,7 +187,7 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
         sel = np.flatnonzero(pick)[order]
         out[strings[dev]] = DeviceWork(
             strings[dev], rows[sel], start[order], cols["device_end_ns"][rows[sel]].astype(np.int64),
-            cols["stream"][rows[sel]].astype(np.int64), kind[sel], type_[sel].astype(str), name_id[sel],
+            cols["stream"][rows[sel]].astype(np.int64), kind[sel], type_[sel], name_id[sel],
             blocks[sel], occupancy[sel], launch_start[sel].astype(np.int64), launch_end[sel].astype(np.int64),
             call[sel].astype(np.int64), op[sel].astype(np.int64), has_args)
     return dict(sorted(out.items()))
@@ -248,6 +258,11 @@ def _merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     me = np.zeros(len(ms), dtype=np.int64)
     np.maximum.at(me, group, e)
     return ms.astype(np.int64), me
+
+
+def covered_ns(start, end, lo, hi) -> np.ndarray:
+    """Per window [lo[w], hi[w]], the length (ns) of the union of the intervals inside it."""
+    return _Cover.union(start, end).within(np.asarray(lo), np.asarray(hi))
 
 
 class _Cover:
@@ -383,15 +398,26 @@ def _touches(cover: _Cover, lo, hi) -> np.ndarray:
     return (first < len(cover.start)) & (cover.start[idx] < hi)
 
 
+def is_nvidia(data: "ProfileData", device: str) -> bool:
+    """Whether a device is NVIDIA's, from the trace's ``deviceProperties`` name (an AMD Instinct
+    or Radeon is not); True when the trace does not say."""
+    index = device_index(device)
+    for p in data.metadata.get("device_properties") or []:
+        if isinstance(p, dict) and p.get("id") == index and isinstance(p.get("name"), str):
+            return not re.search(r"AMD|Radeon|Instinct", p["name"], re.IGNORECASE)
+    return True
+
+
 def _tensor_core_share(data: "ProfileData", work: DeviceWork, lo, hi) -> list | None:
     """Per window, Tensor Core kernel time / all kernel time (%), TB's ``tc_used_ratio``; None
-    without kernel names (a gradtrace profile) or without kernels in the window.
+    without kernel names (a gradtrace profile), on a device that is not NVIDIA's (TB's
+    allow-list holds NVIDIA kernel names only), or without kernels in the window.
 
     TB takes it over every kernel of the trace, not clipped to the steps: the last window (the
     span of all steps) does the same; a step takes its kernels' time inside it.
     """
     k = work.is_kernel
-    if not work.has_launch_args or not k.any():
+    if not work.has_launch_args or not k.any() or not is_nvidia(data, work.device):
         return None
     ids = np.unique(work.name_id[k])
     on_tc = np.zeros(int(ids.max()) + 1, dtype=bool)
@@ -455,13 +481,11 @@ def _host_categories(data: "ProfileData") -> dict[str, tuple[np.ndarray, np.ndar
     cols, strings = data.event_columns, data.strings
     host = np.ones(data.n_events, dtype=bool)
     host[data.gpu_columns["event"]] = False
-    from .ranks import COMMUNICATION as COMM_NAME  # noqa: PLC0415 - ranks imports data
-
     flags = np.zeros((4, max(len(strings), 1)), dtype=bool)
     for i in np.unique(cols["name_id"][host]).tolist():
         s = strings[i]
         flags[:, i] = (_STEP.match(s) is not None, RUNTIME_CALL.match(s) is not None,
-                       _DATALOADER.match(s) is not None, COMM_NAME.search(s) is not None)
+                       _DATALOADER.match(s) is not None, COMMUNICATION_OP.search(s) is not None)
     step, runtime, loader, comm = (f[cols["name_id"]] & host for f in flags)
     step &= cols["scope"] == Scope.USER_SCOPE
     comm &= ~runtime & ~loader
@@ -600,22 +624,21 @@ def utilization_series(data: "ProfileData", device: str) -> dict[str, np.ndarray
 
 # ---------------------------------------------------------------- the summary
 
-def gpu_summary(data: "ProfileData", with_recommendations: bool = True) -> dict:
+def gpu_summary(data: "ProfileData") -> dict:
     """Every GPU figure of a profile, per device, over all steps and per step (JSON-able).
 
     Returns:
         ``{"steps": [{"step", "start_ns", "end_ns", "step_us"}], "steps_us": span of all
         steps, "devices": {device: {figures over all steps..., "step_breakdown_us",
-        "launch", "queue_length", "steps": [{"step", figures..., "step_breakdown_us"}]}},
-        "recommendations": [{rule, figure, value, threshold, advice}]}``. A figure a profile
-        cannot define is None. See ``docs/gpu-analysis.md`` for each one.
+        "launch", "queue_length", "steps": [{"step", figures..., "step_breakdown_us"}]}}}``.
+        A figure a profile cannot define is None. See ``docs/gpu-analysis.md`` for each one;
+        ``ProfileData.gpu_summary()`` adds the recommendations (:mod:`profiler.advice`).
     """
     steps = windows(data)
     devices: dict = {}
     out = {"steps": [{"step": n, "start_ns": s, "end_ns": e, "step_us": _us(e - s)} for n, s, e in steps],
            "steps_us": _us(steps[-1][2] - steps[0][1]) if steps else None, "devices": devices}
     if not steps:
-        out["recommendations"] = []
         return out
     lo = np.array([s for _, s, _ in steps] + [steps[0][1]], dtype=np.int64)
     hi = np.array([e for _, _, e in steps] + [steps[-1][2]], dtype=np.int64)
@@ -635,10 +658,6 @@ def gpu_summary(data: "ProfileData", with_recommendations: bool = True) -> dict:
             "queue_length": {str(s): {"max": int(q.max()), "mean": float(q.mean())} for s, (_, q) in queues.items()},
             "steps": per_step,
         }
-    if with_recommendations:
-        from .advice import recommendations  # noqa: PLC0415 - advice reads this summary
-
-        out["recommendations"] = recommendations(data, out)
     return out
 
 

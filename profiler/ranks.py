@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from .data import load
+from .gpu import all_devices, device_figures
+from .kernel_names import COMMUNICATION_OP
 from .records import Scope
 from .torch_trace import is_torch_trace
 
@@ -46,8 +48,7 @@ __all__ = ["load_run", "run_files", "is_run_dir", "RunFolderError", "rank_steps"
 RUN_FILE = re.compile(r"^rank(\d+)\.gtprof$")
 TRACE_FILE = re.compile(r"\.json(\.gz)?$", re.IGNORECASE)
 RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
-COMMUNICATION = re.compile(r"nccl|all_?reduce|reduce_?scatter|all_?gather|all_?to_?all|"
-                           r"(gloo|mpi|c10d)\S*broadcast|record_param_comms|:wait$", re.IGNORECASE)
+COMMUNICATION = COMMUNICATION_OP    # defined with the other name rules in kernel_names
 
 
 class RunFolderError(ValueError):
@@ -250,8 +251,6 @@ def _device_steps(data) -> list[dict]:
     definitions (:mod:`profiler.gpu`): compute = computation kernels; communication = NCCL
     kernels, exposed where no computation kernel runs beside them; memory = memcpy/memset time
     under neither; idle = no activity at all. So compute + exposed + memory + idle = step."""
-    from .gpu import all_devices, device_figures  # noqa: PLC0415 - gpu imports this module
-
     steps = _steps_of(data)
     lo = np.array([s for _, s, _ in steps], dtype=np.int64)
     hi = np.array([e for _, _, e in steps], dtype=np.int64)

@@ -141,6 +141,15 @@ def test_hta_launches_and_queue(dev):
                                    "20": {"max": 1, "mean": pytest.approx(0.5)}}
 
 
+def test_launch_found_under_a_zero_length_call(tmp_path):
+    """A zero-length runtime call at the launch's instant (cudaPeekAtLastError inside
+    cudaMemcpyAsync, as real traces have) does not hide the launch from the memcpy."""
+    doc = gt.gpu_trace()
+    doc["traceEvents"].append(gt._x("cuda_runtime", "cudaPeekAtLastError", 36, 0, correlation=99))
+    dev = _load(tmp_path, doc).gpu_summary()["devices"]["cuda:0"]
+    assert dev["launch"]["launched"] == 5 and dev["launch"]["launch_delay_us"]["max"] == 15.0   # 55 - 40
+
+
 def test_undefined_figures_are_null(tmp_path):
     doc = gt.gpu_trace()
     for e in doc["traceEvents"]:
@@ -351,3 +360,12 @@ def test_invariants(path, tmp_path):
         g = data.gpu_columns["event"]
         inside = ev["device_start_ns"][g] < data.step_ranges()[-1][2] if data.step_ranges() else slice(None)
         assert total == pytest.approx(float((ev["device_end_ns"][g] - ev["device_start_ns"][g])[inside].sum()) / 1000)
+
+
+def test_tensor_cores_undefined_off_nvidia(tmp_path):
+    """TB's allow-list names NVIDIA kernels: on an AMD device the share is undefined."""
+    doc = gt.gpu_trace()
+    doc["deviceProperties"][0]["name"] = "AMD Instinct MI250X"
+    summary = _load(tmp_path, doc).gpu_summary()
+    assert summary["devices"]["cuda:0"]["tensor_core_pct"] is None
+    assert "off_tensor_cores" not in {r["rule"] for r in summary["recommendations"]}
