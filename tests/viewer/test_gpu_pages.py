@@ -197,3 +197,18 @@ def test_gpu_figures_are_the_summary(gpu_trace):
     idle = figures.idle_breakdown_figure(device["idle_breakdown"], "cuda:0")
     assert list(idle.data[0].y) == ["host wait", "kernel wait", "other"]
     assert list(idle.data[0].x) == pytest.approx([v / 1e3 for v in device["idle_breakdown"].values()])
+
+
+SAMPLES = sorted(SAMPLE.parent.glob("*.json.gz")) if SAMPLE.parent.exists() else []
+
+
+@pytest.mark.skipif(not SAMPLES, reason="../shared/kineto-samples is not here")
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])
+def test_every_page_answers_on_every_kineto_sample(path):
+    """Real traces (AMD, CUPTI profiler, CUDA sync, tiny ones): no page or grouping fails."""
+    app = viewer.create_app(path)
+    for page, _ in PAGES:
+        assert _page(app, page)[0] == 200, page
+    for group in ([], ["op", "launch"]):
+        status, _ = _callback(app, "kn-grid.rowData", [("kn-group", "value", group)], [("profile-key", "data", MAIN)])
+        assert status == 200, group
