@@ -42,8 +42,8 @@ from .kernel_names import COMMUNICATION_OP
 from .records import Scope
 from .torch_trace import is_torch_trace
 
-__all__ = ["load_run", "run_files", "is_run_dir", "RunFolderError", "rank_steps", "summarize_run", "common_clock", "merge",
-           "overlap_ns", "intersect", "RUN_FILE", "COMMUNICATION"]
+__all__ = ["load_run", "run_files", "is_run_dir", "RunFolderError", "rank_steps", "summarize_run", "common_clock",
+           "merge", "overlap_ns", "intersect", "RUN_FILE", "COMMUNICATION"]
 
 RUN_FILE = re.compile(r"^rank(\d+)\.gtprof$")
 TRACE_FILE = re.compile(r"\.json(\.gz)?$", re.IGNORECASE)

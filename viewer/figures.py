@@ -277,7 +277,8 @@ def gpu_step_breakdown_figure(steps: list[dict], overall: dict[str, float]) -> g
         fig.add_trace(go.Bar(
             x=x, y=ms, name=label, marker_color=STEP_CATEGORY_COLOURS.get(cat, "#64748b"),
             hovertemplate=[f"{'mean step' if k == len(steps) else 'step ' + esc(x[k])}<br>{label}: {m:.3f} ms "
-                           f"({100 * m / w if w else 0:.1f}%)<extra></extra>" for k, (m, w) in enumerate(zip(ms, whole))]))
+                           f"({100 * m / w if w else 0:.1f}%)<extra></extra>"
+                           for k, (m, w) in enumerate(zip(ms, whole))]))
     fig.update_layout(barmode="stack", bargap=0.15 if len(steps) < 50 else 0.0,
                       legend=dict(LEGEND, traceorder="normal"))
     fig.update_xaxes(title_text="step (ProfilerStep#N) and the mean step", type="category",

@@ -16,7 +16,7 @@ from dash.exceptions import PreventUpdate
 from gradtrace.profiler.kernels import collective_table, kernel_table, memcpy_table, readable_kernel_name
 
 from .model import ProfileView
-from .pages import BYTES_FMT, INT_FMT, PCT_FMT, TIME_FMT, control, fit_height, grid, num_col, section
+from .pages import INT_FMT, PCT_FMT, TIME_FMT, control, fit_height, grid, num_col, section
 
 __all__ = ["PATH", "PAGE", "GROUPINGS", "page", "kernel_rows", "kernel_columns", "register_callbacks"]
 

@@ -106,7 +106,8 @@ def test_kernels_callbacks_answer(gpu_trace, which):
         pytest.skip(f"{SAMPLE} is not here")
     app = viewer.create_app(sources[which])
     for group in ([], ["op"], ["launch"], ["op", "launch"], None):
-        status, body = _callback(app, "kn-grid.rowData", [("kn-group", "value", group)], [("profile-key", "data", MAIN)])
+        status, body = _callback(app, "kn-grid.rowData", [("kn-group", "value", group)],
+                                 [("profile-key", "data", MAIN)])
         assert status == 200, group
         rows = body["response"]["kn-grid"]["rowData"]
         cols = [c["field"] for c in body["response"]["kn-grid"]["columnDefs"]]
@@ -139,7 +140,8 @@ def test_kernel_rows_of_the_fixture_are_readable_with_full_names(gpu_trace):
     # Full names in the tooltip, the search and the filter; the column takes the width left.
     # (Not pinned: AG Grid flexes no pinned column.)
     assert name["tooltipField"] == "full_name" and name["flex"] == 1 and "pinned" not in name
-    assert "full_name" in name["getQuickFilterText"]["function"] and "full_name" in name["filterValueGetter"]["function"]
+    assert "full_name" in name["getQuickFilterText"]["function"]
+    assert "full_name" in name["filterValueGetter"]["function"]
     longest = max(len(r["name"]) for r in grid.rowData)
     assert name["minWidth"] >= min(7 * longest, kernels_page._NAME_PX[1])
     # Grouped by launching op: the CUDA-graph kernels have none in the trace.
