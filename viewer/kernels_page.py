@@ -26,8 +26,10 @@ PAGE = (PATH, "Kernels")
 GROUPINGS = {"op": " + launching op", "launch": " + grid/block"}
 NUM_FMT = {"function": "gtNum(params.value)"}                        # "—" for null
 NULLABLE_PCT_FMT = {"function": "params.value == null ? '—' : gtPct(params.value)"}
-# The name column is as wide as its longest readable name (about 7 px a character in the
-# grid's font), within these bounds, and takes any width left (flex; so it is not pinned:
+NULLABLE_BYTES_FMT = {"function": "params.value == null ? '—' : gtBytes(params.value)"}
+DEVICE_COL = {"field": "device", "headerName": "Device", "width": 100}
+# The name column is as wide as its longest readable name (about 8 px a character in the
+# grid's font, and the cell's padding), within these bounds, and takes any width left (flex; so it is not pinned:
 # AG Grid does not flex a pinned column): no name is cut while there is empty space beside it.
 _NAME_PX = (260, 600)
 
@@ -63,7 +65,7 @@ def kernel_rows(rows) -> list[dict]:
 
 def _name_column(rows: list[dict], header: str = "Name") -> dict:
     longest = max((len(r["name"]) for r in rows), default=0)
-    width = min(max(_NAME_PX[0], 7 * longest + 40), _NAME_PX[1])
+    width = min(max(_NAME_PX[0], 8 * longest + 36), _NAME_PX[1])
     return {"field": "name", "headerName": header, "flex": 1, "minWidth": width,
             "tooltipField": "full_name", "filter": "agTextColumnFilter",
             # The search box and the column's filter match the full name, not the shown one.
@@ -75,7 +77,7 @@ def kernel_columns(rows: list[dict], by_op: bool, by_launch: bool, several_devic
     """Columns of the kernel grid (the launching op, grid and block only when grouped by them)."""
     cols = [_name_column(rows)]
     if several_devices:
-        cols.append({"field": "device", "headerName": "Device", "width": 100})
+        cols.append(DEVICE_COL)
     if by_op:
         cols.append({"field": "op", "headerName": "Launching op", "width": 200, "tooltipField": "op",
                      "filter": "agTextColumnFilter"})
@@ -101,10 +103,10 @@ def _memcpy_section(view: ProfileView):
         return html.Div("No memcpy or memset in this profile.", className="gt-note", id="kn-memcpy")
     cols = [{"field": "kind", "headerName": "Kind", "minWidth": 120, "flex": 1},
             {"field": "host_memory", "headerName": "Host memory", "width": 130},
-            {"field": "device", "headerName": "Device", "width": 100},
+            *([DEVICE_COL] if len({r["device"] for r in rows}) > 1 else []),
             num_col("count", "Calls", INT_FMT, 90),
             num_col("time_total_us", "Total", TIME_FMT, 115, sort="desc", cellClass="gt-sorted"),
-            num_col("bytes", "Bytes", {"function": "params.value == null ? '—' : gtBytes(params.value)"}, 115),
+            num_col("bytes", "Bytes", NULLABLE_BYTES_FMT, 115),
             num_col("bandwidth_gbps", "GB/s", NUM_FMT, 100, headerTooltip="bytes / time (1 GB = 1e9 bytes)")]
     return section("Memcpy and memset by kind", grid("kn-memcpy-grid", rows, cols, height=fit_height(len(rows), 300)),
                    note="Copies by direction (HtoD: host to device...) and the host memory they read or "
@@ -114,17 +116,20 @@ def _memcpy_section(view: ProfileView):
 
 def _collective_section(view: ProfileView):
     table = _cached(view, "_collective_rows", lambda: collective_table(view.data))
-    rows = [dict(r, id=k, full_name=r["name"], name=readable_kernel_name(r["name"])) for k, r in enumerate(table)]
+    # NCCL's algorithm and protocol in one column ("RING / SIMPLE"): the grid keeps its numbers
+    # in view beside a full kernel name.
+    rows = [dict(r, id=k, full_name=r["name"], name=readable_kernel_name(r["name"]),
+                 nccl=" / ".join(x for x in (r["algorithm"], r["protocol"]) if x) or "—")
+            for k, r in enumerate(table)]
     if not rows:
         return html.Div("No collective (NCCL) kernel in this profile.", className="gt-note", id="kn-collectives")
-    cols = [_name_column(rows, "Kernel"), {"field": "collective", "headerName": "Collective", "width": 130},
-            {"field": "algorithm", "headerName": "Algorithm", "width": 115},
-            {"field": "protocol", "headerName": "Protocol", "width": 110},
-            {"field": "device", "headerName": "Device", "width": 100},
+    cols = [_name_column(rows, "Kernel"), {"field": "collective", "headerName": "Collective", "width": 120},
+            {"field": "nccl", "headerName": "Algorithm / protocol", "width": 170},
+            *([DEVICE_COL] if len({r["device"] for r in rows}) > 1 else []),
             num_col("count", "Calls", INT_FMT, 90),
             num_col("latency_total_us", "Total", TIME_FMT, 115, sort="desc", cellClass="gt-sorted"),
             num_col("latency_avg_us", "Mean", TIME_FMT, 110), num_col("latency_max_us", "Max", TIME_FMT, 110),
-            num_col("bytes", "Bytes", {"function": "params.value == null ? '—' : gtBytes(params.value)"}, 115),
+            num_col("bytes", "Bytes", NULLABLE_BYTES_FMT, 115),
             num_col("bus_bandwidth_gbps", "Bus GB/s", NUM_FMT, 115,
                     headerTooltip="bytes / mean latency × nccl-tests' factor for the collective and world size")]
     return section("Collectives", grid("kn-collective-grid", rows, cols, height=fit_height(len(rows), 300)),

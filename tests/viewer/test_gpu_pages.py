@@ -160,6 +160,7 @@ def test_memcpy_and_collective_tables_of_the_fixture(gpu_trace):
     collectives = next(c for c in page.children if getattr(c, "id", None) == "kn-collectives")
     (row,) = collectives.children[-1].rowData
     assert row["full_name"] == gpu_traces.NCCL and row["collective"] == "AllReduce"
+    assert row["nccl"] == "RING / LL"               # ncclDevKernel_AllReduce_Sum_f32_RING_LL
 
 
 def test_overview_gpu_cards_show_a_dash_for_undefined_figures(gpu_trace):
