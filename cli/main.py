@@ -183,11 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="gradtrace.cli.commands:cmd_diff")
 
     p = sub.add_parser("gpu", formatter_class=_Help, help="where the GPU time went: utilization, idle, kernels",
-                       description="GPU figures of a profile or torch.profiler trace, per device, over all "
-                                   "steps and per step: GPU utilization, SM efficiency, occupancy, Tensor "
-                                   "Cores (TensorBoard plugin's definitions), temporal and idle-time "
-                                   "breakdowns, communication overlap, launch delay (HTA's), the step time by "
-                                   "priority, and recommendations. A run folder gives one summary per rank. "
+                       description="GPU figures of a profile or torch.profiler trace, per device, over all\n"
+                                   "steps and per step: GPU utilization, SM efficiency, occupancy, Tensor Cores\n"
+                                   "and the step time by priority (TensorBoard plugin's definitions); temporal and\n"
+                                   "idle-time breakdowns, communication overlap, launch delay (HTA's); and\n"
+                                   "recommendations. A run folder gives one summary per rank.\n"
                                    "Definitions: docs/gpu-analysis.md.",
                        epilog="examples:\n  gradtrace gpu trace.json.gz\n  gradtrace gpu trace.json.gz --kernels --by-op\n"
                               "  gradtrace gpu run_dir/ --json")

@@ -546,9 +546,9 @@ def launch_stats(data: "ProfileData", device: str) -> dict[str, np.ndarray]:
     of :data:`LAUNCH_CALLS` (kernels, memcpys, memsets).
 
     Returns:
-        Arrays: ``event`` (row), ``launch_delay_us`` (activity start − runtime call end; HTA's
-        code computes ``start − call start + call duration``, we take the definition it
-        documents), ``cpu_duration_us`` (the runtime call), ``gpu_duration_us``, ``short``
+        Arrays: ``event`` (row), ``launch_delay_us`` (activity start − runtime call end, 0
+        where the activity started before its call returned, as HTA clips it),
+        ``cpu_duration_us`` (the runtime call), ``gpu_duration_us``, ``short``
         (HTA's short kernel: a call of at most :data:`SHORT_KERNEL_RUNTIME_US` us launching
         work that runs for less time than the call took).
     """
@@ -556,7 +556,8 @@ def launch_stats(data: "ProfileData", device: str) -> dict[str, np.ndarray]:
     m = _launched(data, work)
     cpu = (work.launch_end[m] - work.launch_start[m]) / 1000.0
     gpu = (work.end[m] - work.start[m]) / 1000.0
-    return {"event": work.event[m], "launch_delay_us": (work.start[m] - work.launch_end[m]) / 1000.0,
+    delay = np.maximum(work.start[m] - work.launch_end[m], 0) / 1000.0
+    return {"event": work.event[m], "launch_delay_us": delay,
             "cpu_duration_us": cpu, "gpu_duration_us": gpu,
             "short": (cpu <= SHORT_KERNEL_RUNTIME_US) & (gpu < cpu)}
 

@@ -106,7 +106,7 @@ def kernel_table(data: "ProfileData", by_op: bool = False, by_launch: bool = Fal
         dur = (work.end - work.start).astype(np.float64) / 1000.0
         op_name = np.where(work.op >= 0, data.event_columns["name_id"][np.maximum(work.op, 0)], -1)
         gr = gpu_row[work.event]
-        # A gradtrace profile has no gpu table (its kernels are ops' device intervals): -1, unknown.
+        # Grid and block of each activity; -1 where there is no gpu table (a gradtrace profile).
         launch = [np.where(gr >= 0, g[c][np.maximum(gr, 0)] if len(g[c]) else -1, -1).astype(np.int64)
                   for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]
         keys = [work.name_id.astype(np.int64)] + ([op_name.astype(np.int64)] if by_op else []) + \

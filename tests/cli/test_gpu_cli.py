@@ -73,3 +73,8 @@ def test_tables_render_in_120_columns(tmp_path):
     text = console.file.getvalue()
     assert all(len(line) <= 120 for line in text.splitlines())
     assert "Est. SM efficiency" in text and "ampere_sgemm_128x64_tn " in text and "void " not in text
+
+
+def test_help():
+    res = run_cli("gpu", "--help")
+    assert res.returncode == 0 and "examples:" in res.stdout and "gradtrace gpu trace.json.gz --kernels" in res.stdout

@@ -369,3 +369,66 @@ def test_tensor_cores_undefined_off_nvidia(tmp_path):
     summary = _load(tmp_path, doc).gpu_summary()
     assert summary["devices"]["cuda:0"]["tensor_core_pct"] is None
     assert "off_tensor_cores" not in {r["rule"] for r in summary["recommendations"]}
+
+
+def test_kernel_view_of_a_gradtrace_profile():
+    """Op-level kernels have no launch arguments: no grid, block, occupancy or Tensor Cores."""
+    data = from_events([dict(name="ProfilerStep#1", start=0, end=100_000, scope=2),
+                        dict(name="aten::mm", start=1_000, end=5_000, device="cuda:0", stream=7,
+                             device_start=2_000, device_end=9_000)])
+    (row,) = kernel_table(data, by_op=True, by_launch=True)
+    assert (row.name, row.op, row.grid, row.block, row.count) == ("aten::mm", "aten::mm", None, None, 1)
+    assert row.kernel_time_total == 7.0 and row.occupancy_pct is None and row.tensor_cores is None
+    assert memcpy_table(data) == [] and collective_table(data) == []
+
+
+def test_mutated_profiles_analyse_or_are_rejected(tmp_path):
+    """Every profile that loads (fuzzing.py's mutants of gradtrace profiles and of imported GPU
+    traces) gets its GPU figures and tables, JSON-able with no NaN."""
+    import random
+
+    from gradtrace.profiler import ProfileFormatError
+
+    from .fuzzing import mutate, seed_files
+
+    seeds = seed_files(tmp_path)
+    for i, data in enumerate([load(gt.write_gpu_trace(tmp_path / "t.json")), _variant_without_args(tmp_path)]):
+        data.save(tmp_path / f"gpu{i}.gtprof")
+        seeds.append((tmp_path / f"gpu{i}.gtprof").read_bytes())
+    rng = random.Random(27)
+    loaded = 0
+    for i in range(300):
+        _, blob = mutate(rng, seeds)
+        path = tmp_path / f"m{i}.gtprof"
+        path.write_bytes(blob)
+        try:
+            data = load(path)
+        except ProfileFormatError:
+            continue
+        loaded += 1
+        json.dumps(data.gpu_summary(), allow_nan=False)
+        json.dumps([vars(r) for r in kernel_table(data, by_op=True, by_launch=True)], allow_nan=False)
+        json.dumps([memcpy_table(data), collective_table(data)], allow_nan=False)
+        for dev in G.device_work(data):
+            G.utilization_series(data, dev), G.launch_stats(data, dev), G.queue_length(data, dev)
+    assert loaded > 10
+
+
+def _variant_without_args(tmp_path):
+    doc = gt.gpu_trace()
+    for e in doc["traceEvents"]:
+        for key in ("blocks per SM", "est. achieved occupancy %", "grid", "block"):
+            e.get("args", {}).pop(key, None)
+    return _load(tmp_path, doc, "noargs.json")
+
+
+def test_two_devices(tmp_path):
+    doc = gt.gpu_trace()
+    for e in doc["traceEvents"]:
+        if e["name"] == gt.NCCL:
+            e["pid"], e["args"]["device"] = 1, 1
+    devices = _load(tmp_path, doc).gpu_summary()["devices"]
+    assert list(devices) == ["cuda:0", "cuda:1"]
+    assert devices["cuda:1"]["gpu_utilization_pct"] == pytest.approx(100 * 10 / 170)
+    assert devices["cuda:0"]["gpu_utilization_pct"] == pytest.approx(100 * (30 + 20 + 60) / 170)
+    assert devices["cuda:0"]["comm_comp_overlap_pct"] is None and devices["cuda:1"]["comm_comp_overlap_pct"] == 0.0

@@ -36,7 +36,8 @@ HTA = {
         "kernel_span_us": 150.0, "idle_breakdown_us": {"host_wait": 20.0, "kernel_wait": 13.0, "other": 0.0},
         "kernel_type_us": {"COMMUNICATION": 8.0, "COMPUTATION": 108.0, "COMPUTATION overlapping COMMUNICATION": 2.0,
                            "MEMORY": 7.0},
-        "queue_length_max": {"20": 1, "7": 2}},
+        "queue_length_max": {"20": 1, "7": 2},
+        "launch": {"count": 5, "short_kernels": 0, "launch_delay_sum_us": 38.0, "cpu_duration_sum_us": 13.0}},
     "gpu_5steps_rank0.json.gz": {
         "comm_comp_overlap_pct": 1.47, "compute_us": 179676.0, "non_compute_us": 201180.0, "idle_us": 848216.0,
         "kernel_span_us": 1229072.0,
@@ -44,20 +45,24 @@ HTA = {
         "kernel_type_us": {"COMMUNICATION": 159989.0, "COMMUNICATION overlapping MEMORY": 744.0,
                            "COMPUTATION": 173432.0, "COMPUTATION overlapping COMMUNICATION": 2405.0,
                            "COMPUTATION overlapping MEMORY": 3839.0, "MEMORY": 40447.0},
-        "queue_length_max": {"25": 4, "27": 17, "285": 4, "363": 4, "7": 946, "84": 3}},
+        "queue_length_max": {"25": 4, "27": 17, "285": 4, "363": 4, "7": 946, "84": 3},
+        "launch": {"count": 6530, "short_kernels": 2080, "launch_delay_sum_us": 793205203.0, "cpu_duration_sum_us": 858754.0}},
     "simple_add_trace.json.gz": {
         "comm_comp_overlap_pct": None, "compute_us": 10676.0, "non_compute_us": 39287.0, "idle_us": 16414376.0,
         "kernel_span_us": 16464339.0, "idle_breakdown_us": {"host_wait": 29559515.0, "kernel_wait": 99.0, "other": 0.0},
-        "kernel_type_us": {"COMPUTATION": 10676.0, "MEMORY": 39088.0}, "queue_length_max": {"20": 1, "7": 5}},
+        "kernel_type_us": {"COMPUTATION": 10676.0, "MEMORY": 39088.0}, "queue_length_max": {"20": 1, "7": 5},
+        "launch": {"count": 98, "short_kernels": 29, "launch_delay_sum_us": 10264.0, "cpu_duration_sum_us": 4260778.0}},
     "alexnet_cuda_sync.json.gz": {
         "comm_comp_overlap_pct": None, "compute_us": 10637.0, "non_compute_us": 55690.0, "idle_us": 12929684.0,
         "kernel_span_us": 12996011.0,
         "idle_breakdown_us": {"host_wait": 24866725.0, "kernel_wait": 107.0, "other": 0.0},
-        "kernel_type_us": {"COMPUTATION": 10637.0, "MEMORY": 55511.0}, "queue_length_max": {"20": 2, "7": 18}},
+        "kernel_type_us": {"COMPUTATION": 10637.0, "MEMORY": 55511.0}, "queue_length_max": {"20": 2, "7": 18},
+        "launch": {"count": 98, "short_kernels": 23, "launch_delay_sum_us": 39283.0, "cpu_duration_sum_us": 3113616.0}},
     "amd_mi250_minitoy_train.json.gz": {
         "comm_comp_overlap_pct": None, "compute_us": 96.0, "non_compute_us": 35.0, "idle_us": 8780.0,
         "kernel_span_us": 8911.0, "idle_breakdown_us": {"host_wait": 8780.0, "other": 0.0},
-        "kernel_type_us": {"COMPUTATION": 96.0, "MEMORY": 35.0}, "queue_length_max": {"0": 1}},
+        "kernel_type_us": {"COMPUTATION": 96.0, "MEMORY": 35.0}, "queue_length_max": {"0": 1},
+        "launch": {"count": 0, "short_kernels": 0, "launch_delay_sum_us": 0.0, "cpu_duration_sum_us": 0.0}},
 }
 
 
@@ -75,6 +80,26 @@ def _hta_selection(data) -> tuple[G.DeviceWork, dict]:
 
 def _queue_max(data, work: G.DeviceWork) -> dict:
     return {str(s): int(q.max()) for s, (_, q) in G.queue_length(data, work.device).items()}
+
+
+def _launch(data, device: str) -> dict:
+    stats = G.launch_stats(data, device)
+    return {"count": len(stats["event"]), "short_kernels": int(stats["short"].sum()),
+            "launch_delay_sum_us": float(stats["launch_delay_us"].sum()),
+            "cpu_duration_sum_us": float(stats["cpu_duration_us"].sum())}
+
+
+@pytest.mark.parametrize("name", ["gpu_traces", *(n for n in HTA if n.endswith(".gz") and not n.startswith("amd"))])
+def test_launch_statistics_equal_hta(name, tmp_path):
+    """HTA's cuda_kernel_launch_stats: the launches of cudaLaunchKernel, cudaMemcpyAsync and
+    cudaMemsetAsync, their delays (start − call end, clipped at 0) and short kernels."""
+    if name == "gpu_traces":
+        data = load(gt.write_gpu_trace(tmp_path / "trace.json"))
+    elif not SAMPLES.is_dir():
+        pytest.skip("../shared/kineto-samples is absent")
+    else:
+        data = load(SAMPLES / name)
+    assert _launch(data, "cuda:0") == HTA[name]["launch"]
 
 
 def _check_same_definition(ours: dict, hta: dict) -> None:
@@ -136,3 +161,6 @@ def test_amd_trace_against_hta():
                             (ours["kernel_type_us"]["MEMORY"], hta["kernel_type_us"]["MEMORY"])):
         assert 0 <= ours_us - hta_us < 2 * n
     assert _queue_max(data, work) == hta["queue_length_max"]
+    # HTA's launch statistics look for the CUDA names only (none here: 0 launches); gradtrace
+    # takes their HIP forms too (hipLaunchKernel...), as HTA's queue length does.
+    assert hta["launch"]["count"] == 0 and _launch(data, work.device)["count"] == 16

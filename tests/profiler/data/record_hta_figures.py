@@ -9,7 +9,8 @@ HolisticTraceAnalysis (a venv of its own, as it pulls pandas and plotly)::
 It runs, on each trace of ``../shared/kineto-samples`` that has GPU work and on the generated
 trace of ``tests/profiler/gpu_traces.py``: the temporal breakdown, the idle-time breakdown
 (default 30 us threshold, summed over streams), the communication/computation overlap, the
-kernel-type breakdown (memory kernels included) and the queue-length summary. HTA wants a
+kernel-type breakdown (memory kernels included), the queue-length summary and the kernel
+launch statistics. HTA wants a
 folder of rank traces, so each trace is copied into a folder of its own. Every profiler step
 is kept (``include_last_profiler_step=True``), as gradtrace keeps them.
 
@@ -43,6 +44,10 @@ def figures(trace: Path) -> dict:
         overlap = ta.get_comm_comp_overlap(visualize=False).iloc[0]["comp_comm_overlap_pctg"]
         kinds, _ = ta.get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)
         queue = ta.get_queue_length_summary(ranks=[rank])
+        try:
+            launch = ta.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False)[rank]
+        except KeyError:    # no cudaLaunchKernel in the trace (the AMD one)
+            launch = None
         queue_max = {} if queue is None else {
             str(int(s)): float(row[("queue_length", "max")]) for (_, s), row in queue.iterrows()}
     return {
@@ -54,6 +59,13 @@ def figures(trace: Path) -> dict:
         "comm_comp_overlap_pct": None if overlap != overlap else float(overlap),
         "kernel_type_us": {r["kernel_type"]: float(r["sum"]) for _, r in kinds.iterrows()},
         "queue_length_max": queue_max,
+        # HTA's launch statistics: its short kernels, and its launch delays (start - call end,
+        # clipped at 0) summed.
+        "launch": None if launch is None else {
+            "count": int(len(launch)),
+            "short_kernels": int(((launch.cpu_duration <= 50) & (launch.gpu_duration < launch.cpu_duration)).sum()),
+            "launch_delay_sum_us": float(launch.launch_delay.sum()),
+            "cpu_duration_sum_us": float(launch.cpu_duration.sum())},
     }
 
 
