@@ -42,8 +42,8 @@ from .kernel_names import COMMUNICATION_OP
 from .records import Scope
 from .torch_trace import is_torch_trace
 
-__all__ = ["load_run", "run_files", "is_run_dir", "rank_steps", "summarize_run", "common_clock", "merge",
-           "overlap_ns", "intersect", "RUN_FILE", "COMMUNICATION"]
+__all__ = ["load_run", "run_files", "is_run_dir", "RunFolderError", "rank_steps", "summarize_run", "common_clock",
+           "merge", "overlap_ns", "intersect", "RUN_FILE", "COMMUNICATION"]
 
 RUN_FILE = re.compile(r"^rank(\d+)\.gtprof$")
 TRACE_FILE = re.compile(r"\.json(\.gz)?$", re.IGNORECASE)
@@ -51,16 +51,71 @@ RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 COMMUNICATION = COMMUNICATION_OP    # defined with the other name rules in kernel_names
 
 
+class RunFolderError(ValueError):
+    """A folder that is not one run's ranks; the message (one line) names the files at fault
+    and what to give instead."""
+
+
+# What counts as a profile in a folder: anything else there (logs, a README) is left alone.
+PROFILE_FILE = re.compile(r"\.(gtprof|json|json\.gz)$", re.IGNORECASE)
+_WHAT_TO_GIVE = ("give one profile file, or a folder holding only one run's ranks: rank0.gtprof, "
+                 "rank1.gtprof, ... (gradtrace run --nproc) or one torch trace per rank")
+
+
+def _names(paths, most: int = 6) -> str:
+    """File names for a one-line message: the first ``most``, then how many more."""
+    names = [p.name for p in paths]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def _refuse(run_dir, problems: list[str]):
+    raise RunFolderError(f"{run_dir}: not one run's ranks: {'; '.join(problems)}; {_WHAT_TO_GIVE}")
+
+
 def run_files(run_dir) -> list[Path]:
-    """The profiles of a run folder: its ``rank{R}.gtprof`` files, else its torch traces."""
-    paths = sorted(p for p in Path(run_dir).iterdir() if p.is_file())
-    native = [p for p in paths if RUN_FILE.match(p.name)]
-    return native or [p for p in paths if TRACE_FILE.search(p.name) and is_torch_trace(p)]
+    """The profiles of a run folder: its ``rank{R}.gtprof`` files, or its torch traces (one
+    per rank). Files that are not profiles (``*.gtprof``, ``*.json``, ``*.json.gz``) are
+    ignored; a profile that is not one of the run's ranks is refused, never skipped.
+
+    Raises:
+        FileNotFoundError: the folder holds no profile.
+        RunFolderError: its profiles are not one run's ranks: a ``.gtprof`` not named
+            ``rank{R}.gtprof``, one rank in two files (``rank1``, ``rank01``), gradtrace
+            profiles beside torch traces, a ``.json`` that is not a trace.
+    """
+    paths = sorted(p for p in Path(run_dir).iterdir() if p.is_file() and PROFILE_FILE.search(p.name))
+    if not paths:
+        raise FileNotFoundError(f"{run_dir}: no rank*.gtprof files (gradtrace run --nproc N writes them) "
+                                "nor torch traces (*.json, *.json.gz)")
+    native = [p for p in paths if p.name.lower().endswith(".gtprof")]
+    traces = [p for p in paths if p not in native]
+    if native and traces:
+        _refuse(run_dir, [f"gradtrace profiles ({_names(native)}) beside torch traces ({_names(traces)})"])
+    problems = []
+    if native:
+        odd = [p for p in native if not RUN_FILE.match(p.name)]
+        if odd:
+            problems.append(f"{_names(odd)} {'is' if len(odd) == 1 else 'are'} not named rank{{R}}.gtprof")
+        by_rank: dict = {}
+        for p in native:
+            m = RUN_FILE.match(p.name)
+            if m:
+                by_rank.setdefault(int(m.group(1)), []).append(p)
+        problems += [f"rank {r} in {_names(ps)}" for r, ps in by_rank.items() if len(ps) > 1]
+    else:
+        odd = [p for p in traces if not is_torch_trace(p)]
+        if odd:
+            problems.append(f"{_names(odd)} {'is' if len(odd) == 1 else 'are'} not a torch trace")
+    if problems:
+        _refuse(run_dir, problems)
+    return native or traces
 
 
 def is_run_dir(path) -> bool:
-    """True for a folder with rank profiles or torch traces in it."""
-    return Path(path).is_dir() and bool(run_files(path))
+    """True for a folder with profiles in it (whether they make one run: :func:`run_files`)."""
+    p = Path(path)
+    return p.is_dir() and any(f.is_file() and PROFILE_FILE.search(f.name) for f in p.iterdir())
 
 
 def load_run(run_dir) -> dict:
@@ -68,32 +123,38 @@ def load_run(run_dir) -> dict:
 
     Raises:
         FileNotFoundError: the folder holds no rank profile nor torch trace.
-        ValueError: a trace whose rank is neither in ``distributedInfo`` nor in its file
-            name, or two profiles of one rank.
+        RunFolderError: see :func:`run_files`; also traces whose rank is neither in
+            ``distributedInfo`` nor in the file name, two traces of one rank, or a file that
+            cannot be read.
     """
-    found: dict = {}
+    by_rank: dict = {}
+    rankless = []
     for path in run_files(run_dir):
-        data = load(path)
+        try:
+            data = load(path)
+        except (OSError, ValueError) as exc:   # ProfileFormatError is a ValueError
+            raise RunFolderError(f"{run_dir}: {path.name} cannot be read ({exc})") from None
         m = RUN_FILE.match(path.name)
         rank = int(m.group(1)) if m else _trace_rank(data, path)
-        if rank in found:
-            raise ValueError(f"{path}: a second profile of rank {rank} in {run_dir}")
-        found[rank] = data
-    if not found:
-        raise FileNotFoundError(f"{run_dir}: no rank*.gtprof files (gradtrace run --nproc N writes them) "
-                                "nor torch traces (*.json, *.json.gz)")
-    return dict(sorted(found.items()))
+        if rank is None:
+            rankless.append(path)
+        else:
+            by_rank.setdefault(rank, []).append((path, data))
+    problems = [f"{_names(rankless)} {'has' if len(rankless) == 1 else 'have'} no rank (no "
+                "distributedInfo.rank in the trace, no rankN in the name)"] if rankless else []
+    problems += [f"rank {r} in {_names([p for p, _ in found])}" for r, found in by_rank.items() if len(found) > 1]
+    if problems:
+        _refuse(run_dir, problems)
+    return {rank: found[0][1] for rank, found in sorted(by_rank.items())}
 
 
-def _trace_rank(data, path: Path) -> int:
+def _trace_rank(data, path: Path) -> int | None:
     info = data.metadata.get("distributed_info")
     rank = info.get("rank") if isinstance(info, dict) else None
     if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
         return rank
     m = RANK_IN_NAME.search(path.name)
-    if m:
-        return int(m.group(1))
-    raise ValueError(f"{path}: no rank (no distributedInfo.rank in the trace, no rankN in its name)")
+    return int(m.group(1)) if m else None
 
 
 def merge(intervals) -> list:

@@ -30,7 +30,7 @@ def open_run(run_dir) -> tuple[ProfileView, dict]:
     """The lowest rank's profile (for the other pages) and the run's summary.
 
     Raises:
-        FileNotFoundError, ValueError: as :func:`profiler.ranks.load_run`.
+        FileNotFoundError, profiler.ranks.RunFolderError: as :func:`profiler.ranks.load_run`.
     """
     profiles = load_run(run_dir)
     rank, data = next(iter(profiles.items()))

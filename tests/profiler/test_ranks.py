@@ -80,7 +80,7 @@ def test_rank_missing_or_repeated_is_an_error(tmp_path):
         load_run(tmp_path)
     (tmp_path / "a.json").write_text(json.dumps(rank_trace(0)))
     (tmp_path / "b.json").write_text(json.dumps(rank_trace(0)))
-    with pytest.raises(ValueError, match="second profile of rank 0"):
+    with pytest.raises(ValueError, match="rank 0 in a.json, b.json"):
         load_run(tmp_path)
     empty = tmp_path / "empty"
     empty.mkdir()
