@@ -45,6 +45,13 @@ from .tensor import _ENGINE_BACKWARD, Tensor
 __all__ = ["backward", "grad", "GraphTask"]
 
 _RF = _rf.STATE
+# NumPy's scalar types (what its ufuncs return for 0-d arrays): never a gradient buffer.
+_NUMPY_SCALARS = frozenset(t for t in numpy.sctypeDict.values() if issubclass(t, numpy.generic))
+
+
+def _array(a):
+    """``a``, or the 0-d array of a NumPy scalar (the sum of two 0-d arrays is one)."""
+    return numpy.asarray(a) if a.__class__ in _NUMPY_SCALARS else a
 _BACKWARD = int(_rf.RecordScope.BACKWARD_FUNCTION)
 MAX_REENTRANT_DEPTH = 60
 
@@ -208,7 +215,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 def _as_tensor(g, like, create_graph):
     if isinstance(g, Tensor):
         return g
-    return Tensor._make(g, False, None, 0, [0], like._device)
+    return Tensor._make(_array(g), False, None, 0, [0], like._device)
 
 
 def _set_inputs(task, inputs, what):
@@ -447,13 +454,16 @@ def _run(task, root, results, calls):
                 m = nxt.input_metadata[slot]   # (shape, dtype, device, stream) it must have
                 # validate_outputs: shapes and dtypes agree almost always (the identity test
                 # answers most dtypes); a broadcast gradient is summed down, a dtype cast.
-                if validate and (g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1])):
+                # A rule on 0-d arrays may give a NumPy scalar (a ufunc's result): made an
+                # array there, so that the next rule can write into it.
+                if validate and (g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1])
+                                 or (not m[0] and g.__class__ in _NUMPY_SCALARS)):
                     g = conform(task, node, i, g, m[0], m[1])
                 consumer = m[3]
                 ps = producer if producer is not None else consumer
                 if ps is consumer or ps == consumer:
                     prev = buf[slot]
-                    buf[slot] = g if prev is None else prev + g
+                    buf[slot] = g if prev is None else _array(prev + g)
                 else:
                     _add_across_streams(waits, nxt, buf, slot, g, ps, consumer)
             if left == 0:
@@ -497,7 +507,7 @@ def _add_across_streams(waits, consumer, buf, slot, g, ps, cs) -> None:
         if s == slot and acc != cs:
             acc.wait_event(event)
     with acc:
-        buf[slot] = prev + g
+        buf[slot] = _array(prev + g)
     if acc != cs:
         entries.append((cs, acc.record_event(), buf[slot], slot))
 
@@ -541,7 +551,7 @@ def _capture(task, node, grads, results) -> bool:
 def _wrap(g, meta_dev):
     if g is None or isinstance(g, Tensor):
         return g
-    return Tensor._make(g, False, None, 0, [0], meta_dev)
+    return Tensor._make(_array(g), False, None, 0, [0], meta_dev)
 
 
 def call_tensor_pre_hooks(task, node, grads):
@@ -719,7 +729,8 @@ def validate_outputs(task, node, outputs):
             edge = edges[i]
             if edge is not None:
                 m = edge[0].input_metadata[edge[1]]   # (shape, dtype, device, stream) it must have
-                if g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1]):
+                if (g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1])
+                        or (not m[0] and g.__class__ in _NUMPY_SCALARS)):
                     return [_conformed(task, node, j, g, e)
                             for j, (g, e) in enumerate(zip(outputs, edges))]
         i += 1
@@ -740,7 +751,10 @@ def _wrong_count(node, outputs) -> RuntimeError:
 
 def conform(task, node, i, g, shape, dtype):
     """Output ``i`` of ``node`` as its input needs it: a broadcast gradient summed down to
-    ``shape``, then cast to ``dtype``; a shape that cannot broadcast raises."""
+    ``shape``, then cast to ``dtype``; a shape that cannot broadcast raises. A NumPy scalar
+    becomes a 0-d array."""
+    if g.__class__ in _NUMPY_SCALARS:
+        g = numpy.asarray(g)
     gshape = g.shape
     if gshape != shape:
         if not _expandable(shape, gshape):
@@ -811,8 +825,8 @@ def _accumulate_into_tensor(t, g, create_graph, unshared=_UNSHARED_REFCOUNT):
             new = g if isinstance(g, Tensor) else _wrap(g, t._device)
             t.grad = new if old is None else old + new
         elif old is None:
-            data = g if _can_steal(g, unshared) else (
-                g._data if isinstance(g, Tensor) else g).copy()
+            data = g if _can_steal(g, unshared) else _array(
+                (g._data if isinstance(g, Tensor) else g).copy())
             t.grad = Tensor._make(data, False, None, 0, [0], t._device)
         elif old.grad_fn is None and not old.requires_grad and getattr(
                 old._data.flags, "writeable", True) and old._data.shape == t._data.shape:
@@ -822,7 +836,7 @@ def _accumulate_into_tensor(t, g, create_graph, unshared=_UNSHARED_REFCOUNT):
         else:
             data = g._data if isinstance(g, Tensor) else g
             with no_grad():
-                t.grad = Tensor._make(old._data + data, False, None, 0, [0], t._device)
+                t.grad = Tensor._make(_array(old._data + data), False, None, 0, [0], t._device)
         if _rf.STATE.memory:
             _memory.classify(t.grad._data, _memory.Category.GRADIENT, first_seen=True)
 

@@ -405,8 +405,20 @@ class Tensor:
         return self._data if self._device is CPU else self._data.get()
 
     def __array__(self, dtype=None, copy=None):
+        """NumPy's protocol with NumPy 2's ``copy``: None copies only when needed, True
+        always, False never (ValueError where a copy is needed: from the GPU, or to another
+        dtype)."""
         arr = self.numpy()
-        return arr.astype(dtype) if dtype is not None else arr
+        on_host = self._device is CPU
+        if dtype is not None and numpy.dtype(dtype) != arr.dtype:
+            if copy is False:
+                raise ValueError(f"Unable to avoid copy while creating an array as requested: "
+                                 f"the tensor is {arr.dtype}, {numpy.dtype(dtype)} was asked for")
+            return arr.astype(dtype)
+        if copy is False and not on_host:
+            raise ValueError(f"Unable to avoid copy while creating an array as requested: the "
+                             f"tensor is on {self._device}")
+        return arr.copy() if copy and on_host else arr
 
     def __dlpack__(self, *args, **kwargs):
         return self._data.__dlpack__(*args, **kwargs)

@@ -449,13 +449,14 @@ def _check_index(op, x, dim, index, src=None):
     if src is not None and any(i > s for i, s in zip(index.shape, src.shape)):
         raise RuntimeError(f"{op}: index shape {list(index.shape)} is larger than src shape "
                            f"{list(src.shape)}")
+    size = x.shape[dim] if x.ndim else 1   # a 0-d tensor: dim 0 of size 1, as PyTorch's
     if index.numel():
         lo, hi = int(index._data.min()), int(index._data.max())
-        if lo < -x.shape[dim] or hi >= x.shape[dim]:
-            bad = hi if hi >= x.shape[dim] else lo
+        if lo < -size or hi >= size:
+            bad = hi if hi >= size else lo
             # RuntimeError, as PyTorch's gather/scatter (its indexing raises IndexError)
             raise RuntimeError(f"{op}: index {bad} is out of bounds for dimension {dim} with "
-                               f"size {x.shape[dim]}")
+                               f"size {size}")
 
 
 @expose(public="gather", methods="gather")
@@ -1898,6 +1899,8 @@ def movedim(x, source, destination):
                            f"should contain the same number of dims as destination ({dst} dims)")
     src = [_dim(d, x.ndim, "movedim") for d in src]
     dst = [_dim(d, x.ndim, "movedim") for d in dst]
+    if x.ndim == 0:   # dims 0 and -1 name the one (absent) dim: nothing moves
+        return x
     order = [None] * x.ndim
     for s, d in zip(src, dst):
         order[d] = s

@@ -261,7 +261,11 @@ defop("abs", lambda xp, x: xp.abs(x), (lambda F, g, out, x: g * F.sign(x),), jvp
 def _sign_fwd(xp, x):
     # PyTorch's sign (and sgn, abs's slope) of NaN is 0; NumPy's is NaN.
     s = xp.sign(x)
-    return xp.nan_to_num(s, copy=False, nan=0.0) if s.dtype.kind == "f" else s
+    if s.dtype.kind != "f":
+        return s
+    # In place on the fresh array; a 0-d input gives a NumPy scalar, which NumPy 2's
+    # ``copy=False`` ("never copy") refuses, so that one is copied.
+    return xp.nan_to_num(s, copy=s.__class__ is not xp.ndarray, nan=0.0)
 
 
 defop("sign", _sign_fwd, (lambda F, g, out, x: F.zeros_like(g),),

@@ -173,7 +173,7 @@ def _gather_fwd(xp, x, index, dim):
 def _gather_backward_fwd(xp, g, index, shape, dim):
     z = xp.zeros(shape, dtype=g.dtype)
     key = along_dim_key(xp, index, dim)
-    if index.shape[dim] == 1:
+    if index.ndim == 0 or index.shape[dim] == 1:
         # One index per line along ``dim`` (max/min, pooling): no repeats, so a plain
         # assignment does it, much faster than the unbuffered scatter-add.
         z[key] = g
@@ -464,9 +464,10 @@ defop("masked_select", lambda xp, x, mask: x[mask],
 
 
 # index_select: one node (IndexSelectBackward0); the index, an integer vector, is an attribute.
-defop("index_select", lambda xp, x, index, dim: xp.take(x, index, axis=dim),
+# A 0-d input has one entry, which index 0 (checked) selects: the result is that entry.
+defop("index_select", lambda xp, x, index, dim: xp.take(x, index, axis=dim) if x.ndim else x.copy(),
       (lambda F, g, out, x, index, dim: F.index_backward(
-          g, shape=x.shape, key=(slice(None),) * dim + (index,)),),
+          g, shape=x.shape, key=(slice(None),) * dim + (index,) if len(x.shape) else ()),),
       jvp=linear_in(0), meta=(0,))
 
 
