@@ -759,14 +759,25 @@ def conform(task, node, i, g, shape, dtype):
     if gshape != shape:
         if not _expandable(shape, gshape):
             raise RuntimeError(
-                f"function {node.name()} returned an invalid gradient at index {i} - got "
-                f"{list(gshape)} but expected shape compatible with {list(shape)}")
+                f"Function {node.name()} returned an invalid gradient at index "
+                f"{_differentiable_index(node, i)} - got {list(gshape)} but expected shape "
+                f"compatible with {list(shape)}")
         g = (apply_op(OPS["sum_to_size"], (g,), {"shape": shape}) if task.create_graph
              else sum_to_shape(_xp_of(g), g, shape))
     if g.dtype != dtype:
         g = (apply_op(OPS["to_dtype"], (g,), {"dtype": dtype}) if task.create_graph
              else g.astype(dtype))
     return g
+
+
+def _differentiable_index(node, i) -> int:
+    """Input ``i``'s place among the inputs that can take a gradient: PyTorch's nodes have
+    edges for those only (ScatterBackward0's are self and src, so src is index 1), a table
+    op's node has one per input (None for an index)."""
+    rules = getattr(getattr(node, "op", None), "vjp", None)
+    if not rules:
+        return i
+    return sum(1 for r in rules[:i] if r is not None)
 
 
 def _xp_of(g):
