@@ -395,9 +395,15 @@ def _hardsigmoid_fwd(xp, x):
     return xp.clip(x + 3, 0, 6) / 6
 
 
+# PyTorch's hardsigmoid_backward multiplies by ``1.0f / 6.0f``, a float constant, in every
+# dtype: its float64 slope is 0.1666666716337204, not 1/6. The same number here, so that
+# float64 gradients agree with PyTorch's to the last bit (float32 rounds 1/6 to it anyway).
+_ONE_SIXTH_F32 = float(numpy.float32(1.0) / numpy.float32(6.0))
+
+
 def _hardsigmoid_vjp(F, g, out, x):
     # PyTorch's hardsigmoid_backward: grad / 6 strictly inside (-3, 3), 0 elsewhere and at NaN.
-    return grad_unless(F, g * (1.0 / 6.0), ~((x > -3.0) & (x < 3.0)))
+    return grad_unless(F, g * _ONE_SIXTH_F32, ~((x > -3.0) & (x < 3.0)))
 
 
 defop("hardsigmoid", _hardsigmoid_fwd, (_hardsigmoid_vjp,), jvp=SELF_ADJOINT)
