@@ -303,6 +303,26 @@ def _pool_ref(x, k, s, p, fn, fill):
     return fn(win, axis=(-2, -1))
 
 
+def _pool_dilated_ref(x, kernel, stride, dilation, ceil_mode=False):
+    """max over dilated windows, padded on the bottom/right with -inf for ceil_mode's last
+    window (no left padding: PyTorch's output size rule with padding 0)."""
+    n, c, h, w = x.shape
+    size = []
+    for s, k, st in zip((h, w), kernel, stride):
+        span = s - dilation * (k - 1) - 1
+        out = (-(-span // st) if ceil_mode else span // st) + 1
+        if ceil_mode and (out - 1) * st >= s:
+            out -= 1
+        size.append(out)
+    out = np.full((n, c, *size), -np.inf)
+    for i in range(size[0]):
+        for j in range(size[1]):
+            rows = [i * stride[0] + a * dilation for a in range(kernel[0]) if i * stride[0] + a * dilation < h]
+            cols = [j * stride[1] + b * dilation for b in range(kernel[1]) if j * stride[1] + b * dilation < w]
+            out[:, :, i, j] = x[:, :, rows][:, :, :, cols].max(axis=(2, 3))
+    return out
+
+
 def _adaptive_ref(x, oh, ow):
     n, c, h, w = x.shape
     out = np.zeros((n, c, oh, ow))
@@ -627,9 +647,25 @@ CASES += [
     OpCase("conv_transpose2d", lambda x, w, b: AF.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
            lambda x, w, b: _conv_t_ref(x, w, b, 2, 1, 1), ins(rnd(2, 3, 4, 3), rnd(3, 2, 3, 3), rnd(2))),
     OpCase("max_pool2d", lambda x: AF.max_pool2d(x, 2), lambda x: _pool_ref(x, 2, 2, 0, np.max, -np.inf),
-           ins(rnd(2, 3, 4, 6))),
+           ins(rnd(2, 3, 4, 6)), covers=("max_pool2d_with_indices",)),
     OpCase("max_pool2d", lambda x: AF.max_pool2d(x, 3, 2, 1), lambda x: _pool_ref(x, 3, 2, 1, np.max, -np.inf),
            ins(rnd(1, 2, 5, 5)), name="max_pool2d_pad_overlap"),
+    OpCase("max_pool2d", lambda x: AF.max_pool2d(x, (2, 3), (1, 2), 0, 2, ceil_mode=True),
+           lambda x: _pool_dilated_ref(x, (2, 3), (1, 2), 2, ceil_mode=True),
+           ins(rnd(1, 2, 6, 7)), name="max_pool2d_dilated_ceil"),
+    # The pooling's backward, itself differentiable (double backward: the gradient's entries
+    # at the indices), with windows that overlap (summed) and that do not (assigned).
+    OpCase("max_pool2d_with_indices_backward",
+           lambda g: ag.ops.apply_op(ag.OPS["max_pool2d_with_indices_backward"],
+                                     (g, np.array([[[[0, 5], [6, 6]]]])), {"shape": (1, 1, 3, 3)}),
+           lambda g: np.bincount([0, 5, 6, 6], weights=g.ravel(), minlength=9).reshape(1, 1, 3, 3),
+           ins(rnd(1, 1, 2, 2))),
+    OpCase("max_pool2d_with_indices_backward",
+           lambda g: ag.ops.apply_op(ag.OPS["max_pool2d_with_indices_backward"],
+                                     (g, np.array([[[[0, 5], [6, 8]]]])),
+                                     {"shape": (1, 1, 3, 3), "overlap": False}),
+           lambda g: np.bincount([0, 5, 6, 8], weights=g.ravel(), minlength=9).reshape(1, 1, 3, 3),
+           ins(rnd(1, 1, 2, 2)), name="max_pool2d_with_indices_backward_disjoint"),
     OpCase("avg_pool2d", lambda x: AF.avg_pool2d(x, 2, 1, 1), lambda x: _pool_ref(x, 2, 1, 1, np.mean, 0.0),
            ins(rnd(2, 3, 4, 5))),
     OpCase("adaptive_avg_pool2d", lambda x: AF.adaptive_avg_pool2d(x, (2, 3)),
