@@ -462,6 +462,30 @@ class Tensor:
                                f"passed in a {type(element)}.")
         return bool((self == element).any().item())
 
+    def __format__(self, format_spec):
+        """PyTorch's: a 0-d tensor formats its number (``f"{loss:.4f}"``); any other tensor
+        formats as ``str`` with an empty spec and refuses any other spec (object's rule)."""
+        if self._data.ndim == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    def type(self, dtype=None, non_blocking: bool = False, **kwargs):
+        """With no argument, PyTorch's type name (``'torch.FloatTensor'``,
+        ``'torch.cuda.LongTensor'``); with a dtype or such a name, the tensor in that type
+        (itself when it has it already)."""
+        if dtype is None:
+            return tensor_type_name(self._data.dtype, self._device)
+        if isinstance(dtype, str):
+            target, on_cuda = parse_tensor_type(dtype)
+            device = ("cuda" if self._device.type != "cuda" else self._device) if on_cuda \
+                else "cpu"
+            if target == self._data.dtype and (self._device.type == "cuda") == on_cuda:
+                return self
+            return self.to(device=device, dtype=target, non_blocking=non_blocking)
+        if numpy.dtype(dtype) == self._data.dtype:
+            return self
+        return self.to(dtype=dtype, non_blocking=non_blocking)
+
     def __repr__(self):
         arr = self._data if self._device is CPU else self._data.get()
         body = numpy.array2string(arr, separator=", ", prefix="tensor(", precision=4,
@@ -794,13 +818,45 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None) ->
     return _factory(dev, lambda xp: draw_uniform(gen, shape, _dt(dtype)), requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=None, device=None, generator=None) -> Tensor:
+def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, device=None,
+            requires_grad=False) -> Tensor:
+    """Integers drawn uniformly from ``[low, high)``, PyTorch's forms:
+    ``randint(high, size)``, ``randint(low, high, size)``, and the same with ``low=``,
+    ``high=``, ``size=`` as keywords; ``generator``, ``dtype`` (int64 by default; a float
+    dtype holds the integers), ``device``, ``requires_grad`` (floating dtypes only)."""
+    args = list(args)
+    if size is None:
+        if not args:
+            raise TypeError("randint() missing required argument 'size'")
+        size = args.pop()
+    if len(args) > 2:
+        raise TypeError(f"randint() takes at most 3 positional arguments ({len(args) + 1} "
+                        "given)")
+    if len(args) == 2:
+        low, high = args
+    elif len(args) == 1:
+        if high is None:
+            high = args[0]
+        else:
+            low = args[0]
     if high is None:
-        low, high = 0, low
+        raise TypeError("randint() missing required argument 'high'")
+    low = 0 if low is None else low
+    if isinstance(size, numbers.Integral) or not hasattr(size, "__iter__"):
+        raise TypeError(f"randint(): argument 'size' must be tuple of ints, not "
+                        f"{type(size).__name__}")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype(numpy.int64)
+    if requires_grad and dt.kind not in "fc":
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                           "gradients")
     dev = backend.device(device)
     gen = generator or _generators.get(dev)
-    dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype(numpy.int64)
-    return _factory(dev, lambda xp: gen.integers(low, high, size=tuple(size)).astype(dt), False)
+    shape = tuple(int(s) for s in size)
+    return _factory(dev, lambda xp: gen.integers(low, high, size=shape).astype(dt),
+                    requires_grad)
 
 
 def randn_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -811,6 +867,32 @@ def randn_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
 def rand_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
     return rand(*t.shape, dtype=dtype or t.dtype, device=device or t.device,
                 requires_grad=requires_grad)
+
+
+# PyTorch's legacy tensor type names (Tensor.type()), by dtype.
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+               "bfloat16": "BFloat16Tensor", "int8": "CharTensor", "uint8": "ByteTensor",
+               "int16": "ShortTensor", "int32": "IntTensor", "int64": "LongTensor",
+               "bool": "BoolTensor", "complex64": "ComplexFloatTensor",
+               "complex128": "ComplexDoubleTensor"}
+_TYPE_DTYPES = {v: k for k, v in _TYPE_NAMES.items()}
+
+
+def tensor_type_name(dtype, device) -> str:
+    """``'torch.FloatTensor'``, ``'torch.cuda.FloatTensor'``... for a dtype on a device."""
+    name = _TYPE_NAMES.get(numpy.dtype(dtype).name)
+    if name is None:
+        raise TypeError(f"no PyTorch tensor type for dtype {numpy.dtype(dtype)}")
+    return f"torch.{'cuda.' if device.type == 'cuda' else ''}{name}"
+
+
+def parse_tensor_type(name: str):
+    """(dtype, on cuda?) of a PyTorch type name such as ``'torch.cuda.LongTensor'``."""
+    parts = name.split(".")
+    on_cuda = len(parts) == 3 and parts[:2] == ["torch", "cuda"]
+    if not (len(parts) == 2 and parts[0] == "torch" or on_cuda) or parts[-1] not in _TYPE_DTYPES:
+        raise ValueError(f"invalid type: '{name}'")
+    return numpy.dtype(_TYPE_DTYPES[parts[-1]]), on_cuda
 
 
 _new_tensor = object.__new__

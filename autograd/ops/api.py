@@ -1219,16 +1219,62 @@ expose(public="linalg")(linalg)
 # --------------------------------------------------------------------------- issue 14: arithmetic
 
 
+def _plain_alpha(input, other, alpha) -> bool:  # noqa: A002
+    """Is ``alpha`` 1 (the plain op)? Else check it as PyTorch's alpha_check does against the
+    result dtype: no float alpha for integers, a bool alpha for bools only."""
+    if alpha is not True and alpha == 1:
+        return True
+    dtype = _promotion.result_type(*(x._data if isinstance(x, Tensor) else x
+                                     for x in (input, other)))
+    if isinstance(alpha, bool) and dtype != numpy.bool_:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if dtype.kind in "biu" and isinstance(alpha, numbers.Number) and not isinstance(
+            alpha, numbers.Integral):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+    return False
+
+
 @expose(public="add", methods="add")
 def add(input, other, *, alpha=1):  # noqa: A002 - PyTorch's names
-    """``input + alpha * other``."""
-    return _call("add", input, other if alpha == 1 else other * alpha)
+    """``input + alpha * other`` (one AddBackward0 node, alpha or not, as PyTorch's)."""
+    if _plain_alpha(input, other, alpha):
+        return _call("add", input, other)
+    return _call("add.alpha", input, other, alpha=alpha)
 
 
 @expose(public="sub", methods="sub")
 def sub(input, other, *, alpha=1):  # noqa: A002
-    """``input - alpha * other``."""
-    return _call("sub", input, other if alpha == 1 else other * alpha)
+    """``input - alpha * other`` (one SubBackward0 node)."""
+    if _plain_alpha(input, other, alpha):
+        return _call("sub", input, other)
+    return _call("sub.alpha", input, other, alpha=alpha)
+
+
+@expose(methods="add_")
+def add_(self, other, *, alpha=1):
+    """In-place :func:`add`: ``self += alpha * other``."""
+    if _plain_alpha(self, other, alpha):
+        return apply_inplace(OPS["add"], self, (other,))
+    return apply_inplace(OPS["add.alpha"], self, (other,), {"alpha": alpha})
+
+
+@expose(methods=("sub_", "subtract_"))
+def sub_(self, other, *, alpha=1):
+    """In-place :func:`sub`: ``self -= alpha * other``."""
+    if _plain_alpha(self, other, alpha):
+        return apply_inplace(OPS["sub"], self, (other,))
+    return apply_inplace(OPS["sub.alpha"], self, (other,), {"alpha": alpha})
+
+
+@expose(public="rsub")
+def rsub(input, other, *, alpha=1):  # noqa: A002
+    """``other - alpha * input`` (PyTorch's torch.rsub: RsubBackward0 for a tensor ``other``,
+    RsubBackward1 for a number)."""
+    plain = _plain_alpha(input, other, alpha)
+    if plain and not isinstance(other, Tensor):
+        return _call("rsub", input, other)
+    return _call("rsub.Tensor", input, other, **({} if plain else {"alpha": alpha}))
 
 
 _ROUNDING_MODES = (None, "trunc", "floor")
