@@ -32,6 +32,8 @@ import inspect
 import os
 import weakref
 
+import numpy
+
 from . import autocast_mode as _amp
 from . import backend
 from . import record_function as _rf
@@ -39,6 +41,7 @@ from .backend import CPU
 from .grad_mode import STATE as _THREAD
 from . import views
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
+from .dtypes import BFLOAT16
 from .promotion import can_cast, float_type, result_type, torch_name
 
 __all__ = ["OpDef", "defop", "defcomposite", "expose", "expose_inplace", "SELF_ADJOINT", "linear_in", "OPS",
@@ -117,6 +120,11 @@ class OpNode(Node):
         # ``saved`` is [out, *inputs]: saved tensors come back as arrays (tensors when the
         # backward is differentiable), scalars and Meta as they are.
         vals = self._unpack_saved(F is TensorF) if self._saves_tensors else saved
+        if self.input_metadata[0][1] is _BF16 and F is not TensorF:
+            # A bfloat16 op's gradients are computed in float32 (as its forward was); the
+            # engine rounds each to its input's dtype as it hands it on.
+            vals = [_upcast(v) for v in vals]
+            grads = [_upcast(g) if g is not None else None for g in grads]
         if op.nout == 1:
             g = grads[0]
         else:
@@ -676,6 +684,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
         bit <<= 1
     if dev is None:
         dev = CPU
+    bf16 = dt is _BF16 or (mixed and _any_bfloat16(datas))
     if mask and not (ops.grad_enabled and op.differentiable):
         mask = 0
     # Under the profiler the op runs inside a FUNCTION record; the sequence number is then
@@ -692,7 +701,10 @@ def apply_op(op: OpDef, inputs, attrs=None):
         if op.check is not None:
             op.check(*datas, **(attrs or {}))
         try:
-            out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
+            if bf16:
+                out = bfloat16_forward(op, dev.xp, datas, attrs)
+            else:
+                out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
             # NumPy's dtype is PyTorch's when the tensors share one and the result has it
             # (Python numbers are weak in both); anything else is worked out.
             if op.promote is not None and (mixed or out.dtype is not dt):
@@ -709,6 +721,49 @@ def apply_op(op: OpDef, inputs, attrs=None):
     finally:
         if rec is not None:
             _rf.end(rec)
+
+
+# --------------------------------------------------------------------------- bfloat16
+
+_BF16 = BFLOAT16
+_FLOAT32 = numpy.dtype(numpy.float32)
+
+
+def _any_bfloat16(datas) -> bool:
+    return any(getattr(d, "dtype", None) is _BF16 for d in datas)
+
+
+def bfloat16_forward(op, xp, datas, attrs):
+    """``op``'s forward for bfloat16 inputs: run on their float32 values (NumPy's matmul,
+    einsum and reductions have no bfloat16 loops, and PyTorch's CPU kernels compute in float32
+    too), floating results rounded to bfloat16 where PyTorch's result dtype is bfloat16 (not
+    where another float input or an explicit ``dtype=`` decides). A view op runs on the
+    bfloat16 array itself, so that the view shares its memory."""
+    view = op.view
+    if view is True or (view and view(**(attrs or {}))):
+        return op.fwd(xp, *datas, **attrs) if attrs else op.fwd(xp, *datas)
+    rounds = not (attrs and "dtype" in attrs) and result_type(*datas) is _BF16
+    cast = [d.astype(_FLOAT32) if getattr(d, "dtype", None) is _BF16 else d for d in datas]
+    out = op.fwd(xp, *cast, **attrs) if attrs else op.fwd(xp, *cast)
+    if not rounds:
+        return out
+    if isinstance(out, (tuple, list)):
+        return tuple(_to_bfloat16(o) for o in out)
+    return _to_bfloat16(out)
+
+
+def _to_bfloat16(a):
+    dt = getattr(a, "dtype", None)
+    return a.astype(_BF16) if dt is not None and dt.kind == "f" else a
+
+
+def _upcast(a):
+    """A bfloat16 array (or a tuple of arrays) as float32; anything else as it is."""
+    if a.__class__ is tuple:
+        return tuple(_upcast(x) for x in a)
+    if a.__class__ is numpy.ndarray and a.dtype is _BF16:   # (not Meta, not numbers)
+        return a.astype(_FLOAT32)
+    return a
 
 
 # --------------------------------------------------------------------------- autocast

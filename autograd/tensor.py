@@ -9,6 +9,7 @@ import numpy
 from . import backend, dispatch, views
 from . import record_function as _rf
 from .backend import CPU
+from .dtypes import BFLOAT16, ERR_BFLOAT16_CUDA
 from .generator import draw_normal, draw_uniform
 from .hooks import register
 from .node import GRAPH_EPOCH
@@ -27,7 +28,7 @@ _MEM = _rf.STATE
 
 
 def _is_float(dtype) -> bool:
-    return dtype.kind in "fc" or dtype.name == "bfloat16"
+    return dtype.kind in "fc" or dtype is BFLOAT16
 
 
 class Tensor:
@@ -353,12 +354,14 @@ class Tensor:
         if dtype is not None and numpy.dtype(dtype) != self._data.dtype:
             dtype = numpy.dtype(dtype)
             t = dispatch.apply_op(dispatch.OPS["to_dtype"], (t,), {"dtype": dtype})
-            if dtype.kind not in "fc" and t.requires_grad:
+            if not _is_float(dtype) and t.requires_grad:
                 # As PyTorch: an integer or bool tensor never requires grad (its values are
                 # not differentiable in the input), so a cast there ends the history.
                 t = t.detach()
         if device is not None:
             dev = backend.device(device)
+            if dev is not t._device and dev.type == "cuda" and t._data.dtype is BFLOAT16:
+                raise RuntimeError(ERR_BFLOAT16_CUDA)
             if dev is not t._device:
                 t = dispatch.apply_op(dispatch.OPS["to_device"], (t,), {"device": dev, "src": t._device})
         if copy and t is self:
@@ -488,13 +491,15 @@ class Tensor:
 
     def __repr__(self):
         arr = self._data if self._device is CPU else self._data.get()
+        if arr.dtype is BFLOAT16:   # printed by its values, as PyTorch's (ml_dtypes prints 6
+            arr = arr.astype(numpy.float32)   # digits); the dtype= below still says bfloat16
         body = numpy.array2string(arr, separator=", ", prefix="tensor(", precision=4,
                                   threshold=200)
         extras = []
         if self._device is not CPU:
             extras.append(f"device='{self._device}'")
-        if arr.dtype not in (get_default_dtype(), numpy.int64, numpy.bool_):
-            extras.append(f"dtype={arr.dtype}")
+        if self._data.dtype not in (get_default_dtype(), numpy.int64, numpy.bool_):
+            extras.append(f"dtype={self._data.dtype}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name()}>")
         elif self.requires_grad:
@@ -734,13 +739,19 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if dtype is None:
         is_int = all(isinstance(v, int) for v in (start, end, step))
         dtype = numpy.int64 if is_int else get_default_dtype()
-    return _factory(device, lambda xp: xp.arange(start, end, step, dtype=numpy.dtype(dtype)),
-                    requires_grad)
+    dt = numpy.dtype(dtype)
+    if dt is BFLOAT16:   # the values in float32, then rounded, as PyTorch's (not bfloat16 sums)
+        return _factory(device, lambda xp: xp.arange(start, end, step, dtype=numpy.float32)
+                        .astype(dt), requires_grad)
+    return _factory(device, lambda xp: xp.arange(start, end, step, dtype=dt), requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _factory(device, lambda xp: xp.linspace(start, end, steps, dtype=_dt(dtype)),
-                    requires_grad)
+    dt = _dt(dtype)
+    if dt is BFLOAT16:
+        return _factory(device, lambda xp: xp.linspace(start, end, steps, dtype=numpy.float32)
+                        .astype(dt), requires_grad)
+    return _factory(device, lambda xp: xp.linspace(start, end, steps, dtype=dt), requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:

@@ -17,6 +17,7 @@ import numpy
 from ..dispatch import (FUNCTIONS, OPS, apply_inplace, apply_op, defcomposite, expose,
                         expose_inplace)
 from .. import promotion as _promotion
+from ..dtypes import BFLOAT16
 from ..promotion import torch_name
 from ..tensor import Tensor
 from .indexing import SCATTER_REDUCES
@@ -820,6 +821,7 @@ def _cast(name, dtype):
 
 
 for _name, _dtype in (("float", "float32"), ("double", "float64"), ("half", "float16"),
+                      ("bfloat16", "bfloat16"),
                       ("long", "int64"), ("int", "int32"), ("short", "int16"),
                       ("char", "int8"), ("byte", "uint8"), ("bool", "bool")):
     expose(methods=_name)(_cast(_name, _dtype))
@@ -1224,6 +1226,19 @@ def _plain_alpha(input, other, alpha) -> bool:  # noqa: A002
     result dtype: no float alpha for integers, a bool alpha for bools only."""
     if alpha is not True and alpha == 1:
         return True
+    _alpha_dtype(input, other, alpha)
+    return False
+
+
+def _alpha(input, other, alpha):  # noqa: A002
+    """``alpha`` as PyTorch's kernels use it: in a bfloat16 result's own dtype (its add with
+    alpha=0.3 multiplies by 0.30078125)."""
+    if _alpha_dtype(input, other, alpha) is BFLOAT16:
+        return float(numpy.asarray(alpha, dtype=numpy.float32).astype(BFLOAT16))
+    return alpha
+
+
+def _alpha_dtype(input, other, alpha):  # noqa: A002
     dtype = _promotion.result_type(*(x._data if isinstance(x, Tensor) else x
                                      for x in (input, other)))
     if isinstance(alpha, bool) and dtype != numpy.bool_:
@@ -1232,7 +1247,7 @@ def _plain_alpha(input, other, alpha) -> bool:  # noqa: A002
             alpha, numbers.Integral):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
                            "point number.")
-    return False
+    return dtype
 
 
 @expose(public="add", methods="add")
@@ -1240,7 +1255,7 @@ def add(input, other, *, alpha=1):  # noqa: A002 - PyTorch's names
     """``input + alpha * other`` (one AddBackward0 node, alpha or not, as PyTorch's)."""
     if _plain_alpha(input, other, alpha):
         return _call("add", input, other)
-    return _call("add.alpha", input, other, alpha=alpha)
+    return _call("add.alpha", input, other, alpha=_alpha(input, other, alpha))
 
 
 @expose(public="sub", methods="sub")
@@ -1248,7 +1263,7 @@ def sub(input, other, *, alpha=1):  # noqa: A002
     """``input - alpha * other`` (one SubBackward0 node)."""
     if _plain_alpha(input, other, alpha):
         return _call("sub", input, other)
-    return _call("sub.alpha", input, other, alpha=alpha)
+    return _call("sub.alpha", input, other, alpha=_alpha(input, other, alpha))
 
 
 @expose(methods="add_")
@@ -1256,7 +1271,7 @@ def add_(self, other, *, alpha=1):
     """In-place :func:`add`: ``self += alpha * other``."""
     if _plain_alpha(self, other, alpha):
         return apply_inplace(OPS["add"], self, (other,))
-    return apply_inplace(OPS["add.alpha"], self, (other,), {"alpha": alpha})
+    return apply_inplace(OPS["add.alpha"], self, (other,), {"alpha": _alpha(self, other, alpha)})
 
 
 @expose(methods=("sub_", "subtract_"))
@@ -1264,7 +1279,7 @@ def sub_(self, other, *, alpha=1):
     """In-place :func:`sub`: ``self -= alpha * other``."""
     if _plain_alpha(self, other, alpha):
         return apply_inplace(OPS["sub"], self, (other,))
-    return apply_inplace(OPS["sub.alpha"], self, (other,), {"alpha": alpha})
+    return apply_inplace(OPS["sub.alpha"], self, (other,), {"alpha": _alpha(self, other, alpha)})
 
 
 @expose(public="rsub")
@@ -1274,7 +1289,8 @@ def rsub(input, other, *, alpha=1):  # noqa: A002
     plain = _plain_alpha(input, other, alpha)
     if plain and not isinstance(other, Tensor):
         return _call("rsub", input, other)
-    return _call("rsub.Tensor", input, other, **({} if plain else {"alpha": alpha}))
+    return _call("rsub.Tensor", input, other,
+                 **({} if plain else {"alpha": _alpha(input, other, alpha)}))
 
 
 _ROUNDING_MODES = (None, "trunc", "floor")
