@@ -41,7 +41,7 @@ from .backend import CPU
 from .grad_mode import STATE as _THREAD
 from . import views
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
-from .dtypes import BFLOAT16
+from .dtypes import BFLOAT16, is_floating
 from .promotion import can_cast, float_type, result_type, torch_name
 
 __all__ = ["OpDef", "defop", "defcomposite", "expose", "expose_inplace", "SELF_ADJOINT", "linear_in", "OPS",
@@ -948,8 +948,8 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
         node.input_metadata = tuple([(o.shape, o.dtype, dev, stream) for o in out])
         # Integer and boolean outputs (indices) carry no gradient.
         cls = result_cls or Tensor
-        result = tuple(_init_tensor(_new(cls), o, o.dtype.kind in "fc",
-                                    node if o.dtype.kind in "fc" else None, i,
+        result = tuple(_init_tensor(_new(cls), o, is_floating(o.dtype),
+                                    node if is_floating(o.dtype) else None, i,
                                     [0] if vc is None else vc, dev) for i, o in enumerate(out))
     if ops.anomaly:
         _record_anomaly_trace(node, _THREAD)

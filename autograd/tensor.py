@@ -860,7 +860,7 @@ def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, d
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
     dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype(numpy.int64)
-    if requires_grad and dt.kind not in "fc":
+    if requires_grad and not _is_float(dt):
         raise RuntimeError("Only Tensors of floating point and complex dtype can require "
                            "gradients")
     dev = backend.device(device)

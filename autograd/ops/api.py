@@ -17,7 +17,7 @@ import numpy
 from ..dispatch import (FUNCTIONS, OPS, apply_inplace, apply_op, defcomposite, expose,
                         expose_inplace)
 from .. import promotion as _promotion
-from ..dtypes import BFLOAT16
+from ..dtypes import BFLOAT16, is_floating
 from ..promotion import torch_name
 from ..tensor import Tensor
 from .indexing import SCATTER_REDUCES
@@ -1586,7 +1586,7 @@ def nanmean(x, dim=None, keepdim=False, *, dtype=None):
     """Mean of the entries that are not NaN (PyTorch's: nansum over their count)."""
     if dtype is not None:
         x = x.to(dtype=dtype)
-    if x.dtype.kind not in "fc":   # PyTorch's refusal (NumPy would answer in float64)
+    if not is_floating(x.dtype):   # PyTorch's refusal (NumPy would answer in float64)
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype "
                            f"but got {torch_name(x.dtype)}")
     count = (~_call("isnan", x)).sum(dim=dim, keepdim=keepdim)

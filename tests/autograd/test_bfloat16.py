@@ -152,3 +152,12 @@ def test_cuda_of_a_bfloat16_tensor_names_the_problem():
             move()
     # float16 on the GPU is the way: the error says so, and it works.
     assert t.to("cuda", dtype=ag.float16).dtype == ag.float16
+
+
+def test_multi_output_ops_keep_bfloat16_differentiable():
+    x = ag.tensor([[1.5, -2.0], [0.25, 3.0]], dtype=ag.bfloat16, requires_grad=True)
+    values, indices = x.max(1)
+    assert values.dtype == ag.bfloat16 and values.requires_grad and not indices.requires_grad
+    values.sum().backward()
+    np.testing.assert_array_equal(x.grad.float().numpy(), [[1.0, 0.0], [0.0, 1.0]])
+    assert ag.nanmean(x).item() == 0.6875   # torch: 0.6875

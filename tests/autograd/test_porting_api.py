@@ -132,3 +132,16 @@ def test_randint_generator_requires_grad_and_errors():
         torch.randint(10, 3, (2,))
     with pytest.raises(TypeError, match="must be tuple of ints"):
         torch.randint(10, 3)
+
+
+def test_array_protocol_follows_numpy_2_copy_semantics():
+    t = torch.tensor([1.0, 2.0])
+    shared = np.asarray(t)                      # copy=None: no copy needed on the CPU
+    assert np.shares_memory(shared, t.numpy())
+    assert not np.shares_memory(np.array(t, copy=True), t.numpy())
+    assert np.array(t, copy=False) is not None  # no copy needed: allowed
+    with pytest.raises(ValueError, match="Unable to avoid copy"):
+        np.array(t, dtype=np.float64, copy=False)   # a cast needs a copy
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+    zero_d = torch.tensor(3.5)
+    assert np.asarray(zero_d).shape == () and float(np.asarray(zero_d)) == 3.5
