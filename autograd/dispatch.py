@@ -740,7 +740,7 @@ def bfloat16_forward(op, xp, datas, attrs):
     where another float input or an explicit ``dtype=`` decides). A view op runs on the
     bfloat16 array itself, so that the view shares its memory."""
     view = op.view
-    if view is True or (view and view(**(attrs or {}))):
+    if view is True or (view and (op.nout != 1 or view(**(attrs or {})))):
         return op.fwd(xp, *datas, **attrs) if attrs else op.fwd(xp, *datas)
     rounds = not (attrs and "dtype" in attrs) and result_type(*datas) is _BF16
     cast = [d.astype(_FLOAT32) if getattr(d, "dtype", None) is _BF16 else d for d in datas]

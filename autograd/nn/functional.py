@@ -12,6 +12,7 @@ import numpy
 
 from .. import backend, ops
 from ..dispatch import OPS, TensorF, apply_inplace, defcomposite
+from ..dtypes import is_floating
 from ..grad_mode import is_grad_enabled, no_grad
 from ..ops import _call
 from ..ops.nn import conv2d_input_grad, conv_out_size
@@ -423,7 +424,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,  # noqa:
     class_dim = 0 if input.ndim == 1 else 1
     logp = _log_softmax(input, class_dim)
     c = input.shape[class_dim]
-    if target.dtype.kind == "f":   # class probabilities
+    if is_floating(target.dtype):   # class probabilities
         if target.shape != input.shape:
             raise RuntimeError(f"cross_entropy: probability target of shape {list(target.shape)} "
                                f"must match input shape {list(input.shape)}")
@@ -559,7 +560,7 @@ __all__ += [
 
 def _const(array, like):
     """A constant (no-grad) tensor from a host array, on ``like``'s device and dtype."""
-    arr = numpy.asarray(array, dtype=like.dtype if like.dtype.kind == "f" else None)
+    arr = numpy.asarray(array, dtype=like.dtype if is_floating(like.dtype) else None)
     return Tensor._make(backend.to_device(arr, like.device), False, None, 0, [0], like.device)
 
 

@@ -1371,7 +1371,11 @@ def frexp(input):  # noqa: A002
 
 @defcomposite("ldexp", public="ldexp", methods="ldexp")
 def ldexp(input, other):  # noqa: A002
-    """``input * 2**other`` (MulBackward0; PyTorch's own node is LdexpBackward0)."""
+    """``input * 2**other`` (MulBackward0; PyTorch's own node is LdexpBackward0). An integer
+    ``other`` scales in ``input``'s floating dtype (bfloat16 and float16 stay)."""
+    if (isinstance(other, Tensor) and isinstance(input, Tensor) and other.dtype.kind in "iub"
+            and is_floating(input.dtype)):
+        other = other.to(dtype=input.dtype)   # (float64's 2**200 is not float32's inf)
     return input * (2.0 ** other)
 
 
