@@ -46,3 +46,38 @@ def test_scatter_add_and_scatter_reduce_raise_as_torch():
         s = ag.ones(3, 3, requires_grad=True)
         with _raises(node, [3, 2], [3, 3]):
             fn(x, s).sum().backward()
+
+
+class _Bad(ag.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        return x * 2 + y.sum()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g[:1], g
+
+
+class _Broadcast(ag.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return ag.ones(2, 3)
+
+
+def test_custom_function_gradients_are_validated_as_torchs():
+    x, y = ag.ones(3, requires_grad=True), ag.ones(3, requires_grad=True)
+    with _raises_at0("BadBackward", [1], [3]):
+        _Bad.apply(x, y).sum().backward()
+    # A gradient that the input's shape broadcasts to is summed down (torch: [2., 2., 2.]).
+    _Broadcast.apply(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def _raises_at0(node, got, want):
+    return pytest.raises(RuntimeError, match=re.escape(
+        f"Function {node} returned an invalid gradient at index 0 - got {got} but expected "
+        f"shape compatible with {want}"))
