@@ -70,7 +70,7 @@ class _Broadcast(ag.Function):
 
 def test_custom_function_gradients_are_validated_as_torchs():
     x, y = ag.ones(3, requires_grad=True), ag.ones(3, requires_grad=True)
-    with _raises_at0("BadBackward", [1], [3]):
+    with _raises_at0("_BadBackward", [1], [3]):
         _Bad.apply(x, y).sum().backward()
     # A gradient that the input's shape broadcasts to is summed down (torch: [2., 2., 2.]).
     _Broadcast.apply(x).sum().backward()
