@@ -80,3 +80,35 @@ def test_binary_cross_entropy_refuses_a_weight_that_requires_grad():
     with pytest.raises(RuntimeError, match="not differentiable with respect to argument "
                                            "'weight'"):
         F.binary_cross_entropy(p, p.detach(), weight=ag.ones(2, requires_grad=True))
+
+
+def test_new_nodes_replay_compiled_and_bfloat16_runs_eagerly():
+    """Compiled autograd replays max_pool2d's, binary_cross_entropy's and the alpha overloads'
+    nodes bit for bit; a graph with bfloat16 nodes runs eagerly (where their gradients are
+    computed in float32), with the same gradients."""
+    from gradtrace.autograd import compiled_autograd as ca
+
+    rng = np.random.default_rng(3)
+    for dtype, fallbacks in ((ag.float64, 0), (ag.bfloat16, 2)):
+        x = ag.tensor(rng.standard_normal((2, 3, 4, 4)), dtype=dtype, requires_grad=True)
+        v = ag.tensor(rng.uniform(0.1, 0.9, (4, 4)), dtype=dtype, requires_grad=True)
+
+        def grads():
+            x.grad = v.grad = None
+            parts = [F.max_pool2d(x, 2).sum((0, 1)), F.max_pool2d(x, 3, 1, 1).sum((0, 1)),
+                     F.binary_cross_entropy(v, (v > 0.5).to(dtype)).reshape(1, 1),
+                     ag.add(v, v * 2, alpha=0.5), ag.sub(v, v.exp(), alpha=2),
+                     ag.rsub(v, v * 3, alpha=1.5)]
+            ag.cat([p.reshape(-1).float() for p in parts]).square().sum().backward()
+            return [p.grad.float().numpy().copy() for p in (x, v)]
+
+        ca.reset()
+        try:
+            eager = grads()
+            with ca.enable():
+                for _ in range(2):
+                    for e, c in zip(eager, grads()):
+                        np.testing.assert_array_equal(e, c)
+            assert ca.stats()["eager_fallbacks"] == fallbacks
+        finally:
+            ca.reset()
