@@ -702,7 +702,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
             op.check(*datas, **(attrs or {}))
         try:
             if bf16:
-                out = bfloat16_forward(op, dev.xp, datas, attrs)
+                out = _bfloat16_forward(op, dev.xp, datas, attrs)
             else:
                 out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
             # NumPy's dtype is PyTorch's when the tensors share one and the result has it
@@ -733,7 +733,7 @@ def _any_bfloat16(datas) -> bool:
     return any(getattr(d, "dtype", None) is _BF16 for d in datas)
 
 
-def bfloat16_forward(op, xp, datas, attrs):
+def _bfloat16_forward(op, xp, datas, attrs):
     """``op``'s forward for bfloat16 inputs: run on their float32 values (NumPy's matmul,
     einsum and reductions have no bfloat16 loops, and PyTorch's CPU kernels compute in float32
     too), floating results rounded to bfloat16 where PyTorch's result dtype is bfloat16 (not

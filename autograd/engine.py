@@ -45,6 +45,8 @@ from .tensor import _ENGINE_BACKWARD, Tensor
 __all__ = ["backward", "grad", "GraphTask"]
 
 _RF = _rf.STATE
+_BACKWARD = int(_rf.RecordScope.BACKWARD_FUNCTION)
+MAX_REENTRANT_DEPTH = 60
 # NumPy's scalar types (what its ufuncs return for 0-d arrays): never a gradient buffer.
 _NUMPY_SCALARS = frozenset(t for t in numpy.sctypeDict.values() if issubclass(t, numpy.generic))
 
@@ -52,8 +54,7 @@ _NUMPY_SCALARS = frozenset(t for t in numpy.sctypeDict.values() if issubclass(t,
 def _array(a):
     """``a``, or the 0-d array of a NumPy scalar (the sum of two 0-d arrays is one)."""
     return numpy.asarray(a) if a.__class__ in _NUMPY_SCALARS else a
-_BACKWARD = int(_rf.RecordScope.BACKWARD_FUNCTION)
-MAX_REENTRANT_DEPTH = 60
+
 
 # set_multithreading_enabled(False) serializes backward calls from different threads.
 _multithreading = True

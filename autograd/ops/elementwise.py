@@ -914,7 +914,8 @@ defop("zeros", lambda xp, shape, dtype, device: device.xp.zeros(shape, dtype),
 # float32 one, or with 2.5, is float32 there (NumPy: float64); the FLOATING ops also make
 # integer and bool inputs the default float (torch.sqrt(torch.tensor([4])) is float32).
 # clamp with number bounds promotes in its forward (_bounded): its bounds are attributes.
-for _name in ("add", "sub", "rsub", "add.alpha", "sub.alpha", "rsub.Tensor", "mul", "pow", "pow.Tensor_Tensor", "pow.Scalar", "maximum",
+for _name in ("add", "sub", "rsub", "add.alpha", "sub.alpha", "rsub.Tensor", "mul",
+              "pow", "pow.Tensor_Tensor", "pow.Scalar", "maximum",
               "minimum", "fmax", "fmin", "fmod", "fmod.Tensor", "remainder", "remainder.Tensor",
               "floor_divide", "where", "lerp", "lerp.Tensor", "addcmul", "clamp.Tensor",
               "clamp_min.Tensor", "clamp_max.Tensor"):

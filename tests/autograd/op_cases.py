@@ -323,8 +323,8 @@ def _pool_dilated_ref(x, kernel, stride, dilation, ceil_mode=False):
     out = np.full((n, c, *size), -np.inf)
     for i in range(size[0]):
         for j in range(size[1]):
-            rows = [i * stride[0] + a * dilation for a in range(kernel[0]) if i * stride[0] + a * dilation < h]
-            cols = [j * stride[1] + b * dilation for b in range(kernel[1]) if j * stride[1] + b * dilation < w]
+            rows = [r for r in (i * stride[0] + a * dilation for a in range(kernel[0])) if r < h]
+            cols = [c for c in (j * stride[1] + b * dilation for b in range(kernel[1])) if c < w]
             out[:, :, i, j] = x[:, :, rows][:, :, :, cols].max(axis=(2, 3))
     return out
 

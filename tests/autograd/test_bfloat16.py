@@ -18,7 +18,8 @@ def bf16_cases(torch):
     x = torch.tensor([[1.5, 2.3, -0.7], [0.33, -1.9, 4.1]], dtype=bf, requires_grad=True)
     w = torch.tensor([[0.1, -0.2], [0.3, 0.25], [-1.1, 0.7]], dtype=bf, requires_grad=True)
     out = {
-        "x": x, "mul_scalar": x * 2.5, "div_scalar": x / 3.3, "add_int": x + torch.tensor([1, 2, 3]),
+        "x": x, "mul_scalar": x * 2.5, "div_scalar": x / 3.3,
+        "add_int": x + torch.tensor([1, 2, 3]),
         "add_float16": x + torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16),
         "add_float32": x + torch.ones(3), "add_float32_0d": x + torch.tensor(1.0),
         "matmul": x @ w, "mm": torch.mm(x, w), "einsum": torch.einsum("ij,jk->ik", x, w),
@@ -31,7 +32,8 @@ def bf16_cases(torch):
         "double": x.to(torch.float64), "from_float32": torch.tensor([0.1, 1 / 3, 1e-3]).bfloat16(),
         "arange": torch.arange(0, 1, 0.3, dtype=bf), "full": torch.full((2,), 1.7, dtype=bf),
         "linspace": torch.linspace(0, 1, 4, dtype=bf),
-        "add_alpha": torch.zeros(3, dtype=bf).add_(torch.tensor([1.0, 2.0, 3.0], dtype=bf), alpha=0.3),
+        "add_alpha": torch.zeros(3, dtype=bf).add_(torch.tensor([1.0, 2.0, 3.0], dtype=bf),
+                                                   alpha=0.3),
     }
     loss = (F.gelu(x @ w) * 1.7).sum() + (x.exp() * x).mean() + torch.softmax(x, 1)[:, 0].sum()
     loss.backward()

@@ -3,7 +3,8 @@
 The bug class: a constant of the wrong precision in a float64 path. PyTorch's own
 hardsigmoid_backward multiplies by the float constant ``1.0f / 6.0f`` in every dtype, so its
 float64 slope is 0.1666666716337204; gradtrace used 1/6 in double and differed by 5e-9.
-The others agree with PyTorch to rounding (checked here to 1e-13, where the float constant was 3e-8 off).
+The others agree with PyTorch to rounding (checked here to 1e-13, where the float constant was
+3e-8 off).
 """
 import numpy as np
 import pytest
