@@ -27,6 +27,9 @@ except ImportError:  # pragma: no cover - a declared dependency; a clear error i
 __all__ = ["BFLOAT16", "ERR_NO_ML_DTYPES", "ERR_BFLOAT16_CUDA", "is_floating", "finfo",
            "iinfo"]
 
+#: The default dtype (``torch.get_default_dtype()``), held here for finfo and promotion.py.
+DEFAULT_DTYPE = [numpy.dtype(numpy.float32)]
+
 #: The bfloat16 dtype (None only where ml_dtypes is not installed).
 BFLOAT16 = numpy.dtype(_ml_dtypes.bfloat16) if _ml_dtypes is not None else None
 FLOAT32 = numpy.dtype(numpy.float32)
@@ -56,9 +59,7 @@ class finfo:
     ``resolution``, ``dtype`` (its name, as PyTorch's: ``'bfloat16'``)."""
 
     def __init__(self, dtype=None):
-        from .promotion import get_default_dtype  # noqa: PLC0415 - promotion imports this
-
-        dt = get_default_dtype() if dtype is None else numpy.dtype(dtype)
+        dt = DEFAULT_DTYPE[0] if dtype is None else numpy.dtype(dtype)
         if not is_floating(dt):
             raise TypeError(f"torch.finfo() requires a floating point input type, got {dt}")
         info = _ml_dtypes.finfo(dt) if dt is BFLOAT16 else numpy.finfo(dt)

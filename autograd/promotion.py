@@ -20,12 +20,12 @@ import numbers
 
 import numpy
 
-from .dtypes import BFLOAT16, is_floating
+from .dtypes import BFLOAT16, DEFAULT_DTYPE, is_floating
 
 __all__ = ["get_default_dtype", "set_default_dtype", "result_type", "promote_types",
            "float_type", "category", "can_cast", "torch_name"]
 
-_DEFAULT = [numpy.dtype(numpy.float32)]
+_DEFAULT = DEFAULT_DTYPE   # (one list: dtypes.finfo() reads it too)
 _COMPLEX_OF = {BFLOAT16: numpy.dtype(numpy.complex64),
                numpy.dtype(numpy.float16): numpy.dtype(numpy.complex64),
                numpy.dtype(numpy.float32): numpy.dtype(numpy.complex64),
