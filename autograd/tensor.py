@@ -649,6 +649,7 @@ def _as_host(x):
 def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new leaf tensor holding a copy of ``data``."""
     dev = backend.device(device) if device is not None else None
+    _refuse_cuda_bfloat16(dtype, dev)
     arr = _to_array(data, dtype, dev)
     if isinstance(data, Tensor) or backend.is_device_array(data):
         # (an ndarray's own ``.data`` is a memoryview, so look inside Tensors only)
@@ -664,6 +665,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, Tensor) and dtype is None and device is None:
         return data
     dev = backend.device(device) if device is not None else None
+    _refuse_cuda_bfloat16(dtype, dev)
     arr = _to_array(data, dtype, dev)
     return Tensor._make(arr, False, None, 0, [0], dev or backend.device_of_array(arr))
 
@@ -689,12 +691,27 @@ def _factory(dev_spec, make, requires_grad):
     if dev.type == "cuda":
         with dev.xp.cuda.Device(dev.index):
             arr = make(dev.xp)
+        _refuse_cuda_bfloat16(arr, dev)
     else:
         arr = make(dev.xp)
     t = Tensor._make(arr, False, None, 0, [0], dev)
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _refuse_cuda_bfloat16(dtype_or_array, dev) -> None:
+    """CuPy has no bfloat16: say so where a bfloat16 tensor would be made on a GPU (a dtype
+    asked for, or an array the GPU stand-in made)."""
+    if dev is None or dev.type != "cuda" or dtype_or_array is None:
+        return
+    dt = getattr(dtype_or_array, "dtype", dtype_or_array)
+    try:
+        dt = numpy.dtype(dt)
+    except TypeError:
+        return   # not a dtype: the factory's own error will say so
+    if dt is BFLOAT16:
+        raise RuntimeError(ERR_BFLOAT16_CUDA)
 
 
 def _shape(size):

@@ -163,3 +163,13 @@ def test_multi_output_ops_keep_bfloat16_differentiable():
     values.sum().backward()
     np.testing.assert_array_equal(x.grad.float().numpy(), [[1.0, 0.0], [0.0, 1.0]])
     assert ag.nanmean(x).item() == 0.6875   # torch: 0.6875
+
+
+@pytest.mark.cuda
+def test_bfloat16_factories_on_cuda_name_the_problem():
+    for make in (lambda: ag.tensor([1.0], dtype=ag.bfloat16, device="cuda"),
+                 lambda: ag.as_tensor([1.0], dtype=ag.bfloat16, device="cuda"),
+                 lambda: ag.zeros(2, dtype=ag.bfloat16, device="cuda"),
+                 lambda: ag.randn(2, dtype=ag.bfloat16, device="cuda")):
+        with pytest.raises(RuntimeError, match="CuPy has no bfloat16 dtype"):
+            make()
