@@ -165,33 +165,18 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: 
     return (values, indices) if return_indices else values
 
 
-@defcomposite("avg_pool2d")
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,  # noqa: A002
                count_include_pad: bool = True, divisor_override=None):
     """Mean over each window. The divisor is the window's size clipped to the padded input
     (count_include_pad=True, PyTorch's default) or its count of real elements (False), or
-    ``divisor_override``."""
-    sums = _pool_windows(input, kernel_size, stride, padding, 1, 0.0, "avg_pool2d",
-                         ceil_mode).sum(dim=2)
-    if divisor_override is not None:
-        if divisor_override == 0:
-            raise RuntimeError("avg_pool2d: divisor_override must be non-zero")
-        return sums * (1.0 / divisor_override)
-    p = _pair(padding, "padding", "avg_pool2d")
-    h, w = input.shape[2:]
-    if count_include_pad:
-        # Ones over the zero-padded input; ceil_mode's overhang beyond it does not count.
-        ones = numpy.ones((1, 1, h + 2 * p[0], w + 2 * p[1]))
-        pad_ = 0
-    else:
-        ones = numpy.ones((1, 1, h, w))
-        pad_ = padding
-    with no_grad():
-        counts = _pool_windows(_const(ones, input), kernel_size, stride, pad_, 1, 0.0,
-                               "avg_pool2d", ceil_mode).sum(dim=2)
-        if count_include_pad:  # the windows above started at the padded origin already
-            counts = counts[:, :, :sums.shape[2], :sums.shape[3]]
-    return sums / counts
+    ``divisor_override``. One op and one node (AvgPool2DBackward0), as PyTorch's."""
+    kernel, stride, padding, _, extra = _pool_args(input, kernel_size, stride, padding, 1,
+                                                   "avg_pool2d", ceil_mode)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("avg_pool2d: divisor_override must be non-zero")
+    return _call("avg_pool2d", input, kernel=kernel, stride=stride, padding=padding,
+                 extra=extra, count_include_pad=bool(count_include_pad),
+                 divisor_override=divisor_override)
 
 
 @defcomposite("adaptive_avg_pool2d")

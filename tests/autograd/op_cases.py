@@ -309,6 +309,21 @@ def _pool_ref(x, k, s, p, fn, fill):
     return fn(win, axis=(-2, -1))
 
 
+def _avg_backward_ref(g, shape, k, s, p):
+    """avg_pool2d_backward with count_include_pad=False, by its definition: each output's
+    gradient over the count of real entries in its window, added to each of them."""
+    out = np.zeros(shape)
+    h, w = shape[2:]
+    for i in range(g.shape[2]):
+        for j in range(g.shape[3]):
+            rows = [r for r in range(i * s - p, i * s - p + k) if 0 <= r < h]
+            cols = [c for c in range(j * s - p, j * s - p + k) if 0 <= c < w]
+            for r in rows:
+                for c in cols:
+                    out[:, :, r, c] += g[:, :, i, j] / (len(rows) * len(cols))
+    return out
+
+
 def _pool_dilated_ref(x, kernel, stride, dilation, ceil_mode=False):
     """max over dilated windows, padded on the bottom/right with -inf for ceil_mode's last
     window (no left padding: PyTorch's output size rule with padding 0)."""
@@ -659,6 +674,13 @@ CASES += [
     OpCase("max_pool2d", lambda x: AF.max_pool2d(x, (2, 3), (1, 2), 0, 2, ceil_mode=True),
            lambda x: _pool_dilated_ref(x, (2, 3), (1, 2), 2, ceil_mode=True),
            ins(rnd(1, 2, 6, 7)), name="max_pool2d_dilated_ceil"),
+    # avg_pool2d's backward: each output's gradient over its window's divisor, spread over the
+    # window (ceil_mode's last window, count_include_pad=False's divisor); differentiable.
+    OpCase("avg_pool2d_backward",
+           lambda g: ag.ops.apply_op(ag.OPS["avg_pool2d_backward"], (g,), {
+               "shape": (1, 2, 5, 5), "kernel": (3, 3), "stride": (2, 2), "padding": (1, 1),
+               "extra": (0, 0), "count_include_pad": False, "divisor_override": None}),
+           lambda g: _avg_backward_ref(g, (1, 2, 5, 5), 3, 2, 1), ins(rnd(1, 2, 3, 3))),
     # The pooling's backward, itself differentiable (double backward: the gradient's entries
     # at the indices), with windows that overlap (summed) and that do not (assigned).
     OpCase("max_pool2d_with_indices_backward",

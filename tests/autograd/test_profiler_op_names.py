@@ -33,6 +33,13 @@ def test_max_pool2d_shows_pytorchs_op_and_node():
     assert backward == ["SumBackward0", "MaxPool2DWithIndicesBackward0", "AccumulateGrad"]
 
 
+def test_avg_pool2d_shows_pytorchs_op_and_node():
+    x = ag.tensor(np.random.default_rng(0).standard_normal((2, 3, 6, 6)), requires_grad=True)
+    forward, backward, out = _profile(lambda: F.avg_pool2d(x, 3, 2, 1).sum())
+    assert forward == ["avg_pool2d", "sum"]
+    assert backward == ["SumBackward0", "AvgPool2DBackward0", "AccumulateGrad"]
+
+
 def test_max_pool2d_node_and_indices():
     x = ag.tensor(np.arange(16.0).reshape(1, 1, 4, 4), requires_grad=True)
     values, indices = F.max_pool2d(x, 2, return_indices=True)
@@ -83,8 +90,8 @@ def test_binary_cross_entropy_refuses_a_weight_that_requires_grad():
 
 
 def test_new_nodes_replay_compiled_and_bfloat16_runs_eagerly():
-    """Compiled autograd replays max_pool2d's, binary_cross_entropy's and the alpha overloads'
-    nodes bit for bit; a graph with bfloat16 nodes runs eagerly (where their gradients are
+    """Compiled autograd replays max_pool2d's, avg_pool2d's, binary_cross_entropy's and the
+    alpha overloads' nodes bit for bit; a graph with bfloat16 nodes runs eagerly (where their gradients are
     computed in float32), with the same gradients."""
     from gradtrace.autograd import compiled_autograd as ca
 
@@ -96,6 +103,7 @@ def test_new_nodes_replay_compiled_and_bfloat16_runs_eagerly():
         def grads():
             x.grad = v.grad = None
             parts = [F.max_pool2d(x, 2).sum((0, 1)), F.max_pool2d(x, 3, 1, 1).sum((0, 1)),
+                     F.avg_pool2d(x, 3, 2, 1, count_include_pad=False).sum((0, 1)),
                      F.binary_cross_entropy(v, (v > 0.5).to(dtype)).reshape(1, 1),
                      ag.add(v, v * 2, alpha=0.5), ag.sub(v, v.exp(), alpha=2),
                      ag.rsub(v, v * 3, alpha=1.5)]
