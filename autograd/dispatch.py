@@ -120,11 +120,6 @@ class OpNode(Node):
         # ``saved`` is [out, *inputs]: saved tensors come back as arrays (tensors when the
         # backward is differentiable), scalars and Meta as they are.
         vals = self._unpack_saved(F is TensorF) if self._saves_tensors else saved
-        if self.input_metadata[0][1] is _BF16 and F is not TensorF:
-            # A bfloat16 op's gradients are computed in float32 (as its forward was); the
-            # engine rounds each to its input's dtype as it hands it on.
-            vals = [_upcast(v) for v in vals]
-            grads = [_upcast(g) if g is not None else None for g in grads]
         if op.nout == 1:
             g = grads[0]
         else:
@@ -717,6 +712,9 @@ def apply_op(op: OpDef, inputs, attrs=None):
             out = dev.xp.asarray(out)
         if not mask:
             return _init_tensor(_new(Tensor), out, False, None, 0, [0], dev)
+        if bf16:
+            return _bfloat16_node(_record(op, inputs, datas, attrs, mask, seq, dev, ops, out,
+                                          [0]))
         return _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, [0])
     finally:
         if rec is not None:
@@ -755,6 +753,43 @@ def _bfloat16_forward(op, xp, datas, attrs):
 def _to_bfloat16(a):
     dt = getattr(a, "dtype", None)
     return a.astype(_BF16) if dt is not None and dt.kind == "f" else a
+
+
+class _BFloat16Node:
+    """Mixed into a node class for a node of an op on bfloat16 values: its rules run on
+    float32 values (its gradient and saved arrays upcast), as its forward did; the engine
+    rounds each gradient to its input's dtype as it hands it on. A node gets this class (of
+    the same name, :func:`_bfloat16_node`) only where bfloat16 is involved, so that other
+    nodes pay nothing for it."""
+
+    __slots__ = ()
+
+    def apply(self, grads, F):
+        if F is not TensorF:
+            grads = [_upcast(g) if g is not None else None for g in grads]
+        return super().apply(grads, F)
+
+    def _unpack_saved(self, differentiable: bool) -> list:
+        vals = super()._unpack_saved(differentiable)
+        return vals if differentiable else [_upcast(v) for v in vals]
+
+
+_BF16_NODE_CLASSES: dict = {}
+
+
+def _bfloat16_node(result):
+    """``result`` (a tensor or a tuple of them), its node's class made the bfloat16 one."""
+    for t in (result if isinstance(result, tuple) else (result,)):
+        node = t.grad_fn if isinstance(t, Tensor) else None
+        if node is not None:
+            cls = node.__class__
+            sub = _BF16_NODE_CLASSES.get(cls)
+            if sub is None:
+                sub = _BF16_NODE_CLASSES[cls] = type(cls.__name__, (_BFloat16Node, cls), {
+                    "__slots__": (), "__module__": cls.__module__})
+            node.__class__ = sub
+            break
+    return result
 
 
 def _upcast(a):
@@ -877,6 +912,8 @@ def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):
             result = _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops)
         else:
             result = _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops)
+            if mask and any(o.dtype is _BF16 for o in out):
+                _bfloat16_node(result)
     else:
         if out.__class__ is not dev.ndarray:
             out = dev.xp.asarray(out)
@@ -888,6 +925,8 @@ def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):
                                   INFERENCE_VC if ops.inference else [0], dev)
         else:
             result = _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, [0])
+            if out.dtype is _BF16 or _any_bfloat16(datas):
+                _bfloat16_node(result)
     if ops.fw_level:
         _forward_grad(op, inputs, attrs, result, _THREAD)
     return result

@@ -173,3 +173,14 @@ def test_bfloat16_factories_on_cuda_name_the_problem():
                  lambda: ag.randn(2, dtype=ag.bfloat16, device="cuda")):
         with pytest.raises(RuntimeError, match="CuPy has no bfloat16 dtype"):
             make()
+
+
+def test_only_bfloat16_nodes_pay_for_the_float32_backward():
+    a = ag.tensor([1.5, 2.0], requires_grad=True)
+    assert type((a * a).grad_fn) is ag.OPS["mul"].node_cls        # float32: the op's own class
+    b = a.bfloat16()
+    y = b * b
+    assert y.grad_fn.name() == "MulBackward0" and isinstance(y.grad_fn, ag.OPS["mul"].node_cls)
+    assert type(y.grad_fn) is not ag.OPS["mul"].node_cls          # its bfloat16 subclass
+    y.sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [3.0, 4.0])
