@@ -5,9 +5,9 @@ ml_dtypes.bfloat16)``, 2 bytes, 8 exponent bits as float32), with NumPy's elemen
 computing in float32 and rounding each result. What it lacks (matmul and einsum in bfloat16,
 promotion with float16 or Python floats, ``numpy.finfo``), the dispatcher does: an op on
 bfloat16 inputs runs on their float32 values and its floating results are rounded back to
-bfloat16 when PyTorch's result dtype is bfloat16 (:func:`dispatch._bfloat16_forward`), and a
-node whose output is bfloat16 computes its gradients in float32, rounded to bfloat16 as they
-flow on. That is how PyTorch's CPU bfloat16 kernels compute too (in float32, one rounding per
+bfloat16 when PyTorch's result dtype is bfloat16 (:func:`dispatch._bfloat16_forward`), and
+that op's node computes its gradients in float32 too (``dispatch._BFloat16Node``), rounded
+to bfloat16 as they flow on. Compiled autograd leaves such graphs to the eager engine. That is how PyTorch's CPU bfloat16 kernels compute too (in float32, one rounding per
 op), so results agree with PyTorch's to bfloat16 rounding.
 
 CuPy has no bfloat16: a bfloat16 tensor stays on the CPU (``.cuda()`` says so).
