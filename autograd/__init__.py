@@ -40,17 +40,8 @@ int32 = int = _numpy.dtype("int32")  # noqa: A001 - torch.int
 int64 = long = _numpy.dtype("int64")
 bool = bool_ = _numpy.dtype("bool")  # noqa: A001 - torch.bool
 complex64, complex128 = _numpy.dtype("complex64"), _numpy.dtype("complex128")
-
-
-def __getattr__(name: str):
-    # ``torch.bfloat16`` is PyTorch's CPU autocast dtype; say why it is missing (PEP 562: only
-    # names not found otherwise come here).
-    if name == "bfloat16":
-        from .autocast_mode import ERR_BFLOAT16  # noqa: PLC0415 - imported above already
-
-        raise AttributeError(f"module 'gradtrace.autograd' has no attribute 'bfloat16': "
-                             f"{ERR_BFLOAT16}")
-    raise AttributeError(f"module 'gradtrace.autograd' has no attribute '{name}'")
+# bfloat16 through ml_dtypes (see dtypes.py for what computes how); finfo/iinfo as torch's.
+from .dtypes import BFLOAT16 as bfloat16, finfo, iinfo  # noqa: E402
 
 
 def is_tensor(obj) -> bool:  # noqa: A001 - the builtin bool is shadowed above on purpose
@@ -74,7 +65,7 @@ from .generator import Generator  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from . import distributed  # noqa: E402,F401 - collectives across processes (issue 19)
 from . import accelerator, backends  # noqa: E402,F401 - torch.accelerator, torch.backends
-from .tensortype import (BoolTensor, ByteTensor, CharTensor, DoubleTensor,  # noqa: E402,F401
+from .tensortype import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor,  # noqa: E402,F401
                          FloatTensor, HalfTensor, IntTensor, LongTensor, ShortTensor)
 from .threads import (get_num_interop_threads, get_num_threads,  # noqa: E402,F401
                       set_num_interop_threads, set_num_threads)

@@ -291,8 +291,8 @@ class _CudaAutocast(autocast):
 
 
 class _CpuAutocast(autocast):
-    """``torch.cpu.amp.autocast(enabled=True, dtype=None, cache_enabled=True)``: PyTorch's
-    default dtype, bfloat16, does not exist here; pass ``dtype=float16``."""
+    """``torch.cpu.amp.autocast(enabled=True, dtype=None, cache_enabled=True)``: bfloat16 by
+    default, as PyTorch's."""
 
     def __init__(self, enabled: bool = True, dtype=None, cache_enabled: bool = True):
         super().__init__("cpu", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)

@@ -12,6 +12,7 @@ import os
 import traceback
 import warnings
 
+from .dtypes import BFLOAT16
 from .grad_mode import STATE
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -116,7 +117,8 @@ def check_nan(node, outputs, xp_of) -> None:
         if g is None:
             continue
         data = g._data if hasattr(g, "grad_fn") else g     # a Tensor, an array or a scalar
-        if data.dtype.kind in "fc" and bool(xp_of(data).isnan(data).any()):
+        floating = data.dtype.kind in "fc" or data.dtype is BFLOAT16
+        if floating and bool(xp_of(data).isnan(data).any()):
             err = RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
             annotate(err, node)
             raise err

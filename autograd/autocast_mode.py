@@ -24,7 +24,8 @@ This module holds the table and the thread's autocast state; the dispatcher
 (:mod:`.dispatch`) applies it, reading ``STATE.ops.autocast`` (None while autocast is off for
 every device type in this thread: apply_op's one extra test).
 
-NumPy has no bfloat16, PyTorch's CPU default: ``autocast("cpu")`` needs ``dtype=float16``.
+``autocast("cpu")`` casts to bfloat16 by default, as PyTorch's (through ml_dtypes, see
+dtypes.py), or to float16; ``autocast("cuda")`` to float16 only (CuPy has no bfloat16).
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ import functools
 import warnings
 
 import numpy as np
+
+from .dtypes import BFLOAT16, ERR_BFLOAT16_CUDA
 
 from . import backend
 from .grad_mode import STATE
@@ -168,9 +171,8 @@ FLOAT64 = np.dtype("float64")
 
 _DEVICE_TYPES = ("cuda", "cpu")
 
-ERR_BFLOAT16 = (
-    "autocast: bfloat16, PyTorch's default autocast dtype on CPU, is not supported (NumPy has "
-    "no bfloat16 type); pass dtype=float16 instead, e.g. autocast('cpu', dtype=torch.float16)")
+# The lower dtypes an autocast region may cast to, per device type.
+SUPPORTED = {"cpu": (BFLOAT16, FLOAT16), "cuda": (FLOAT16,)}
 
 
 class AutocastState:
@@ -186,8 +188,7 @@ class AutocastState:
 
     def __init__(self):
         self.enabled = {"cuda": False, "cpu": False}
-        # CPU's default, bfloat16, does not exist here (None: ERR_BFLOAT16 when asked for).
-        self.dtype = {"cuda": FLOAT16, "cpu": None}
+        self.dtype = {"cuda": FLOAT16, "cpu": BFLOAT16}   # PyTorch's defaults
         self.active: dict = {}
         self.names = frozenset()
         self.cache_enabled = True
@@ -218,7 +219,7 @@ def _device_type(device_type) -> str:
 
 def _as_dtype(dtype):
     if str(dtype) in ("bfloat16", "torch.bfloat16"):
-        raise RuntimeError(ERR_BFLOAT16)
+        return BFLOAT16
     return np.dtype(dtype)
 
 
@@ -243,12 +244,9 @@ def set_autocast_enabled(device_type, enabled=None) -> None:
 
 
 def get_autocast_dtype(device_type: str):
-    """The dtype autocast casts to on ``device_type`` in this thread. CPU's default is
-    PyTorch's bfloat16, which does not exist here: an error until one is set."""
-    dtype = _state().dtype[_device_type(device_type)]
-    if dtype is None:
-        raise RuntimeError(ERR_BFLOAT16)
-    return dtype
+    """The dtype autocast casts to on ``device_type`` in this thread (PyTorch's defaults:
+    bfloat16 on CPU, float16 on CUDA)."""
+    return _state().dtype[_device_type(device_type)]
 
 
 def set_autocast_dtype(device_type: str, dtype) -> None:
@@ -277,8 +275,8 @@ class autocast:
 
     Args:
         device_type: ``"cuda"`` or ``"cpu"``.
-        dtype: the lower-precision dtype; default float16 on CUDA. CPU has no default here
-            (PyTorch's is bfloat16, which NumPy lacks): pass ``dtype=float16``.
+        dtype: the lower-precision dtype; default bfloat16 on CPU and float16 on CUDA, as
+            PyTorch's. CPU takes bfloat16 or float16, CUDA float16 (CuPy has no bfloat16).
         enabled: False makes a region where autocast is off (inside an enabled one too).
         cache_enabled: cache the casts of float32 parameters within the region (default True).
     """
@@ -294,18 +292,18 @@ class autocast:
         st = _state()
         if dtype is None:
             dtype = st.dtype[self.device]
-            if dtype is None and self._enabled:
-                raise RuntimeError(ERR_BFLOAT16)
-        self.fast_dtype = _as_dtype(dtype) if dtype is not None else None
+        self.fast_dtype = _as_dtype(dtype)
         if self._enabled and self.device == "cuda" and not backend.cuda_is_available():
             warnings.warn("User provided device_type of 'cuda', but CUDA is not available. "
                           "Disabling", stacklevel=2)
             self._enabled = False
-        if self._enabled and self.fast_dtype != FLOAT16:
+        if self._enabled and self.fast_dtype not in SUPPORTED[self.device]:
+            # PyTorch's warning; CUDA's bfloat16 is the one PyTorch has and CuPy lacks.
+            why = (ERR_BFLOAT16_CUDA if self.fast_dtype is BFLOAT16 else
+                   f"{self.device.upper()} Autocast only supports dtypes of "
+                   f"{', '.join('torch.' + d.name for d in SUPPORTED[self.device])} currently.")
             warnings.warn(f"In {self.device.upper()} autocast, but the target dtype is not "
-                          f"supported. Disabling autocast.\n{self.device.upper()} Autocast "
-                          "only supports dtype of float16 here (PyTorch's bfloat16 does not "
-                          "exist in NumPy).", stacklevel=2)
+                          f"supported. Disabling autocast.\n{why}", stacklevel=2)
             self._enabled = False
 
     def __enter__(self):
@@ -364,4 +362,5 @@ def target_dtype(policy: str, lower, dtypes, attrs) -> "np.dtype | None":
 def eligible(array, device_type: str, dev_type_of_tensor: str) -> bool:
     """PyTorch's ``is_eligible``: a floating tensor on the region's device type, not float64."""
     dt = array.dtype
-    return dt.kind == "f" and dt != FLOAT64 and dev_type_of_tensor == device_type
+    return ((dt.kind == "f" and dt != FLOAT64) or dt is BFLOAT16) and \
+        dev_type_of_tensor == device_type

@@ -32,6 +32,8 @@ import inspect
 import os
 import weakref
 
+import numpy
+
 from . import autocast_mode as _amp
 from . import backend
 from . import record_function as _rf
@@ -39,6 +41,7 @@ from .backend import CPU
 from .grad_mode import STATE as _THREAD
 from . import views
 from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
+from .dtypes import BFLOAT16, is_floating
 from .promotion import can_cast, float_type, result_type, torch_name
 
 __all__ = ["OpDef", "defop", "defcomposite", "expose", "expose_inplace", "SELF_ADJOINT", "linear_in", "OPS",
@@ -676,6 +679,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
         bit <<= 1
     if dev is None:
         dev = CPU
+    bf16 = dt is _BF16 or (mixed and _any_bfloat16(datas))
     if mask and not (ops.grad_enabled and op.differentiable):
         mask = 0
     # Under the profiler the op runs inside a FUNCTION record; the sequence number is then
@@ -692,7 +696,10 @@ def apply_op(op: OpDef, inputs, attrs=None):
         if op.check is not None:
             op.check(*datas, **(attrs or {}))
         try:
-            out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
+            if bf16:
+                out = _bfloat16_forward(op, dev.xp, datas, attrs)
+            else:
+                out = op.fwd(dev.xp, *datas, **attrs) if attrs else op.fwd(dev.xp, *datas)
             # NumPy's dtype is PyTorch's when the tensors share one and the result has it
             # (Python numbers are weak in both); anything else is worked out.
             if op.promote is not None and (mixed or out.dtype is not dt):
@@ -705,10 +712,93 @@ def apply_op(op: OpDef, inputs, attrs=None):
             out = dev.xp.asarray(out)
         if not mask:
             return _init_tensor(_new(Tensor), out, False, None, 0, [0], dev)
+        if bf16:
+            return _bfloat16_node(_record(op, inputs, datas, attrs, mask, seq, dev, ops, out,
+                                          [0]))
         return _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, [0])
     finally:
         if rec is not None:
             _rf.end(rec)
+
+
+# --------------------------------------------------------------------------- bfloat16
+
+_BF16 = BFLOAT16
+_FLOAT32 = numpy.dtype(numpy.float32)
+
+
+def _any_bfloat16(datas) -> bool:
+    return any(getattr(d, "dtype", None) is _BF16 for d in datas)
+
+
+def _bfloat16_forward(op, xp, datas, attrs):
+    """``op``'s forward for bfloat16 inputs: run on their float32 values (NumPy's matmul,
+    einsum and reductions have no bfloat16 loops, and PyTorch's CPU kernels compute in float32
+    too), floating results rounded to bfloat16 where PyTorch's result dtype is bfloat16 (not
+    where another float input or an explicit ``dtype=`` decides). A view op runs on the
+    bfloat16 array itself, so that the view shares its memory."""
+    view = op.view
+    if view is True or (view and (op.nout != 1 or view(**(attrs or {})))):
+        return op.fwd(xp, *datas, **attrs) if attrs else op.fwd(xp, *datas)
+    rounds = not (attrs and "dtype" in attrs) and result_type(*datas) is _BF16
+    cast = [d.astype(_FLOAT32) if getattr(d, "dtype", None) is _BF16 else d for d in datas]
+    out = op.fwd(xp, *cast, **attrs) if attrs else op.fwd(xp, *cast)
+    if not rounds:
+        return out
+    if isinstance(out, (tuple, list)):
+        return tuple(_to_bfloat16(o) for o in out)
+    return _to_bfloat16(out)
+
+
+def _to_bfloat16(a):
+    dt = getattr(a, "dtype", None)
+    return a.astype(_BF16) if dt is not None and dt.kind == "f" else a
+
+
+class _BFloat16Node:
+    """Mixed into a node class for a node of an op on bfloat16 values: its rules run on
+    float32 values (its gradient and saved arrays upcast), as its forward did; the engine
+    rounds each gradient to its input's dtype as it hands it on. A node gets this class (of
+    the same name, :func:`_bfloat16_node`) only where bfloat16 is involved, so that other
+    nodes pay nothing for it."""
+
+    __slots__ = ()
+
+    def apply(self, grads, F):
+        if F is not TensorF:
+            grads = [_upcast(g) if g is not None else None for g in grads]
+        return super().apply(grads, F)
+
+    def _unpack_saved(self, differentiable: bool) -> list:
+        vals = super()._unpack_saved(differentiable)
+        return vals if differentiable else [_upcast(v) for v in vals]
+
+
+_BF16_NODE_CLASSES: dict = {}
+
+
+def _bfloat16_node(result):
+    """``result`` (a tensor or a tuple of them), its node's class made the bfloat16 one."""
+    for t in (result if isinstance(result, tuple) else (result,)):
+        node = t.grad_fn if isinstance(t, Tensor) else None
+        if node is not None:
+            cls = node.__class__
+            sub = _BF16_NODE_CLASSES.get(cls)
+            if sub is None:
+                sub = _BF16_NODE_CLASSES[cls] = type(cls.__name__, (_BFloat16Node, cls), {
+                    "__slots__": (), "__module__": cls.__module__})
+            node.__class__ = sub
+            break
+    return result
+
+
+def _upcast(a):
+    """A bfloat16 array (or a tuple of arrays) as float32; anything else as it is."""
+    if a.__class__ is tuple:
+        return tuple(_upcast(x) for x in a)
+    if a.__class__ is numpy.ndarray and a.dtype is _BF16:   # (not Meta, not numbers)
+        return a.astype(_FLOAT32)
+    return a
 
 
 # --------------------------------------------------------------------------- autocast
@@ -822,6 +912,8 @@ def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):
             result = _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops)
         else:
             result = _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops)
+            if mask and any(o.dtype is _BF16 for o in out):
+                _bfloat16_node(result)
     else:
         if out.__class__ is not dev.ndarray:
             out = dev.xp.asarray(out)
@@ -833,6 +925,8 @@ def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):
                                   INFERENCE_VC if ops.inference else [0], dev)
         else:
             result = _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, [0])
+            if out.dtype is _BF16 or _any_bfloat16(datas):
+                _bfloat16_node(result)
     if ops.fw_level:
         _forward_grad(op, inputs, attrs, result, _THREAD)
     return result
@@ -893,8 +987,8 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
         node.input_metadata = tuple([(o.shape, o.dtype, dev, stream) for o in out])
         # Integer and boolean outputs (indices) carry no gradient.
         cls = result_cls or Tensor
-        result = tuple(_init_tensor(_new(cls), o, o.dtype.kind in "fc",
-                                    node if o.dtype.kind in "fc" else None, i,
+        result = tuple(_init_tensor(_new(cls), o, is_floating(o.dtype),
+                                    node if is_floating(o.dtype) else None, i,
                                     [0] if vc is None else vc, dev) for i, o in enumerate(out))
     if ops.anomaly:
         _record_anomaly_trace(node, _THREAD)

@@ -47,6 +47,14 @@ __all__ = ["backward", "grad", "GraphTask"]
 _RF = _rf.STATE
 _BACKWARD = int(_rf.RecordScope.BACKWARD_FUNCTION)
 MAX_REENTRANT_DEPTH = 60
+# NumPy's scalar types (what its ufuncs return for 0-d arrays): never a gradient buffer.
+_NUMPY_SCALARS = frozenset(t for t in numpy.sctypeDict.values() if issubclass(t, numpy.generic))
+
+
+def _array(a):
+    """``a``, or the 0-d array of a NumPy scalar (the sum of two 0-d arrays is one)."""
+    return numpy.asarray(a) if a.__class__ in _NUMPY_SCALARS else a
+
 
 # set_multithreading_enabled(False) serializes backward calls from different threads.
 _multithreading = True
@@ -208,7 +216,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 def _as_tensor(g, like, create_graph):
     if isinstance(g, Tensor):
         return g
-    return Tensor._make(g, False, None, 0, [0], like._device)
+    return Tensor._make(_array(g), False, None, 0, [0], like._device)
 
 
 def _set_inputs(task, inputs, what):
@@ -447,13 +455,16 @@ def _run(task, root, results, calls):
                 m = nxt.input_metadata[slot]   # (shape, dtype, device, stream) it must have
                 # validate_outputs: shapes and dtypes agree almost always (the identity test
                 # answers most dtypes); a broadcast gradient is summed down, a dtype cast.
-                if validate and (g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1])):
+                # A rule on 0-d arrays may give a NumPy scalar (a ufunc's result): made an
+                # array there, so that the next rule can write into it.
+                if validate and (g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1])
+                                 or (not m[0] and g.__class__ in _NUMPY_SCALARS)):
                     g = conform(task, node, i, g, m[0], m[1])
                 consumer = m[3]
                 ps = producer if producer is not None else consumer
                 if ps is consumer or ps == consumer:
                     prev = buf[slot]
-                    buf[slot] = g if prev is None else prev + g
+                    buf[slot] = g if prev is None else _array(prev + g)
                 else:
                     _add_across_streams(waits, nxt, buf, slot, g, ps, consumer)
             if left == 0:
@@ -497,7 +508,7 @@ def _add_across_streams(waits, consumer, buf, slot, g, ps, cs) -> None:
         if s == slot and acc != cs:
             acc.wait_event(event)
     with acc:
-        buf[slot] = prev + g
+        buf[slot] = _array(prev + g)
     if acc != cs:
         entries.append((cs, acc.record_event(), buf[slot], slot))
 
@@ -541,7 +552,7 @@ def _capture(task, node, grads, results) -> bool:
 def _wrap(g, meta_dev):
     if g is None or isinstance(g, Tensor):
         return g
-    return Tensor._make(g, False, None, 0, [0], meta_dev)
+    return Tensor._make(_array(g), False, None, 0, [0], meta_dev)
 
 
 def call_tensor_pre_hooks(task, node, grads):
@@ -719,7 +730,8 @@ def validate_outputs(task, node, outputs):
             edge = edges[i]
             if edge is not None:
                 m = edge[0].input_metadata[edge[1]]   # (shape, dtype, device, stream) it must have
-                if g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1]):
+                if (g.shape != m[0] or (g.dtype is not m[1] and g.dtype != m[1])
+                        or (not m[0] and g.__class__ in _NUMPY_SCALARS)):
                     return [_conformed(task, node, j, g, e)
                             for j, (g, e) in enumerate(zip(outputs, edges))]
         i += 1
@@ -740,19 +752,33 @@ def _wrong_count(node, outputs) -> RuntimeError:
 
 def conform(task, node, i, g, shape, dtype):
     """Output ``i`` of ``node`` as its input needs it: a broadcast gradient summed down to
-    ``shape``, then cast to ``dtype``; a shape that cannot broadcast raises."""
+    ``shape``, then cast to ``dtype``; a shape that cannot broadcast raises. A NumPy scalar
+    becomes a 0-d array."""
+    if g.__class__ in _NUMPY_SCALARS:
+        g = numpy.asarray(g)
     gshape = g.shape
     if gshape != shape:
         if not _expandable(shape, gshape):
             raise RuntimeError(
-                f"function {node.name()} returned an invalid gradient at index {i} - got "
-                f"{list(gshape)} but expected shape compatible with {list(shape)}")
+                f"Function {node.name()} returned an invalid gradient at index "
+                f"{_differentiable_index(node, i)} - got {list(gshape)} but expected shape "
+                f"compatible with {list(shape)}")
         g = (apply_op(OPS["sum_to_size"], (g,), {"shape": shape}) if task.create_graph
              else sum_to_shape(_xp_of(g), g, shape))
     if g.dtype != dtype:
         g = (apply_op(OPS["to_dtype"], (g,), {"dtype": dtype}) if task.create_graph
              else g.astype(dtype))
     return g
+
+
+def _differentiable_index(node, i) -> int:
+    """Input ``i``'s place among the inputs that can take a gradient: PyTorch's nodes have
+    edges for those only (ScatterBackward0's are self and src, so src is index 1), a table
+    op's node has one per input (None for an index)."""
+    rules = getattr(getattr(node, "op", None), "vjp", None)
+    if not rules:
+        return i
+    return sum(1 for r in rules[:i] if r is not None)
 
 
 def _xp_of(g):
@@ -811,8 +837,8 @@ def _accumulate_into_tensor(t, g, create_graph, unshared=_UNSHARED_REFCOUNT):
             new = g if isinstance(g, Tensor) else _wrap(g, t._device)
             t.grad = new if old is None else old + new
         elif old is None:
-            data = g if _can_steal(g, unshared) else (
-                g._data if isinstance(g, Tensor) else g).copy()
+            data = g if _can_steal(g, unshared) else _array(
+                (g._data if isinstance(g, Tensor) else g).copy())
             t.grad = Tensor._make(data, False, None, 0, [0], t._device)
         elif old.grad_fn is None and not old.requires_grad and getattr(
                 old._data.flags, "writeable", True) and old._data.shape == t._data.shape:
@@ -822,7 +848,7 @@ def _accumulate_into_tensor(t, g, create_graph, unshared=_UNSHARED_REFCOUNT):
         else:
             data = g._data if isinstance(g, Tensor) else g
             with no_grad():
-                t.grad = Tensor._make(old._data + data, False, None, 0, [0], t._device)
+                t.grad = Tensor._make(_array(old._data + data), False, None, 0, [0], t._device)
         if _rf.STATE.memory:
             _memory.classify(t.grad._data, _memory.Category.GRADIENT, first_seen=True)
 

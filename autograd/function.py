@@ -4,6 +4,7 @@ from __future__ import annotations
 from . import record_function as _rf
 from .backend import CPU_STREAM
 from .dispatch import _gradient_edge
+from .dtypes import is_floating
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
 from .node import Node, SavedVariable
 from .tensor import Tensor
@@ -154,7 +155,7 @@ class Function(metaclass=_FunctionMeta):
                 o._vc[0] += 1
                 o.grad_fn, o._output_nr, o.requires_grad = ctx, i, True
                 res = o
-            elif id(o) in non_diff or o._data.dtype.kind not in "fc":
+            elif id(o) in non_diff or not is_floating(o._data.dtype):
                 res = Tensor._make(o._data, False, None, 0, o._vc, o._device)
             else:
                 # Outputs that are inputs returned as-is get a new tensor sharing their storage.

@@ -12,6 +12,7 @@ import secrets
 import numpy
 
 from . import backend
+from .dtypes import is_floating, mantissa_bits
 
 __all__ = ["Generator", "draw_normal", "draw_uniform"]
 
@@ -95,21 +96,21 @@ def draw_uniform(gen, size, dtype):
 
 def _draw(fn, size, dtype, what, complex_scale):
     dt = numpy.dtype(dtype)
-    if dt.kind not in "fc":
+    if not is_floating(dt):
         raise NotImplementedError(
             f"{what} random numbers are not implemented for dtype {dt} (they need a floating "
             "or complex dtype), as in PyTorch")
     # NumPy's and CuPy's generators make float32 and float64 only.
     real = numpy.dtype(numpy.float64 if dt.itemsize >= (16 if dt.kind == "c" else 8)
                        else numpy.float32)
-    if dt.kind == "f":
+    if dt.kind != "c":   # float16, 32, 64 and bfloat16 (drawn in float32, then rounded)
         out = fn(size, dtype=real)
         if real == dt:
             return out
         if what == "uniform":
             # Rounded to float16 a float32 draw can become 1.0: down to float16's grid of
             # 2**-11 instead (where PyTorch draws its 11 bits directly), so [0, 1) it stays.
-            step = 2.0 ** (numpy.finfo(dt).nmant + 1)
+            step = 2.0 ** (mantissa_bits(dt) + 1)
             out *= step
             xp = backend.array_module(out)
             xp.floor(out, out=out)

@@ -20,11 +20,14 @@ import numbers
 
 import numpy
 
+from .dtypes import BFLOAT16, DEFAULT_DTYPE, is_floating
+
 __all__ = ["get_default_dtype", "set_default_dtype", "result_type", "promote_types",
            "float_type", "category", "can_cast", "torch_name"]
 
-_DEFAULT = [numpy.dtype(numpy.float32)]
-_COMPLEX_OF = {numpy.dtype(numpy.float16): numpy.dtype(numpy.complex64),
+_DEFAULT = DEFAULT_DTYPE   # (one list: dtypes.finfo() reads it too)
+_COMPLEX_OF = {BFLOAT16: numpy.dtype(numpy.complex64),
+               numpy.dtype(numpy.float16): numpy.dtype(numpy.complex64),
                numpy.dtype(numpy.float32): numpy.dtype(numpy.complex64),
                numpy.dtype(numpy.float64): numpy.dtype(numpy.complex128)}
 _BOOL = numpy.dtype(numpy.bool_)
@@ -40,7 +43,7 @@ def get_default_dtype():
 def set_default_dtype(dtype) -> None:
     """Make ``dtype`` (a floating dtype) the default, as ``torch.set_default_dtype``."""
     dt = numpy.dtype(dtype)
-    if dt.kind != "f":
+    if dt.kind != "f" and dt is not BFLOAT16:
         raise TypeError(f"default dtype must be a floating point dtype, got {dt}")
     _DEFAULT[0] = dt
 
@@ -49,8 +52,11 @@ _CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
 
 
 def category(dt) -> int:
-    """0 bool, 1 integer, 2 floating, 3 complex."""
-    return _CATEGORY[dt.kind]
+    """0 bool, 1 integer, 2 floating (bfloat16 too), 3 complex."""
+    return 2 if dt is BFLOAT16 else _CATEGORY[dt.kind]
+
+
+_FLOAT32 = numpy.dtype(numpy.float32)
 
 
 def promote_types(a, b):
@@ -61,6 +67,13 @@ def promote_types(a, b):
         return b
     if kb < 2 <= ka:
         return a
+    if a is BFLOAT16 or b is BFLOAT16:   # PyTorch's table; NumPy cannot promote bfloat16
+        other = b if a is BFLOAT16 else a
+        if other is BFLOAT16:
+            return other
+        if other.kind == "c":
+            return other
+        return _FLOAT32 if other.itemsize <= 4 else other   # with float16: float32
     return numpy.promote_types(a, b)
 
 
@@ -110,7 +123,7 @@ def result_type(*operands):
 def float_type(dt):
     """The dtype a floating function of ``dt`` computes in: the default dtype for integers and
     bool, ``dt`` itself otherwise."""
-    return dt if dt.kind in "fc" else _DEFAULT[0]
+    return dt if is_floating(dt) else _DEFAULT[0]
 
 
 def can_cast(src, dst) -> bool:

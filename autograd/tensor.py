@@ -9,6 +9,7 @@ import numpy
 from . import backend, dispatch, views
 from . import record_function as _rf
 from .backend import CPU
+from .dtypes import BFLOAT16, ERR_BFLOAT16_CUDA
 from .generator import draw_normal, draw_uniform
 from .hooks import register
 from .node import GRAPH_EPOCH
@@ -27,7 +28,7 @@ _MEM = _rf.STATE
 
 
 def _is_float(dtype) -> bool:
-    return dtype.kind in "fc" or dtype.name == "bfloat16"
+    return dtype.kind in "fc" or dtype is BFLOAT16
 
 
 class Tensor:
@@ -353,12 +354,14 @@ class Tensor:
         if dtype is not None and numpy.dtype(dtype) != self._data.dtype:
             dtype = numpy.dtype(dtype)
             t = dispatch.apply_op(dispatch.OPS["to_dtype"], (t,), {"dtype": dtype})
-            if dtype.kind not in "fc" and t.requires_grad:
+            if not _is_float(dtype) and t.requires_grad:
                 # As PyTorch: an integer or bool tensor never requires grad (its values are
                 # not differentiable in the input), so a cast there ends the history.
                 t = t.detach()
         if device is not None:
             dev = backend.device(device)
+            if dev is not t._device and dev.type == "cuda" and t._data.dtype is BFLOAT16:
+                raise RuntimeError(ERR_BFLOAT16_CUDA)
             if dev is not t._device:
                 t = dispatch.apply_op(dispatch.OPS["to_device"], (t,), {"device": dev, "src": t._device})
         if copy and t is self:
@@ -405,8 +408,20 @@ class Tensor:
         return self._data if self._device is CPU else self._data.get()
 
     def __array__(self, dtype=None, copy=None):
+        """NumPy's protocol with NumPy 2's ``copy``: None copies only when needed, True
+        always, False never (ValueError where a copy is needed: from the GPU, or to another
+        dtype)."""
         arr = self.numpy()
-        return arr.astype(dtype) if dtype is not None else arr
+        on_host = self._device is CPU
+        if dtype is not None and numpy.dtype(dtype) != arr.dtype:
+            if copy is False:
+                raise ValueError(f"Unable to avoid copy while creating an array as requested: "
+                                 f"the tensor is {arr.dtype}, {numpy.dtype(dtype)} was asked for")
+            return arr.astype(dtype)
+        if copy is False and not on_host:
+            raise ValueError(f"Unable to avoid copy while creating an array as requested: the "
+                             f"tensor is on {self._device}")
+        return arr.copy() if copy and on_host else arr
 
     def __dlpack__(self, *args, **kwargs):
         return self._data.__dlpack__(*args, **kwargs)
@@ -450,15 +465,24 @@ class Tensor:
                                f"passed in a {type(element)}.")
         return bool((self == element).any().item())
 
+    def __format__(self, format_spec):
+        """PyTorch's: a 0-d tensor formats its number (``f"{loss:.4f}"``); any other tensor
+        formats as ``str`` with an empty spec and refuses any other spec (object's rule)."""
+        if self._data.ndim == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
     def __repr__(self):
         arr = self._data if self._device is CPU else self._data.get()
+        if arr.dtype is BFLOAT16:   # printed by its values, as PyTorch's (ml_dtypes prints 6
+            arr = arr.astype(numpy.float32)   # digits); the dtype= below still says bfloat16
         body = numpy.array2string(arr, separator=", ", prefix="tensor(", precision=4,
                                   threshold=200)
         extras = []
         if self._device is not CPU:
             extras.append(f"device='{self._device}'")
-        if arr.dtype not in (get_default_dtype(), numpy.int64, numpy.bool_):
-            extras.append(f"dtype={arr.dtype}")
+        if self._data.dtype not in (get_default_dtype(), numpy.int64, numpy.bool_):
+            extras.append(f"dtype={self._data.dtype}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name()}>")
         elif self.requires_grad:
@@ -608,6 +632,7 @@ def _as_host(x):
 def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new leaf tensor holding a copy of ``data``."""
     dev = backend.device(device) if device is not None else None
+    _refuse_cuda_bfloat16(dtype, dev)
     arr = _to_array(data, dtype, dev)
     if isinstance(data, Tensor) or backend.is_device_array(data):
         # (an ndarray's own ``.data`` is a memoryview, so look inside Tensors only)
@@ -623,6 +648,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, Tensor) and dtype is None and device is None:
         return data
     dev = backend.device(device) if device is not None else None
+    _refuse_cuda_bfloat16(dtype, dev)
     arr = _to_array(data, dtype, dev)
     return Tensor._make(arr, False, None, 0, [0], dev or backend.device_of_array(arr))
 
@@ -648,12 +674,27 @@ def _factory(dev_spec, make, requires_grad):
     if dev.type == "cuda":
         with dev.xp.cuda.Device(dev.index):
             arr = make(dev.xp)
+        _refuse_cuda_bfloat16(arr, dev)
     else:
         arr = make(dev.xp)
     t = Tensor._make(arr, False, None, 0, [0], dev)
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _refuse_cuda_bfloat16(dtype_or_array, dev) -> None:
+    """CuPy has no bfloat16: say so where a bfloat16 tensor would be made on a GPU (a dtype
+    asked for, or an array the GPU stand-in made)."""
+    if dev is None or dev.type != "cuda" or dtype_or_array is None:
+        return
+    dt = getattr(dtype_or_array, "dtype", dtype_or_array)
+    try:
+        dt = numpy.dtype(dt)
+    except TypeError:
+        return   # not a dtype: the factory's own error will say so
+    if dt is BFLOAT16:
+        raise RuntimeError(ERR_BFLOAT16_CUDA)
 
 
 def _shape(size):
@@ -698,13 +739,19 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if dtype is None:
         is_int = all(isinstance(v, int) for v in (start, end, step))
         dtype = numpy.int64 if is_int else get_default_dtype()
-    return _factory(device, lambda xp: xp.arange(start, end, step, dtype=numpy.dtype(dtype)),
-                    requires_grad)
+    dt = numpy.dtype(dtype)
+    if dt is BFLOAT16:   # the values in float32, then rounded, as PyTorch's (not bfloat16 sums)
+        return _factory(device, lambda xp: xp.arange(start, end, step, dtype=numpy.float32)
+                        .astype(dt), requires_grad)
+    return _factory(device, lambda xp: xp.arange(start, end, step, dtype=dt), requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _factory(device, lambda xp: xp.linspace(start, end, steps, dtype=_dt(dtype)),
-                    requires_grad)
+    dt = _dt(dtype)
+    if dt is BFLOAT16:
+        return _factory(device, lambda xp: xp.linspace(start, end, steps, dtype=numpy.float32)
+                        .astype(dt), requires_grad)
+    return _factory(device, lambda xp: xp.linspace(start, end, steps, dtype=dt), requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -782,15 +829,45 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None) ->
     return _factory(dev, lambda xp: draw_uniform(gen, shape, _dt(dtype)), requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=None, device=None, generator=None) -> Tensor:
-    if isinstance(high, (tuple, list)) and size == ():   # randint(high, size), as PyTorch's
-        low, high, size = 0, low, high
+def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, device=None,
+            requires_grad=False) -> Tensor:
+    """Integers drawn uniformly from ``[low, high)``, PyTorch's forms:
+    ``randint(high, size)``, ``randint(low, high, size)``, and the same with ``low=``,
+    ``high=``, ``size=`` as keywords; ``generator``, ``dtype`` (int64 by default; a float
+    dtype holds the integers), ``device``, ``requires_grad`` (floating dtypes only)."""
+    args = list(args)
+    if size is None:
+        if not args:
+            raise TypeError("randint() missing required argument 'size'")
+        size = args.pop()
+    if len(args) > 2:
+        raise TypeError(f"randint() takes at most 3 positional arguments ({len(args) + 1} "
+                        "given)")
+    if len(args) == 2:
+        low, high = args
+    elif len(args) == 1:
+        if high is None:
+            high = args[0]
+        else:
+            low = args[0]
     if high is None:
-        low, high = 0, low
+        raise TypeError("randint() missing required argument 'high'")
+    low = 0 if low is None else low
+    if isinstance(size, numbers.Integral) or not hasattr(size, "__iter__"):
+        raise TypeError(f"randint(): argument 'size' must be tuple of ints, not "
+                        f"{type(size).__name__}")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype(numpy.int64)
+    if requires_grad and not _is_float(dt):
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                           "gradients")
     dev = backend.device(device)
     gen = generator or _generators.get(dev)
-    dt = numpy.dtype(dtype) if dtype is not None else numpy.dtype(numpy.int64)
-    return _factory(dev, lambda xp: gen.integers(low, high, size=tuple(size)).astype(dt), False)
+    shape = tuple(int(s) for s in size)
+    return _factory(dev, lambda xp: gen.integers(low, high, size=shape).astype(dt),
+                    requires_grad)
 
 
 def randn_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:

@@ -1,6 +1,6 @@
 """PyTorch's legacy tensor types: ``torch.FloatTensor``, ``DoubleTensor``, ``HalfTensor``,
-``LongTensor``, ``IntTensor``, ``ShortTensor``, ``CharTensor``, ``ByteTensor``,
-``BoolTensor``.
+``BFloat16Tensor``, ``LongTensor``, ``IntTensor``, ``ShortTensor``, ``CharTensor``,
+``ByteTensor``, ``BoolTensor``.
 
 As in PyTorch, calling one makes a CPU tensor of its dtype: ``LongTensor([1, 2])`` from data,
 ``FloatTensor(2, 3)`` uninitialized of a size, ``FloatTensor()`` empty; and
@@ -16,9 +16,10 @@ import numbers
 import numpy
 
 from .dispatch import expose
+from .dtypes import BFLOAT16
 from .tensor import Tensor, empty, tensor
 
-__all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
+__all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
            "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
 
 
@@ -63,6 +64,7 @@ def _legacy(name: str, dtype: str, device_type: str = "cpu"):
 FloatTensor = _legacy("FloatTensor", "float32")
 DoubleTensor = _legacy("DoubleTensor", "float64")
 HalfTensor = _legacy("HalfTensor", "float16")
+BFloat16Tensor = _legacy("BFloat16Tensor", BFLOAT16) if BFLOAT16 is not None else None   # ml_dtypes
 LongTensor = _legacy("LongTensor", "int64")
 IntTensor = _legacy("IntTensor", "int32")
 ShortTensor = _legacy("ShortTensor", "int16")
@@ -70,12 +72,17 @@ CharTensor = _legacy("CharTensor", "int8")
 ByteTensor = _legacy("ByteTensor", "uint8")
 BoolTensor = _legacy("BoolTensor", "bool")
 
-_CPU_TYPES = (FloatTensor, DoubleTensor, HalfTensor, LongTensor, IntTensor, ShortTensor,
-              CharTensor, ByteTensor, BoolTensor)
+_CPU_TYPES = tuple(t for t in (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor,
+                                ShortTensor, CharTensor, ByteTensor, BoolTensor) if t is not None)
 _BY_DTYPE = {cls.dtype: cls for cls in _CPU_TYPES}
+# Complex tensors have type names but no legacy classes (torch.ComplexFloatTensor is not an
+# attribute of torch either): named by t.type(), accepted by t.type("torch.ComplexFloatTensor").
+_NAMES = {**{cls.dtype: cls.__name__ for cls in _CPU_TYPES},
+          numpy.dtype("complex64"): "ComplexFloatTensor", numpy.dtype("complex128"): "ComplexDoubleTensor"}
+_DTYPES = {name: dtype for dtype, name in _NAMES.items()}
 
 # ``torch.cuda.FloatTensor``...: the same types on the GPU (``torch.cuda`` exports them).
-CUDA_TYPES = {cls.__name__: _legacy(cls.__name__, cls.dtype.name, "cuda") for cls in _CPU_TYPES}
+CUDA_TYPES = {cls.__name__: _legacy(cls.__name__, cls.dtype, "cuda") for cls in _CPU_TYPES}
 
 
 @expose(methods="type")
@@ -86,18 +93,17 @@ def type_(self, dtype=None, non_blocking: bool = False):
     it is already one."""
     cuda = self.device.type == "cuda"
     if dtype is None:
-        cls = _BY_DTYPE.get(self.dtype)
-        if cls is None:
+        name = _NAMES.get(numpy.dtype(self.dtype))
+        if name is None:
             raise RuntimeError(f"no legacy tensor type for dtype {self.dtype}")
-        return f"torch.{'cuda.' if cuda else ''}{cls.__name__}"
+        return f"torch.{'cuda.' if cuda else ''}{name}"
     device = None
-    if isinstance(dtype, str) and dtype.startswith("torch."):
-        name = dtype[len("torch."):]
-        on_cuda = name.startswith("cuda.")
-        cls = globals().get(name[len("cuda."):] if on_cuda else name)
-        if not isinstance(cls, _LegacyTensorType):
+    if isinstance(dtype, str):
+        parts = dtype.split(".")
+        on_cuda = len(parts) == 3 and parts[:2] == ["torch", "cuda"]
+        if not (on_cuda or len(parts) == 2 and parts[0] == "torch") or parts[-1] not in _DTYPES:
             raise ValueError(f"invalid type: '{dtype}'")
-        target, device = cls.dtype, ("cuda" if on_cuda else "cpu")
+        target, device = _DTYPES[parts[-1]], ("cuda" if on_cuda else "cpu")
     elif isinstance(dtype, _LegacyTensorType):
         target, device = dtype.dtype, dtype.device_type
     else:

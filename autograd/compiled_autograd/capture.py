@@ -10,6 +10,7 @@ the order it does it, by construction.
 from __future__ import annotations
 
 from .. import engine as _engine
+from ..dtypes import BFLOAT16
 from ..node import AccumulateGrad, GraphRoot, SavedVariable
 from .key import ACC, OP, kind_of, parse_key
 from .program import Program, SavedKind, Step, StepKind, Unsupported
@@ -149,7 +150,8 @@ def capture(nodes, key, root_edges):
     the passes). Nothing runs: no rule, no hook, no accumulation, nothing released.
 
     Raises:
-        Unsupported: node hooks on an AccumulateGrad, or nodes that ran on different streams.
+        Unsupported: node hooks on an AccumulateGrad, nodes that ran on different streams, or
+            a bfloat16 node.
     """
     _, fields = parse_key(key)
     stream = None
@@ -157,6 +159,11 @@ def capture(nodes, key, root_edges):
         if node.__class__ is AccumulateGrad and field["hooks"]:
             raise Unsupported("a node hook registered on an AccumulateGrad node")
         for m in node.input_metadata:
+            if m[1] is BFLOAT16:
+                # The eager engine runs a bfloat16 node's rules on float32 values
+                # (dispatch.OpNode.apply); a program would run them in bfloat16.
+                raise Unsupported("a bfloat16 node (its gradients are computed in float32 by "
+                                  "the eager engine)")
             if stream is None:
                 stream = m[3]
             elif m[3] is not stream and m[3] != stream:

@@ -12,7 +12,8 @@ import numpy
 
 from .. import backend, ops
 from ..dispatch import OPS, TensorF, apply_inplace, defcomposite
-from ..grad_mode import no_grad
+from ..dtypes import is_floating
+from ..grad_mode import is_grad_enabled, no_grad
 from ..ops import _call
 from ..ops.nn import conv2d_input_grad, conv_out_size
 # torch has these at the top level too: one definition, in ops/products.py.
@@ -117,7 +118,9 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 _TensorOps = TensorF
 
 
-def _pool_windows(x, kernel, stride, padding, dilation, value, op, ceil_mode=False):
+def _pool_args(x, kernel, stride, padding, dilation, op, ceil_mode=False):
+    """The pooling's (kernel, stride, padding, dilation) as pairs, checked against ``x``, and
+    the extra bottom/right padding ceil_mode's last window needs."""
     if x.ndim != 4:
         raise RuntimeError(f"{op}: expected a 4-D input (N, C, H, W), got shape {list(x.shape)}")
     kernel = _pair(kernel, "kernel_size", op)
@@ -134,6 +137,12 @@ def _pool_windows(x, kernel, stride, padding, dilation, value, op, ceil_mode=Fal
         if out < 1:
             raise RuntimeError(f"{op}: input of shape {list(x.shape)} is smaller than kernel "
                                f"{list(kernel)}")
+    return kernel, stride, padding, dilation, tuple(extra)
+
+
+def _pool_windows(x, kernel, stride, padding, dilation, value, op, ceil_mode=False):
+    kernel, stride, padding, dilation, extra = _pool_args(x, kernel, stride, padding, dilation,
+                                                          op, ceil_mode)
     # ceil_mode's last partial window reads past the right padding: pad that with ``value`` too.
     if padding != (0, 0) or extra != [0, 0]:
         x = _call("pad", x, pad=(padding[1], padding[1] + extra[1], padding[0],
@@ -146,61 +155,28 @@ def _pool_windows(x, kernel, stride, padding, dilation, value, op, ceil_mode=Fal
 @defcomposite("max_pool2d")
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
                ceil_mode: bool = False, return_indices: bool = False):
-    """Max over each window; the gradient goes to the arg-max of the window."""
-    cols = _pool_windows(input, kernel_size, stride, padding, dilation, -math.inf, "max_pool2d",
-                         ceil_mode)
-    values, indices = ops.max(cols, 2)
-    if not return_indices:
-        return values
-    return values, _plane_indices(indices, input.shape[-1], kernel_size, stride, padding,
-                                  dilation)
+    """Max over each window; the gradient goes to the arg-max of the window. The indices are
+    PyTorch's: offsets into the flattened H*W plane of the (unpadded) input. One op,
+    ``max_pool2d_with_indices``, and one node, MaxPool2DWithIndicesBackward0, as PyTorch's."""
+    kernel, stride, padding, dilation, extra = _pool_args(
+        input, kernel_size, stride, padding, dilation, "max_pool2d", ceil_mode)
+    values, indices = _call("max_pool2d_with_indices", input, kernel=kernel, stride=stride,
+                            padding=padding, dilation=dilation, extra=extra)
+    return (values, indices) if return_indices else values
 
 
-def _plane_indices(window_idx, width, kernel, stride, padding, dilation):
-    """Window-local arg-max positions as PyTorch's indices: offsets into the flattened H*W
-    plane of the (unpadded) input."""
-    kernel = _pair(kernel, "kernel_size", "max_pool2d")
-    stride = _pair(stride if stride is not None else kernel, "stride", "max_pool2d")
-    padding = _pair(padding, "padding", "max_pool2d")
-    dilation = _pair(dilation, "dilation", "max_pool2d")
-    k = window_idx._data
-    xp = window_idx.device.xp
-    ho, wo = k.shape[-2:]
-    out_r = xp.arange(ho).reshape(ho, 1)
-    out_c = xp.arange(wo).reshape(1, wo)
-    row = out_r * stride[0] - padding[0] + (k // kernel[1]) * dilation[0]
-    col = out_c * stride[1] - padding[1] + (k % kernel[1]) * dilation[1]
-    return Tensor._make((row * width + col).astype("int64"), False, None, 0, [0],
-                        window_idx.device)
-
-
-@defcomposite("avg_pool2d")
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,  # noqa: A002
                count_include_pad: bool = True, divisor_override=None):
     """Mean over each window. The divisor is the window's size clipped to the padded input
     (count_include_pad=True, PyTorch's default) or its count of real elements (False), or
-    ``divisor_override``."""
-    sums = _pool_windows(input, kernel_size, stride, padding, 1, 0.0, "avg_pool2d",
-                         ceil_mode).sum(dim=2)
-    if divisor_override is not None:
-        if divisor_override == 0:
-            raise RuntimeError("avg_pool2d: divisor_override must be non-zero")
-        return sums * (1.0 / divisor_override)
-    p = _pair(padding, "padding", "avg_pool2d")
-    h, w = input.shape[2:]
-    if count_include_pad:
-        # Ones over the zero-padded input; ceil_mode's overhang beyond it does not count.
-        ones = numpy.ones((1, 1, h + 2 * p[0], w + 2 * p[1]))
-        pad_ = 0
-    else:
-        ones = numpy.ones((1, 1, h, w))
-        pad_ = padding
-    with no_grad():
-        counts = _pool_windows(_const(ones, input), kernel_size, stride, pad_, 1, 0.0,
-                               "avg_pool2d", ceil_mode).sum(dim=2)
-        if count_include_pad:  # the windows above started at the padded origin already
-            counts = counts[:, :, :sums.shape[2], :sums.shape[3]]
-    return sums / counts
+    ``divisor_override``. One op and one node (AvgPool2DBackward0), as PyTorch's."""
+    kernel, stride, padding, _, extra = _pool_args(input, kernel_size, stride, padding, 1,
+                                                   "avg_pool2d", ceil_mode)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("avg_pool2d: divisor_override must be non-zero")
+    return _call("avg_pool2d", input, kernel=kernel, stride=stride, padding=padding,
+                 extra=extra, count_include_pad=bool(count_include_pad),
+                 divisor_override=divisor_override)
 
 
 @defcomposite("adaptive_avg_pool2d")
@@ -433,7 +409,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,  # noqa:
     class_dim = 0 if input.ndim == 1 else 1
     logp = _log_softmax(input, class_dim)
     c = input.shape[class_dim]
-    if target.dtype.kind == "f":   # class probabilities
+    if is_floating(target.dtype):   # class probabilities
         if target.shape != input.shape:
             raise RuntimeError(f"cross_entropy: probability target of shape {list(target.shape)} "
                                f"must match input shape {list(input.shape)}")
@@ -492,15 +468,16 @@ def l1_loss(input, target, reduction: str = "mean"):  # noqa: A002
     return _reduce(ops.abs(input - target), reduction, "l1_loss")
 
 
-@defcomposite("binary_cross_entropy")
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):  # noqa: A002
-    """BCE of probabilities; the logs are clamped at -100 as PyTorch does."""
+    """BCE of probabilities; the logs are clamped at -100 as PyTorch does. One op and one
+    node (BinaryCrossEntropyBackward0), as PyTorch's."""
     _same_shape("binary_cross_entropy", input, target)
-    loss = -(target * ops.clamp(ops.log(input), min=-100.0)
-             + (1 - target) * ops.clamp(ops.log(1 - input), min=-100.0))
-    if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy")
+    if isinstance(weight, Tensor) and weight.requires_grad and is_grad_enabled():
+        raise RuntimeError("The function 'binary_cross_entropy' is not differentiable with "
+                           "respect to argument 'weight'. This input cannot have "
+                           "requires_grad True.")
+    return _call("binary_cross_entropy", input, target, weight,
+                 reduction=_reduction(reduction, "binary_cross_entropy"))
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",  # noqa: A002
@@ -568,7 +545,7 @@ __all__ += [
 
 def _const(array, like):
     """A constant (no-grad) tensor from a host array, on ``like``'s device and dtype."""
-    arr = numpy.asarray(array, dtype=like.dtype if like.dtype.kind == "f" else None)
+    arr = numpy.asarray(array, dtype=like.dtype if is_floating(like.dtype) else None)
     return Tensor._make(backend.to_device(arr, like.device), False, None, 0, [0], like.device)
 
 

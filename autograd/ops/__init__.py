@@ -21,6 +21,7 @@ from . import decompositions, elementwise, indexing, linalg, losses, nn, reducti
 from . import api
 from . import counting, factories, layout, products  # noqa: F401 - composites over api's functions
 from . import special  # noqa: F401 - after api: its namespace names api's functions too
+from . import pooling  # noqa: F401 - max_pool2d_with_indices, avg_pool2d (issue 28)
 from .api import _call, index_put_  # noqa: F401 - used by nn.functional and tests
 
 # PyTorch's forward arithmetic is silent where it gives inf or NaN (log(0), x / 0, sqrt(-1),

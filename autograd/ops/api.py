@@ -17,6 +17,7 @@ import numpy
 from ..dispatch import (FUNCTIONS, OPS, apply_inplace, apply_op, defcomposite, expose,
                         expose_inplace)
 from .. import promotion as _promotion
+from ..dtypes import BFLOAT16, is_floating
 from ..promotion import torch_name
 from ..tensor import Tensor
 from .indexing import SCATTER_REDUCES
@@ -449,13 +450,14 @@ def _check_index(op, x, dim, index, src=None):
     if src is not None and any(i > s for i, s in zip(index.shape, src.shape)):
         raise RuntimeError(f"{op}: index shape {list(index.shape)} is larger than src shape "
                            f"{list(src.shape)}")
+    size = x.shape[dim] if x.ndim else 1   # a 0-d tensor: dim 0 of size 1, as PyTorch's
     if index.numel():
         lo, hi = int(index._data.min()), int(index._data.max())
-        if lo < -x.shape[dim] or hi >= x.shape[dim]:
-            bad = hi if hi >= x.shape[dim] else lo
+        if lo < -size or hi >= size:
+            bad = hi if hi >= size else lo
             # RuntimeError, as PyTorch's gather/scatter (its indexing raises IndexError)
             raise RuntimeError(f"{op}: index {bad} is out of bounds for dimension {dim} with "
-                               f"size {x.shape[dim]}")
+                               f"size {size}")
 
 
 @expose(public="gather", methods="gather")
@@ -819,6 +821,7 @@ def _cast(name, dtype):
 
 
 for _name, _dtype in (("float", "float32"), ("double", "float64"), ("half", "float16"),
+                      ("bfloat16", "bfloat16"),
                       ("long", "int64"), ("int", "int32"), ("short", "int16"),
                       ("char", "int8"), ("byte", "uint8"), ("bool", "bool")):
     expose(methods=_name)(_cast(_name, _dtype))
@@ -1218,16 +1221,76 @@ expose(public="linalg")(linalg)
 # --------------------------------------------------------------------------- issue 14: arithmetic
 
 
+def _plain_alpha(input, other, alpha) -> bool:  # noqa: A002
+    """Is ``alpha`` 1 (the plain op)? Else check it as PyTorch's alpha_check does against the
+    result dtype: no float alpha for integers, a bool alpha for bools only."""
+    if alpha is not True and alpha == 1:
+        return True
+    _alpha_dtype(input, other, alpha)
+    return False
+
+
+def _alpha(input, other, alpha):  # noqa: A002
+    """``alpha`` as PyTorch's kernels use it: in a bfloat16 result's own dtype (its add with
+    alpha=0.3 multiplies by 0.30078125)."""
+    if _alpha_dtype(input, other, alpha) is BFLOAT16:
+        return float(numpy.asarray(alpha, dtype=numpy.float32).astype(BFLOAT16))
+    return alpha
+
+
+def _alpha_dtype(input, other, alpha):  # noqa: A002
+    dtype = _promotion.result_type(*(x._data if isinstance(x, Tensor) else x
+                                     for x in (input, other)))
+    if isinstance(alpha, bool) and dtype != numpy.bool_:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if dtype.kind in "biu" and isinstance(alpha, numbers.Number) and not isinstance(
+            alpha, numbers.Integral):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+    return dtype
+
+
 @expose(public="add", methods="add")
 def add(input, other, *, alpha=1):  # noqa: A002 - PyTorch's names
-    """``input + alpha * other``."""
-    return _call("add", input, other if alpha == 1 else other * alpha)
+    """``input + alpha * other`` (one AddBackward0 node, alpha or not, as PyTorch's)."""
+    if _plain_alpha(input, other, alpha):
+        return _call("add", input, other)
+    return _call("add.alpha", input, other, alpha=_alpha(input, other, alpha))
 
 
 @expose(public="sub", methods="sub")
 def sub(input, other, *, alpha=1):  # noqa: A002
-    """``input - alpha * other``."""
-    return _call("sub", input, other if alpha == 1 else other * alpha)
+    """``input - alpha * other`` (one SubBackward0 node)."""
+    if _plain_alpha(input, other, alpha):
+        return _call("sub", input, other)
+    return _call("sub.alpha", input, other, alpha=_alpha(input, other, alpha))
+
+
+@expose(methods="add_")
+def add_(self, other, *, alpha=1):
+    """In-place :func:`add`: ``self += alpha * other``."""
+    if _plain_alpha(self, other, alpha):
+        return apply_inplace(OPS["add"], self, (other,))
+    return apply_inplace(OPS["add.alpha"], self, (other,), {"alpha": _alpha(self, other, alpha)})
+
+
+@expose(methods=("sub_", "subtract_"))
+def sub_(self, other, *, alpha=1):
+    """In-place :func:`sub`: ``self -= alpha * other``."""
+    if _plain_alpha(self, other, alpha):
+        return apply_inplace(OPS["sub"], self, (other,))
+    return apply_inplace(OPS["sub.alpha"], self, (other,), {"alpha": _alpha(self, other, alpha)})
+
+
+@expose(public="rsub")
+def rsub(input, other, *, alpha=1):  # noqa: A002
+    """``other - alpha * input`` (PyTorch's torch.rsub: RsubBackward0 for a tensor ``other``,
+    RsubBackward1 for a number)."""
+    plain = _plain_alpha(input, other, alpha)
+    if plain and not isinstance(other, Tensor):
+        return _call("rsub", input, other)
+    return _call("rsub.Tensor", input, other,
+                 **({} if plain else {"alpha": _alpha(input, other, alpha)}))
 
 
 _ROUNDING_MODES = (None, "trunc", "floor")
@@ -1308,7 +1371,11 @@ def frexp(input):  # noqa: A002
 
 @defcomposite("ldexp", public="ldexp", methods="ldexp")
 def ldexp(input, other):  # noqa: A002
-    """``input * 2**other`` (MulBackward0; PyTorch's own node is LdexpBackward0)."""
+    """``input * 2**other`` (MulBackward0; PyTorch's own node is LdexpBackward0). An integer
+    ``other`` scales in ``input``'s floating dtype (bfloat16 and float16 stay)."""
+    if (isinstance(other, Tensor) and isinstance(input, Tensor) and other.dtype.kind in "iub"
+            and is_floating(input.dtype)):
+        other = other.to(dtype=input.dtype)   # (float64's 2**200 is not float32's inf)
     return input * (2.0 ** other)
 
 
@@ -1523,7 +1590,7 @@ def nanmean(x, dim=None, keepdim=False, *, dtype=None):
     """Mean of the entries that are not NaN (PyTorch's: nansum over their count)."""
     if dtype is not None:
         x = x.to(dtype=dtype)
-    if x.dtype.kind not in "fc":   # PyTorch's refusal (NumPy would answer in float64)
+    if not is_floating(x.dtype):   # PyTorch's refusal (NumPy would answer in float64)
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype "
                            f"but got {torch_name(x.dtype)}")
     count = (~_call("isnan", x)).sum(dim=dim, keepdim=keepdim)
@@ -1898,6 +1965,8 @@ def movedim(x, source, destination):
                            f"should contain the same number of dims as destination ({dst} dims)")
     src = [_dim(d, x.ndim, "movedim") for d in src]
     dst = [_dim(d, x.ndim, "movedim") for d in dst]
+    if x.ndim == 0:   # dims 0 and -1 name the one (absent) dim: nothing moves
+        return x
     order = [None] * x.ndim
     for s, d in zip(src, dst):
         order[d] = s

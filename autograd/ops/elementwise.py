@@ -17,11 +17,25 @@ from ..tensor import Tensor
 
 # Arithmetic. ``a``/``b`` may be tensors or Python scalars; the engine sums each gradient
 # back to its input's shape, so rules ignore broadcasting.
+# (add_ and sub_, which take ``alpha``, are written in api.py.)
 defop("add", lambda xp, a, b: a + b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: g),
-      jvp=SELF_ADJOINT, methods="__add__", reflected="__radd__",
-      inplace="add_")
+      jvp=SELF_ADJOINT, methods="__add__", reflected="__radd__")
 defop("sub", lambda xp, a, b: a - b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g),
-      jvp=SELF_ADJOINT, methods="__sub__", inplace="sub_")
+      jvp=SELF_ADJOINT, methods="__sub__")
+# ``add(a, b, alpha=k)``, ``sub(a, b, alpha=k)``: a +- k b under one node, AddBackward0 /
+# SubBackward0, as PyTorch's (its add.Tensor carries alpha). Overloads, so that the usual
+# alpha = 1 pays nothing for it; ``rsub(input, other, alpha)`` is other - alpha input
+# (RsubBackward0).
+defop("add.alpha", lambda xp, a, b, alpha: a + b * alpha,
+      (lambda F, g, out, a, b, alpha: g, lambda F, g, out, a, b, alpha: g * alpha),
+      jvp=SELF_ADJOINT, node_name="AddBackward0")
+defop("sub.alpha", lambda xp, a, b, alpha: a - b * alpha,
+      (lambda F, g, out, a, b, alpha: g, lambda F, g, out, a, b, alpha: -(g * alpha)),
+      jvp=SELF_ADJOINT, node_name="SubBackward0")
+defop("rsub.Tensor", lambda xp, x, other, alpha=1: other - x * alpha if alpha != 1 else other - x,
+      (lambda F, g, out, x, other, alpha=1: -(g * alpha) if alpha != 1 else -g,
+       lambda F, g, out, x, other, alpha=1: g),
+      jvp=SELF_ADJOINT, node_name="RsubBackward0")
 # ``2 - x``: PyTorch's aten::rsub.Scalar, whose node is RsubBackward1.
 defop("rsub", lambda xp, x, other: other - x,
       (lambda F, g, out, x, other: -g, lambda F, g, out, x, other: g),
@@ -261,7 +275,11 @@ defop("abs", lambda xp, x: xp.abs(x), (lambda F, g, out, x: g * F.sign(x),), jvp
 def _sign_fwd(xp, x):
     # PyTorch's sign (and sgn, abs's slope) of NaN is 0; NumPy's is NaN.
     s = xp.sign(x)
-    return xp.nan_to_num(s, copy=False, nan=0.0) if s.dtype.kind == "f" else s
+    if s.dtype.kind != "f":
+        return s
+    # In place on the fresh array; a 0-d input gives a NumPy scalar, which NumPy 2's
+    # ``copy=False`` ("never copy") refuses, so that one is copied.
+    return xp.nan_to_num(s, copy=s.__class__ is not xp.ndarray, nan=0.0)
 
 
 defop("sign", _sign_fwd, (lambda F, g, out, x: F.zeros_like(g),),
@@ -391,9 +409,15 @@ def _hardsigmoid_fwd(xp, x):
     return xp.clip(x + 3, 0, 6) / 6
 
 
+# PyTorch's hardsigmoid_backward multiplies by ``1.0f / 6.0f``, a float constant, in every
+# dtype: its float64 slope is 0.1666666716337204, not 1/6. The same number here, so that
+# float64 gradients agree with PyTorch's to the last bit (float32 rounds 1/6 to it anyway).
+_ONE_SIXTH_F32 = float(numpy.float32(1.0) / numpy.float32(6.0))
+
+
 def _hardsigmoid_vjp(F, g, out, x):
     # PyTorch's hardsigmoid_backward: grad / 6 strictly inside (-3, 3), 0 elsewhere and at NaN.
-    return grad_unless(F, g * (1.0 / 6.0), ~((x > -3.0) & (x < 3.0)))
+    return grad_unless(F, g * _ONE_SIXTH_F32, ~((x > -3.0) & (x < 3.0)))
 
 
 defop("hardsigmoid", _hardsigmoid_fwd, (_hardsigmoid_vjp,), jvp=SELF_ADJOINT)
@@ -890,7 +914,8 @@ defop("zeros", lambda xp, shape, dtype, device: device.xp.zeros(shape, dtype),
 # float32 one, or with 2.5, is float32 there (NumPy: float64); the FLOATING ops also make
 # integer and bool inputs the default float (torch.sqrt(torch.tensor([4])) is float32).
 # clamp with number bounds promotes in its forward (_bounded): its bounds are attributes.
-for _name in ("add", "sub", "rsub", "mul", "pow", "pow.Tensor_Tensor", "pow.Scalar", "maximum",
+for _name in ("add", "sub", "rsub", "add.alpha", "sub.alpha", "rsub.Tensor", "mul",
+              "pow", "pow.Tensor_Tensor", "pow.Scalar", "maximum",
               "minimum", "fmax", "fmin", "fmod", "fmod.Tensor", "remainder", "remainder.Tensor",
               "floor_divide", "where", "lerp", "lerp.Tensor", "addcmul", "clamp.Tensor",
               "clamp_min.Tensor", "clamp_max.Tensor"):

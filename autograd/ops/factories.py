@@ -15,6 +15,7 @@ import numpy
 
 from .. import backend
 from ..dispatch import expose
+from ..dtypes import is_floating
 from ..generator import draw_normal, draw_uniform
 from ..promotion import get_default_dtype, torch_name
 from ..tensor import Tensor, default_generator
@@ -188,7 +189,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
     shape = numpy.broadcast_shapes(tuple(getattr(mean, "shape", ())),
                                    tuple(getattr(std, "shape", ())))
-    dt = like.dtype if like.dtype.kind in "fc" else get_default_dtype()
+    dt = like.dtype if is_floating(like.dtype) else get_default_dtype()
     return mean + std * _noise(shape, dt, like._device, generator)
 
 

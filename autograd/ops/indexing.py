@@ -173,7 +173,7 @@ def _gather_fwd(xp, x, index, dim):
 def _gather_backward_fwd(xp, g, index, shape, dim):
     z = xp.zeros(shape, dtype=g.dtype)
     key = along_dim_key(xp, index, dim)
-    if index.shape[dim] == 1:
+    if index.ndim == 0 or index.shape[dim] == 1:
         # One index per line along ``dim`` (max/min, pooling): no repeats, so a plain
         # assignment does it, much faster than the unbuffered scatter-add.
         z[key] = g
@@ -189,18 +189,12 @@ def _scatter_add_fwd(xp, x, index, src, dim):
     return out
 
 
-def _src_grad(F, g, index, src_shape, dim):
-    return _pad_to(F, F.gather(g, index, dim=dim), index, src_shape)
-
-
-def _pad_to(F, got, index, src_shape):
-    """A gradient of ``index``'s shape as one of ``src``'s (src may be larger: zeros there)."""
-    if tuple(index.shape) == tuple(src_shape):
-        return got
-    pad = []
-    for n, s in reversed(list(zip(index.shape, src_shape))):
-        pad += [0, s - n]
-    return F.pad(got, pad=tuple(pad))
+def _src_grad(F, g, index, dim):
+    """src's gradient: ``g`` at ``index``, of index's shape, as PyTorch's. Where src is larger
+    than index the engine rejects it as PyTorch's does ("returned an invalid gradient at
+    index 1 - got [2, 1] but expected shape compatible with [2, 4]"): the forward reads only
+    src's first entries, PyTorch's backward raises, and so does this one."""
+    return F.gather(g, index, dim=dim)
 
 
 defop("gather", _gather_fwd,
@@ -211,7 +205,7 @@ defop("gather_backward", _gather_backward_fwd,
       jvp=linear_in(0))
 defop("scatter_add", _scatter_add_fwd,
       (lambda F, g, out, x, index, src, dim: g, None,
-       lambda F, g, out, x, index, src, dim: _src_grad(F, g, index, src.shape, dim)),
+       lambda F, g, out, x, index, src, dim: _src_grad(F, g, index, dim)),
       jvp=linear_in(0, 2), meta=(2,))
 
 
@@ -328,8 +322,8 @@ def _scatter_reduce_src_vjp(F, g, out, x, index, src, dim, reduce, include_self=
         value = F.gather(out, index, dim=dim)
         grad = F.to_dtype(s == value, dtype=g.dtype) * F.gather(
             g / _tied(F, out, x, index, s, dim), index, dim=dim)
-    # PyTorch rejects a src larger than index in backward; its extra entries get 0 here.
-    return _pad_to(F, grad, index, src.shape)
+    # Of index's shape: a larger src is rejected by the engine, as by PyTorch's (_src_grad).
+    return grad
 
 
 def _scatter_reduce_src_jvp(F, t, out, x, index, src, dim, reduce, include_self=True):
@@ -445,7 +439,7 @@ def _scatter_self_grad(F, g, out, x, index, src, dim):
 # PyTorch, where the winner is unspecified).
 defop("scatter", _scatter_fwd,
       (_scatter_self_grad, None,
-       lambda F, g, out, x, index, src, dim: _src_grad(F, g, index, src.shape, dim)),
+       lambda F, g, out, x, index, src, dim: _src_grad(F, g, index, dim)),
       jvp=linear_in(0, 2), meta=(2,))
 
 
@@ -464,9 +458,10 @@ defop("masked_select", lambda xp, x, mask: x[mask],
 
 
 # index_select: one node (IndexSelectBackward0); the index, an integer vector, is an attribute.
-defop("index_select", lambda xp, x, index, dim: xp.take(x, index, axis=dim),
+# A 0-d input has one entry, which index 0 (checked) selects: the result is that entry.
+defop("index_select", lambda xp, x, index, dim: xp.take(x, index, axis=dim) if x.ndim else x.copy(),
       (lambda F, g, out, x, index, dim: F.index_backward(
-          g, shape=x.shape, key=(slice(None),) * dim + (index,)),),
+          g, shape=x.shape, key=(slice(None),) * dim + (index,) if len(x.shape) else ()),),
       jvp=linear_in(0), meta=(0,))
 
 

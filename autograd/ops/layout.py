@@ -14,6 +14,7 @@ import builtins
 import itertools
 
 from ..dispatch import defcomposite, expose, expose_inplace
+from ..dtypes import is_floating
 from ..tensor import Tensor, tensor
 from .api import _dim, cat, diag, pad, stack, tensor_split
 
@@ -284,7 +285,7 @@ def vander(x, N=None, increasing=False):  # noqa: N803 - PyTorch's name
     n = x.shape[0] if N is None else N
     if n < 0:
         raise RuntimeError("N must be non-negative.")
-    base = x if x.dtype.kind in "fc" else x.long()
+    base = x if is_floating(x.dtype) else x.long()
     powers = base.unsqueeze(-1) ** tensor(list(range(n)), device=x.device)
     return powers if increasing else powers.flip(-1)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+import numpy
+
 from ..dispatch import defop
 from .elementwise import _softplus_fwd
 
@@ -189,3 +191,51 @@ defop("binary_cross_entropy_with_logits", _bce_logits_fwd,
       jvp=tuple(_jvp(p) for p in (_bce_d_input, _bce_d_target, _bce_d_weight,
                                   _bce_d_pos_weight)),
       node_name="BinaryCrossEntropyWithLogitsBackward0")
+
+
+# --------------------------------------------------------------------------- BCE of probabilities
+# PyTorch's binary_cross_entropy: one node, BinaryCrossEntropyBackward0, where the composite
+# (two clamps of two logs) showed clamp ops and ClampBackward1 nodes in a profile. Its
+# backward is PyTorch's formulas, not the derivative of the clamped logs: for the input
+# (p - t) / max(p (1 - p), 1e-12), for the target -logit(p) (unclamped: +-inf at 0 and 1).
+# PyTorch has no derivative for ``weight`` (it refuses one that requires grad).
+
+# PyTorch's EPSILON in binary_cross_entropy_backward: the float 1e-12f in every dtype (its
+# float64 gradient at p = 0 or 1 is (p - t) / 9.9999999600419720025e-13).
+_BCE_EPSILON = float(numpy.float32(1e-12))
+
+
+def _bce_fwd(xp, input, target, weight=None, reduction="mean"):  # noqa: A002
+    """``-(t max(log p, -100) + (1 - t) max(log1p(-p), -100))``, times weight, reduced."""
+    with numpy.errstate(divide="ignore", invalid="ignore"):
+        log_p = xp.maximum(xp.log(input), -100.0)
+        log_q = xp.maximum(xp.log1p(-input), -100.0)
+    loss = (target - 1) * log_q - target * log_p
+    if loss.dtype != input.dtype:   # (a Python float bound keeps float32 float32)
+        loss = loss.astype(input.dtype)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce_fwd(xp, loss, reduction)
+
+
+def _bce_d_prob(F, input, target, weight=None):  # noqa: A002
+    d = (input - target) / F.clamp((1 - input) * input, min=_BCE_EPSILON)
+    return _weighted(d, weight)
+
+
+def _bce_d_target_prob(F, input, target, weight=None):  # noqa: A002
+    return _weighted(-F.logit(input), weight)
+
+
+defop("binary_cross_entropy", _bce_fwd,
+      (lambda F, g, out, input, target, weight, reduction="mean":
+       _per_element(g, reduction, input) * _bce_d_prob(F, input, target, weight),
+       lambda F, g, out, input, target, weight, reduction="mean":
+       _per_element(g, reduction, input) * _bce_d_target_prob(F, input, target, weight),
+       None),
+      jvp=(lambda F, t, out, input, target, weight, reduction="mean":
+           _reduce(F, _bce_d_prob(F, input, target, weight) * t, reduction),
+           lambda F, t, out, input, target, weight, reduction="mean":
+           _reduce(F, _bce_d_target_prob(F, input, target, weight) * t, reduction),
+           None),
+      node_name="BinaryCrossEntropyBackward0")

@@ -310,6 +310,8 @@ def _floating_rows(x, op):
 
 def _softmax_fwd(xp, x, dim, safe=False):
     _floating_rows(x, "softmax")
+    if x.ndim == 0:   # dim 0 or -1 of a 0-d tensor, as PyTorch's: a row of one entry
+        return _softmax_fwd(xp, x.reshape(1), 0, safe).reshape(())
     if x.shape[dim] == 0:   # nothing to normalise (and no max to take): an empty result
         return x.copy()
     e, m = _minus_row_max(xp, x, dim)
@@ -330,6 +332,8 @@ def _zero_empty_rows(xp, e, m):
 
 def _log_softmax_fwd(xp, x, dim):
     _floating_rows(x, "log_softmax")
+    if x.ndim == 0:   # as softmax's
+        return _log_softmax_fwd(xp, x.reshape(1), 0).reshape(())
     if x.shape[dim] == 0:
         return x.copy()
     shifted, _ = _minus_row_max(xp, x, dim)
@@ -417,7 +421,7 @@ def _scaled_softmax_vjp(F, g, out, x, scale=1.0, causal=False):
 # scale (diag(out) - out outᵀ), is symmetric.
 defop("scaled_softmax", _scaled_softmax_fwd, (_scaled_softmax_vjp,), jvp=SELF_ADJOINT)
 def _log_softmax_vjp(F, g, out, x, dim):
-    if F is TensorF or g.dtype != out.dtype:
+    if F is TensorF or g.dtype != out.dtype or not g.ndim:   # (F.sum takes a 0-d g's dim 0)
         return g - F.exp(out) * F.sum(g, dim=dim, keepdim=True)
     # The same arithmetic on arrays in one temporary, with array methods: on a small batch
     # the calls, not the arithmetic, were the cost.
@@ -486,6 +490,8 @@ def _gelu_cdf(xp, x, approximate, x2=None):
 
 
 def _gelu_fwd(xp, x, approximate="none"):
+    if x.ndim == 0:   # NumPy's ufuncs give a 0-d input's temporaries as scalars: no in place
+        return _gelu_fwd(xp, x.reshape(1), approximate).reshape(())
     out = _gelu_cdf(xp, x, approximate)
     out *= x
     return out
@@ -494,6 +500,10 @@ def _gelu_fwd(xp, x, approximate="none"):
 def _gelu_backward_fwd(xp, grad, x, approximate="none"):
     """``grad * gelu'(x)``: Phi(x) + x phi(x), or the tanh form's derivative (PyTorch's
     gelu_backward)."""
+    if x.ndim == 0:   # as _gelu_fwd's (grad's shape is the result's)
+        t = _gelu_backward_fwd(xp, grad.reshape(1) if grad.ndim == 0 else grad, x.reshape(1),
+                               approximate)
+        return t.reshape(grad.shape)
     if approximate == "tanh":
         x2 = x * x
         u = x2 * (_TANH_C * _TANH_K)

@@ -12,6 +12,7 @@ import builtins
 import itertools
 
 from ..dispatch import defcomposite, expose, expose_inplace
+from ..dtypes import is_floating
 from ..tensor import Tensor, tensor
 from .api import _dim, _scaled_sum, cat, bmm, dot, linalg, mv, outer, slogdet, tensordot
 from .reduction import std, vector_norm
@@ -258,7 +259,7 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):  # noqa: A002
         steps = list(spacing)
     else:
         steps = [spacing] * len(dims)
-    f = input if input.dtype.kind in "fc" else input.float()
+    f = input if is_floating(input.dtype) else input.float()
     return tuple(_gradient_one(f, d, h, edge_order) for d, h in zip(dims, steps))
 
 
@@ -273,7 +274,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an "
                            f"input with {input.ndim} dimensions")
     x = input.reshape(1, -1) if input.ndim < 2 else input
-    if x.dtype.kind not in "fc":
+    if not is_floating(x.dtype):
         x = x.float()
     n = x.shape[1]
     w = None

@@ -554,6 +554,8 @@ def _cumsum_fwd(xp, x, dim):
 
 def _rev_cumsum(F, g, dim):
     """The adjoint of cumsum: each entry gets the sum of the gradient from it to the end."""
+    if len(g.shape) == 0:   # a 0-d cumsum is the identity
+        return g
     return F.flip(F.cumsum(F.flip(g, dims=(dim,)), dim=dim), dims=(dim,))
 
 

@@ -57,7 +57,8 @@ for _name, _node in (("squeeze", "SqueezeBackward0"), ("squeeze.dim", "SqueezeBa
 # t(): the transpose of a 2-D tensor, a view of the tensor itself for fewer dims (TBackward0).
 defop("t", lambda xp, x: x.swapaxes(0, 1) if x.ndim == 2 else x.view(),
       (lambda F, g, out, x: F.t(g),), jvp=linear_in(0), view=True, node_name="TBackward0")
-defop("transpose", lambda xp, x, dim0, dim1: x.swapaxes(dim0, dim1),
+# A 0-d tensor's dims 0 and -1 are its one (absent) dim: the transpose is a view of it.
+defop("transpose", lambda xp, x, dim0, dim1: x.swapaxes(dim0, dim1) if x.ndim else x.view(),
       (lambda F, g, out, x, dim0, dim1: F.transpose(g, dim0=dim0, dim1=dim1),),
       jvp=linear_in(0), view=True, public="transpose", methods="transpose")
 

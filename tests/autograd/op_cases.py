@@ -86,6 +86,12 @@ CASES: list[OpCase] = [
     OpCase("add", lambda a: a + 2.5, lambda a: a + 2.5, ins(rnd(3)), name="add_scalar"),
     OpCase("sub", lambda a, b: a - b, np.subtract, ins(rnd(3, 4), rnd(3, 1))),
     OpCase("rsub", lambda a: 1.0 - a, lambda a: 1.0 - a, ins(rnd(3)), name="rsub_scalar"),
+    OpCase("add.alpha", lambda a, b: ag.add(a, b, alpha=-1.5), lambda a, b: a - 1.5 * b,
+           ins(rnd(3, 4), rnd(4)), name="add_alpha"),
+    OpCase("sub.alpha", lambda a, b: a.sub(b, alpha=2.5), lambda a, b: a - 2.5 * b,
+           ins(rnd(3, 1), rnd(3, 4)), name="sub_alpha"),
+    OpCase("rsub.Tensor", lambda a, b: ag.rsub(a, b, alpha=0.5), lambda a, b: b - 0.5 * a,
+           ins(rnd(3, 4), rnd(4)), name="rsub_tensor_alpha"),
     OpCase("mul", lambda a, b: a * b, np.multiply, ins(rnd(3, 4), rnd(3, 4))),
     OpCase("mul", lambda a, b: a * b, np.multiply, ins(lambda rng: rng.standard_normal((5, 3)).T, rnd(3, 1)), name="mul_noncontig"),
     OpCase("div", lambda a, b: a / b, np.divide, ins(rnd(3, 4), pos(4))),
@@ -301,6 +307,41 @@ def _pool_ref(x, k, s, p, fn, fill):
     x = np.pad(x, [(0, 0), (0, 0), (p, p), (p, p)], constant_values=fill)
     win = sliding_window_view(x, (k, k), axis=(2, 3))[:, :, ::s, ::s]
     return fn(win, axis=(-2, -1))
+
+
+def _avg_backward_ref(g, shape, k, s, p):
+    """avg_pool2d_backward with count_include_pad=False, by its definition: each output's
+    gradient over the count of real entries in its window, added to each of them."""
+    out = np.zeros(shape)
+    h, w = shape[2:]
+    for i in range(g.shape[2]):
+        for j in range(g.shape[3]):
+            rows = [r for r in range(i * s - p, i * s - p + k) if 0 <= r < h]
+            cols = [c for c in range(j * s - p, j * s - p + k) if 0 <= c < w]
+            for r in rows:
+                for c in cols:
+                    out[:, :, r, c] += g[:, :, i, j] / (len(rows) * len(cols))
+    return out
+
+
+def _pool_dilated_ref(x, kernel, stride, dilation, ceil_mode=False):
+    """max over dilated windows, padded on the bottom/right with -inf for ceil_mode's last
+    window (no left padding: PyTorch's output size rule with padding 0)."""
+    n, c, h, w = x.shape
+    size = []
+    for s, k, st in zip((h, w), kernel, stride):
+        span = s - dilation * (k - 1) - 1
+        out = (-(-span // st) if ceil_mode else span // st) + 1
+        if ceil_mode and (out - 1) * st >= s:
+            out -= 1
+        size.append(out)
+    out = np.full((n, c, *size), -np.inf)
+    for i in range(size[0]):
+        for j in range(size[1]):
+            rows = [r for r in (i * stride[0] + a * dilation for a in range(kernel[0])) if r < h]
+            cols = [c for c in (j * stride[1] + b * dilation for b in range(kernel[1])) if c < w]
+            out[:, :, i, j] = x[:, :, rows][:, :, :, cols].max(axis=(2, 3))
+    return out
 
 
 def _adaptive_ref(x, oh, ow):
@@ -561,7 +602,7 @@ CASES += [
            lambda g, i: _scatter_ref(np.zeros((3, 4)), i, g), ins(rnd(3, 2), lambda rng: np.array([[0, 0], [3, 1], [2, 2]])),
            nondiff=(1,)),
     OpCase("scatter_add", lambda a, i, s: a.scatter_add(1, i, s), lambda a, i, s: _scatter_ref(a.copy(), i, s),
-           ins(rnd(3, 4), lambda rng: np.array([[0, 0], [3, 1], [2, 2]]), rnd(3, 3)), nondiff=(1,)),
+           ins(rnd(3, 4), lambda rng: np.array([[0, 0], [3, 1], [2, 2]]), rnd(3, 2)), nondiff=(1,)),
     OpCase("index_select", lambda a, i: a.index_select(-1, i), lambda a, i: a[:, i],
            ins(rnd(3, 4), lambda rng: np.array([3, 0, 3])), nondiff=(1,)),
     OpCase("index_put", _setitem_case, lambda a, b: _setitem_ref(a, b), ins(rnd(4, 3), rnd(3))),
@@ -627,9 +668,32 @@ CASES += [
     OpCase("conv_transpose2d", lambda x, w, b: AF.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
            lambda x, w, b: _conv_t_ref(x, w, b, 2, 1, 1), ins(rnd(2, 3, 4, 3), rnd(3, 2, 3, 3), rnd(2))),
     OpCase("max_pool2d", lambda x: AF.max_pool2d(x, 2), lambda x: _pool_ref(x, 2, 2, 0, np.max, -np.inf),
-           ins(rnd(2, 3, 4, 6))),
+           ins(rnd(2, 3, 4, 6)), covers=("max_pool2d_with_indices",)),
     OpCase("max_pool2d", lambda x: AF.max_pool2d(x, 3, 2, 1), lambda x: _pool_ref(x, 3, 2, 1, np.max, -np.inf),
            ins(rnd(1, 2, 5, 5)), name="max_pool2d_pad_overlap"),
+    OpCase("max_pool2d", lambda x: AF.max_pool2d(x, (2, 3), (1, 2), 0, 2, ceil_mode=True),
+           lambda x: _pool_dilated_ref(x, (2, 3), (1, 2), 2, ceil_mode=True),
+           ins(rnd(1, 2, 6, 7)), name="max_pool2d_dilated_ceil"),
+    # avg_pool2d's backward: each output's gradient over its window's divisor, spread over the
+    # window (ceil_mode's last window, count_include_pad=False's divisor); differentiable.
+    OpCase("avg_pool2d_backward",
+           lambda g: ag.ops.apply_op(ag.OPS["avg_pool2d_backward"], (g,), {
+               "shape": (1, 2, 5, 5), "kernel": (3, 3), "stride": (2, 2), "padding": (1, 1),
+               "extra": (0, 0), "count_include_pad": False, "divisor_override": None}),
+           lambda g: _avg_backward_ref(g, (1, 2, 5, 5), 3, 2, 1), ins(rnd(1, 2, 3, 3))),
+    # The pooling's backward, itself differentiable (double backward: the gradient's entries
+    # at the indices), with windows that overlap (summed) and that do not (assigned).
+    OpCase("max_pool2d_with_indices_backward",
+           lambda g: ag.ops.apply_op(ag.OPS["max_pool2d_with_indices_backward"],
+                                     (g, np.array([[[[0, 5], [6, 6]]]])), {"shape": (1, 1, 3, 3)}),
+           lambda g: np.bincount([0, 5, 6, 6], weights=g.ravel(), minlength=9).reshape(1, 1, 3, 3),
+           ins(rnd(1, 1, 2, 2))),
+    OpCase("max_pool2d_with_indices_backward",
+           lambda g: ag.ops.apply_op(ag.OPS["max_pool2d_with_indices_backward"],
+                                     (g, np.array([[[[0, 5], [6, 8]]]])),
+                                     {"shape": (1, 1, 3, 3), "overlap": False}),
+           lambda g: np.bincount([0, 5, 6, 8], weights=g.ravel(), minlength=9).reshape(1, 1, 3, 3),
+           ins(rnd(1, 1, 2, 2)), name="max_pool2d_with_indices_backward_disjoint"),
     OpCase("avg_pool2d", lambda x: AF.avg_pool2d(x, 2, 1, 1), lambda x: _pool_ref(x, 2, 1, 1, np.mean, 0.0),
            ins(rnd(2, 3, 4, 5))),
     OpCase("adaptive_avg_pool2d", lambda x: AF.adaptive_avg_pool2d(x, (2, 3)),
@@ -1034,7 +1098,7 @@ CASES += [
     OpCase("vstack", lambda a, b: ag.vstack([a, b]), lambda a, b: np.vstack([a, b]), ins(rnd(3), rnd(2, 3))),
     # indexing
     OpCase("scatter", lambda a, i, s: a.scatter(1, i, s), lambda a, i, s: _np_scatter(a, i, s, 1),
-           ins(rnd(3, 4), _idx([[0, 2], [3, 1], [1, 0]]), rnd(3, 3)), nondiff=(1,)),
+           ins(rnd(3, 4), _idx([[0, 2], [3, 1], [1, 0]]), rnd(3, 2)), nondiff=(1,)),
     OpCase("scatter.value", lambda a, i: ag.scatter(a, 0, i, value=0.5), lambda a, i: _np_scatter(a, i, np.full(i.shape, 0.5), 0),
            ins(rnd(3, 4), _idx([[0, 2, 1, 1]])), nondiff=(1,), name="scatter_value"),
     OpCase("index_add", lambda a, s, i: a.index_add(1, i, s, alpha=2.0), lambda a, s, i: _np_index_add(a, i, 2 * s),
@@ -1257,7 +1321,7 @@ CASES += [
     OpCase("scatter_reduce",
            lambda a, i, s, r=r, inc=inc: a.scatter_reduce(1, i, s, r, include_self=inc),
            lambda a, i, s, r=r, inc=inc: _np_scatter_reduce(a, i, s, 1, r, inc),
-           ins(pos(3, 4), _idx([[0, 2, 0], [3, 1, 1], [1, 1, 1]]), pos(3, 4)), nondiff=(1,),
+           ins(pos(3, 4), _idx([[0, 2, 0], [3, 1, 1], [1, 1, 1]]), pos(3, 3)), nondiff=(1,),
            name=f"scatter_reduce_{r}{'' if inc else '_exclude_self'}")
     for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)
 ] + [

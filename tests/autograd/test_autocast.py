@@ -1,7 +1,7 @@
 """Autocast: the policy table per op (CPU against PyTorch 2.13's CPU autocast with
 dtype=float16; CUDA, on the GPU or its stand-in, against PyTorch's CUDA lists), casts recorded
 as ToCopyBackward0 so float32 parameters get float32 gradients, the parameter cast cache,
-nesting, enabled=False, the decorator, thread-locality and the bfloat16 error."""
+nesting, enabled=False, the decorator, thread-locality and CPU's bfloat16 default."""
 from __future__ import annotations
 
 import threading
@@ -227,22 +227,28 @@ def test_autocast_is_thread_local():
     assert seen == {"enabled": False, "dtype": T.float32}
 
 
-def test_cpu_without_dtype_names_bfloat16():
-    """PyTorch's CPU default is bfloat16, which NumPy lacks: the error says so and what to
-    pass instead."""
+def test_cpu_default_is_bfloat16_as_torch():
+    """PyTorch's CPU autocast dtype, bfloat16 (ml_dtypes'), is the default here too; values,
+    dtypes and the gradient pinned from torch 2.13."""
+    assert T.get_autocast_dtype("cpu") == T.bfloat16
+    x = T.tensor([[1.1, 2.2, -0.3], [0.5, -1.7, 3.3]])
+    w = T.tensor([[0.7, -0.2], [0.15, 0.9], [-1.3, 0.45]], requires_grad=True)
     for make in (lambda: T.autocast("cpu"), lambda: T.amp.autocast("cpu"),
                  lambda: T.cpu.amp.autocast(), lambda: T.autocast("cpu", dtype="bfloat16")):
-        with pytest.raises(RuntimeError, match="bfloat16.*not supported.*dtype=float16"):
-            make()
-    with pytest.raises(RuntimeError, match="bfloat16"):
-        T.get_autocast_dtype("cpu")
-    with pytest.raises(AttributeError, match="bfloat16.*pass dtype=float16"):
-        T.autocast("cuda", dtype=T.bfloat16)
+        with make():
+            y = x @ w
+        assert y.dtype == T.bfloat16
+        np.testing.assert_array_equal(y.float().detach().numpy(),
+                                      [[1.4921875, 1.625], [-4.1875, -0.1494140625]])
+    y.float().sum().backward()
+    assert w.grad.dtype == T.float32
+    np.testing.assert_array_equal(w.grad.numpy(), [[1.6015625] * 2, [0.5] * 2, [3.0] * 2])
+    with pytest.warns(UserWarning, match="CPU Autocast only supports dtypes of torch.bfloat16, "
+                                         "torch.float16 currently."):
+        with T.autocast("cpu", dtype=T.float64):
+            assert not T.is_autocast_enabled("cpu")
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         T.no_such_name  # noqa: B018 - other missing names keep the usual error
-    # Disabled, no dtype is needed.
-    with T.autocast("cpu", enabled=False):
-        assert not T.is_autocast_enabled("cpu")
 
 
 def test_defaults_and_names():

@@ -44,6 +44,8 @@ class RandomSampler(Sampler):
         generator: the Generator to draw from.
     """
 
+    _REPLACEMENT_CHUNK = 32   # draws per call with replacement (PyTorch's 32)
+
     def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None,
                  generator=None):
         self.data_source = data_source
@@ -65,7 +67,13 @@ class RandomSampler(Sampler):
         n = len(self.data_source)
         gen = self.generator if self.generator is not None else _fresh_generator()
         if self.replacement:
-            yield from (int(i) for i in gen.integers(0, n, size=self.num_samples))
+            # Drawn lazily, 32 at a time, as PyTorch's: num_samples may be far more than fits
+            # in memory at once (10**10 draws would be 80 GB), and an iteration stopped early
+            # draws no more than it used.
+            chunk = self._REPLACEMENT_CHUNK
+            for _ in range(self.num_samples // chunk):
+                yield from gen.integers(0, n, size=chunk).tolist()
+            yield from gen.integers(0, n, size=self.num_samples % chunk).tolist()
             return
         for _ in range(self.num_samples // n):
             yield from _permutation(n, gen)

@@ -1,0 +1,170 @@
+"""max_pool2d as PyTorch's ``max_pool2d_with_indices``, and avg_pool2d: one op, one node each.
+
+NOTE: a primitive for PyTorch's names in a profile: as a composite (pad, im2col, max over the
+window) max_pool2d showed ``im2col`` and ``max`` ranges and a MaxBackward0 node where a
+PyTorch user sees ``aten::max_pool2d`` > ``aten::max_pool2d_with_indices`` and
+MaxPool2DWithIndicesBackward0. The forward still reads the windows with im2col's strided copy;
+the backward sends each output's gradient to its arg-max, PyTorch's indices (offsets into the
+flattened, unpadded H*W plane), summed where windows overlap.
+"""
+from __future__ import annotations
+
+import numpy
+
+from .. import backend
+from ..dispatch import defop, linear_in
+from .indexing import along_dim_key
+from .nn import _col2im_fwd, _im2col_fwd
+
+
+def _lowest(dtype):
+    """The padding value no real entry loses to: -inf, or an integer type's minimum."""
+    return -numpy.inf if dtype.kind in "fc" else numpy.iinfo(dtype).min
+
+
+def _max_pool2d_fwd(xp, x, kernel, stride, padding, dilation, extra=(0, 0)):
+    """(values, indices) of (N, C, H, W) ``x``: ``padding`` on each side (and ``extra`` more
+    on the bottom and right, for ceil_mode's last window) at the dtype's lowest value."""
+    n, c, h, w = x.shape
+    (ph, pw), (eh, ew) = padding, extra
+    if ph or pw or eh or ew:
+        padded = xp.full((n, c, h + 2 * ph + eh, w + 2 * pw + ew), _lowest(x.dtype), x.dtype)
+        padded[:, :, ph:ph + h, pw:pw + w] = x
+        x = padded
+    cols = _im2col_fwd(xp, x, kernel, stride, dilation)
+    ho, wo = cols.shape[-2:]
+    cols = cols.reshape(n, c, kernel[0] * kernel[1], ho, wo)
+    # argmax takes a window's first NaN, so a NaN propagates with its index, as PyTorch's.
+    k = cols.argmax(axis=2)
+    values = xp.take_along_axis(cols, k[:, :, None], axis=2)[:, :, 0]
+    row = xp.arange(ho).reshape(ho, 1) * stride[0] - ph + (k // kernel[1]) * dilation[0]
+    col = xp.arange(wo).reshape(1, wo) * stride[1] - pw + (k % kernel[1]) * dilation[1]
+    return values, (row * w + col).astype(numpy.int64)
+
+
+def _overlapping(kernel, stride, dilation) -> bool:
+    """Can two windows pick the same input entry?"""
+    return any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, stride, dilation))
+
+
+def _max_pool2d_backward_fwd(xp, grad, indices, shape, overlap=True):
+    """``grad`` (N, C, Ho, Wo) sent to input positions ``indices``, of an input of ``shape``:
+    PyTorch's max_pool2d_with_indices_backward."""
+    n, c, h, w = shape
+    flat_idx = indices.reshape(n, c, -1)
+    g = grad.reshape(n, c, -1)
+    if not overlap:   # each input entry is some window's arg-max at most once: an assignment
+        z = xp.zeros((n, c, h * w), dtype=grad.dtype)
+        z[along_dim_key(xp, flat_idx, 2)] = g
+        return z.reshape(shape)
+    if xp is numpy and grad.dtype.kind == "f":
+        # One bincount over the planes (numpy.add.at is an unbuffered loop, ~50x slower).
+        planes = numpy.arange(n * c, dtype=numpy.int64).reshape(n, c, 1) * (h * w)
+        z = numpy.bincount((flat_idx + planes).ravel(), weights=g.ravel(),
+                           minlength=n * c * h * w)
+        return z.astype(grad.dtype, copy=False).reshape(shape)
+    z = xp.zeros((n, c, h * w), dtype=grad.dtype)
+    backend.scatter_add(xp, z, along_dim_key(xp, flat_idx, 2), g)
+    return z.reshape(shape)
+
+
+def _take_at(F, t, indices, shape):
+    """The entries of ``t`` (an input-shaped tensor) at ``indices``: the pooling's values of
+    a tangent, and the backward's own adjoint."""
+    n, c, h, w = shape
+    ho, wo = indices.shape[-2:]
+    flat = F.reshape(t, shape=(n, c, h * w))
+    picked = F.gather(flat, F.reshape(indices, shape=(n, c, ho * wo)), dim=2)
+    return F.reshape(picked, shape=(n, c, ho, wo))
+
+
+def _max_pool2d_vjp(F, g, out, x, kernel, stride, padding, dilation, extra=(0, 0)):
+    return F.max_pool2d_with_indices_backward(
+        g[0], out[1], shape=tuple(x.shape), overlap=_overlapping(kernel, stride, dilation))
+
+
+def _max_pool2d_jvp(F, t, out, x, kernel, stride, padding, dilation, extra=(0, 0)):
+    return _take_at(F, t, out[1], tuple(x.shape)), None
+
+
+defop("max_pool2d_with_indices", _max_pool2d_fwd, (_max_pool2d_vjp,), jvp=(_max_pool2d_jvp,),
+      nout=2, meta=(0,), node_name="MaxPool2DWithIndicesBackward0")
+# Linear in grad; the indices are constants.
+defop("max_pool2d_with_indices_backward", _max_pool2d_backward_fwd,
+      (lambda F, g, out, grad, indices, shape, overlap=True: _take_at(F, g, indices, shape),
+       None),
+      jvp=(lambda F, t, out, grad, indices, shape, overlap=True: F.max_pool2d_with_indices_backward(
+          t, indices, shape=shape, overlap=overlap), None),
+      node_name="MaxPool2DWithIndicesBackwardBackward0")
+
+
+# --------------------------------------------------------------------------- avg_pool2d
+# NOTE: a primitive for PyTorch's names too: ``aten::avg_pool2d`` with one AvgPool2DBackward0
+# node, where the composite (pad, im2col, sum, a divide by the window counts) showed those
+# ops and a DivBackward0. Linear in the input: its backward spreads each output's gradient
+# over its window (col2im), and that op's own adjoint is the pooling again.
+
+
+def _window_counts(xp, n_out, size, k, s, p, include_pad):
+    """How many entries of each window along one dim count in its divisor: the window
+    clipped to the zero-padded input (``include_pad``) or to the input itself; never the
+    overhang that ceil_mode's last window reaches past the padding."""
+    starts = xp.arange(n_out) * s - p
+    lo, hi = (-p, size + p) if include_pad else (0, size)
+    return xp.maximum(xp.minimum(starts + k, hi) - xp.maximum(starts, lo), 0)
+
+
+def _avg_divisor(xp, shape, out_hw, kernel, stride, padding, count_include_pad,
+                 divisor_override, dtype):
+    if divisor_override is not None:
+        return dtype.type(divisor_override)
+    rows = _window_counts(xp, out_hw[0], shape[2], kernel[0], stride[0], padding[0],
+                          count_include_pad)
+    cols = _window_counts(xp, out_hw[1], shape[3], kernel[1], stride[1], padding[1],
+                          count_include_pad)
+    return (rows.reshape(-1, 1) * cols.reshape(1, -1)).astype(dtype)
+
+
+def _zero_padded(xp, x, padding, extra):
+    n, c, h, w = x.shape
+    (ph, pw), (eh, ew) = padding, extra
+    if not (ph or pw or eh or ew):
+        return x
+    padded = xp.zeros((n, c, h + 2 * ph + eh, w + 2 * pw + ew), x.dtype)
+    padded[:, :, ph:ph + h, pw:pw + w] = x
+    return padded
+
+
+def _avg_pool2d_fwd(xp, x, kernel, stride, padding, extra=(0, 0), count_include_pad=True,
+                    divisor_override=None):
+    cols = _im2col_fwd(xp, _zero_padded(xp, x, padding, extra), kernel, stride, (1, 1))
+    sums = cols.sum(axis=(2, 3))
+    return sums / _avg_divisor(xp, x.shape, sums.shape[2:], kernel, stride, padding,
+                               count_include_pad, divisor_override, sums.dtype)
+
+
+def _avg_pool2d_backward_fwd(xp, grad, shape, kernel, stride, padding, extra=(0, 0),
+                             count_include_pad=True, divisor_override=None):
+    """PyTorch's avg_pool2d_backward: each output's gradient over its divisor, added to every
+    input entry of its window (the padding's share dropped)."""
+    n, c, h, w = shape
+    (ph, pw), (eh, ew) = padding, extra
+    d = grad / _avg_divisor(xp, shape, grad.shape[2:], kernel, stride, padding,
+                            count_include_pad, divisor_override, grad.dtype)
+    cols = xp.broadcast_to(d[:, :, None, None], d.shape[:2] + tuple(kernel) + d.shape[2:])
+    z = _col2im_fwd(xp, cols, (n, c, h + 2 * ph + eh, w + 2 * pw + ew), kernel, stride, (1, 1))
+    return xp.ascontiguousarray(z[:, :, ph:ph + h, pw:pw + w])
+
+
+defop("avg_pool2d", _avg_pool2d_fwd,
+      (lambda F, g, out, x, kernel, stride, padding, extra=(0, 0), count_include_pad=True,
+       divisor_override=None: F.avg_pool2d_backward(
+           g, shape=tuple(x.shape), kernel=kernel, stride=stride, padding=padding, extra=extra,
+           count_include_pad=count_include_pad, divisor_override=divisor_override),),
+      jvp=linear_in(0), meta=(0,), node_name="AvgPool2DBackward0")
+defop("avg_pool2d_backward", _avg_pool2d_backward_fwd,
+      (lambda F, g, out, grad, shape, kernel, stride, padding, extra=(0, 0),
+       count_include_pad=True, divisor_override=None: F.avg_pool2d(
+           g, kernel=kernel, stride=stride, padding=padding, extra=extra,
+           count_include_pad=count_include_pad, divisor_override=divisor_override),),
+      jvp=linear_in(0), node_name="AvgPool2DBackwardBackward0")
