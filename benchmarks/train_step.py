@@ -5,6 +5,16 @@ Workloads (float32, cross-entropy loss, Adam lr 1e-3):
 - ``mlp``: 256 -> 4 x [Linear 512 + GELU] -> 10, batch 128;
 - ``transformer``: 2 pre-LN causal blocks (vocab 96, d 128, 4 heads, seq 64, GELU MLP of
   width 512), batch 16; token and position embeddings, a final LayerNorm and a linear head.
+- ``lstm`` / ``gru``: PyTorch's word-language-model example at its default sizes (emsize 200,
+  nhid 200, 2 layers, bptt 35, batch 20), with a vocabulary of 1000 words instead of ~33k so
+  that the embedding and the decoder do not hide the recurrence; no dropout (the same loss in
+  every implementation), zero initial state each step;
+- ``lstm_tiny``: the same model at tiny sizes (vocab 50, emsize 16, nhid 16, 1 layer, bptt
+  35, batch 4), where the time is the per-step overhead of the unrolled cells;
+- ``cnn``: PyTorch's MNIST example network, conv(1->32, 3) ReLU conv(32->64, 3) ReLU
+  max_pool 2, dropout 0.25, fc 9216->128 ReLU, dropout 0.5, fc 128->10, log_softmax +
+  nll_loss, batch 64 of 28x28 images. Dropout masks are random in each implementation, so
+  the first losses are compared with dropout off and the timed steps run with it on.
 GELU is the exact (erf) form, PyTorch's default. The three implementations start from the
 same weights (their first losses are printed side by side) and take turns in every round, so
 a busy machine slows them alike instead of skewing the ratios.
@@ -19,7 +29,7 @@ machine shared with other jobs, time spent waiting for a core is left out (CPU o
 implementation computes in the calling thread when limited to one thread).
 
 Usage: python benchmarks/train_step.py [--repeats R] [--warmup W] [--threads N]
-       [--clock wall|thread] [--device cpu|cuda|all] [--only mlp|transformer] [--json PATH]
+       [--clock wall|thread] [--device cpu|cuda|all] [--only WORKLOAD] [--json PATH]
 PyTorch runs only when ``import torch`` succeeds (never a dependency), and only on the CPU.
 """
 from __future__ import annotations
@@ -58,6 +68,11 @@ except ImportError:
 LR = 1e-3
 MLP = dict(inp=256, width=512, depth=4, classes=10, batch=128)
 GPT = dict(vocab=96, dim=128, heads=4, seq=64, batch=16, layers=2, mlp=512)
+RNN_SIZES = {"lstm": dict(vocab=1000, emsize=200, nhid=200, layers=2, bptt=35, batch=20),
+             "gru": dict(vocab=1000, emsize=200, nhid=200, layers=2, bptt=35, batch=20),
+             "lstm_tiny": dict(vocab=50, emsize=16, nhid=16, layers=1, bptt=35, batch=4)}
+CNN = dict(batch=64, classes=10)
+WORKLOADS = ("mlp", "transformer", "lstm", "gru", "lstm_tiny", "cnn")
 
 
 # --------------------------------------------------------------------------- weights and data
@@ -102,6 +117,41 @@ def gpt_data(seed=1):
     return rng.integers(0, GPT["vocab"], shape), rng.integers(0, GPT["vocab"], shape)
 
 
+def rnn_weights(workload, seed=0):
+    """``[embedding, *recurrent weights in PyTorch's parameter order, decoder W, decoder b]``."""
+    rng = np.random.default_rng(seed)
+    z = RNN_SIZES[workload]
+    v, e, h = z["vocab"], z["emsize"], z["nhid"]
+    rows = (4 if workload.startswith("lstm") else 3) * h
+    ws = [rng.uniform(-0.1, 0.1, (v, e)).astype(np.float32)]
+    for layer in range(z["layers"]):
+        n_in = e if layer == 0 else h
+        ws += [_uniform(rng, (rows, n_in), h), _uniform(rng, (rows, h), h),
+               _uniform(rng, (rows,), h), _uniform(rng, (rows,), h)]
+    return ws + [rng.uniform(-0.1, 0.1, (v, h)).astype(np.float32), np.zeros(v, np.float32)]
+
+
+def rnn_data(workload, seed=1):
+    rng = np.random.default_rng(seed)
+    z = RNN_SIZES[workload]
+    shape = (z["bptt"], z["batch"])
+    return rng.integers(0, z["vocab"], shape), rng.integers(0, z["vocab"], shape)
+
+
+def cnn_weights(seed=0):
+    rng = np.random.default_rng(seed)
+    return [_uniform(rng, (32, 1, 3, 3), 9), _uniform(rng, (32,), 9),
+            _uniform(rng, (64, 32, 3, 3), 288), _uniform(rng, (64,), 288),
+            _uniform(rng, (128, 9216), 9216), _uniform(rng, (128,), 9216),
+            _uniform(rng, (10, 128), 128), _uniform(rng, (10,), 128)]
+
+
+def cnn_data(seed=1):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((CNN["batch"], 1, 28, 28)).astype(np.float32),
+            rng.integers(0, CNN["classes"], CNN["batch"]))
+
+
 # --------------------------------------------------------------------------- the models, once
 # gradtrace and PyTorch share the functional API (PyTorch's names), so one forward function
 # serves both: ``F`` is gradtrace's or torch's ``nn.functional``.
@@ -135,6 +185,22 @@ def gpt_forward(F, params, idx, y):
     lnw, lnb, wh, bh = it
     logits = F.linear(F.layer_norm(x, (d,), lnw, lnb), wh, bh)
     return F.cross_entropy(logits.reshape(n * t, -1), y.reshape(-1))
+
+
+def rnn_forward(F, params, idx, y, rnn):
+    """Embedding, the recurrent module ``rnn`` (its weights are ``params[1:-2]``), decoder."""
+    out, _ = rnn(F.embedding(idx, params[0]))
+    logits = F.linear(out, params[-2], params[-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def cnn_forward(F, params, x, y, train=True):
+    w1, b1, w2, b2, w3, b3, w4, b4 = params
+    x = F.relu(F.conv2d(x, w1, b1))
+    x = F.max_pool2d(F.relu(F.conv2d(x, w2, b2)), 2)
+    x = F.dropout(x, 0.25, train)
+    x = F.dropout(F.relu(F.linear(x.reshape(x.shape[0], -1), w3, b3)), 0.5, train)
+    return F.nll_loss(F.log_softmax(F.linear(x, w4, b4), dim=1), y)
 
 
 # --------------------------------------------------------------------------- by hand, in NumPy
@@ -301,38 +367,69 @@ def gpt_by_hand(params, opt, idx, y):
 # --------------------------------------------------------------------------- the three steps
 
 
+def _workload(workload: str):
+    """(weights, (x, y), forward, by_hand or None) of a workload."""
+    if workload == "mlp":
+        return ([a for wb in mlp_weights() for a in wb], mlp_data(), mlp_forward, mlp_by_hand)
+    if workload == "transformer":
+        return gpt_weights(), gpt_data(), gpt_forward, gpt_by_hand
+    if workload == "cnn":
+        return cnn_weights(), cnn_data(), cnn_forward, None
+    return rnn_weights(workload), rnn_data(workload), rnn_forward, None
+
+
+def _rnn_module(nn, workload: str, params):
+    """The workload's LSTM/GRU module of library ``nn`` (gradtrace's or torch's) holding
+    ``params`` as its parameters, in PyTorch's order (``weight_ih_l0``, ...)."""
+    z = RNN_SIZES[workload]
+    cls = nn.GRU if workload == "gru" else nn.LSTM
+    rnn = cls(z["emsize"], z["nhid"], z["layers"])
+    names = [n for n, _ in rnn.named_parameters()]
+    for name, p in zip(names, params):
+        setattr(rnn, name, p)
+    return rnn
+
+
 def make_steps(workload: str, dev, with_torch: bool) -> dict:
-    """``{"numpy": step, "gradtrace": step, "torch": step}``; each returns its loss."""
-    weights = [a for wb in mlp_weights() for a in wb] if workload == "mlp" else gpt_weights()
-    x, y = mlp_data() if workload == "mlp" else gpt_data()
-    forward = mlp_forward if workload == "mlp" else gpt_forward
-    by_hand = mlp_by_hand if workload == "mlp" else gpt_by_hand
+    """``{"numpy": step, "gradtrace": step, "torch": step}``; each ``step(train=True)`` returns
+    its loss (``train=False``: dropout off, for comparing first losses)."""
+    weights, (x, y), forward, by_hand = _workload(workload)
     steps = {}
-    if dev.type == "cpu":
+    if dev.type == "cpu" and by_hand is not None:
         hand_params = [w.copy() for w in weights]
         hand_opt = HandAdam(hand_params)
-        steps["numpy"] = lambda: by_hand(hand_params, hand_opt, x, y)
+        steps["numpy"] = lambda train=True: by_hand(hand_params, hand_opt, x, y)
+
+    def model(lib_F, nn, params):
+        if workload in RNN_SIZES:
+            rnn = _rnn_module(nn, workload, params[1:-2])
+            return lambda xs, ys, train: forward(lib_F, params, xs, ys, rnn)
+        if workload == "cnn":
+            return lambda xs, ys, train: forward(lib_F, params, xs, ys, train)
+        return lambda xs, ys, train: forward(lib_F, params, xs, ys)
 
     params = [autograd.nn.Parameter(autograd.tensor(w, device=dev)) for w in weights]
     opt = optim.Adam(params, lr=LR)
     xt, yt = autograd.tensor(x, device=dev), autograd.tensor(y, device=dev)
+    gt_forward = model(gF, autograd.nn, params)
 
-    def gradtrace_step():
+    def gradtrace_step(train=True):
         opt.zero_grad(set_to_none=True)
-        loss = forward(gF, params, xt, yt)
+        loss = gt_forward(xt, yt, train)
         loss.backward()
         opt.step()
         return loss.item()
 
     steps["gradtrace"] = gradtrace_step
     if with_torch and dev.type == "cpu":
-        tparams = [torch.tensor(w, requires_grad=True) for w in weights]
+        tparams = [torch.nn.Parameter(torch.tensor(w)) for w in weights]
         topt = torch.optim.Adam(tparams, lr=LR)
         tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+        t_forward = model(tF, torch.nn, tparams)
 
-        def torch_step():
+        def torch_step(train=True):
             topt.zero_grad(set_to_none=True)
-            loss = forward(tF, tparams, tx, ty)
+            loss = t_forward(tx, ty, train)
             loss.backward()
             topt.step()
             return loss.item()
@@ -361,7 +458,8 @@ def bench(workload: str, device: str, warmup: int, repeats: int, with_torch: boo
           clock: str = "wall") -> dict:
     dev = backend.device(device)
     steps = make_steps(workload, dev, with_torch)
-    first = {k: float(step()) for k, step in steps.items()}   # same weights: same first loss
+    # Same weights: same first loss (dropout off, its masks are random in each).
+    first = {k: float(step(train=False)) for k, step in steps.items()}
     timer = time.thread_time if clock == "thread" and dev.type == "cpu" else time.perf_counter
     med = _medians(steps, dev, warmup, repeats, timer)
     row = {"workload": workload, "device": str(dev), "first_loss": first,
@@ -394,14 +492,15 @@ def main(argv=None) -> dict:
     ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
                     help="wall clock, or this thread's CPU time (steadier on a shared machine)")
     ap.add_argument("--device", default="cpu", help="cpu, cuda, or all (cuda when usable)")
-    ap.add_argument("--only", choices=("mlp", "transformer"), help="run one workload")
+    ap.add_argument("--only", choices=WORKLOADS, action="append",
+                    help="run this workload (repeatable; default: all)")
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
                                                    "train_step.json"))
     args = ap.parse_args(argv)
     devices = ["cpu"] + (["cuda"] if backend.cuda_is_available() else [])
     if args.device != "all":
         devices = [args.device]
-    workloads = [args.only] if args.only else ["mlp", "transformer"]
+    workloads = args.only or list(WORKLOADS)
     if torch is not None:
         torch.set_num_threads(args.threads)
     with _blas_threads(args.threads) as how:
