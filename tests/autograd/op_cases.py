@@ -1706,3 +1706,63 @@ CASES += [
     OpCase("bitwise_right_shift", lambda a, b: a >> b, np.right_shift,
            ins(_ints(5), _counts(5)), nondiff=(0, 1), grad=False),
 ]
+
+
+# The fused LSTM layer (ops/rnn.py) through the ``lstm`` composite, against PyTorch's
+# documented equations in NumPy. One flat tensor of (output, h_n, c_n), so that the checks
+# see every output; the second-derivative check also runs through the workspace output.
+def _lstm_ref(x, h0, c0, params, layers, bidirectional):
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    directions = 2 if bidirectional else 1
+    per = len(params) // (layers * directions)
+    hs, cs = [], []
+    for layer in range(layers):
+        outs = []
+        for d in range(directions):
+            k = layer * directions + d
+            w_ih, w_hh, *b = params[k * per:(k + 1) * per]
+            bias = b[0] + b[1] if b else 0.0
+            h, c = h0[k], c0[k]
+            out = np.zeros((x.shape[0], x.shape[1], w_hh.shape[1]))
+            for t in (range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])):
+                i, f, g, o = np.split(x[t] @ w_ih.T + h @ w_hh.T + bias, 4, -1)
+                c = sig(f) * c + sig(i) * np.tanh(g)
+                h = sig(o) * np.tanh(c)
+                out[t] = h
+            outs.append(out)
+            hs.append(h)
+            cs.append(c)
+        x = np.concatenate(outs, -1)
+    return np.concatenate([x.ravel(), np.ravel(hs), np.ravel(cs)])
+
+
+def _lstm_case(layers, bidirectional):
+    def fn(x, h0, c0, *params):
+        from gradtrace.autograd.ops import rnn as rnn_ops
+        out, h, c = rnn_ops.lstm(x, (h0, c0), list(params), len(params) % 4 == 0 and
+                                 len(params) // 4 == layers * (2 if bidirectional else 1),
+                                 layers, 0.0, False, bidirectional)
+        return ag.cat([out.reshape(-1), h.reshape(-1), c.reshape(-1)])
+    return fn
+
+
+def _lstm_inputs(steps, batch, n_in, hidden, layers, bidirectional, bias):
+    directions = 2 if bidirectional else 1
+    makers = [rnd(steps, batch, n_in), rnd(layers * directions, batch, hidden),
+              rnd(layers * directions, batch, hidden)]
+    for layer in range(layers):
+        for _ in range(directions):
+            cols = n_in if layer == 0 else hidden * directions
+            makers += [rnd(4 * hidden, cols), rnd(4 * hidden, hidden)]
+            makers += [rnd(4 * hidden), rnd(4 * hidden)] if bias else []
+    return ins(*makers)
+
+
+CASES += [
+    OpCase("mkldnn_rnn_layer", _lstm_case(1, False),
+           lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 1, False),
+           _lstm_inputs(3, 2, 3, 2, 1, False, True), covers=("lstm",), name="lstm_layer"),
+    OpCase("mkldnn_rnn_layer", _lstm_case(2, True),
+           lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 2, True),
+           _lstm_inputs(3, 2, 2, 2, 2, True, False), name="lstm_layer_bidirectional_nobias"),
+]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ... import ops
+from ...ops import rnn as rnn_ops
 from ...tensor import zeros as _zeros
 from .. import functional as F
 from .. import init
@@ -81,6 +82,25 @@ class _RNNBase(Module):
                                f"input_size. Expected {self.input_size}, got {x.shape[-1]}")
         if unbatched and hx is not None:
             hx = tuple(h.unsqueeze(1) for h in hx) if isinstance(hx, tuple) else hx.unsqueeze(1)
+        x, state = self._run(x, hx)
+        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
+        return out, (self._squeeze_state(state) if unbatched else state)
+
+    def _flat_weights_names(self):
+        """Parameter names in PyTorch's order: per layer and direction, w_ih, w_hh, b_ih,
+        b_hh."""
+        names = []
+        for layer in range(self.num_layers):
+            for suffix in ("", "_reverse")[:2 if self.bidirectional else 1]:
+                names += [f"{n}_l{layer}{suffix}" for n in
+                          ("weight_ih", "weight_hh", "bias_ih", "bias_hh")[:4 if self.bias else 2]]
+        return names
+
+    def _squeeze_state(self, state):
+        return state.squeeze(1)
+
+    def _run(self, x, hx):
+        """The layers on a time-major (seq, batch, feature) input: ``(output, h_n)``."""
         states = self._split_state(hx, x.shape[1], x)
         directions = 2 if self.bidirectional else 1
         finals = []
@@ -101,16 +121,11 @@ class _RNNBase(Module):
             x = outs[0] if directions == 1 else ops.cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
-        return out, self._join_state(finals, unbatched)
+        return x, ops.stack(finals, 0)
 
     def _split_state(self, hx, batch, like):
         h = self._init_state(hx, batch, like)
         return [h[i] for i in range(h.shape[0])]
-
-    def _join_state(self, finals, unbatched):
-        h = ops.stack(finals, 0)
-        return h.squeeze(1) if unbatched else h
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -162,21 +177,18 @@ class LSTM(_RNNBase):
 
     _gates = 4
 
-    def _cell(self, x_proj, state, w_hh, b_hh):
-        h, c = state
-        i, f, g, o = ops.chunk(x_proj + F.linear(h, w_hh, b_hh), 4, -1)
-        c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
-        return F.sigmoid(o) * F.tanh(c), c
-
-    def _split_state(self, hx, batch, like):
+    def _run(self, x, hx):
+        # All layers through ops.lstm, one fused node a layer and direction (see ops/rnn.py).
         h, c = (None, None) if hx is None else hx
-        h, c = self._init_state(h, batch, like), self._init_state(c, batch, like)
-        return [(h[i], c[i]) for i in range(h.shape[0])]
+        batch = x.shape[1]
+        hx = (self._init_state(h, batch, x), self._init_state(c, batch, x))
+        params = [getattr(self, n) for n in self._flat_weights_names()]
+        out, h, c = rnn_ops.lstm(x, hx, params, self.bias, self.num_layers, self.dropout,
+                                 self.training, self.bidirectional)
+        return out, (h, c)
 
-    def _join_state(self, finals, unbatched):
-        h = ops.stack([s[0] for s in finals], 0)
-        c = ops.stack([s[1] for s in finals], 0)
-        return (h.squeeze(1), c.squeeze(1)) if unbatched else (h, c)
+    def _squeeze_state(self, state):
+        return tuple(s.squeeze(1) for s in state)
 
 
 class GRU(_RNNBase):

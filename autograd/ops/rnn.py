@@ -1,0 +1,268 @@
+"""The fused LSTM layer: one primitive per layer and direction, as PyTorch's CPU LSTM
+(``aten::lstm`` calling ``aten::mkldnn_rnn_layer``, whose node is ``MkldnnRnnLayerBackward0``).
+
+# NOTE: a primitive for speed. Unrolled, every time step of an LSTM is a dozen small ops,
+# each a node the engine records, saves for and walks back (35 steps x 2 layers: ~900 nodes a
+# forward, 85% of a word-language-model step). Here the forward computes the input
+# projection of every step with one GEMM before the loop (as cuDNN and PyTorch do), then one
+# GEMM and a few in-place ufuncs a step; the backward walks the steps with the saved gate
+# activations and ends with one GEMM per weight over all steps, instead of one per step.
+# The name is PyTorch's, so a profile of this and one of PyTorch's line up.
+
+The layer returns ``(output, h_n, c_n, workspace)``: ``workspace`` (steps, batch, 5 *
+hidden) holds each step's gate activations ``[i, f, g, o]`` and cell state ``c``, which the
+backward reads instead of recomputing them. It is an output like the others (PyTorch's is
+too): the rules take its gradient into account, so the backward, written with ``F``, is
+itself differentiable.
+"""
+from __future__ import annotations
+
+from ..dispatch import TensorF, apply_op, defcomposite, defop
+from . import api
+from .shape import MAX_CAT_INPUTS
+
+__all__ = ["lstm"]
+
+
+def _sigmoid_(xp, a):
+    """sigmoid in place on a view: 1 / (1 + exp(-a)); exp overflowing to inf gives 0."""
+    xp.negative(a, out=a)
+    xp.exp(a, out=a)
+    a += 1
+    xp.reciprocal(a, out=a)
+
+
+def _steps(n: int, reverse: bool):
+    return range(n - 1, -1, -1) if reverse else range(n)
+
+
+def _check_lstm_layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
+    hidden = w_hh.shape[-1]
+    if x.ndim != 3:
+        raise RuntimeError(f"lstm: expected a 3-D input (seq, batch, feature), got shape "
+                           f"{list(x.shape)}")
+    if tuple(w_ih.shape) != (4 * hidden, x.shape[2]) or tuple(w_hh.shape) != (4 * hidden, hidden):
+        raise RuntimeError(f"lstm: weights of shapes {list(w_ih.shape)} and {list(w_hh.shape)} "
+                           f"do not fit an input of {x.shape[2]} features")
+    for name, s in (("hx", hx), ("cx", cx)):
+        if tuple(s.shape) != (x.shape[1], hidden):
+            raise RuntimeError(f"lstm: expected {name} of shape {[x.shape[1], hidden]}, got "
+                               f"{list(s.shape)}")
+
+
+def _lstm_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
+    steps, batch, n_in = x.shape
+    hidden = w_hh.shape[1]
+    # The input projection of every step at once: one GEMM instead of one a step.
+    gx = xp.matmul(x.reshape(steps * batch, n_in), w_ih.T)
+    for b in (b_ih, b_hh):
+        if b is not None:
+            gx += b
+    gx = gx.reshape(steps, batch, 4 * hidden)
+    out = xp.empty((steps, batch, hidden), dtype=gx.dtype)
+    ws = xp.empty((steps, batch, 5 * hidden), dtype=gx.dtype)
+    tmp = xp.empty((batch, 4 * hidden), dtype=gx.dtype)
+    w_hh_t = w_hh.T
+    h, c = hx, cx
+    h2, h3 = 2 * hidden, 3 * hidden
+    for t in _steps(steps, reverse):
+        a = ws[t, :, :4 * hidden]
+        xp.matmul(h, w_hh_t, out=tmp)
+        xp.add(tmp, gx[t], out=a)
+        _sigmoid_(xp, a[:, :h2])                   # i, f
+        xp.tanh(a[:, h2:h3], out=a[:, h2:h3])       # g
+        _sigmoid_(xp, a[:, h3:])                   # o
+        c_new = ws[t, :, 4 * hidden:]
+        xp.multiply(a[:, hidden:h2], c, out=c_new)  # f * c + i * g
+        c_new += a[:, :hidden] * a[:, h2:h3]
+        h = out[t]
+        xp.tanh(c_new, out=h)                      # o * tanh(c)
+        h *= a[:, h3:]
+        c = c_new
+    return out, h.copy(), c.copy(), ws
+
+
+def _stack(F, xs):
+    """F.stack of any number of tensors (stack takes at most MAX_CAT_INPUTS)."""
+    if len(xs) <= MAX_CAT_INPUTS:
+        return F.stack(*xs, dim=0)
+    parts = [F.stack(*xs[i:i + MAX_CAT_INPUTS], dim=0) for i in range(0, len(xs), MAX_CAT_INPUTS)]
+    return F.cat(*parts, dim=0, sizes=tuple(p.shape[0] for p in parts))
+
+
+def _nonzero(a) -> bool:
+    return bool(a.any())
+
+
+def _h_prev(F, output, hx, reverse):
+    """The hidden state each step read, in time order: hx, then the outputs before it."""
+    steps, batch, hidden = output.shape
+    first = F.reshape(hx, shape=(1, batch, hidden))
+    if steps == 1:
+        return first
+    if reverse:
+        return F.cat(output[1:], first, dim=0, sizes=(steps - 1, 1))
+    return F.cat(first, output[:-1], dim=0, sizes=(1, steps - 1))
+
+
+def _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False,
+                      needs=(True,) * 7):
+    """Every input's gradient (None where ``needs`` is false), backpropagating through time
+    with the saved gate activations. Written with ``F`` and operators, so the same code runs
+    on arrays and, under create_graph, on tensors."""
+    g_out, g_hy, g_cy, g_ws = g
+    if F is TensorF:
+        # A node keeps the outputs of an op with several as arrays, constants to a
+        # differentiable backward: the ones read here are recomputed as tensors, whose node
+        # carries the second derivative.
+        out = F.mkldnn_rnn_layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=reverse)
+    output, _, _, ws = out
+    steps, batch, n_in = x.shape
+    hidden = w_hh.shape[1]
+    h1, h2, h3, h4 = hidden, 2 * hidden, 3 * hidden, 4 * hidden
+    order = list(_steps(steps, reverse))
+    with_ws = _nonzero(g_ws)   # only a differentiated backward sends a workspace gradient
+    dh, dc = g_hy, g_cy
+    d_gates = [None] * steps
+    for k in range(steps - 1, -1, -1):
+        t = order[k]
+        w = ws[t]
+        i, f, gg, o, c = w[:, :h1], w[:, h1:h2], w[:, h2:h3], w[:, h3:h4], w[:, h4:]
+        c_prev = cx if k == 0 else ws[order[k - 1]][:, h4:]
+        dh = dh + g_out[t]
+        tc = F.tanh(c)
+        dc = dc + dh * o * (1 - tc * tc)
+        d_i, d_f, d_g, d_o = dc * gg, dc * c_prev, dc * i, dh * tc
+        if with_ws:
+            gw = g_ws[t]
+            dc = dc + gw[:, h4:]
+            d_i, d_f = dc * gg + gw[:, :h1], dc * c_prev + gw[:, h1:h2]
+            d_g, d_o = dc * i + gw[:, h2:h3], d_o + gw[:, h3:h4]
+        d_pre = F.cat(d_i * i * (1 - i), d_f * f * (1 - f), d_g * (1 - gg * gg),
+                      d_o * o * (1 - o), dim=1, sizes=(h1, h1, h1, h1))
+        d_gates[t] = d_pre
+        dh = F.matmul(d_pre, w_hh)
+        dc = dc * f
+    d2 = F.reshape(_stack(F, d_gates), shape=(steps * batch, h4))
+    d2_t = F.transpose(d2, dim0=0, dim1=1)
+    grads = [None] * 7
+    if needs[0]:
+        grads[0] = F.reshape(F.matmul(d2, w_ih), shape=(steps, batch, n_in))
+    if needs[1]:
+        grads[1] = F.matmul(d2_t, F.reshape(x, shape=(steps * batch, n_in)))
+    if needs[2]:
+        h_prev = _h_prev(F, output, hx, reverse)
+        grads[2] = F.matmul(d2_t, F.reshape(h_prev, shape=(steps * batch, hidden)))
+    if needs[3] or needs[4]:
+        db = F.sum(d2, dim=0)
+        grads[3], grads[4] = (db if needs[3] else None), (db if needs[4] else None)
+    grads[5], grads[6] = dh, dc
+    return grads
+
+
+def _lstm_layer_rule(i):
+    def rule(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
+        needs = tuple(j == i for j in range(7))
+        return _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse,
+                                 needs)[i]
+    return rule
+
+
+def _lstm_layer_joint(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False, needs=()):
+    return _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, needs)
+
+
+def _lstm_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx,
+                         reverse=False):
+    """The outputs' tangents for the inputs' tangents ``{input index: tangent}``: the
+    linearised recurrence, run forward."""
+    output, _, _, ws = out
+    steps, batch, n_in = x.shape
+    hidden = w_hh.shape[1]
+    h1, h2, h3, h4 = hidden, 2 * hidden, 3 * hidden, 4 * hidden
+    rows = steps * batch
+    t_in = F.zeros_like(ws[:, :, :h4])
+    if 0 in tangents:
+        tx = F.reshape(tangents[0], shape=(rows, n_in))
+        t_in = t_in + F.reshape(F.matmul(tx, F.transpose(w_ih, dim0=0, dim1=1)),
+                                shape=(steps, batch, h4))
+    if 1 in tangents:
+        t_in = t_in + F.reshape(F.matmul(F.reshape(x, shape=(rows, n_in)),
+                                         F.transpose(tangents[1], dim0=0, dim1=1)),
+                                shape=(steps, batch, h4))
+    for j in (3, 4):
+        if j in tangents:
+            t_in = t_in + tangents[j]
+    dh = tangents.get(5, F.zeros_like(hx))
+    dc = tangents.get(6, F.zeros_like(cx))
+    t_w_hh = F.transpose(tangents[2], dim0=0, dim1=1) if 2 in tangents else None
+    w_hh_t = F.transpose(w_hh, dim0=0, dim1=1)
+    d_out, d_ws = [None] * steps, [None] * steps
+    order = list(_steps(steps, reverse))
+    for k, t in enumerate(order):
+        w = ws[t]
+        i, f, gg, o, c = w[:, :h1], w[:, h1:h2], w[:, h2:h3], w[:, h3:h4], w[:, h4:]
+        c_prev = cx if k == 0 else ws[order[k - 1]][:, h4:]
+        pre = t_in[t] + F.matmul(dh, w_hh_t)
+        if t_w_hh is not None:
+            pre = pre + F.matmul(hx if k == 0 else output[order[k - 1]], t_w_hh)
+        d_i, d_f = pre[:, :h1] * i * (1 - i), pre[:, h1:h2] * f * (1 - f)
+        d_g, d_o = pre[:, h2:h3] * (1 - gg * gg), pre[:, h3:h4] * o * (1 - o)
+        dc = d_f * c_prev + f * dc + d_i * gg + i * d_g
+        tc = F.tanh(c)
+        dh = d_o * tc + o * (1 - tc * tc) * dc
+        d_out[t] = dh
+        d_ws[t] = F.cat(d_i, d_f, d_g, d_o, dc, dim=1, sizes=(h1,) * 5)
+    return _stack(F, d_out), dh, dc, _stack(F, d_ws)
+
+
+def _lstm_layer_jvp(i):
+    def rule(F, t, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
+        return _lstm_layer_tangents(F, {i: t}, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse)
+    return rule
+
+
+_LSTM_LAYER = defop("mkldnn_rnn_layer", _lstm_layer_fwd, tuple(_lstm_layer_rule(i) for i in range(7)),
+      jvp=tuple(_lstm_layer_jvp(i) for i in range(7)), nout=4, joint=_lstm_layer_joint,
+      check=_check_lstm_layer, node_name="MkldnnRnnLayerBackward0")
+
+
+@defcomposite("lstm")
+def lstm(input, hx, params, has_biases: bool, num_layers: int, dropout: float,  # noqa: A002
+         train: bool, bidirectional: bool):
+    """PyTorch's ``torch.lstm`` (what ``nn.LSTM`` calls) on a time-major input.
+
+    Args:
+        input: (seq, batch, input_size).
+        hx: ``(h_0, c_0)``, each (num_layers * directions, batch, hidden_size).
+        params: per layer and direction, ``w_ih, w_hh[, b_ih, b_hh]``.
+        has_biases: whether ``params`` holds the biases.
+        num_layers, dropout, train, bidirectional: as nn.LSTM's (dropout between layers
+            in training only).
+
+    Returns:
+        ``(output, h_n, c_n)``.
+    """
+    from ..nn import functional as nnF   # noqa: PLC0415 - nn imports the ops package
+
+    directions = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    h0, c0 = hx
+    x = input
+    hs, cs = [], []
+    for layer in range(num_layers):
+        outs = []
+        for d in range(directions):
+            k = layer * directions + d
+            w = params[k * per:(k + 1) * per]
+            b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
+            out, h, c, _ = apply_op(_LSTM_LAYER, (x, w[0], w[1], b_ih, b_hh, h0[k], c0[k]),
+                                    {"reverse": bool(d)})
+            outs.append(out)
+            hs.append(h)
+            cs.append(c)
+        x = outs[0] if directions == 1 else api.cat(outs, -1)
+        if dropout and train and layer < num_layers - 1:
+            x = nnF.dropout(x, dropout, True)
+    return x, api.stack(hs, 0), api.stack(cs, 0)
+
