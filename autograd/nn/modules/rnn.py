@@ -1,9 +1,12 @@
 """Recurrent layers: RNN, LSTM and GRU with PyTorch's gate order, parameter names
 (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, ``..._reverse``),
-shapes and initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)).
+shapes and initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)); and their one-step
+cells, RNNCell, LSTMCell and GRUCell (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``).
 
-Each time step is a few linear/elementwise ops, so the backward comes from the op table
-(backpropagation through time is the engine walking the unrolled graph).
+LSTM runs each layer as one fused op (``ops/rnn.py``, PyTorch's ``mkldnn_rnn_layer``). RNN
+and GRU unroll their time steps into a few linear/elementwise ops, whose backward comes from
+the op table (backpropagation through time is the engine walking the unrolled graph); the
+cells are those same steps, one call each.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from ..parameter import Parameter
 from ...tensor import empty as _empty_t
 from .module import Module
 
-__all__ = ["RNN", "LSTM", "GRU"]
+__all__ = ["RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 
 class _RNNBase(Module):
@@ -201,8 +204,147 @@ class GRU(_RNNBase):
     _gates = 3
 
     def _cell(self, x_proj, h, w_hh, b_hh):
-        xr, xz, xn = ops.chunk(x_proj, 3, -1)
-        hr, hz, hn = ops.chunk(F.linear(h, w_hh, b_hh), 3, -1)
-        r, z = F.sigmoid(xr + hr), F.sigmoid(xz + hz)
-        n = F.tanh(xn + r * hn)
-        return n + z * (h - n)
+        return _gru_step(x_proj, h, w_hh, b_hh)
+
+
+# --------------------------------------------------------------------------- cells
+# One time step each, the equations above; the user unrolls the loop. The step functions are
+# shared with the multi-layer modules' unrolled paths.
+
+
+def _lstm_step(x_proj, h, c, w_hh, b_hh):
+    i, f, g, o = ops.chunk(x_proj + F.linear(h, w_hh, b_hh), 4, -1)
+    c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
+    return F.sigmoid(o) * F.tanh(c), c
+
+
+class RNNCellBase(Module):
+    """The parameters of a one-step cell: ``weight_ih`` (gates * hidden, input),
+    ``weight_hh`` (gates * hidden, hidden), ``bias_ih`` and ``bias_hh`` (gates * hidden),
+    initialised U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) as PyTorch's."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int,
+                 device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        rows = num_chunks * hidden_size
+        self.weight_ih = Parameter(_empty_t(rows, input_size, device=device, dtype=dtype))
+        self.weight_hh = Parameter(_empty_t(rows, hidden_size, device=device, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(_empty_t(rows, device=device, dtype=dtype))
+            self.bias_hh = Parameter(_empty_t(rows, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        nonlinearity = getattr(self, "nonlinearity", "tanh")
+        if nonlinearity != "tanh":
+            s += f", nonlinearity={nonlinearity}"
+        return s
+
+    def _batched(self, input, states, names):  # noqa: A002
+        """``(input, states, unbatched)`` with a batch dim of one added to an unbatched call,
+        after PyTorch's checks (its messages); a missing state is zeros."""
+        cls = type(self).__name__
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{cls}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        for name, h in zip(names, states):
+            if h is not None and h.ndim not in (1, 2):
+                raise ValueError(f"{cls}: Expected {name} to be 1D or 2D, got {h.ndim}D instead")
+        unbatched = input.ndim == 1
+        if unbatched:
+            input = input.unsqueeze(0)
+            states = [None if h is None else h.unsqueeze(0) for h in states]
+        if input.shape[1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} "
+                               f"expected {self.input_size}")
+        batch = input.shape[0]
+        full = []
+        for k, h in enumerate(states):
+            if h is None:
+                h = _zeros(batch, self.hidden_size, dtype=input.dtype, device=input.device)
+            elif h.shape[0] != batch:
+                raise RuntimeError(f"Input batch size {batch} doesn't match hidden{k} batch "
+                                   f"size {h.shape[0]}")
+            elif h.shape[1] != self.hidden_size:
+                raise RuntimeError(f"hidden{k} has inconsistent hidden_size: got "
+                                   f"{h.shape[1]}, expected {self.hidden_size}")
+            full.append(h)
+        return input, full, unbatched
+
+
+class RNNCell(RNNCellBase):
+    """One Elman step: ``h' = tanh(W_ih x + b_ih + W_hh h + b_hh)`` (or relu).
+
+    ``forward(input, hx=None)``: input (batch, input_size) or (input_size,), hx likewise
+    with hidden_size (zeros when omitted); returns h'.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):  # noqa: A002
+        x, (h,), unbatched = self._batched(input, [hx], ["hidden"])
+        z = F.linear(x, self.weight_ih, self.bias_ih) + F.linear(h, self.weight_hh, self.bias_hh)
+        if self.nonlinearity == "tanh":
+            h = F.tanh(z)
+        elif self.nonlinearity == "relu":
+            h = F.relu(z)
+        else:
+            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        return h.squeeze(0) if unbatched else h
+
+
+class LSTMCell(RNNCellBase):
+    """One LSTM step, PyTorch's gate order (input, forget, cell, output).
+
+    ``forward(input, hx=None)``: hx is ``(h, c)`` (zeros when omitted); returns ``(h', c')``.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        h, c = (None, None) if hx is None else hx
+        x, (h, c), unbatched = self._batched(input, [h, c], ["hx[0]", "hx[1]"])
+        h, c = _lstm_step(F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh,
+                          self.bias_hh)
+        return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step, PyTorch's gate order (reset, update, new).
+
+    ``forward(input, hx=None)``: returns h' (hx zeros when omitted).
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        x, (h,), unbatched = self._batched(input, [hx], ["hidden"])
+        h = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
+                      self.bias_hh)
+        return h.squeeze(0) if unbatched else h
+
+
+def _gru_step(x_proj, h, w_hh, b_hh):
+    xr, xz, xn = ops.chunk(x_proj, 3, -1)
+    hr, hz, hn = ops.chunk(F.linear(h, w_hh, b_hh), 3, -1)
+    r, z = F.sigmoid(xr + hr), F.sigmoid(xz + hz)
+    n = F.tanh(xn + r * hn)
+    return n + z * (h - n)
