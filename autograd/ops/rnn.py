@@ -10,7 +10,8 @@
 # The name is PyTorch's, so a profile of this and one of PyTorch's line up.
 
 The layer returns ``(output, h_n, c_n, workspace)``: ``workspace`` (steps, batch, 5 *
-hidden) holds each step's gate activations ``[i, f, g, o]`` and cell state ``c``, which the
+hidden) holds each step's gate activations ``[i, f, o, g]`` (the sigmoid gates first; the
+weights' rows are PyTorch's order, i, f, g, o) and cell state ``c``, which the
 backward reads instead of recomputing them. It is an output like the others (PyTorch's is
 too): the rules take its gradient into account, so the backward, written with ``F``, is
 itself differentiable.
@@ -22,14 +23,6 @@ from . import api
 from .shape import MAX_CAT_INPUTS
 
 __all__ = ["lstm"]
-
-
-def _sigmoid_(xp, a):
-    """sigmoid in place on a view: 1 / (1 + exp(-a)); exp overflowing to inf gives 0."""
-    xp.negative(a, out=a)
-    xp.exp(a, out=a)
-    a += 1
-    xp.reciprocal(a, out=a)
 
 
 def _steps(n: int, reverse: bool):
@@ -50,34 +43,46 @@ def _check_lstm_layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
                                f"{list(s.shape)}")
 
 
+def _gate_weights(xp, w, hidden):
+    """Rows of an LSTM weight (or bias) in the workspace's gate order (i, f, o, g), the
+    sigmoid gates' rows halved: sigmoid(z) = 0.5 + 0.5 * tanh(z / 2), so one tanh over all
+    four gates and one multiply-add over the first three give every activation (a step's
+    ufunc calls are its cost at small sizes), and halving is exact."""
+    w = xp.concatenate([w[:2 * hidden], w[3 * hidden:], w[2 * hidden:3 * hidden]])
+    w[:3 * hidden] *= 0.5
+    return w
+
+
 def _lstm_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
     steps, batch, n_in = x.shape
     hidden = w_hh.shape[1]
+    h3, h4 = 3 * hidden, 4 * hidden
     # The input projection of every step at once: one GEMM instead of one a step.
-    gx = xp.matmul(x.reshape(steps * batch, n_in), w_ih.T)
-    for b in (b_ih, b_hh):
-        if b is not None:
-            gx += b
-    gx = gx.reshape(steps, batch, 4 * hidden)
+    gx = xp.matmul(x.reshape(steps * batch, n_in), _gate_weights(xp, w_ih, hidden).T)
+    bias = [b for b in (b_ih, b_hh) if b is not None]
+    if bias:
+        gx += _gate_weights(xp, bias[0] + bias[1] if len(bias) == 2 else bias[0], hidden)
+    gx = gx.reshape(steps, batch, h4)
+    w_hh_t = _gate_weights(xp, w_hh, hidden).T
     out = xp.empty((steps, batch, hidden), dtype=gx.dtype)
     ws = xp.empty((steps, batch, 5 * hidden), dtype=gx.dtype)
-    tmp = xp.empty((batch, 4 * hidden), dtype=gx.dtype)
-    w_hh_t = w_hh.T
+    tmp = xp.empty((batch, h4), dtype=gx.dtype)
     h, c = hx, cx
-    h2, h3 = 2 * hidden, 3 * hidden
     for t in _steps(steps, reverse):
-        a = ws[t, :, :4 * hidden]
+        a = ws[t, :, :h4]
         xp.matmul(h, w_hh_t, out=tmp)
         xp.add(tmp, gx[t], out=a)
-        _sigmoid_(xp, a[:, :h2])                   # i, f
-        xp.tanh(a[:, h2:h3], out=a[:, h2:h3])       # g
-        _sigmoid_(xp, a[:, h3:])                   # o
-        c_new = ws[t, :, 4 * hidden:]
-        xp.multiply(a[:, hidden:h2], c, out=c_new)  # f * c + i * g
-        c_new += a[:, :hidden] * a[:, h2:h3]
+        xp.tanh(a, out=a)
+        sig = a[:, :h3]                            # i, f, o: 0.5 + 0.5 * tanh(z / 2)
+        sig *= 0.5
+        sig += 0.5
+        c_new = ws[t, :, h4:]
+        xp.multiply(a[:, hidden:2 * hidden], c, out=c_new)      # f * c + i * g
+        i_g = xp.multiply(a[:, :hidden], a[:, h3:], out=tmp[:, :hidden])
+        c_new += i_g
         h = out[t]
         xp.tanh(c_new, out=h)                      # o * tanh(c)
-        h *= a[:, h3:]
+        h *= a[:, 2 * hidden:h3]
         c = c_new
     return out, h.copy(), c.copy(), ws
 
@@ -127,7 +132,7 @@ def _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=Fals
     for k in range(steps - 1, -1, -1):
         t = order[k]
         w = ws[t]
-        i, f, gg, o, c = w[:, :h1], w[:, h1:h2], w[:, h2:h3], w[:, h3:h4], w[:, h4:]
+        i, f, o, gg, c = w[:, :h1], w[:, h1:h2], w[:, h2:h3], w[:, h3:h4], w[:, h4:]
         c_prev = cx if k == 0 else ws[order[k - 1]][:, h4:]
         dh = dh + g_out[t]
         tc = F.tanh(c)
@@ -137,7 +142,7 @@ def _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=Fals
             gw = g_ws[t]
             dc = dc + gw[:, h4:]
             d_i, d_f = dc * gg + gw[:, :h1], dc * c_prev + gw[:, h1:h2]
-            d_g, d_o = dc * i + gw[:, h2:h3], d_o + gw[:, h3:h4]
+            d_g, d_o = dc * i + gw[:, h3:h4], d_o + gw[:, h2:h3]
         d_pre = F.cat(d_i * i * (1 - i), d_f * f * (1 - f), d_g * (1 - gg * gg),
                       d_o * o * (1 - o), dim=1, sizes=(h1, h1, h1, h1))
         d_gates[t] = d_pre
@@ -169,7 +174,82 @@ def _lstm_layer_rule(i):
 
 
 def _lstm_layer_joint(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False, needs=()):
-    return _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, needs)
+    if _nonzero(g[3]):   # a workspace gradient (a double backward): the general rules
+        return _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, needs)
+    return _lstm_layer_backward_arrays(F.xp, g, out, x, w_ih, w_hh, hx, cx, reverse, needs)
+
+
+def _lstm_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, cx, reverse, needs):
+    """The backward on arrays, for a workspace without gradient (every first backward).
+
+    The same equations as :func:`_lstm_layer_grads`, arranged for few ufunc calls a step
+    (the loop is the cost once the GEMMs are batched): every factor that does not depend on
+    the incoming gradient is computed for all steps at once before the loop, so a step is
+    two updates of (dh, dc), two products into that step's rows of the gate gradients, one
+    GEMM and one product.
+    """
+    g_out, g_hy, g_cy, _ = g
+    output, _, _, ws = out
+    steps, batch, n_in = x.shape
+    hidden = w_hh.shape[1]
+    h1, h2, h3, h4 = hidden, 2 * hidden, 3 * hidden, 4 * hidden
+    dtype = ws.dtype
+    i, f, o, gg, c = (ws[..., k * hidden:(k + 1) * hidden] for k in range(5))
+    order = list(_steps(steps, reverse))
+    prev = [order[k - 1] for k in range(1, steps)]   # the step each step follows
+    c_prev = xp.empty_like(c)
+    c_prev[order[0]] = cx
+    if steps > 1:
+        c_prev[order[1:]] = c[prev]
+    # Per step, with tc = tanh(c):  dc += dh * o * (1 - tc^2);
+    # [d_i, d_f, d_g] = dc * [g * i(1-i), c_prev * f(1-f), i * (1 - g^2)];
+    # d_o = dh * tc * o(1-o);  then dh = d_gates @ W_hh, dc *= f.
+    tc = xp.tanh(c)
+    k_dc = 1 - tc * tc
+    k_dc *= o
+    k_o = 1 - o
+    k_o *= o
+    k_o *= tc
+    k_ifg = xp.empty((steps, batch, 3, hidden), dtype=dtype)
+    xp.multiply(i, 1 - i, out=k_ifg[:, :, 0])
+    k_ifg[:, :, 0] *= gg
+    xp.multiply(f, 1 - f, out=k_ifg[:, :, 1])
+    k_ifg[:, :, 1] *= c_prev
+    xp.multiply(gg, gg, out=k_ifg[:, :, 2])
+    xp.subtract(1, k_ifg[:, :, 2], out=k_ifg[:, :, 2])
+    k_ifg[:, :, 2] *= i
+    d_gates = xp.empty((steps, batch, h4), dtype=dtype)
+    dh = xp.array(g_hy, dtype=dtype)   # copies: updated in place below
+    dc = xp.array(g_cy, dtype=dtype)
+    tmp = xp.empty((batch, hidden), dtype=dtype)
+    for t in reversed(order):
+        dh += g_out[t]
+        xp.multiply(dh, k_dc[t], out=tmp)
+        dc += tmp
+        d = d_gates[t]
+        xp.multiply(k_ifg[t], dc.reshape(batch, 1, hidden),
+                    out=d[:, :h3].reshape(batch, 3, hidden))
+        xp.multiply(dh, k_o[t], out=d[:, h3:])
+        xp.matmul(d, w_hh, out=dh)
+        dc *= f[t]
+    rows = steps * batch
+    d2 = d_gates.reshape(rows, h4)
+    grads = [None] * 7
+    if needs[0]:
+        grads[0] = xp.matmul(d2, w_ih).reshape(steps, batch, n_in)
+    if needs[1]:
+        grads[1] = xp.matmul(d2.T, x.reshape(rows, n_in))
+    if needs[2]:
+        h_prev = xp.empty_like(output)
+        h_prev[order[0]] = hx
+        if steps > 1:
+            h_prev[order[1:]] = output[prev]
+        grads[2] = xp.matmul(d2.T, h_prev.reshape(rows, hidden))
+    if needs[3] or needs[4]:
+        db = d2.sum(0)
+        grads[3], grads[4] = (db if needs[3] else None), (db if needs[4] else None)
+    grads[5], grads[6] = dh, dc
+    return grads
 
 
 def _lstm_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx,
@@ -201,7 +281,7 @@ def _lstm_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, 
     order = list(_steps(steps, reverse))
     for k, t in enumerate(order):
         w = ws[t]
-        i, f, gg, o, c = w[:, :h1], w[:, h1:h2], w[:, h2:h3], w[:, h3:h4], w[:, h4:]
+        i, f, o, gg, c = w[:, :h1], w[:, h1:h2], w[:, h2:h3], w[:, h3:h4], w[:, h4:]
         c_prev = cx if k == 0 else ws[order[k - 1]][:, h4:]
         pre = t_in[t] + F.matmul(dh, w_hh_t)
         if t_w_hh is not None:
@@ -212,7 +292,7 @@ def _lstm_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, 
         tc = F.tanh(c)
         dh = d_o * tc + o * (1 - tc * tc) * dc
         d_out[t] = dh
-        d_ws[t] = F.cat(d_i, d_f, d_g, d_o, dc, dim=1, sizes=(h1,) * 5)
+        d_ws[t] = F.cat(d_i, d_f, d_o, d_g, dc, dim=1, sizes=(h1,) * 5)
     return _stack(F, d_out), dh, dc, _stack(F, d_ws)
 
 
