@@ -307,6 +307,38 @@ _LSTM_LAYER = defop("mkldnn_rnn_layer", _lstm_layer_fwd, tuple(_lstm_layer_rule(
       check=_check_lstm_layer, node_name="MkldnnRnnLayerBackward0")
 
 
+def run_layers(layer_op, input, states, params, has_biases: bool, num_layers: int,  # noqa: A002
+               dropout: float, train: bool, bidirectional: bool):
+    """The layer loop of torch.lstm / torch.gru: each layer and direction one ``layer_op``
+    call (input, w_ih, w_hh, b_ih, b_hh, *states) -> (output, *final states, workspace); the
+    directions' outputs concatenated, dropout between layers in training.
+
+    Returns:
+        ``(output, [each state's finals stacked (num_layers * directions, batch, hidden)])``.
+    """
+    from ..nn import functional as nnF   # noqa: PLC0415 - nn imports the ops package
+
+    directions = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    x = input
+    finals = [[] for _ in states]
+    for layer in range(num_layers):
+        outs = []
+        for d in range(directions):
+            k = layer * directions + d
+            w = params[k * per:(k + 1) * per]
+            b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
+            out, *ends, _ = apply_op(layer_op, (x, w[0], w[1], b_ih, b_hh,
+                                                *(s[k] for s in states)), {"reverse": bool(d)})
+            outs.append(out)
+            for f, e in zip(finals, ends):
+                f.append(e)
+        x = outs[0] if directions == 1 else api.cat(outs, -1)
+        if dropout and train and layer < num_layers - 1:
+            x = nnF.dropout(x, dropout, True)
+    return x, [api.stack(f, 0) for f in finals]
+
+
 @defcomposite("lstm")
 def lstm(input, hx, params, has_biases: bool, num_layers: int, dropout: float,  # noqa: A002
          train: bool, bidirectional: bool):
@@ -323,26 +355,6 @@ def lstm(input, hx, params, has_biases: bool, num_layers: int, dropout: float,  
     Returns:
         ``(output, h_n, c_n)``.
     """
-    from ..nn import functional as nnF   # noqa: PLC0415 - nn imports the ops package
-
-    directions = 2 if bidirectional else 1
-    per = 4 if has_biases else 2
-    h0, c0 = hx
-    x = input
-    hs, cs = [], []
-    for layer in range(num_layers):
-        outs = []
-        for d in range(directions):
-            k = layer * directions + d
-            w = params[k * per:(k + 1) * per]
-            b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
-            out, h, c, _ = apply_op(_LSTM_LAYER, (x, w[0], w[1], b_ih, b_hh, h0[k], c0[k]),
-                                    {"reverse": bool(d)})
-            outs.append(out)
-            hs.append(h)
-            cs.append(c)
-        x = outs[0] if directions == 1 else api.cat(outs, -1)
-        if dropout and train and layer < num_layers - 1:
-            x = nnF.dropout(x, dropout, True)
-    return x, api.stack(hs, 0), api.stack(cs, 0)
-
+    out, (h, c) = run_layers(_LSTM_LAYER, input, list(hx), params, has_biases, num_layers,
+                             dropout, train, bidirectional)
+    return out, h, c

@@ -1766,3 +1766,59 @@ CASES += [
            lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 2, True),
            _lstm_inputs(3, 2, 2, 2, 2, True, False), name="lstm_layer_bidirectional_nobias"),
 ]
+
+
+# The fused GRU layer (ops/gru.py) through the ``gru`` composite, likewise.
+def _gru_ref(x, h0, params, layers, bidirectional):
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    directions = 2 if bidirectional else 1
+    per = len(params) // (layers * directions)
+    hs = []
+    for layer in range(layers):
+        outs = []
+        for d in range(directions):
+            k = layer * directions + d
+            w_ih, w_hh, *b = params[k * per:(k + 1) * per]
+            b_ih, b_hh = b if b else (0.0, 0.0)
+            h = h0[k]
+            out = np.zeros((x.shape[0], x.shape[1], w_hh.shape[1]))
+            for t in (range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])):
+                xr, xz, xn = np.split(x[t] @ w_ih.T + b_ih, 3, -1)
+                hr, hz, hn = np.split(h @ w_hh.T + b_hh, 3, -1)
+                r, z = sig(xr + hr), sig(xz + hz)
+                n = np.tanh(xn + r * hn)
+                h = (1 - z) * n + z * h
+                out[t] = h
+            outs.append(out)
+            hs.append(h)
+        x = np.concatenate(outs, -1)
+    return np.concatenate([x.ravel(), np.ravel(hs)])
+
+
+def _gru_case(layers, bidirectional, bias):
+    def fn(x, h0, *params):
+        from gradtrace.autograd.ops import gru as gru_ops
+        out, h = gru_ops.gru(x, h0, list(params), bias, layers, 0.0, False, bidirectional)
+        return ag.cat([out.reshape(-1), h.reshape(-1)])
+    return fn
+
+
+def _gru_inputs(steps, batch, n_in, hidden, layers, bidirectional, bias):
+    directions = 2 if bidirectional else 1
+    makers = [rnd(steps, batch, n_in), rnd(layers * directions, batch, hidden)]
+    for layer in range(layers):
+        for _ in range(directions):
+            cols = n_in if layer == 0 else hidden * directions
+            makers += [rnd(3 * hidden, cols), rnd(3 * hidden, hidden)]
+            makers += [rnd(3 * hidden), rnd(3 * hidden)] if bias else []
+    return ins(*makers)
+
+
+CASES += [
+    OpCase("gru_layer", _gru_case(1, False, True),
+           lambda x, h0, *p: _gru_ref(x, h0, p, 1, False),
+           _gru_inputs(3, 2, 3, 2, 1, False, True), covers=("gru",)),
+    OpCase("gru_layer", _gru_case(2, True, False),
+           lambda x, h0, *p: _gru_ref(x, h0, p, 2, True),
+           _gru_inputs(3, 2, 2, 2, 2, True, False), name="gru_layer_bidirectional_nobias"),
+]

@@ -3,16 +3,17 @@
 shapes and initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)); and their one-step
 cells, RNNCell, LSTMCell and GRUCell (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``).
 
-LSTM runs each layer as one fused op (``ops/rnn.py``, PyTorch's ``mkldnn_rnn_layer``). RNN
-and GRU unroll their time steps into a few linear/elementwise ops, whose backward comes from
-the op table (backpropagation through time is the engine walking the unrolled graph); the
-cells are those same steps, one call each.
+LSTM and GRU run each layer as one fused op (``ops/rnn.py``, PyTorch's ``mkldnn_rnn_layer``;
+``ops/gru.py``). RNN unrolls its time steps into a few linear/elementwise ops, whose backward
+comes from the op table (backpropagation through time is the engine walking the unrolled
+graph); the cells are such steps, one call each.
 """
 from __future__ import annotations
 
 import math
 
 from ... import ops
+from ...ops import gru as gru_ops
 from ...ops import rnn as rnn_ops
 from ...tensor import zeros as _zeros
 from .. import functional as F
@@ -203,8 +204,12 @@ class GRU(_RNNBase):
 
     _gates = 3
 
-    def _cell(self, x_proj, h, w_hh, b_hh):
-        return _gru_step(x_proj, h, w_hh, b_hh)
+    def _run(self, x, hx):
+        # All layers through ops.gru, one fused node a layer and direction (see ops/gru.py).
+        h = self._init_state(hx, x.shape[1], x)
+        params = [getattr(self, n) for n in self._flat_weights_names()]
+        return gru_ops.gru(x, h, params, self.bias, self.num_layers, self.dropout,
+                           self.training, self.bidirectional)
 
 
 # --------------------------------------------------------------------------- cells
