@@ -364,18 +364,186 @@ def gpt_by_hand(params, opt, idx, y):
     return loss
 
 
+def _conv(x, w, b):
+    """Valid 3x3-style convolution by im2col of the whole batch: (out, cols)."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    ho, wo = h - kh + 1, wd - kw + 1
+    sn, sc, sh, sw = x.strides
+    cols = np.lib.stride_tricks.as_strided(x, (n, c, kh, kw, ho, wo),
+                                           (sn, sc, sh, sw, sh, sw)).reshape(n, c * kh * kw, -1)
+    return (w.reshape(o, -1) @ cols).reshape(n, o, ho, wo) + b[:, None, None], cols
+
+
+def _conv_back(g, x_shape, w, cols, need_dx):
+    n, o, ho, wo = g.shape
+    _, c, kh, kw = w.shape
+    g2 = g.reshape(n, o, ho * wo)
+    dw = (g2 @ cols.transpose(0, 2, 1)).sum(0).reshape(w.shape)
+    dx = None
+    if need_dx:
+        dcols = (w.reshape(o, -1).T @ g2).reshape(n, c, kh, kw, ho, wo)
+        dx = np.zeros(x_shape, g.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                dx[:, :, i:i + ho, j:j + wo] += dcols[:, :, i, j]
+    return dx, dw, g.sum((0, 2, 3))
+
+
+def _dropout_mask(rng, shape, p, train):
+    return (rng.random(shape) >= p).astype(np.float32) / np.float32(1 - p) if train else None
+
+
+def cnn_by_hand(params, opt, x, y, train=True, rng=np.random.default_rng(2)):
+    w1, b1, w2, b2, w3, b3, w4, b4 = params
+    n = x.shape[0]
+    z1, cols1 = _conv(x, w1, b1)
+    a1 = np.maximum(z1, 0)
+    z2, cols2 = _conv(a1, w2, b2)
+    a2 = np.maximum(z2, 0)
+    c, h, w = a2.shape[1], a2.shape[2] // 2, a2.shape[3] // 2
+    windows = a2.reshape(n, c, h, 2, w, 2)
+    pooled = windows.max((3, 5))
+    first_max = windows == pooled[:, :, :, None, :, None]
+    drop1, drop2 = _dropout_mask(rng, pooled.shape, 0.25, train), None
+    flat = (pooled * drop1 if train else pooled).reshape(n, -1)
+    z3 = flat @ w3.T + b3
+    a3 = np.maximum(z3, 0)
+    if train:
+        drop2 = _dropout_mask(rng, a3.shape, 0.5, train)
+        a3 = a3 * drop2
+    loss, g = _ce(a3 @ w4.T + b4, y)      # log_softmax + nll_loss
+    grads = [None] * 8
+    g3, grads[6], grads[7] = _lin_back(g, a3, w4)
+    if train:
+        g3 *= drop2
+    g3 *= z3 > 0
+    gflat, grads[4], grads[5] = _lin_back(g3, flat, w3)
+    gp = gflat.reshape(pooled.shape)
+    if train:
+        gp *= drop1
+    ga2 = (first_max * gp[:, :, :, None, :, None]).reshape(a2.shape)
+    ga1, grads[2], grads[3] = _conv_back(ga2 * (z2 > 0), a1.shape, w2, cols2, True)
+    _, grads[0], grads[1] = _conv_back(ga1 * (z1 > 0), x.shape, w1, cols1, False)
+    opt.step(grads)
+    return loss
+
+
+def _hand_lstm(x, w_ih, w_hh, b_ih, b_hh):
+    """One LSTM layer, zero initial state: (output, cache)."""
+    steps, batch, _ = x.shape
+    hid = w_hh.shape[1]
+    gx = x @ w_ih.T + (b_ih + b_hh)
+    h = c = np.zeros((batch, hid), x.dtype)
+    hs, cs, acts = [h], [c], []
+    for t in range(steps):
+        a = gx[t] + h @ w_hh.T
+        i, f, o = (scipy.special.expit(a[:, k * hid:(k + 1) * hid]) for k in (0, 1, 3))
+        g = np.tanh(a[:, 2 * hid:3 * hid])
+        c = f * c + i * g
+        h = o * np.tanh(c)
+        hs.append(h)
+        cs.append(c)
+        acts.append((i, f, g, o))
+    return np.stack(hs[1:]), (x, w_ih, w_hh, hs, cs, acts)
+
+
+def _hand_lstm_back(g_out, cache):
+    x, w_ih, w_hh, hs, cs, acts = cache
+    steps, batch, hid = g_out.shape
+    dh = dc = np.zeros((batch, hid), g_out.dtype)
+    d_gates = np.empty((steps, batch, 4 * hid), g_out.dtype)
+    for t in range(steps - 1, -1, -1):
+        i, f, g, o = acts[t]
+        tc = np.tanh(cs[t + 1])
+        dh = dh + g_out[t]
+        dc = dc + dh * o * (1 - tc * tc)
+        d_gates[t] = np.concatenate([dc * g * i * (1 - i), dc * cs[t] * f * (1 - f),
+                                     dc * i * (1 - g * g), dh * tc * o * (1 - o)], 1)
+        dh = d_gates[t] @ w_hh
+        dc = dc * f
+    d2 = d_gates.reshape(steps * batch, -1)
+    db = d2.sum(0)
+    return ((d2 @ w_ih).reshape(x.shape), [d2.T @ x.reshape(steps * batch, -1),
+            d2.T @ np.stack(hs[:-1]).reshape(steps * batch, hid), db, db])
+
+
+def _hand_gru(x, w_ih, w_hh, b_ih, b_hh):
+    """One GRU layer, zero initial state: (output, cache)."""
+    steps, batch, _ = x.shape
+    hid = w_hh.shape[1]
+    gx = x @ w_ih.T + b_ih
+    h = np.zeros((batch, hid), x.dtype)
+    hs, acts = [h], []
+    for t in range(steps):
+        gh = h @ w_hh.T + b_hh
+        r = scipy.special.expit(gx[t, :, :hid] + gh[:, :hid])
+        z = scipy.special.expit(gx[t, :, hid:2 * hid] + gh[:, hid:2 * hid])
+        hn = gh[:, 2 * hid:]
+        n = np.tanh(gx[t, :, 2 * hid:] + r * hn)
+        h = n + z * (h - n)
+        hs.append(h)
+        acts.append((r, z, n, hn))
+    return np.stack(hs[1:]), (x, w_ih, w_hh, hs, acts)
+
+
+def _hand_gru_back(g_out, cache):
+    x, w_ih, w_hh, hs, acts = cache
+    steps, batch, hid = g_out.shape
+    dh = np.zeros((batch, hid), g_out.dtype)
+    d_x = np.empty((steps, batch, 3 * hid), g_out.dtype)
+    d_h = np.empty_like(d_x)
+    for t in range(steps - 1, -1, -1):
+        r, z, n, hn = acts[t]
+        dh = dh + g_out[t]
+        dn = dh * (1 - z) * (1 - n * n)
+        dz = dh * (hs[t] - n) * z * (1 - z)
+        dr = dn * hn * r * (1 - r)
+        d_x[t] = np.concatenate([dr, dz, dn], 1)
+        d_h[t] = np.concatenate([dr, dz, dn * r], 1)
+        dh = d_h[t] @ w_hh + dh * z
+    dx2, dh2 = d_x.reshape(steps * batch, -1), d_h.reshape(steps * batch, -1)
+    return ((dx2 @ w_ih).reshape(x.shape), [dx2.T @ x.reshape(steps * batch, -1),
+            dh2.T @ np.stack(hs[:-1]).reshape(steps * batch, hid), dx2.sum(0), dh2.sum(0)])
+
+
+def rnn_by_hand(workload, params, opt, idx, y):
+    layer, back = (_hand_gru, _hand_gru_back) if workload == "gru" else (_hand_lstm,
+                                                                         _hand_lstm_back)
+    x = params[0][idx]
+    caches = []
+    for k in range(RNN_SIZES[workload]["layers"]):
+        x, cache = layer(x, *params[1 + 4 * k:5 + 4 * k])
+        caches.append(cache)
+    steps, batch, hid = x.shape
+    loss, g = _ce(x.reshape(steps * batch, hid) @ params[-2].T + params[-1], y.reshape(-1))
+    grads = [None] * len(params)
+    gx, grads[-2], grads[-1] = _lin_back(g, x.reshape(steps * batch, hid), params[-2])
+    gx = gx.reshape(steps, batch, hid)
+    for k in range(len(caches) - 1, -1, -1):
+        gx, grads[1 + 4 * k:5 + 4 * k] = back(gx, caches[k])
+    grads[0] = np.zeros_like(params[0])
+    np.add.at(grads[0], idx.reshape(-1), gx.reshape(-1, gx.shape[-1]))
+    opt.step(grads)
+    return loss
+
+
 # --------------------------------------------------------------------------- the three steps
 
 
 def _workload(workload: str):
-    """(weights, (x, y), forward, by_hand or None) of a workload."""
+    """(weights, (x, y), forward, by_hand) of a workload; ``by_hand(params, opt, x, y, train)``
+    is the same step written in NumPy."""
     if workload == "mlp":
-        return ([a for wb in mlp_weights() for a in wb], mlp_data(), mlp_forward, mlp_by_hand)
+        return ([a for wb in mlp_weights() for a in wb], mlp_data(), mlp_forward,
+                lambda p, o, x, y, train: mlp_by_hand(p, o, x, y))
     if workload == "transformer":
-        return gpt_weights(), gpt_data(), gpt_forward, gpt_by_hand
+        return (gpt_weights(), gpt_data(), gpt_forward,
+                lambda p, o, x, y, train: gpt_by_hand(p, o, x, y))
     if workload == "cnn":
-        return cnn_weights(), cnn_data(), cnn_forward, None
-    return rnn_weights(workload), rnn_data(workload), rnn_forward, None
+        return cnn_weights(), cnn_data(), cnn_forward, cnn_by_hand
+    return (rnn_weights(workload), rnn_data(workload), rnn_forward,
+            lambda p, o, x, y, train: rnn_by_hand(workload, p, o, x, y))
 
 
 def _rnn_module(nn, workload: str, params):
@@ -395,10 +563,10 @@ def make_steps(workload: str, dev, with_torch: bool) -> dict:
     its loss (``train=False``: dropout off, for comparing first losses)."""
     weights, (x, y), forward, by_hand = _workload(workload)
     steps = {}
-    if dev.type == "cpu" and by_hand is not None:
+    if dev.type == "cpu":
         hand_params = [w.copy() for w in weights]
         hand_opt = HandAdam(hand_params)
-        steps["numpy"] = lambda train=True: by_hand(hand_params, hand_opt, x, y)
+        steps["numpy"] = lambda train=True: by_hand(hand_params, hand_opt, x, y, train)
 
     def model(lib_F, nn, params):
         if workload in RNN_SIZES:
