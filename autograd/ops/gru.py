@@ -55,7 +55,7 @@ def _gru_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, reverse=False):
     if b_hh is not None:
         gx[:, :h2] += 0.5 * b_hh[:h2]
     gx = gx.reshape(steps, batch, h3)
-    w_hh_t = _halved(xp, w_hh, hidden).T
+    w_hh_t = xp.ascontiguousarray(_halved(xp, w_hh, hidden).T)   # (see rnn.py)
     out = xp.empty((steps, batch, hidden), dtype=gx.dtype)
     ws = xp.empty((steps, batch, 4 * hidden), dtype=gx.dtype)
     tmp = xp.empty((batch, h3), dtype=gx.dtype)
