@@ -303,9 +303,11 @@ def _lstm_layer_jvp(i):
     return rule
 
 
-_LSTM_LAYER = defop("mkldnn_rnn_layer", _lstm_layer_fwd, tuple(_lstm_layer_rule(i) for i in range(7)),
-      jvp=tuple(_lstm_layer_jvp(i) for i in range(7)), nout=4, joint=_lstm_layer_joint,
-      check=_check_lstm_layer, node_name="MkldnnRnnLayerBackward0")
+_LSTM_LAYER = defop("mkldnn_rnn_layer", _lstm_layer_fwd,
+                    tuple(_lstm_layer_rule(i) for i in range(7)),
+                    jvp=tuple(_lstm_layer_jvp(i) for i in range(7)), nout=4,
+                    joint=_lstm_layer_joint, check=_check_lstm_layer,
+                    node_name="MkldnnRnnLayerBackward0")
 
 
 def run_layers(layer_op, input, states, params, has_biases: bool, num_layers: int,  # noqa: A002
