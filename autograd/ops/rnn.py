@@ -29,17 +29,20 @@ def _steps(n: int, reverse: bool):
     return range(n - 1, -1, -1) if reverse else range(n)
 
 
-def _check_lstm_layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
-    hidden = w_hh.shape[-1]
+def _check_lstm_layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr=None, reverse=False):
+    hidden, size = w_hh.shape[0] // 4, w_hh.shape[-1]   # size: proj_size, or hidden
     if x.ndim != 3:
         raise RuntimeError(f"lstm: expected a 3-D input (seq, batch, feature), got shape "
                            f"{list(x.shape)}")
-    if tuple(w_ih.shape) != (4 * hidden, x.shape[2]) or tuple(w_hh.shape) != (4 * hidden, hidden):
-        raise RuntimeError(f"lstm: weights of shapes {list(w_ih.shape)} and {list(w_hh.shape)} "
-                           f"do not fit an input of {x.shape[2]} features")
-    for name, s in (("hx", hx), ("cx", cx)):
-        if tuple(s.shape) != (x.shape[1], hidden):
-            raise RuntimeError(f"lstm: expected {name} of shape {[x.shape[1], hidden]}, got "
+    if (tuple(w_ih.shape) != (4 * hidden, x.shape[2]) or w_hh.shape[0] != 4 * hidden
+            or (w_hr is None and size != hidden)
+            or (w_hr is not None and tuple(w_hr.shape) != (size, hidden))):
+        raise RuntimeError(f"lstm: weights of shapes {list(w_ih.shape)}, {list(w_hh.shape)}"
+                           f"{'' if w_hr is None else ', ' + str(list(w_hr.shape))} do not "
+                           f"fit an input of {x.shape[2]} features")
+    for name, s, n in (("hx", hx, size), ("cx", cx, hidden)):
+        if tuple(s.shape) != (x.shape[1], n):
+            raise RuntimeError(f"lstm: expected {name} of shape {[x.shape[1], n]}, got "
                                f"{list(s.shape)}")
 
 
@@ -53,9 +56,9 @@ def _gate_weights(xp, w, hidden):
     return w
 
 
-def _lstm_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
+def _lstm_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr=None, reverse=False):
     steps, batch, n_in = x.shape
-    hidden = w_hh.shape[1]
+    hidden, size = w_hh.shape[0] // 4, w_hh.shape[1]
     h3, h4 = 3 * hidden, 4 * hidden
     # The input projection of every step at once: one GEMM instead of one a step.
     gx = xp.matmul(x.reshape(steps * batch, n_in), _gate_weights(xp, w_ih, hidden).T)
@@ -65,9 +68,10 @@ def _lstm_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
     gx = gx.reshape(steps, batch, h4)
     # Contiguous (hidden, 4 * hidden): the GEMM a step is 5% faster than on the transposed view.
     w_hh_t = xp.ascontiguousarray(_gate_weights(xp, w_hh, hidden).T)
-    out = xp.empty((steps, batch, hidden), dtype=gx.dtype)
+    out = xp.empty((steps, batch, size), dtype=gx.dtype)
     ws = xp.empty((steps, batch, 5 * hidden), dtype=gx.dtype)
     tmp = xp.empty((batch, h4), dtype=gx.dtype)
+    w_hr_t = None if w_hr is None else xp.ascontiguousarray(w_hr.T)
     h, c = hx, cx
     for t in _steps(steps, reverse):
         a = ws[t, :, :h4]
@@ -81,9 +85,11 @@ def _lstm_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
         xp.multiply(a[:, hidden:2 * hidden], c, out=c_new)      # f * c + i * g
         i_g = xp.multiply(a[:, :hidden], a[:, h3:], out=tmp[:, :hidden])
         c_new += i_g
-        h = out[t]
+        h = out[t] if w_hr is None else tmp[:, :hidden]
         xp.tanh(c_new, out=h)                      # o * tanh(c)
         h *= a[:, 2 * hidden:h3]
+        if w_hr is not None:                       # the projection: W_hr (o * tanh(c))
+            h = xp.matmul(h, w_hr_t, out=out[t])
         c = c_new
     return out, h.copy(), c.copy(), ws
 
@@ -111,8 +117,8 @@ def _h_prev(F, output, hx, reverse):
     return F.cat(first, output[:-1], dim=0, sizes=(1, steps - 1))
 
 
-def _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False,
-                      needs=(True,) * 7):
+def _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr=None, reverse=False,
+                      needs=(True,) * 8):
     """Every input's gradient (None where ``needs`` is false), backpropagating through time
     with the saved gate activations. Written with ``F`` and operators, so the same code runs
     on arrays and, under create_graph, on tensors."""
@@ -121,21 +127,24 @@ def _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=Fals
         # A node keeps the outputs of an op with several as arrays, constants to a
         # differentiable backward: the ones read here are recomputed as tensors, whose node
         # carries the second derivative.
-        out = F.mkldnn_rnn_layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=reverse)
+        out = F.mkldnn_rnn_layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr, reverse=reverse)
     output, _, _, ws = out
     steps, batch, n_in = x.shape
-    hidden = w_hh.shape[1]
+    hidden, size = w_hh.shape[0] // 4, w_hh.shape[1]
     h1, h2, h3, h4 = hidden, 2 * hidden, 3 * hidden, 4 * hidden
     order = list(_steps(steps, reverse))
     with_ws = _nonzero(g_ws)   # only a differentiated backward sends a workspace gradient
     dh, dc = g_hy, g_cy
-    d_gates = [None] * steps
+    d_gates, d_proj = [None] * steps, [None] * steps
     for k in range(steps - 1, -1, -1):
         t = order[k]
         w = ws[t]
         i, f, o, gg, c = w[:, :h1], w[:, h1:h2], w[:, h2:h3], w[:, h3:h4], w[:, h4:]
         c_prev = cx if k == 0 else ws[order[k - 1]][:, h4:]
         dh = dh + g_out[t]
+        if w_hr is not None:   # back through h = W_hr (o * tanh(c))
+            d_proj[t] = dh
+            dh = F.matmul(dh, w_hr)
         tc = F.tanh(c)
         dc = dc + dh * o * (1 - tc * tc)
         d_i, d_f, d_g, d_o = dc * gg, dc * c_prev, dc * i, dh * tc
@@ -151,36 +160,44 @@ def _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=Fals
         dc = dc * f
     d2 = F.reshape(_stack(F, d_gates), shape=(steps * batch, h4))
     d2_t = F.transpose(d2, dim0=0, dim1=1)
-    grads = [None] * 7
+    grads = [None] * 8
     if needs[0]:
         grads[0] = F.reshape(F.matmul(d2, w_ih), shape=(steps, batch, n_in))
     if needs[1]:
         grads[1] = F.matmul(d2_t, F.reshape(x, shape=(steps * batch, n_in)))
     if needs[2]:
         h_prev = _h_prev(F, output, hx, reverse)
-        grads[2] = F.matmul(d2_t, F.reshape(h_prev, shape=(steps * batch, hidden)))
+        grads[2] = F.matmul(d2_t, F.reshape(h_prev, shape=(steps * batch, size)))
     if needs[3] or needs[4]:
         db = F.sum(d2, dim=0)
         grads[3], grads[4] = (db if needs[3] else None), (db if needs[4] else None)
     grads[5], grads[6] = dh, dc
+    if w_hr is not None and needs[7]:
+        hc = ws[:, :, h2:h3] * F.tanh(ws[:, :, h4:])   # o * tanh(c), every step
+        grads[7] = F.matmul(F.transpose(F.reshape(_stack(F, d_proj), shape=(steps * batch, size)),
+                                        dim0=0, dim1=1),
+                            F.reshape(hc, shape=(steps * batch, hidden)))
     return grads
 
 
 def _lstm_layer_rule(i):
-    def rule(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
-        needs = tuple(j == i for j in range(7))
-        return _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse,
+    def rule(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr, reverse=False):
+        needs = tuple(j == i for j in range(8))
+        return _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr, reverse,
                                  needs)[i]
     return rule
 
 
-def _lstm_layer_joint(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False, needs=()):
+def _lstm_layer_joint(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr=None, reverse=False,
+                      needs=()):
     if _nonzero(g[3]):   # a workspace gradient (a double backward): the general rules
-        return _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, needs)
-    return _lstm_layer_backward_arrays(F.xp, g, out, x, w_ih, w_hh, hx, cx, reverse, needs)
+        return _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr, reverse,
+                                 needs)
+    return _lstm_layer_backward_arrays(F.xp, g, out, x, w_ih, w_hh, hx, cx, w_hr, reverse,
+                                       needs)
 
 
-def _lstm_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, cx, reverse, needs):
+def _lstm_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, cx, w_hr, reverse, needs):
     """The backward on arrays, for a workspace without gradient (every first backward).
 
     The same equations as :func:`_lstm_layer_grads`, arranged for few ufunc calls a step
@@ -192,7 +209,7 @@ def _lstm_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, cx, reverse, need
     g_out, g_hy, g_cy, _ = g
     output, _, _, ws = out
     steps, batch, n_in = x.shape
-    hidden = w_hh.shape[1]
+    hidden, size = w_hh.shape[0] // 4, w_hh.shape[1]
     h1, h2, h3, h4 = hidden, 2 * hidden, 3 * hidden, 4 * hidden
     dtype = ws.dtype
     i, f, o, gg, c = (ws[..., k * hidden:(k + 1) * hidden] for k in range(5))
@@ -223,19 +240,27 @@ def _lstm_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, cx, reverse, need
     dh = xp.array(g_hy, dtype=dtype)   # copies: updated in place below
     dc = xp.array(g_cy, dtype=dtype)
     tmp = xp.empty((batch, hidden), dtype=dtype)
+    if w_hr is not None:   # dh of each step kept for W_hr's gradient; dhc: through W_hr
+        d_proj = xp.empty((steps, batch, size), dtype=dtype)
+        dhc = xp.empty((batch, hidden), dtype=dtype)
     for t in reversed(order):
-        dh += g_out[t]
-        xp.multiply(dh, k_dc[t], out=tmp)
+        if w_hr is None:
+            dh += g_out[t]
+            dhc = dh
+        else:
+            xp.add(dh, g_out[t], out=d_proj[t])
+            xp.matmul(d_proj[t], w_hr, out=dhc)
+        xp.multiply(dhc, k_dc[t], out=tmp)
         dc += tmp
         d = d_gates[t]
         xp.multiply(k_ifg[t], dc.reshape(batch, 1, hidden),
                     out=d[:, :h3].reshape(batch, 3, hidden))
-        xp.multiply(dh, k_o[t], out=d[:, h3:])
+        xp.multiply(dhc, k_o[t], out=d[:, h3:])
         xp.matmul(d, w_hh, out=dh)
         dc *= f[t]
     rows = steps * batch
     d2 = d_gates.reshape(rows, h4)
-    grads = [None] * 7
+    grads = [None] * 8
     if needs[0]:
         grads[0] = xp.matmul(d2, w_ih).reshape(steps, batch, n_in)
     if needs[1]:
@@ -245,21 +270,24 @@ def _lstm_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, cx, reverse, need
         h_prev[order[0]] = hx
         if steps > 1:
             h_prev[order[1:]] = output[prev]
-        grads[2] = xp.matmul(d2.T, h_prev.reshape(rows, hidden))
+        grads[2] = xp.matmul(d2.T, h_prev.reshape(rows, size))
     if needs[3] or needs[4]:
         db = d2.sum(0)
         grads[3], grads[4] = (db if needs[3] else None), (db if needs[4] else None)
     grads[5], grads[6] = dh, dc
+    if w_hr is not None and needs[7]:
+        hc = o * tc   # o * tanh(c), every step
+        grads[7] = xp.matmul(d_proj.reshape(rows, size).T, hc.reshape(rows, hidden))
     return grads
 
 
-def _lstm_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx,
+def _lstm_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr=None,
                          reverse=False):
     """The outputs' tangents for the inputs' tangents ``{input index: tangent}``: the
     linearised recurrence, run forward."""
     output, _, _, ws = out
     steps, batch, n_in = x.shape
-    hidden = w_hh.shape[1]
+    hidden = w_hh.shape[0] // 4
     h1, h2, h3, h4 = hidden, 2 * hidden, 3 * hidden, 4 * hidden
     rows = steps * batch
     t_in = F.zeros_like(ws[:, :, :h4])
@@ -292,29 +320,36 @@ def _lstm_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, 
         dc = d_f * c_prev + f * dc + d_i * gg + i * d_g
         tc = F.tanh(c)
         dh = d_o * tc + o * (1 - tc * tc) * dc
+        if w_hr is not None:   # h = W_hr (o * tanh(c))
+            dh = F.matmul(dh, F.transpose(w_hr, dim0=0, dim1=1))
+            if 7 in tangents:
+                dh = dh + F.matmul(o * tc, F.transpose(tangents[7], dim0=0, dim1=1))
         d_out[t] = dh
         d_ws[t] = F.cat(d_i, d_f, d_o, d_g, dc, dim=1, sizes=(h1,) * 5)
     return _stack(F, d_out), dh, dc, _stack(F, d_ws)
 
 
 def _lstm_layer_jvp(i):
-    def rule(F, t, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False):
-        return _lstm_layer_tangents(F, {i: t}, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse)
+    def rule(F, t, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr, reverse=False):
+        return _lstm_layer_tangents(F, {i: t}, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr,
+                                    reverse)
     return rule
 
 
 _LSTM_LAYER = defop("mkldnn_rnn_layer", _lstm_layer_fwd,
-                    tuple(_lstm_layer_rule(i) for i in range(7)),
-                    jvp=tuple(_lstm_layer_jvp(i) for i in range(7)), nout=4,
+                    tuple(_lstm_layer_rule(i) for i in range(8)),
+                    jvp=tuple(_lstm_layer_jvp(i) for i in range(8)), nout=4,
                     joint=_lstm_layer_joint, check=_check_lstm_layer,
                     node_name="MkldnnRnnLayerBackward0")
 
 
 def run_layers(layer_op, input, states, params, has_biases: bool, num_layers: int,  # noqa: A002
-               dropout: float, train: bool, bidirectional: bool):
+               dropout: float, train: bool, bidirectional: bool, proj=None):
     """The layer loop of torch.lstm / torch.gru: each layer and direction one ``layer_op``
-    call (input, w_ih, w_hh, b_ih, b_hh, *states) -> (output, *final states, workspace); the
-    directions' outputs concatenated, dropout between layers in training.
+    call (input, w_ih, w_hh, b_ih, b_hh, *states[, w_hr]) -> (output, *final states,
+    workspace); the directions' outputs concatenated, dropout between layers in training.
+    ``proj``: None for an op without a projection input (GRU), else whether ``params`` holds
+    each layer's ``w_hr`` (last of its weights) or the op gets None.
 
     Returns:
         ``(output, [each state's finals stacked (num_layers * directions, batch, hidden)])``.
@@ -322,7 +357,7 @@ def run_layers(layer_op, input, states, params, has_biases: bool, num_layers: in
     from ..nn import functional as nnF   # noqa: PLC0415 - nn imports the ops package
 
     directions = 2 if bidirectional else 1
-    per = 4 if has_biases else 2
+    per = (4 if has_biases else 2) + bool(proj)
     x = input
     finals = [[] for _ in states]
     for layer in range(num_layers):
@@ -331,8 +366,10 @@ def run_layers(layer_op, input, states, params, has_biases: bool, num_layers: in
             k = layer * directions + d
             w = params[k * per:(k + 1) * per]
             b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
+            extra = () if proj is None else (w[-1] if proj else None,)
             out, *ends, _ = apply_op(layer_op, (x, w[0], w[1], b_ih, b_hh,
-                                                *(s[k] for s in states)), {"reverse": bool(d)})
+                                                *(s[k] for s in states), *extra),
+                                     {"reverse": bool(d)})
             outs.append(out)
             for f, e in zip(finals, ends):
                 f.append(e)
@@ -344,20 +381,21 @@ def run_layers(layer_op, input, states, params, has_biases: bool, num_layers: in
 
 @defcomposite("lstm")
 def lstm(input, hx, params, has_biases: bool, num_layers: int, dropout: float,  # noqa: A002
-         train: bool, bidirectional: bool):
+         train: bool, bidirectional: bool, has_proj: bool = False):
     """PyTorch's ``torch.lstm`` (what ``nn.LSTM`` calls) on a time-major input.
 
     Args:
         input: (seq, batch, input_size).
         hx: ``(h_0, c_0)``, each (num_layers * directions, batch, hidden_size).
-        params: per layer and direction, ``w_ih, w_hh[, b_ih, b_hh]``.
+        params: per layer and direction, ``w_ih, w_hh[, b_ih, b_hh][, w_hr]``.
         has_biases: whether ``params`` holds the biases.
         num_layers, dropout, train, bidirectional: as nn.LSTM's (dropout between layers
             in training only).
+        has_proj: whether ``params`` holds the projections ``w_hr`` (proj_size > 0).
 
     Returns:
         ``(output, h_n, c_n)``.
     """
     out, (h, c) = run_layers(_LSTM_LAYER, input, list(hx), params, has_biases, num_layers,
-                             dropout, train, bidirectional)
+                             dropout, train, bidirectional, proj=has_proj)
     return out, h, c

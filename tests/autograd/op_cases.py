@@ -1711,23 +1711,24 @@ CASES += [
 # The fused LSTM layer (ops/rnn.py) through the ``lstm`` composite, against PyTorch's
 # documented equations in NumPy. One flat tensor of (output, h_n, c_n), so that the checks
 # see every output; the second-derivative check also runs through the workspace output.
-def _lstm_ref(x, h0, c0, params, layers, bidirectional):
+def _lstm_ref(x, h0, c0, params, layers, bidirectional, bias, proj):
     sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
     directions = 2 if bidirectional else 1
-    per = len(params) // (layers * directions)
+    per = 2 + 2 * bias + proj
     hs, cs = [], []
     for layer in range(layers):
         outs = []
         for d in range(directions):
             k = layer * directions + d
-            w_ih, w_hh, *b = params[k * per:(k + 1) * per]
-            bias = b[0] + b[1] if b else 0.0
+            w = params[k * per:(k + 1) * per]
+            b = w[2] + w[3] if bias else 0.0
             h, c = h0[k], c0[k]
-            out = np.zeros((x.shape[0], x.shape[1], w_hh.shape[1]))
+            out = np.zeros((x.shape[0], x.shape[1], h.shape[-1]))
             for t in (range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])):
-                i, f, g, o = np.split(x[t] @ w_ih.T + h @ w_hh.T + bias, 4, -1)
+                i, f, g, o = np.split(x[t] @ w[0].T + h @ w[1].T + b, 4, -1)
                 c = sig(f) * c + sig(i) * np.tanh(g)
                 h = sig(o) * np.tanh(c)
+                h = h @ w[-1].T if proj else h
                 out[t] = h
             outs.append(out)
             hs.append(h)
@@ -1736,35 +1737,39 @@ def _lstm_ref(x, h0, c0, params, layers, bidirectional):
     return np.concatenate([x.ravel(), np.ravel(hs), np.ravel(cs)])
 
 
-def _lstm_case(layers, bidirectional):
+def _lstm_case(layers, bidirectional, bias, proj=False):
     def fn(x, h0, c0, *params):
         from gradtrace.autograd.ops import rnn as rnn_ops
-        out, h, c = rnn_ops.lstm(x, (h0, c0), list(params), len(params) % 4 == 0 and
-                                 len(params) // 4 == layers * (2 if bidirectional else 1),
-                                 layers, 0.0, False, bidirectional)
+        out, h, c = rnn_ops.lstm(x, (h0, c0), list(params), bias, layers, 0.0, False,
+                                 bidirectional, proj)
         return ag.cat([out.reshape(-1), h.reshape(-1), c.reshape(-1)])
     return fn
 
 
-def _lstm_inputs(steps, batch, n_in, hidden, layers, bidirectional, bias):
+def _lstm_inputs(steps, batch, n_in, hidden, layers, bidirectional, bias, proj=0):
     directions = 2 if bidirectional else 1
-    makers = [rnd(steps, batch, n_in), rnd(layers * directions, batch, hidden),
+    size = proj or hidden
+    makers = [rnd(steps, batch, n_in), rnd(layers * directions, batch, size),
               rnd(layers * directions, batch, hidden)]
     for layer in range(layers):
         for _ in range(directions):
-            cols = n_in if layer == 0 else hidden * directions
-            makers += [rnd(4 * hidden, cols), rnd(4 * hidden, hidden)]
+            cols = n_in if layer == 0 else size * directions
+            makers += [rnd(4 * hidden, cols), rnd(4 * hidden, size)]
             makers += [rnd(4 * hidden), rnd(4 * hidden)] if bias else []
+            makers += [rnd(proj, hidden)] if proj else []
     return ins(*makers)
 
 
 CASES += [
-    OpCase("mkldnn_rnn_layer", _lstm_case(1, False),
-           lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 1, False),
+    OpCase("mkldnn_rnn_layer", _lstm_case(1, False, True),
+           lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 1, False, True, False),
            _lstm_inputs(3, 2, 3, 2, 1, False, True), covers=("lstm",), name="lstm_layer"),
-    OpCase("mkldnn_rnn_layer", _lstm_case(2, True),
-           lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 2, True),
+    OpCase("mkldnn_rnn_layer", _lstm_case(2, True, False),
+           lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 2, True, False, False),
            _lstm_inputs(3, 2, 2, 2, 2, True, False), name="lstm_layer_bidirectional_nobias"),
+    OpCase("mkldnn_rnn_layer", _lstm_case(2, True, True, proj=True),
+           lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 2, True, True, True),
+           _lstm_inputs(3, 2, 2, 3, 2, True, True, proj=2), name="lstm_layer_proj_size"),
 ]
 
 

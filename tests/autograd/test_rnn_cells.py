@@ -197,3 +197,20 @@ def test_module_state_dict_keys_are_pytorchs(cls):
     gates = {nn.LSTM: 4, nn.GRU: 3, nn.RNN: 1}[cls]
     assert tuple(m.weight_ih_l1_reverse.shape) == (gates * 4, 8)
     assert list(cls(3, 4, bias=False).state_dict()) == ["weight_ih_l0", "weight_hh_l0"]
+
+
+def test_lstm_proj_size_is_pytorchs():
+    m = nn.LSTM(3, 5, num_layers=2, bidirectional=True, proj_size=2)
+    keys = [f"{w}_l{layer}{s}" for layer in range(2) for s in ("", "_reverse")
+            for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")]
+    assert list(m.state_dict()) == keys
+    assert repr(m) == "LSTM(3, 5, proj_size=2, num_layers=2, bidirectional=True)"
+    shapes = {k: tuple(v.shape) for k, v in m.state_dict().items()}
+    assert shapes["weight_hh_l0"] == (20, 2) and shapes["weight_hr_l0"] == (2, 5)
+    assert shapes["weight_ih_l1"] == (20, 4)   # the layer below's projected output, twice
+    out, (h, c) = m(ag.randn(4, 2, 3))
+    assert out.shape == (4, 2, 4) and h.shape == (4, 2, 2) and c.shape == (4, 2, 5)
+    with pytest.raises(ValueError, match="proj_size has to be smaller than hidden_size"):
+        nn.LSTM(3, 5, proj_size=5)
+    with pytest.raises(ValueError, match="proj_size should be a positive integer or zero"):
+        nn.LSTM(3, 5, proj_size=-1)

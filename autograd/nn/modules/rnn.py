@@ -30,22 +30,30 @@ class _RNNBase(Module):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
-                 bidirectional: bool = False, device=None, dtype=None):
+                 bidirectional: bool = False, device=None, dtype=None, proj_size: int = 0):
         super().__init__()
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"{type(self).__name__}: dropout should be a number in [0, 1], "
                              f"got {dropout}")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable "
+                             "projections")
+        if proj_size and proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
-        self.bidirectional = bidirectional
+        self.bidirectional, self.proj_size = bidirectional, proj_size
         directions = 2 if bidirectional else 1
         rows = self._gates * hidden_size
+        h_size = proj_size or hidden_size   # the hidden state's (and output's) size
         for layer in range(num_layers):
             for suffix in ("", "_reverse")[:directions]:
-                n_in = input_size if layer == 0 else hidden_size * directions
-                names = [("weight_ih", (rows, n_in)), ("weight_hh", (rows, hidden_size))]
+                n_in = input_size if layer == 0 else h_size * directions
+                names = [("weight_ih", (rows, n_in)), ("weight_hh", (rows, h_size))]
                 if bias:
                     names += [("bias_ih", (rows,)), ("bias_hh", (rows,))]
+                if proj_size:
+                    names += [("weight_hr", (proj_size, hidden_size))]
                 for name, shape in names:
                     setattr(self, f"{name}_l{layer}{suffix}",
                             Parameter(_empty_t(*shape, device=device, dtype=dtype)))
@@ -64,9 +72,9 @@ class _RNNBase(Module):
     def _cell(self, x_proj, state, w_hh, b_hh):
         raise NotImplementedError
 
-    def _init_state(self, hx, batch, like):
+    def _init_state(self, hx, batch, like, size=None):
         directions = 2 if self.bidirectional else 1
-        shape = (self.num_layers * directions, batch, self.hidden_size)
+        shape = (self.num_layers * directions, batch, size or self.hidden_size)
         if hx is None:
             return _zeros(*shape, dtype=like.dtype, device=like.device)
         if tuple(hx.shape) != shape:
@@ -98,6 +106,8 @@ class _RNNBase(Module):
             for suffix in ("", "_reverse")[:2 if self.bidirectional else 1]:
                 names += [f"{n}_l{layer}{suffix}" for n in
                           ("weight_ih", "weight_hh", "bias_ih", "bias_hh")[:4 if self.bias else 2]]
+                if self.proj_size:
+                    names.append(f"weight_hr_l{layer}{suffix}")
         return names
 
     def _squeeze_state(self, state):
@@ -133,6 +143,8 @@ class _RNNBase(Module):
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if not self.bias:
@@ -176,19 +188,27 @@ class LSTM(_RNNBase):
         g = tanh(... g rows ...)                       o = sigmoid(... o rows ...)
         c' = f * c + i * g                             h' = o * tanh(c')
 
+    With ``proj_size > 0``, ``h' = W_hr (o * tanh(c'))`` (``weight_hr_l{k}``, (proj_size,
+    hidden_size)): the hidden state and the output have proj_size features.
     ``forward(input, (h_0, c_0))`` returns ``(output, (h_n, c_n))``.
     """
 
     _gates = 4
 
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, device, dtype, proj_size)
+
     def _run(self, x, hx):
         # All layers through ops.lstm, one fused node a layer and direction (see ops/rnn.py).
         h, c = (None, None) if hx is None else hx
         batch = x.shape[1]
-        hx = (self._init_state(h, batch, x), self._init_state(c, batch, x))
+        hx = (self._init_state(h, batch, x, self.proj_size), self._init_state(c, batch, x))
         params = [getattr(self, n) for n in self._flat_weights_names()]
         out, h, c = rnn_ops.lstm(x, hx, params, self.bias, self.num_layers, self.dropout,
-                                 self.training, self.bidirectional)
+                                 self.training, self.bidirectional, bool(self.proj_size))
         return out, (h, c)
 
     def _squeeze_state(self, state):
