@@ -134,11 +134,13 @@ def input_grad(xp, g, weight, x_shape, stride, padding, dilation, groups):
         g_wide = g_wide.reshape(b, groups, o // groups, ho * wp)[..., :run]
         cols = xp.matmul(wt, g_wide).reshape(b, c, kh, kw, run)
         flat = dx[s:s + b].reshape(b, c, hp * wp)
-        flat[...] = 0
+        flat[:, :, :run] = cols[:, :, 0, 0]   # the first tap starts at 0: set, not added
+        flat[:, :, run:] = 0
         for i in range(kh):
             for j in range(kw):
                 at = i * dilation[0] * wp + j * dilation[1]
-                flat[:, :, at:at + run] += cols[:, :, i, j]
+                if at:
+                    flat[:, :, at:at + run] += cols[:, :, i, j]
     if padding != (0, 0):
         dx = dx[:, :, ph:ph + x_shape[2], pw:pw + x_shape[3]]
     return dx
