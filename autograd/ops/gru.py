@@ -1,5 +1,6 @@
 """The fused GRU layer: one primitive per layer and direction (``gru_layer``, node
-``GruLayerBackward0``), under PyTorch's ``gru`` range.
+``GruLayerBackward0``), under PyTorch's ``gru`` range (the composite, in
+``nn/modules/rnn_layers.py``).
 
 # NOTE: a primitive for speed, as the LSTM's (see rnn.py): one node a layer instead of ~10
 # a time step. PyTorch's CPU GRU has no fused layer op (it unrolls ``aten::gru`` into
@@ -16,10 +17,10 @@ output whose gradient the rules take into account, so their backward is differen
 """
 from __future__ import annotations
 
-from ..dispatch import TensorF, defcomposite, defop
-from .rnn import _h_prev, _nonzero, _stack, _steps, run_layers
+from ..dispatch import TensorF, defop
+from .rnn import _h_prev, _nonzero, _stack, _steps
 
-__all__ = ["gru"]
+__all__ = ["GRU_LAYER"]
 
 
 def _check_gru_layer(x, w_ih, w_hh, b_ih, b_hh, hx, reverse=False):
@@ -256,26 +257,7 @@ def _gru_layer_jvp(i):
     return rule
 
 
-_GRU_LAYER = defop("gru_layer", _gru_layer_fwd, tuple(_gru_layer_rule(i) for i in range(6)),
+GRU_LAYER = defop("gru_layer", _gru_layer_fwd, tuple(_gru_layer_rule(i) for i in range(6)),
                    jvp=tuple(_gru_layer_jvp(i) for i in range(6)), nout=3,
                    joint=_gru_layer_joint, check=_check_gru_layer,
                    node_name="GruLayerBackward0")
-
-
-@defcomposite("gru")
-def gru(input, hx, params, has_biases: bool, num_layers: int, dropout: float,  # noqa: A002
-        train: bool, bidirectional: bool):
-    """PyTorch's ``torch.gru`` (what ``nn.GRU`` calls) on a time-major input.
-
-    Args:
-        input: (seq, batch, input_size).
-        hx: h_0, (num_layers * directions, batch, hidden_size).
-        params: per layer and direction, ``w_ih, w_hh[, b_ih, b_hh]``.
-        has_biases, num_layers, dropout, train, bidirectional: as for :func:`rnn.lstm`.
-
-    Returns:
-        ``(output, h_n)``.
-    """
-    out, (h,) = run_layers(_GRU_LAYER, input, [hx], params, has_biases, num_layers, dropout,
-                           train, bidirectional)
-    return out, h

@@ -1,5 +1,6 @@
 """The fused LSTM layer: one primitive per layer and direction, as PyTorch's CPU LSTM
-(``aten::lstm`` calling ``aten::mkldnn_rnn_layer``, whose node is ``MkldnnRnnLayerBackward0``).
+(``aten::lstm`` calling ``aten::mkldnn_rnn_layer``, whose node is ``MkldnnRnnLayerBackward0``;
+the ``lstm`` composite, the layer loop, is in ``nn/modules/rnn_layers.py``).
 
 # NOTE: a primitive for speed. Unrolled, every time step of an LSTM is a dozen small ops,
 # each a node the engine records, saves for and walks back (35 steps x 2 layers: ~900 nodes a
@@ -18,11 +19,10 @@ itself differentiable.
 """
 from __future__ import annotations
 
-from ..dispatch import TensorF, apply_op, defcomposite, defop
-from . import api
+from ..dispatch import TensorF, defop
 from .shape import MAX_CAT_INPUTS
 
-__all__ = ["lstm"]
+__all__ = ["LSTM_LAYER"]
 
 
 def _steps(n: int, reverse: bool):
@@ -336,66 +336,8 @@ def _lstm_layer_jvp(i):
     return rule
 
 
-_LSTM_LAYER = defop("mkldnn_rnn_layer", _lstm_layer_fwd,
+LSTM_LAYER = defop("mkldnn_rnn_layer", _lstm_layer_fwd,
                     tuple(_lstm_layer_rule(i) for i in range(8)),
                     jvp=tuple(_lstm_layer_jvp(i) for i in range(8)), nout=4,
                     joint=_lstm_layer_joint, check=_check_lstm_layer,
                     node_name="MkldnnRnnLayerBackward0")
-
-
-def run_layers(layer_op, input, states, params, has_biases: bool, num_layers: int,  # noqa: A002
-               dropout: float, train: bool, bidirectional: bool, proj=None):
-    """The layer loop of torch.lstm / torch.gru: each layer and direction one ``layer_op``
-    call (input, w_ih, w_hh, b_ih, b_hh, *states[, w_hr]) -> (output, *final states,
-    workspace); the directions' outputs concatenated, dropout between layers in training.
-    ``proj``: None for an op without a projection input (GRU), else whether ``params`` holds
-    each layer's ``w_hr`` (last of its weights) or the op gets None.
-
-    Returns:
-        ``(output, [each state's finals stacked (num_layers * directions, batch, hidden)])``.
-    """
-    from ..nn import functional as nnF   # noqa: PLC0415 - nn imports the ops package
-
-    directions = 2 if bidirectional else 1
-    per = (4 if has_biases else 2) + bool(proj)
-    x = input
-    finals = [[] for _ in states]
-    for layer in range(num_layers):
-        outs = []
-        for d in range(directions):
-            k = layer * directions + d
-            w = params[k * per:(k + 1) * per]
-            b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
-            extra = () if proj is None else (w[-1] if proj else None,)
-            out, *ends, _ = apply_op(layer_op, (x, w[0], w[1], b_ih, b_hh,
-                                                *(s[k] for s in states), *extra),
-                                     {"reverse": bool(d)})
-            outs.append(out)
-            for f, e in zip(finals, ends):
-                f.append(e)
-        x = outs[0] if directions == 1 else api.cat(outs, -1)
-        if dropout and train and layer < num_layers - 1:
-            x = nnF.dropout(x, dropout, True)
-    return x, [api.stack(f, 0) for f in finals]
-
-
-@defcomposite("lstm")
-def lstm(input, hx, params, has_biases: bool, num_layers: int, dropout: float,  # noqa: A002
-         train: bool, bidirectional: bool, has_proj: bool = False):
-    """PyTorch's ``torch.lstm`` (what ``nn.LSTM`` calls) on a time-major input.
-
-    Args:
-        input: (seq, batch, input_size).
-        hx: ``(h_0, c_0)``, each (num_layers * directions, batch, hidden_size).
-        params: per layer and direction, ``w_ih, w_hh[, b_ih, b_hh][, w_hr]``.
-        has_biases: whether ``params`` holds the biases.
-        num_layers, dropout, train, bidirectional: as nn.LSTM's (dropout between layers
-            in training only).
-        has_proj: whether ``params`` holds the projections ``w_hr`` (proj_size > 0).
-
-    Returns:
-        ``(output, h_n, c_n)``.
-    """
-    out, (h, c) = run_layers(_LSTM_LAYER, input, list(hx), params, has_biases, num_layers,
-                             dropout, train, bidirectional, proj=has_proj)
-    return out, h, c

@@ -1739,9 +1739,9 @@ def _lstm_ref(x, h0, c0, params, layers, bidirectional, bias, proj):
 
 def _lstm_case(layers, bidirectional, bias, proj=False):
     def fn(x, h0, c0, *params):
-        from gradtrace.autograd.ops import rnn as rnn_ops
-        out, h, c = rnn_ops.lstm(x, (h0, c0), list(params), bias, layers, 0.0, False,
-                                 bidirectional, proj)
+        from gradtrace.autograd.nn.modules.rnn_layers import lstm
+        out, h, c = lstm(x, (h0, c0), list(params), bias, layers, 0.0, False, bidirectional,
+                         proj)
         return ag.cat([out.reshape(-1), h.reshape(-1), c.reshape(-1)])
     return fn
 
@@ -1802,8 +1802,8 @@ def _gru_ref(x, h0, params, layers, bidirectional):
 
 def _gru_case(layers, bidirectional, bias):
     def fn(x, h0, *params):
-        from gradtrace.autograd.ops import gru as gru_ops
-        out, h = gru_ops.gru(x, h0, list(params), bias, layers, 0.0, False, bidirectional)
+        from gradtrace.autograd.nn.modules.rnn_layers import gru
+        out, h = gru(x, h0, list(params), bias, layers, 0.0, False, bidirectional)
         return ag.cat([out.reshape(-1), h.reshape(-1)])
     return fn
 

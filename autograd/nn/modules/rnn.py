@@ -4,7 +4,7 @@ shapes and initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)); and thei
 cells, RNNCell, LSTMCell and GRUCell (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``).
 
 LSTM and GRU run each layer as one fused op (``ops/rnn.py``, PyTorch's ``mkldnn_rnn_layer``;
-``ops/gru.py``). RNN unrolls its time steps into a few linear/elementwise ops, whose backward
+``ops/gru.py``; the layer loops in ``rnn_layers.py``). RNN unrolls its time steps into a few linear/elementwise ops, whose backward
 comes from the op table (backpropagation through time is the engine walking the unrolled
 graph); the cells are such steps, one call each.
 """
@@ -13,14 +13,13 @@ from __future__ import annotations
 import math
 
 from ... import ops
-from ...ops import gru as gru_ops
-from ...ops import rnn as rnn_ops
 from ...tensor import zeros as _zeros
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from ...tensor import empty as _empty_t
 from .module import Module
+from .rnn_layers import gru as _gru, lstm as _lstm
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -207,8 +206,8 @@ class LSTM(_RNNBase):
         batch = x.shape[1]
         hx = (self._init_state(h, batch, x, self.proj_size), self._init_state(c, batch, x))
         params = [getattr(self, n) for n in self._flat_weights_names()]
-        out, h, c = rnn_ops.lstm(x, hx, params, self.bias, self.num_layers, self.dropout,
-                                 self.training, self.bidirectional, bool(self.proj_size))
+        out, h, c = _lstm(x, hx, params, self.bias, self.num_layers, self.dropout,
+                             self.training, self.bidirectional, bool(self.proj_size))
         return out, (h, c)
 
     def _squeeze_state(self, state):
@@ -228,8 +227,8 @@ class GRU(_RNNBase):
         # All layers through ops.gru, one fused node a layer and direction (see ops/gru.py).
         h = self._init_state(hx, x.shape[1], x)
         params = [getattr(self, n) for n in self._flat_weights_names()]
-        return gru_ops.gru(x, h, params, self.bias, self.num_layers, self.dropout,
-                           self.training, self.bidirectional)
+        return _gru(x, h, params, self.bias, self.num_layers, self.dropout,
+                    self.training, self.bidirectional)
 
 
 # --------------------------------------------------------------------------- cells
