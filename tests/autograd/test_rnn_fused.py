@@ -71,3 +71,9 @@ def test_lstm_hidden_state_errors_are_kept():
     m = nn.LSTM(3, 4)
     with pytest.raises(RuntimeError, match=r"expected hidden size \[1, 2, 4\], got \[1, 3, 4\]"):
         m(ag.randn(5, 2, 3), (ag.randn(1, 3, 4), ag.randn(1, 2, 4)))
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
+def test_empty_sequence_is_refused_as_pytorch(cls):
+    with pytest.raises(RuntimeError, match="Expected sequence length to be larger than 0 in RNN"):
+        cls(3, 4)(ag.randn(0, 2, 3))

@@ -91,6 +91,8 @@ class _RNNBase(Module):
         if x.shape[-1] != self.input_size:
             raise RuntimeError(f"{type(self).__name__}: input.size(-1) must be equal to "
                                f"input_size. Expected {self.input_size}, got {x.shape[-1]}")
+        if x.shape[0] == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         if unbatched and hx is not None:
             hx = tuple(h.unsqueeze(1) for h in hx) if isinstance(hx, tuple) else hx.unsqueeze(1)
         x, state = self._run(x, hx)
