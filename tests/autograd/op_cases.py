@@ -1827,3 +1827,57 @@ CASES += [
            lambda x, h0, *p: _gru_ref(x, h0, p, 2, True),
            _gru_inputs(3, 2, 2, 2, 2, True, False), name="gru_layer_bidirectional_nobias"),
 ]
+
+
+# The fused Elman RNN layer (ops/elman.py) through ``rnn_tanh`` / ``rnn_relu``, likewise.
+def _elman_ref(x, h0, params, layers, bidirectional, relu):
+    act = (lambda z: np.maximum(z, 0)) if relu else np.tanh
+    directions = 2 if bidirectional else 1
+    per = len(params) // (layers * directions)
+    hs = []
+    for layer in range(layers):
+        outs = []
+        for d in range(directions):
+            k = layer * directions + d
+            w_ih, w_hh, *b = params[k * per:(k + 1) * per]
+            bias = b[0] + b[1] if b else 0.0
+            h = h0[k]
+            out = np.zeros((x.shape[0], x.shape[1], w_hh.shape[1]))
+            for t in (range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])):
+                h = act(x[t] @ w_ih.T + h @ w_hh.T + bias)
+                out[t] = h
+            outs.append(out)
+            hs.append(h)
+        x = np.concatenate(outs, -1)
+    return np.concatenate([x.ravel(), np.ravel(hs)])
+
+
+def _elman_case(layers, bidirectional, bias, relu):
+    def fn(x, h0, *params):
+        from gradtrace.autograd.nn.modules import rnn_layers
+        run = rnn_layers.rnn_relu if relu else rnn_layers.rnn_tanh
+        out, h = run(x, h0, list(params), bias, layers, 0.0, False, bidirectional)
+        return ag.cat([out.reshape(-1), h.reshape(-1)])
+    return fn
+
+
+def _elman_inputs(steps, batch, n_in, hidden, layers, bidirectional, bias):
+    directions = 2 if bidirectional else 1
+    makers = [rnd(steps, batch, n_in), rnd(layers * directions, batch, hidden)]
+    for layer in range(layers):
+        for _ in range(directions):
+            cols = n_in if layer == 0 else hidden * directions
+            makers += [rnd(hidden, cols), rnd(hidden, hidden)]
+            makers += [rnd(hidden), rnd(hidden)] if bias else []
+    return ins(*makers)
+
+
+CASES += [
+    OpCase("rnn_layer", _elman_case(1, False, True, False),
+           lambda x, h0, *p: _elman_ref(x, h0, p, 1, False, False),
+           _elman_inputs(3, 2, 3, 2, 1, False, True), covers=("rnn_tanh",), name="rnn_layer_tanh"),
+    OpCase("rnn_layer", _elman_case(2, True, False, True),
+           lambda x, h0, *p: _elman_ref(x, h0, p, 2, True, True),
+           _elman_inputs(3, 2, 2, 3, 2, True, False), covers=("rnn_relu",),
+           name="rnn_layer_relu_bidirectional_nobias"),
+]

@@ -1,6 +1,7 @@
-"""nn.LSTM and nn.GRU through their fused layer ops (ops/rnn.py, ops/gru.py): one node a layer
-and direction with PyTorch's names, the profiler's ranges, dropout between layers, and the
-differentiable backward on sequences longer than one stack of steps."""
+"""nn.LSTM, nn.GRU and nn.RNN through their fused layer ops (ops/rnn.py, ops/gru.py,
+ops/elman.py): one node a layer and direction, the profiler's ranges (PyTorch's names),
+dropout between layers, and the differentiable backward on sequences longer than one stack
+of steps."""
 import numpy as np
 import pytest
 
@@ -21,17 +22,20 @@ def _nodes(root):
 
 
 @pytest.mark.parametrize("cls, node", [(nn.LSTM, "MkldnnRnnLayerBackward0"),
-                                       (nn.GRU, "GruLayerBackward0")])
+                                       (nn.GRU, "GruLayerBackward0"),
+                                       (nn.RNN, "RnnLayerBackward0")])
 def test_one_node_a_layer_and_direction(cls, node):
     m = cls(3, 4, num_layers=2, bidirectional=True)
     out, _ = m(ag.randn(9, 2, 3))
     assert _nodes(out.grad_fn).count(node) == 4   # 2 layers x 2 directions, not 9 steps each
 
 
-@pytest.mark.parametrize("cls, names", [(nn.LSTM, ("lstm", "mkldnn_rnn_layer")),
-                                        (nn.GRU, ("gru", "gru_layer"))])
-def test_profiler_shows_the_composite_and_its_layers(cls, names):
-    m = cls(3, 4, num_layers=2)
+@pytest.mark.parametrize("cls, kw, names", [
+    (nn.LSTM, {}, ("lstm", "mkldnn_rnn_layer")), (nn.GRU, {}, ("gru", "gru_layer")),
+    (nn.RNN, {}, ("rnn_tanh", "rnn_layer")), (nn.RNN, {"nonlinearity": "relu"},
+                                              ("rnn_relu", "rnn_layer"))])
+def test_profiler_shows_the_composite_and_its_layers(cls, kw, names):
+    m = cls(3, 4, num_layers=2, **kw)
     with profiler.profile() as prof:
         out, _ = m(ag.randn(5, 2, 3))
         out.sum().backward()
@@ -39,7 +43,7 @@ def test_profiler_shows_the_composite_and_its_layers(cls, names):
     assert counts[names[0]] == 1 and counts[names[1]] == 2
 
 
-@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
 def test_dropout_between_layers_in_training_only(cls):
     ag.manual_seed(0)
     m = cls(3, 4, num_layers=2, dropout=0.5)
@@ -54,7 +58,7 @@ def test_dropout_between_layers_in_training_only(cls):
     np.testing.assert_array_equal(one(x)[0].detach().numpy(), one(x)[0].detach().numpy())
 
 
-@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
 def test_long_sequence_differentiable_backward(cls):
     """70 steps: more than one F.stack (64 tensors) in the differentiable backward."""
     m = cls(2, 3, dtype=ag.float64)

@@ -3,10 +3,10 @@
 shapes and initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)); and their one-step
 cells, RNNCell, LSTMCell and GRUCell (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``).
 
-LSTM and GRU run each layer as one fused op (``ops/rnn.py``, PyTorch's ``mkldnn_rnn_layer``;
-``ops/gru.py``; the layer loops in ``rnn_layers.py``). RNN unrolls its time steps into a few linear/elementwise ops, whose backward
-comes from the op table (backpropagation through time is the engine walking the unrolled
-graph); the cells are such steps, one call each.
+LSTM, GRU and RNN run each layer as one fused op (``ops/rnn.py``, PyTorch's
+``mkldnn_rnn_layer``; ``ops/gru.py``; ``ops/elman.py``), the loop over layers in
+``rnn_layers.py``. The cells are one step each, made of linear and elementwise ops whose
+backward comes from the op table.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..parameter import Parameter
 from ...tensor import empty as _empty_t
 from .module import Module
 from .rnn_layers import gru as _gru, lstm as _lstm
+from .rnn_layers import rnn_relu as _rnn_relu, rnn_tanh as _rnn_tanh
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -63,14 +64,6 @@ class _RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
-    def _weights(self, layer, suffix):
-        get = lambda n: getattr(self, f"{n}_l{layer}{suffix}")  # noqa: E731
-        return (get("weight_ih"), get("weight_hh"),
-                get("bias_ih") if self.bias else None, get("bias_hh") if self.bias else None)
-
-    def _cell(self, x_proj, state, w_hh, b_hh):
-        raise NotImplementedError
-
     def _init_state(self, hx, batch, like, size=None):
         directions = 2 if self.bidirectional else 1
         shape = (self.num_layers * directions, batch, size or self.hidden_size)
@@ -95,7 +88,7 @@ class _RNNBase(Module):
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         if unbatched and hx is not None:
             hx = tuple(h.unsqueeze(1) for h in hx) if isinstance(hx, tuple) else hx.unsqueeze(1)
-        x, state = self._run(x, hx)
+        x, state = self._run(x, hx)   # each subclass's fused layers (rnn_layers.py)
         out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         return out, (self._squeeze_state(state) if unbatched else state)
 
@@ -113,34 +106,6 @@ class _RNNBase(Module):
 
     def _squeeze_state(self, state):
         return state.squeeze(1)
-
-    def _run(self, x, hx):
-        """The layers on a time-major (seq, batch, feature) input: ``(output, h_n)``."""
-        states = self._split_state(hx, x.shape[1], x)
-        directions = 2 if self.bidirectional else 1
-        finals = []
-        for layer in range(self.num_layers):
-            outs = []
-            for d, suffix in enumerate(("", "_reverse")[:directions]):
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
-                # The input projection of every step at once: one GEMM instead of L.
-                proj = F.linear(x, w_ih, b_ih)
-                state = states[layer * directions + d]
-                steps = range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])
-                seq = [None] * x.shape[0]
-                for t in steps:
-                    state = self._cell(proj[t], state, w_hh, b_hh)
-                    seq[t] = state[0] if isinstance(state, tuple) else state
-                outs.append(ops.stack(seq, 0))
-                finals.append(state)
-            x = outs[0] if directions == 1 else ops.cat(outs, -1)
-            if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
-        return x, ops.stack(finals, 0)
-
-    def _split_state(self, hx, batch, like):
-        h = self._init_state(hx, batch, like)
-        return [h[i] for i in range(h.shape[0])]
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -177,9 +142,13 @@ class RNN(_RNNBase):
         else:
             super().__setattr__(name, value)
 
-    def _cell(self, x_proj, h, w_hh, b_hh):
-        z = x_proj + F.linear(h, w_hh, b_hh)
-        return F.relu(z) if self.nonlinearity == "relu" else F.tanh(z)
+    def _run(self, x, hx):
+        # All layers through ops.rnn_tanh / rnn_relu, one fused node a layer and direction.
+        h = self._init_state(hx, x.shape[1], x)
+        params = [getattr(self, n) for n in self._flat_weights_names()]
+        run = _rnn_relu if self.nonlinearity == "relu" else _rnn_tanh
+        return run(x, h, params, self.bias, self.num_layers, self.dropout, self.training,
+                   self.bidirectional)
 
 
 class LSTM(_RNNBase):

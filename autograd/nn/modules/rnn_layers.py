@@ -1,6 +1,7 @@
-"""PyTorch's ``torch.lstm`` and ``torch.gru`` (what nn.LSTM and nn.GRU call): the loop over
-layers and directions, each one fused layer op (``ops/rnn.py``, ``ops/gru.py``), with dropout
-between layers in training. Composites, so the profiler shows them as ``lstm``/``gru`` ranges
+"""PyTorch's ``torch.lstm``, ``torch.gru``, ``torch.rnn_tanh`` and ``torch.rnn_relu`` (what
+nn.LSTM, nn.GRU and nn.RNN call): the loop over layers and directions, each one fused layer op
+(``ops/rnn.py``, ``ops/gru.py``, ``ops/elman.py``), with dropout between layers in training.
+Composites, so the profiler shows them as ``lstm``/``gru``/``rnn_tanh``/``rnn_relu`` ranges
 around their layers, as PyTorch's ``aten::lstm`` around ``aten::mkldnn_rnn_layer``.
 
 They live beside the modules rather than in ``ops``: the dropout between layers is
@@ -10,20 +11,22 @@ from __future__ import annotations
 
 from ... import ops
 from ...dispatch import apply_op, defcomposite
+from ...ops.elman import RNN_LAYER
 from ...ops.gru import GRU_LAYER
 from ...ops.rnn import LSTM_LAYER
 from .. import functional as F
 
-__all__ = ["run_layers", "lstm", "gru"]
+__all__ = ["run_layers", "lstm", "gru", "rnn_tanh", "rnn_relu"]
 
 
 def run_layers(layer_op, input, states, params, has_biases: bool, num_layers: int,  # noqa: A002
-               dropout: float, train: bool, bidirectional: bool, proj=None):
+               dropout: float, train: bool, bidirectional: bool, proj=None, **attrs):
     """The layer loop of torch.lstm / torch.gru: each layer and direction one ``layer_op``
-    call (input, w_ih, w_hh, b_ih, b_hh, *states[, w_hr]) -> (output, *final states,
-    workspace); the directions' outputs concatenated, dropout between layers in training.
-    ``proj``: None for an op without a projection input (GRU), else whether ``params`` holds
-    each layer's ``w_hr`` (last of its weights) or the op gets None.
+    call (input, w_ih, w_hh, b_ih, b_hh, *states[, w_hr]) -> (output, *final states[,
+    workspace]); the directions' outputs concatenated, dropout between layers in training.
+    ``proj``: None for an op without a projection input (GRU, RNN), else whether ``params``
+    holds each layer's ``w_hr`` (last of its weights) or the op gets None. ``attrs``: the
+    op's other attributes (the RNN's ``relu``).
 
     Returns:
         ``(output, [each state's finals stacked (num_layers * directions, batch, hidden)])``.
@@ -39,11 +42,10 @@ def run_layers(layer_op, input, states, params, has_biases: bool, num_layers: in
             w = params[k * per:(k + 1) * per]
             b_ih, b_hh = (w[2], w[3]) if has_biases else (None, None)
             extra = () if proj is None else (w[-1] if proj else None,)
-            out, *ends, _ = apply_op(layer_op, (x, w[0], w[1], b_ih, b_hh,
-                                                *(s[k] for s in states), *extra),
-                                     {"reverse": bool(d)})
-            outs.append(out)
-            for f, e in zip(finals, ends):
+            res = apply_op(layer_op, (x, w[0], w[1], b_ih, b_hh, *(s[k] for s in states),
+                                      *extra), {"reverse": bool(d), **attrs})
+            outs.append(res[0])
+            for f, e in zip(finals, res[1:]):
                 f.append(e)
         x = outs[0] if directions == 1 else ops.cat(outs, -1)
         if dropout and train and layer < num_layers - 1:
@@ -90,3 +92,27 @@ def gru(input, hx, params, has_biases: bool, num_layers: int, dropout: float,  #
     out, (h,) = run_layers(GRU_LAYER, input, [hx], params, has_biases, num_layers, dropout,
                            train, bidirectional)
     return out, h
+
+
+def _elman(input, hx, params, has_biases: bool, num_layers: int, dropout: float,  # noqa: A002
+           train: bool, bidirectional: bool, relu: bool):
+    out, (h,) = run_layers(RNN_LAYER, input, [hx], params, has_biases, num_layers, dropout,
+                           train, bidirectional, relu=relu)
+    return out, h
+
+
+@defcomposite("rnn_tanh")
+def rnn_tanh(input, hx, params, has_biases: bool, num_layers: int, dropout: float,  # noqa: A002
+             train: bool, bidirectional: bool):
+    """PyTorch's ``torch.rnn_tanh`` (nn.RNN's tanh layers) on a time-major input; arguments
+    as :func:`gru`'s. Returns ``(output, h_n)``."""
+    return _elman(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                  False)
+
+
+@defcomposite("rnn_relu")
+def rnn_relu(input, hx, params, has_biases: bool, num_layers: int, dropout: float,  # noqa: A002
+             train: bool, bidirectional: bool):
+    """PyTorch's ``torch.rnn_relu`` (nn.RNN with nonlinearity='relu'); as :func:`rnn_tanh`."""
+    return _elman(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                  True)
