@@ -2,6 +2,8 @@
 ops/elman.py): one node a layer and direction, the profiler's ranges (PyTorch's names),
 dropout between layers, and the differentiable backward on sequences longer than one stack
 of steps."""
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -81,3 +83,28 @@ def test_lstm_hidden_state_errors_are_kept():
 def test_empty_sequence_is_refused_as_pytorch(cls):
     with pytest.raises(RuntimeError, match="Expected sequence length to be larger than 0 in RNN"):
         cls(3, 4)(ag.randn(0, 2, 3))
+
+
+@pytest.mark.parametrize("cls, kw", [(nn.LSTM, {}), (nn.LSTM, {"proj_size": 3}), (nn.GRU, {}),
+                                     (nn.RNN, {"nonlinearity": "relu"})])
+def test_compiled_autograd_replays_the_fused_layers_bit_for_bit(cls, kw):
+    from gradtrace.autograd import compiled_autograd as ca
+    ag.manual_seed(0)
+    m = cls(4, 5, num_layers=2, bidirectional=True, **kw)
+    x = ag.tensor(np.random.default_rng(1).standard_normal((6, 2, 4)).astype(np.float32),
+                  requires_grad=True)
+    params = list(m.parameters()) + [x]
+
+    def grads(compiled):
+        for p in params:
+            p.grad = None
+        ca.reset()
+        with ca.enable() if compiled else contextlib.nullcontext():
+            for _ in range(2):   # the second backward replays the compiled program
+                m(x)[0].sum().backward()
+        return [p.grad.numpy().copy() for p in params]
+
+    for e, c in zip(grads(False), grads(True)):
+        np.testing.assert_array_equal(e, c)
+    assert ca.stats()["hits"] == 1
+    ca.reset()
