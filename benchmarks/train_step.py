@@ -28,8 +28,14 @@ sets before NumPy is imported (they only take effect then; variables already set
 machine shared with other jobs, time spent waiting for a core is left out (CPU only; every
 implementation computes in the calling thread when limited to one thread).
 
+``--blas-coretype NAME`` sets ``OPENBLAS_CORETYPE`` before NumPy is imported: OpenBLAS's
+runtime detection picks its Haswell (AVX2) kernels on some AVX-512 AMD EPYC processors, where
+PyTorch's oneDNN runs AVX-512; ``--blas-coretype SkylakeX`` measures NumPy with AVX-512 GEMMs
+(nearly twice as fast there). Default: OpenBLAS's own choice, as a user gets.
+
 Usage: python benchmarks/train_step.py [--repeats R] [--warmup W] [--threads N]
-       [--clock wall|thread] [--device cpu|cuda|all] [--only WORKLOAD] [--json PATH]
+       [--clock wall|thread] [--device cpu|cuda|all] [--only WORKLOAD] [--blas-coretype NAME]
+       [--json PATH]
 PyTorch runs only when ``import torch`` succeeds (never a dependency), and only on the CPU.
 """
 from __future__ import annotations
@@ -39,6 +45,10 @@ import sys
 
 # Before NumPy is imported: OpenBLAS reads its thread count once, at load time.
 _THREADS = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--threads"), "1")
+_CORETYPE = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--blas-coretype"),
+                 None)
+if _CORETYPE:
+    os.environ["OPENBLAS_CORETYPE"] = _CORETYPE
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, _THREADS)
 
@@ -655,6 +665,9 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--blas-coretype", default=None,
+                    help="OPENBLAS_CORETYPE for NumPy's BLAS, set before NumPy loads "
+                         "(e.g. SkylakeX); default: OpenBLAS's detection")
     ap.add_argument("--threads", type=int, default=1,
                     help="threads for NumPy's BLAS and PyTorch (the issue measures 1)")
     ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
@@ -690,6 +703,7 @@ def main(argv=None) -> dict:
               "blas_limit": how, "numpy": np.__version__,
               "torch": torch.__version__ if torch is not None else None,
               "cpu_count": os.cpu_count(),
+              "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
               "blas_threads_env": {k: os.environ.get(k) for k in
                                    ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
               "rows": rows}
