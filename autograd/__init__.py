@@ -73,3 +73,8 @@ from .autocast_mode import (autocast, clear_autocast_cache, get_autocast_dtype, 
 from .generator import Generator  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from . import distributed  # noqa: E402,F401 - collectives across processes (issue 19)
+from . import accelerator, backends  # noqa: E402,F401 - torch.accelerator, torch.backends
+from .tensortype import (BoolTensor, ByteTensor, CharTensor, DoubleTensor,  # noqa: E402,F401
+                         FloatTensor, HalfTensor, IntTensor, LongTensor, ShortTensor)
+from .threads import (get_num_interop_threads, get_num_threads,  # noqa: E402,F401
+                      set_num_interop_threads, set_num_threads)

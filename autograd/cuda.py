@@ -13,6 +13,7 @@ from __future__ import annotations
 from . import backend
 from .amp import cuda_amp as amp  # noqa: F401 - torch.cuda.amp (autocast, GradScaler)
 from .tensor import default_generator
+from .tensortype import CUDA_TYPES as _CUDA_TYPES
 
 __all__ = ["is_available", "device_count", "current_device", "get_device_name", "synchronize",
            "manual_seed", "manual_seed_all", "Stream", "Event", "current_stream", "stream",
@@ -192,3 +193,7 @@ def empty_cache() -> None:
     if is_available():
         for i in range(device_count()):
             backend.free_cached_blocks(_device(i))
+
+
+# torch.cuda.FloatTensor, torch.cuda.LongTensor...: the legacy tensor types on the GPU.
+globals().update(_CUDA_TYPES)

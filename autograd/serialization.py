@@ -1,4 +1,4 @@
-"""``save`` and ``load`` without pickle: tensors in a safetensors file, structure in its metadata.
+"""``save`` and ``load``: tensors in a safetensors file, structure in its metadata.
 
 The file is a plain safetensors file: 8 bytes (little-endian length of the header), a JSON
 header naming each tensor's ``dtype``, ``shape`` and ``data_offsets``, then the raw bytes.
@@ -8,13 +8,21 @@ under ``"gradtrace.structure"``. So a module's ``state_dict()`` saved here is a 
 any safetensors reader opens (its tensors are named by their keys), and a safetensors file
 written elsewhere loads here as a dict of tensors.
 
-Nothing is ever unpickled: loading a file runs no code from it.
+Any other object — a whole module (``torch.save(model)``), an optimizer, a config object — is
+pickled, as PyTorch pickles it, into one byte entry of the file; its tensors stay safetensors
+entries (a module's named by its state-dict keys), referenced from the pickle by number.
+Loading such a file runs code from it, so, as in PyTorch, ``load`` refuses it unless
+``weights_only=False`` is passed or every class it names was allowed with
+``add_safe_globals``; files of tensors and plain values never unpickle anything.
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import pickle
+import pickletools
 from collections import OrderedDict
 
 import numpy
@@ -23,7 +31,8 @@ from . import backend
 from .nn.parameter import Parameter
 from .tensor import Tensor
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "add_safe_globals", "get_safe_globals", "clear_safe_globals",
+           "safe_globals"]
 
 _STRUCTURE_KEY = "gradtrace.structure"
 _FORMAT_VERSION = "1"
@@ -94,9 +103,38 @@ class _Encoder:
         if isinstance(obj, (list, tuple)):
             kind = "__tuple__" if isinstance(obj, tuple) else "__list__"
             return {kind: [self.encode(v, _join(path, i)) for i, v in enumerate(obj)]}
-        raise TypeError(f"save: cannot store an object of type {type(obj).__name__} (at "
-                        f"{path or 'the top'}); gradtrace saves tensors, arrays, dicts, lists, "
-                        "tuples, str, int, float, bool and None, never pickles")
+        return self._pickled(obj, path)
+
+    def _pickled(self, obj, path: str) -> dict:
+        """``obj`` pickled (protocol 2, whose classes are plain GLOBAL opcodes a reader can
+        list without running anything), each tensor, array and device in it replaced by a
+        reference to an entry of this file."""
+        from .nn.modules.module import Module  # noqa: PLC0415 - nn imports this package
+
+        if isinstance(obj, Module):     # name the module's tensors by their state-dict keys
+            for key, t in obj.state_dict(keep_vars=True).items():
+                self._name(_join(path, key), t)
+        refs: list = []
+        encoder = self
+
+        class _Pickler(pickle.Pickler):
+            def persistent_id(self, o):
+                if isinstance(o, Tensor) or backend.is_device_array(o):
+                    refs.append(encoder.encode(o, _join(path, f"tensor{len(refs)}")))
+                    return len(refs) - 1
+                if isinstance(o, backend.Device):   # devices are unique objects: by name
+                    return f"device:{o}"
+                return None
+
+        buf = io.BytesIO()
+        try:
+            _Pickler(buf, protocol=2).dump(obj)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise TypeError(f"save: cannot store an object of type {type(obj).__name__} (at "
+                            f"{path or 'the top'}): it is not a tensor or plain value and "
+                            f"cannot be pickled ({exc})") from None
+        blob = numpy.frombuffer(buf.getvalue(), dtype=numpy.uint8).copy()
+        return {"__pickle__": self._name(_join(path, "__pickle__"), blob), "tensors": refs}
 
 
 def _join(path: str, key) -> str:
@@ -104,13 +142,17 @@ def _join(path: str, key) -> str:
 
 
 def save(obj, f) -> None:
-    """Write ``obj`` (a tensor, a state dict, nested containers of tensors and plain values)
-    to ``f`` as a safetensors file, without pickle.
+    """Write ``obj`` to ``f`` as a safetensors file.
 
     Args:
         obj: a Tensor or array, or dicts/lists/tuples of them with str, int, float, bool and
-            None values, such as ``module.state_dict()`` or ``optimizer.state_dict()``.
+            None values, such as ``module.state_dict()`` or ``optimizer.state_dict()`` (no
+            pickle); any other object in it, such as a whole module, is pickled with its
+            tensors kept as entries of the file (loading it needs ``weights_only=False``).
         f: a path or a binary file object open for writing.
+
+    Raises:
+        TypeError: an object that cannot be pickled, or a tensor of a dtype safetensors lacks.
     """
     enc = _Encoder()
     structure = enc.encode(obj)
@@ -159,8 +201,11 @@ def load(f, map_location=None, weights_only: bool = True):
         f: a path or a binary file object open for reading.
         map_location: a device (``"cpu"``, ``"cuda:0"``...) to put every tensor on; by
             default each goes back to the device it was saved from.
-        weights_only: accepted for PyTorch compatibility; loading never runs code from the
-            file, whatever its value.
+        weights_only: True (PyTorch's default): load tensors and plain values, and pickled
+            objects (a whole module...) only where every class or function they import was
+            allowed with :func:`add_safe_globals`; otherwise refuse the file, naming the
+            first one. False: unpickle anything — this runs code from the file, so do it
+            only with files from a trusted source.
 
     Returns:
         The saved object: tensors come back as Tensors (Parameters where they were), arrays
@@ -168,6 +213,7 @@ def load(f, map_location=None, weights_only: bool = True):
 
     Raises:
         ValueError: the file is not a valid safetensors file, naming it.
+        pickle.UnpicklingError: ``weights_only=True`` and the file holds pickled objects.
     """
     name = os.fspath(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", repr(f))
     try:
@@ -186,7 +232,9 @@ def load(f, map_location=None, weights_only: bool = True):
             return OrderedDict((k, _tensor(a, None, map_location, False, False))
                                for k, a in arrays.items())
         structure = json.loads(text)
-        return _decode(structure, arrays, map_location)
+        if weights_only:
+            _check_pickles(structure, arrays)
+        return _decode(structure, arrays, map_location, restricted=weights_only)
     except _BadFile as exc:
         raise ValueError(f"load: {name} is not a valid gradtrace/safetensors file: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -261,7 +309,9 @@ def _tensor(arr, saved_device, map_location, requires_grad, parameter):
     return t.requires_grad_(True) if requires_grad else t
 
 
-def _decode(node, arrays: dict, map_location, made=None):
+def _decode(node, arrays: dict, map_location, made=None, restricted=True):
+    """The object a structure node stands for; ``restricted``: pickled objects may import
+    only the allowed globals (a weights-only load)."""
     made = {} if made is None else made     # name -> object, so shared tensors stay shared
     if not isinstance(node, dict):
         if isinstance(node, list):
@@ -278,6 +328,8 @@ def _decode(node, arrays: dict, map_location, made=None):
             else:
                 made[key] = arrays[key].astype(arrays[key].dtype.newbyteorder("="), copy=False)
         return made[key]
+    if set(node) == {"__pickle__", "tensors"}:
+        return _unpickle(node, arrays, map_location, made, restricted)
     if len(node) != 1:
         raise _BadFile(f"an unknown structure node with keys {sorted(node)}")
     (kind, value), = node.items()
@@ -286,12 +338,135 @@ def _decode(node, arrays: dict, map_location, made=None):
     if kind == "__device__":
         return backend.device(value)
     if kind in ("__dict__", "__OrderedDict__"):
-        pairs = [(_decode(k, arrays, map_location, made), _decode(v, arrays, map_location, made))
-                 for k, v in value]
+        pairs = [(_decode(k, arrays, map_location, made, restricted),
+                  _decode(v, arrays, map_location, made, restricted)) for k, v in value]
         return OrderedDict(pairs) if kind == "__OrderedDict__" else dict(pairs)
     if kind == "__list__":
-        return [_decode(v, arrays, map_location, made) for v in value]
+        return [_decode(v, arrays, map_location, made, restricted) for v in value]
     if kind == "__tuple__":
-        return tuple(_decode(v, arrays, map_location, made) for v in value)
+        return tuple(_decode(v, arrays, map_location, made, restricted) for v in value)
     raise _BadFile(f"an unknown structure node {kind!r}")
 
+
+# --------------------------------------------------------------------------- pickled objects
+# A weights-only load unpickles only what imports nothing beyond these containers (the parts
+# of a module's pickle that are not its classes) and the globals a program allowed with
+# add_safe_globals, as PyTorch's weights-only unpickler.
+_PLAIN_GLOBALS = {("collections", "OrderedDict"), ("builtins", "set"), ("__builtin__", "set"),
+                  ("builtins", "frozenset"), ("__builtin__", "frozenset")}
+_SAFE_GLOBALS: dict = {}      # (module, qualified name) -> the allowed object
+
+
+def add_safe_globals(safe_globals) -> None:
+    """``torch.serialization.add_safe_globals``: allow a weights-only ``load`` to import these
+    classes or functions (a program's own module classes, for ``load`` of a whole model).
+
+    Args:
+        safe_globals: the classes/functions to allow.
+    """
+    for obj in safe_globals:
+        _SAFE_GLOBALS[(obj.__module__, obj.__qualname__)] = obj
+
+
+def get_safe_globals() -> list:
+    """The globals :func:`add_safe_globals` allowed."""
+    return list(_SAFE_GLOBALS.values())
+
+
+def clear_safe_globals() -> None:
+    """Forget every global :func:`add_safe_globals` allowed."""
+    _SAFE_GLOBALS.clear()
+
+
+class safe_globals:
+    """``with torch.serialization.safe_globals([Net]):`` allows them inside the block only."""
+
+    def __init__(self, safe_globals):
+        self._objs = list(safe_globals)
+
+    def __enter__(self):
+        self._saved = dict(_SAFE_GLOBALS)
+        add_safe_globals(self._objs)
+        return self
+
+    def __exit__(self, *exc):
+        _SAFE_GLOBALS.clear()
+        _SAFE_GLOBALS.update(self._saved)
+        return False
+
+
+def _allowed(module: str, name: str) -> bool:
+    return (module, name) in _PLAIN_GLOBALS or (module, name) in _SAFE_GLOBALS
+
+
+def _weights_only_error(what: str) -> pickle.UnpicklingError:
+    return pickle.UnpicklingError(
+        "Weights only load failed. This file can still be loaded, to do so you have two "
+        "options, do those steps only if you trust the source of the checkpoint.\n\t(1) "
+        "Re-running `load` with `weights_only` set to `False` will likely succeed, but it "
+        "can result in arbitrary code execution. Do it only if you got the file from a "
+        "trusted source.\n\t(2) Alternatively, to load with `weights_only=True` please check "
+        "the recommended steps in the following error message.\n\tWeightsUnpickler error: "
+        f"Unsupported global: GLOBAL {what} was not an allowed global by default. Please use "
+        f"`torch.serialization.add_safe_globals([{what.rsplit('.', 1)[-1]}])` or the "
+        f"`torch.serialization.safe_globals([{what.rsplit('.', 1)[-1]}])` context manager to "
+        "allowlist this global if you trust this class/function.")
+
+
+def _pickle_nodes(node):
+    """Every pickled-object node of a structure (walked without decoding anything)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            if set(n) == {"__pickle__", "tensors"}:
+                yield n
+            stack.extend(n.values())
+        elif isinstance(n, list):
+            stack.extend(n)
+
+
+def _check_pickles(structure, arrays) -> None:
+    """Before a weights-only load runs any pickle: every global each one imports, read from
+    its opcodes (nothing run), must be allowed; else PyTorch's error naming the first one.
+    save writes protocol 2, whose globals are all plain GLOBAL opcodes; a pickle that names
+    them otherwise (STACK_GLOBAL, INST, OBJ) is refused too."""
+    for node in _pickle_nodes(structure):
+        blob = arrays.get(node["__pickle__"])
+        if blob is None:
+            continue                 # _decode reports the missing entry
+        try:
+            ops = [(op.name, arg) for op, arg, _ in pickletools.genops(blob.tobytes())]
+        except ValueError as exc:
+            raise _BadFile(f"a pickled object is corrupt ({exc})") from None
+        for op, arg in ops:
+            if op in ("STACK_GLOBAL", "INST", "OBJ"):
+                raise _weights_only_error(f"<{op} opcode>")
+            if op == "GLOBAL":
+                module, name = arg.split(" ", 1)
+                if not _allowed(module, name):
+                    raise _weights_only_error(f"{module}.{name}")
+
+
+def _unpickle(node, arrays: dict, map_location, made, restricted: bool):
+    key = node["__pickle__"]
+    if key not in arrays:
+        raise _BadFile(f"the structure names a pickle {key!r} the header does not have")
+    refs = node["tensors"]
+    if not isinstance(refs, list):
+        raise _BadFile("a pickled object's tensors are not a list")
+
+    class _Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            if restricted and not _allowed(module, name):    # checked before; kept as a guard
+                raise _weights_only_error(f"{module}.{name}")
+            return super().find_class(module, name)
+
+        def persistent_load(self, pid):
+            if isinstance(pid, str) and pid.startswith("device:"):
+                return backend.device(map_location if map_location is not None else pid[7:])
+            if not isinstance(pid, int) or not 0 <= pid < len(refs):
+                raise _BadFile(f"a pickle refers to tensor {pid!r}, which the file lacks")
+            return _decode(refs[pid], arrays, map_location, made, restricted)
+
+    return _Unpickler(io.BytesIO(arrays[key].tobytes())).load()

@@ -783,6 +783,8 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None) ->
 
 
 def randint(low, high=None, size=(), dtype=None, device=None, generator=None) -> Tensor:
+    if isinstance(high, (tuple, list)) and size == ():   # randint(high, size), as PyTorch's
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     dev = backend.device(device)

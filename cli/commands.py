@@ -442,12 +442,12 @@ def cmd_view(args) -> int:
         raise CLIError("this gradtrace has no viewer.serve (the dashboard of issue 8 is not installed)")
     if not 0 < args.port < 65536:
         raise CLIError(f"--port {args.port}: give a port between 1 and 65535")
-    from gradtrace.profiler.ranks import is_run_dir, load_run  # noqa: PLC0415
+    from gradtrace.profiler.ranks import RunFolderError, is_run_dir, run_files  # noqa: PLC0415
 
     if is_run_dir(args.file):   # a run folder of ranks: the dashboard's Ranks page
         try:
-            load_run(args.file)
-        except (FileNotFoundError, ValueError) as exc:
+            run_files(args.file)    # the folder's files make one run; serve loads them once
+        except (FileNotFoundError, RunFolderError) as exc:
             raise CLIError(str(exc)) from None
     else:
         load_profile(args.file)  # fail fast, one line, before the server starts
@@ -461,6 +461,8 @@ def cmd_view(args) -> int:
     try:
         serve(args.file, host=args.host, port=args.port, compare=args.compare,
               verbose=args.verbose, on_listening=open_browser)
+    except RunFolderError as exc:     # found on loading: ranks missing or repeated in the traces
+        raise CLIError(str(exc)) from None
     except OSError as exc:
         raise CLIError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
                        "try another --port") from None

@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  gradtrace diff before.gtprof after.gtprof\n"
                "  gradtrace table trace.json.gz          a torch.profiler trace works too\n"
                "  gradtrace import trace.json -o run.gtprof\n"
+               "  gradtrace gpu trace.json.gz             GPU utilization, idle time, kernels\n"
                "\nrun 'gradtrace COMMAND --help' for a command's options.")
     parser.add_argument("--version", action="version", version=f"gradtrace {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -180,6 +181,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one row per ProfilerStep#N (default: one ProfilerStep#* row for all steps)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_diff")
+
+    p = sub.add_parser("gpu", formatter_class=_Help, help="where the GPU time went: utilization, idle, kernels",
+                       description="GPU figures of a profile or torch.profiler trace, per device, over all\n"
+                                   "steps and per step: GPU utilization, SM efficiency, occupancy, Tensor Cores\n"
+                                   "and the step time by priority (TensorBoard plugin's definitions); temporal and\n"
+                                   "idle-time breakdowns, communication overlap, launch delay (HTA's); and\n"
+                                   "recommendations. A run folder gives one summary per rank.\n"
+                                   "Definitions: docs/gpu-analysis.md.",
+                       epilog="examples:\n  gradtrace gpu trace.json.gz\n  gradtrace gpu trace.json.gz --kernels --by-op\n"
+                              "  gradtrace gpu run_dir/ --json")
+    p.add_argument("file", metavar="FILE", help=_PROFILE_HELP + ", or a run folder of ranks")
+    p.add_argument("--kernels", action="store_true",
+                   help="the kernel view: per kernel name, memcpys by kind, NCCL collectives")
+    p.add_argument("--by-op", action="store_true", help="with --kernels: one row per kernel and launching op")
+    p.add_argument("--by-launch", action="store_true", help="with --kernels: one row per kernel, grid and block")
+    p.add_argument("--limit", type=_limit, default=20, help="with --kernels: at most N kernels (0: all; default 20)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON (full kernel names)")
+    p.set_defaults(handler="gradtrace.cli.gpu:cmd_gpu")
 
     p = sub.add_parser("import", formatter_class=_Help, help="save a torch.profiler trace as a gradtrace profile",
                        description="Read a PyTorch profiler trace (prof.export_chrome_trace, JSON or "

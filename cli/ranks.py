@@ -39,8 +39,9 @@ def rank_tables(summary: dict, plain: bool = False) -> Group:
     basis = set(summary.get("basis", {}).values())
     notes = []
     if "device" in basis:
-        notes.append("compute, communication and idle of torch traces with GPU work: the device's kernels "
-                     "(communication: NCCL and other collective kernels)")
+        notes.append("compute, communication and idle of torch traces with GPU work: the device's kernels, "
+                     "as HTA defines them (communication: NCCL kernels; memcpy/memset time is neither "
+                     "compute nor idle: memory_ns in --json; docs/gpu-analysis.md)")
     if "host" in basis:
         notes.append("compute, communication and idle of the others: the host's ops and communication ranges")
     if summary.get("clock"):

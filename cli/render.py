@@ -147,6 +147,16 @@ _DROP_ORDER = ("cuda_time", "cpu_time", "cuda_memory_usage", "cpu_memory_usage",
                "self_cuda_time_total", "cpu_time_total", "self_cpu_time_total",
                # table --memory: the counts and what rarely occurs go first
                "allocations", "max_live", "net", "unknown", "input", "autograd_detail", "freed")
+# Columns that may be left out so that every header fits on one line (a script greps for
+# torch's "Self CPU %"): the per-call averages, memory, the inclusive share, the backward
+# counts. Leaving out a main time column instead would cost more than wrapping its name.
+_ONE_LINE_DROPS = frozenset(("cuda_time", "cpu_time", "cuda_memory_usage", "cpu_memory_usage",
+                             "cpu_time_total_percent", "self_cuda_memory_usage", "self_cpu_memory_usage",
+                             "backward_count", "allocations", "max_live", "unknown", "input",
+                             "autograd_detail"))
+# With one-line headers, the name column keeps at least this many characters (when its
+# names are that long): a greppable header is not worth unreadable op names.
+_ONE_LINE_NAME = 32
 # The narrowest a text column is squeezed to before numeric columns are left out.
 _MIN_TEXT = {"name": 14, "module": 12, "call_site": 34, "input_shapes": 18, "stack": 34,
              "backward_names": 16, "device": 6, "scope": 6}
@@ -169,18 +179,20 @@ def header_lines(header: str, unit: str | None = None, width: int = 9) -> str:
     return "\n".join(lines)
 
 
-def _column_cells(spec, rows, totals) -> tuple[str, list[str]]:
-    """Header (broken into lines, with the unit of a time column) and cell texts of a column."""
+def _column_cells(spec, rows, totals, one_line: bool = False) -> tuple[str, list[str]]:
+    """Header (with the unit of a time column; broken into lines unless ``one_line``) and
+    cell texts of a column."""
     from gradtrace.profiler import columns as C  # noqa: PLC0415 - keep module import cheap
 
     if spec.kind == "time":
         values = [C.value(r, spec, totals) for r in rows]
         unit = pick_time_unit(values)
-        return header_lines(spec.header, unit), [format_time(v, unit, suffix=False) for v in values]
+        header = f"{spec.header} ({unit})" if one_line else header_lines(spec.header, unit)
+        return header, [format_time(v, unit, suffix=False) for v in values]
     header, texts = C.cells(spec, rows, totals)
     if spec.id in ("stack", "call_site"):
         texts = ["\n".join(short_site(f) for f in t.split("\n")) for t in texts]
-    return (header if spec.kind == "text" else header_lines(header)), texts
+    return (header if spec.kind == "text" or one_line else header_lines(header)), texts
 
 
 def _natural(header: str, texts: list[str]) -> int:
@@ -188,24 +200,34 @@ def _natural(header: str, texts: list[str]) -> int:
     return max((len(line) for t in [header, *texts] for line in t.split("\n")), default=0)
 
 
-def _min_text(spec, header: str, natural: int) -> int:
-    return min(natural, max(_MIN_TEXT.get(spec.id, 12), max(len(w) for w in header.split("\n"))))
+def _min_text(spec, header: str, natural: int, name_floor: int = 0) -> int:
+    least = max(_MIN_TEXT.get(spec.id, 12), max(len(w) for w in header.split("\n")))
+    if spec.id in ("name", "module"):
+        least = max(least, name_floor)
+    return min(natural, least)
 
 
-def fit_columns(columns: list, width: int = WIDTH) -> tuple[list, list, dict]:
+def _need(cols, name_floor: int = 0) -> int:
+    """Characters a table of these columns needs with its text columns at their minimum:
+    each column takes its width plus 2 (padding and the divider), less 2 for the last."""
+    numbers = sum(c[3] + 2 for c in cols if c[0].kind != "text")
+    texts = sum(_min_text(c[0], c[1], c[3], name_floor) + 2 for c in cols if c[0].kind == "text")
+    return numbers + texts - 2
+
+
+def fit_columns(columns: list, width: int = WIDTH, name_floor: int = 0) -> tuple[list, list, dict]:
     """Fit columns in ``width`` characters: text columns shrink (down to a minimum), then
     numeric columns are left out in :data:`_DROP_ORDER` until the rest fit.
 
     Args:
         columns: (spec, header, cells, natural width) tuples.
+        name_floor: the name (or module) column is not squeezed below this (nor below its
+            natural width's minimum, :data:`_MIN_TEXT`) before columns are left out.
     Returns:
         (kept, left out, spec id -> width of each text column), in their original order.
     """
-    # Each column takes its width plus 2 (padding and the divider), less 2 for the last.
     def need(cols) -> int:
-        numbers = sum(c[3] + 2 for c in cols if c[0].kind != "text")
-        texts = sum(_min_text(c[0], c[1], c[3]) + 2 for c in cols if c[0].kind == "text")
-        return numbers + texts - 2
+        return _need(cols, name_floor)
 
     kept = list(columns)
     for drop in _DROP_ORDER:
@@ -217,7 +239,7 @@ def fit_columns(columns: list, width: int = WIDTH) -> tuple[list, list, dict]:
     # want more, up to their natural width.
     texts = [c for c in kept if c[0].kind == "text"]
     floor = need(kept) <= width
-    widths = {c[0].id: min(c[3], _min_text(c[0], c[1], c[3]) if floor else 4) for c in texts}
+    widths = {c[0].id: min(c[3], _min_text(c[0], c[1], c[3], name_floor) if floor else 4) for c in texts}
     room = width - sum(c[3] + 2 for c in kept if c[0].kind != "text") - 2 * len(texts) + 2
     room -= sum(widths.values())
     wanting = [c for c in texts if widths[c[0].id] < c[3]]
@@ -237,8 +259,10 @@ def spec_table(rows: Sequence, specs: list, totals: dict | None = None, *, title
                fit: bool = True, width: int | None = None):
     """Rows as a rich table with one column per :class:`profiler.columns.ColumnSpec`.
 
-    Headers are the spec's (PyTorch's) headers, broken into lines; each time column picks its
-    own unit from its largest value and states it in the header, so cells are bare numbers.
+    Headers are the spec's (PyTorch's) headers, each on one line when the width allows it
+    (secondary columns are left out first, see :data:`_ONE_LINE_DROPS`), else broken into
+    lines; each time column picks its own unit from its largest value and states it in the
+    header (``Self CPU (ms)``), so cells are bare numbers.
     Text cells too long for their column are shortened by :func:`shorten` (never wrapped
     mid-word).
 
@@ -256,12 +280,27 @@ def spec_table(rows: Sequence, specs: list, totals: dict | None = None, *, title
     """
     totals = totals or {}
     width = width or WIDTH
-    columns = []
-    for spec in specs:
-        header, texts = _column_cells(spec, rows, totals)
-        columns.append((spec, header, texts, _natural(header, texts)))
+
+    def build(one_line: bool) -> list:
+        cols = []
+        for spec in specs:
+            header, texts = _column_cells(spec, rows, totals, one_line)
+            cols.append((spec, header, texts, _natural(header, texts)))
+        return cols
+
+    columns = build(one_line=True)
     if fit:
-        columns, left_out, text_widths = fit_columns(columns, width)
+        # One-line headers must leave the names readable: secondary columns go to keep the
+        # name column at least _ONE_LINE_NAME wide.
+        kept, left_out, text_widths = fit_columns(columns, width, _ONE_LINE_NAME)
+        wrapped = fit_columns(build(one_line=False), width)
+        # Headers stay on one line (torch's names, greppable) unless that leaves out a main
+        # column (not a secondary one) that wrapped names would keep.
+        kept_wrapped = {c[0].id for c in wrapped[0]}
+        if _need(kept, _ONE_LINE_NAME) > width or any(c[0].id not in _ONE_LINE_DROPS and c[0].id in kept_wrapped
+                                      for c in left_out):
+            kept, left_out, text_widths = wrapped
+        columns = kept
     else:
         left_out, text_widths = [], {c[0].id: c[3] for c in columns if c[0].kind == "text"}
     table = _table(title, plain)

@@ -10,6 +10,10 @@ Definitions (all times integer nanoseconds):
   sum of its children's CUDA totals. Self CUDA = CUDA total - Σ children's CUDA total (0 for
   events without a device interval). Both sums therefore telescope: Σ self over all events =
   Σ total over top-level events.
+* Device activities of a torch trace (kernels, memcpys, memsets: ``gpu_events``) are leaves:
+  placed as zero-length events at the start of their launch, they never parent each other,
+  so the kernels of one CUDA-graph launch (all at one instant) each keep their own device
+  time, and Σ self CUDA = Σ kernel + memcpy + memset time.
 * A self time below zero (children longer than the parent: clock skew between callbacks, or
   device intervals on concurrent streams) is clamped to 0 and counted.
 * A backward event links to the forward event with the same (sequence_nr, thread): its
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .flops import estimate_flops
-from .nesting import innermost_containing, nest_intervals
+from .nesting import Nesting, innermost_containing, nest_intervals
 from .records import Scope
 
 __all__ = ["EventAnalysis", "analyze", "depth_levels"]
@@ -94,6 +98,36 @@ def depth_levels(depth: np.ndarray) -> list[np.ndarray]:
     by_depth = np.argsort(depth, kind="stable")
     bounds = np.searchsorted(depth[by_depth], np.arange(1, int(depth.max()) + 2))
     return [by_depth[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1)]
+
+
+def _depth_of(parent: np.ndarray) -> np.ndarray:
+    """Depth (1 for roots) from parents, by pointer jumping: log(max depth) vector passes."""
+    depth = np.ones(len(parent), dtype=np.int64)
+    anc = parent.astype(np.int64).copy()
+    # Invariant: true depth[i] = depth[i] + true depth[anc[i]] (0 when anc[i] < 0).
+    while True:
+        has = np.flatnonzero(anc >= 0)
+        if not len(has):
+            return depth
+        a = anc[has]
+        depth[has] = depth[has] + depth[a]
+        anc[has] = anc[a]
+
+
+def _device_leaves(parent: np.ndarray, depth: np.ndarray, leaves: np.ndarray):
+    """(parent, depth) with the events ``leaves`` never a parent: a child of a leaf moves up
+    to the leaf's nearest ancestor that is not one (zero-length events at one instant nest in
+    each other; device activities must not)."""
+    is_leaf = np.zeros(len(parent), dtype=bool)
+    is_leaf[leaves] = True
+    parent = parent.copy()
+    moved = np.flatnonzero((parent >= 0) & is_leaf[np.maximum(parent, 0)])
+    if not len(moved):
+        return parent, depth
+    while len(moved):
+        parent[moved] = parent[parent[moved]]
+        moved = moved[(parent[moved] >= 0) & is_leaf[np.maximum(parent[moved], 0)]]
+    return parent, _depth_of(parent)
 
 
 def _children_sum(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
@@ -183,13 +217,21 @@ def _flops(cols, strings, shapes_id) -> np.ndarray:
     return flops
 
 
-def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False) -> EventAnalysis:
-    """Run every analysis pass over a profile's event and memory columns."""
+def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False,
+            gpu_events: np.ndarray | None = None) -> EventAnalysis:
+    """Run every analysis pass over a profile's event and memory columns.
+
+    ``gpu_events``: the events that are device activities (``records.GPU_COLUMNS["event"]``),
+    leaves of the nesting.
+    """
     start = cols["start_ns"].astype(np.int64)
     end = cols["end_ns"].astype(np.int64)
     n = len(start)
     nest = nest_intervals(start, end, cols["thread_id"])
     parent, depth = nest.parent, nest.depth
+    if gpu_events is not None and len(gpu_events):
+        parent, depth = _device_leaves(parent, depth, np.asarray(gpu_events, dtype=np.int64))
+        nest = Nesting(parent, depth, nest.order, nest.partial_overlaps)
     levels = depth_levels(depth)
 
     cpu_total = end - start

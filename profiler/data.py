@@ -14,7 +14,8 @@ import numpy as np
 from . import aggregate, fileformat, torch_trace
 from .analysis import EventAnalysis, analyze
 from .memory import allocation_of_records, record_kinds
-from .records import COLUMN_DEFAULTS, EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, Scope, empty_columns
+from .records import (COLUMN_DEFAULTS, EDGE_COLUMNS, EVENT_COLUMNS, GPU_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, Scope,
+                      empty_columns)
 from .validate import parse_shapes, valid_text
 
 __all__ = ["ProfileData", "load"]
@@ -34,13 +35,16 @@ class ProfileData:
         node_columns, edge_columns: the backward graph (``records.NODE_COLUMNS`` /
             ``EDGE_COLUMNS``): which node each backward event ran, and the nodes' edges;
             empty for a profile without it (schema 1, a torch trace).
+        gpu_columns: device activities (``records.GPU_COLUMNS``): the kernels, memcpys and
+            memsets that are events of their own (torch traces), with their launch arguments.
     """
 
     def __init__(self, event_columns: dict, memory_columns: dict, strings: list, metadata: dict,
                  *, input_shapes: dict[int, list] | None = None, node_columns: dict | None = None,
-                 edge_columns: dict | None = None):
+                 edge_columns: dict | None = None, gpu_columns: dict | None = None):
         """Args:
-            event_columns, memory_columns, strings, metadata, node_columns, edge_columns:
+            event_columns, memory_columns, strings, metadata, node_columns, edge_columns,
+            gpu_columns:
                 the attributes below.
             input_shapes: shapes_id -> parsed shapes, when a reader has parsed them already
                 (``profiler.load`` does, as part of validating the file); else parsed on use.
@@ -49,6 +53,7 @@ class ProfileData:
         self.memory_columns = _as_table(memory_columns, MEMORY_COLUMNS, "memory")
         self.node_columns = _as_table(node_columns or empty_columns(NODE_COLUMNS), NODE_COLUMNS, "node")
         self.edge_columns = _as_table(edge_columns or empty_columns(EDGE_COLUMNS), EDGE_COLUMNS, "edge")
+        self.gpu_columns = _as_table(gpu_columns or empty_columns(GPU_COLUMNS), GPU_COLUMNS, "gpu")
         # Lone surrogates (a non-UTF-8 file name in a stack) could not be saved or printed.
         self.strings = [valid_text(s) for s in strings]
         self.metadata = dict(metadata)
@@ -69,7 +74,7 @@ class ProfileData:
     def analysis(self) -> EventAnalysis:
         """Parents, self/total times, links, memory attribution (computed once, on first use)."""
         return analyze(self.event_columns, self.memory_columns, self.strings,
-                       with_flops=bool(self.metadata.get("with_flops")))
+                       with_flops=bool(self.metadata.get("with_flops")), gpu_events=self.gpu_columns["event"])
 
     @functools.cached_property
     def memory_allocation(self) -> np.ndarray:
@@ -136,12 +141,24 @@ class ProfileData:
         return [(aggregate.FunctionEvent(self, int(a)), aggregate.FunctionEvent(self, int(b)))
                 for a, b in self.analysis.partial_overlaps]
 
-    def step_ranges(self) -> list[tuple[str, int, int]]:
-        """(name, start_ns, end_ns) of the ``ProfilerStep#N`` ranges, in order."""
+    def step_ranges(self, device_aligned: bool = True) -> list[tuple[str, int, int]]:
+        """(name, start_ns, end_ns) of the ``ProfilerStep#N`` ranges, in order.
+
+        Args:
+            device_aligned: steps as the TensorBoard profiler plugin aligns them: a step ends at
+                the later of its host end and the device end of the work launched in it (the
+                events with a device interval that start inside its host range), and the next
+                starts at the later of its host start and that end. The device work a step
+                queued is then counted in it, the tail after its host range included. False:
+                the host ranges as recorded. Without device time the two are the same.
+        """
         ids = [i for i, s in enumerate(self.strings) if s.startswith("ProfilerStep#")]
         cols = self.event_columns
         pick = np.flatnonzero(np.isin(cols["name_id"], ids) & (cols["scope"] == Scope.USER_SCOPE))
-        return [(self.name_of(i), int(cols["start_ns"][i]), int(cols["end_ns"][i])) for i in pick]
+        host = [(self.name_of(i), int(cols["start_ns"][i]), int(cols["end_ns"][i])) for i in pick]
+        if not device_aligned or not host or not self.has_device_time:
+            return host
+        return _device_aligned(host, cols)
 
     # ------------------------------------------------------------------ analysis API
 
@@ -187,6 +204,16 @@ class ProfileData:
         """Per forward op (and call site): forward cost, cost of the backward nodes it caused, sum."""
         return aggregate.forward_backward_summary(self)
 
+    def gpu_summary(self) -> dict:
+        """Every GPU figure per device, over all steps and per step, with recommendations
+        (see :func:`profiler.gpu.gpu_summary` and ``docs/gpu-analysis.md``)."""
+        from .advice import recommendations  # noqa: PLC0415 - lazy: tables and files need no GPU analysis
+        from .gpu import gpu_summary  # noqa: PLC0415
+
+        summary = gpu_summary(self)
+        summary["recommendations"] = recommendations(self, summary)
+        return summary
+
     def total_average(self) -> aggregate.FunctionEventAvg:
         """Sums over every event (key "Total")."""
         return aggregate.total_average(self)
@@ -223,6 +250,23 @@ class ProfileData:
     def __repr__(self):
         return (f"<ProfileData events={self.n_events} memory_records={self.n_memory_records} "
                 f"strings={len(self.strings)} activities={self.metadata.get('activities')}>")
+
+
+def _device_aligned(host: list, cols: dict) -> list[tuple[str, int, int]]:
+    """Host step ranges extended to the device end of the work launched in each (see
+    ``ProfileData.step_ranges``); steps stay in order and never overlap."""
+    dev = np.flatnonzero(cols["device_end_ns"] >= 0)
+    launch = cols["start_ns"][dev]          # in start order, as every event column
+    dev_end = cols["device_end_ns"][dev]
+    out, prev_end = [], None
+    for name, s, e in host:
+        lo, hi = np.searchsorted(launch, [s, e], side="left")
+        device_end = int(dev_end[lo:hi].max()) if hi > lo else e
+        start = s if prev_end is None else max(s, prev_end)
+        end = max(e, device_end, start)
+        out.append((name, start, end))
+        prev_end = end
+    return out
 
 
 def _as_table(columns: dict, schema: dict, what: str) -> dict[str, np.ndarray]:

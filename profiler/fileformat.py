@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .records import COLUMN_DEFAULTS, EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, empty_columns
+from .records import COLUMN_DEFAULTS, EDGE_COLUMNS, EVENT_COLUMNS, GPU_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, empty_columns
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
@@ -37,7 +37,9 @@ __all__ = ["MAGIC", "SCHEMA_VERSION", "FILE_SUFFIX", "ProfileFormatError", "save
            "gradtrace_version"]
 
 MAGIC = b"\x93GTPROF\n"
-SCHEMA_VERSION = 3   # 2: the backward graph (nodes, edges); 3: memory kinds; 1 and 2 are still read
+# 2: the backward graph (nodes, edges); 3: memory kinds; 4: GPU activities (kernel launch
+# arguments). Every earlier version is still read.
+SCHEMA_VERSION = 4
 FILE_SUFFIX = ".gtprof"
 _PREAMBLE = struct.Struct("<8sII")
 _COMPRESSION_LEVEL = 1   # fast enough to save every cycle; still far below 64 B/event
@@ -48,13 +50,17 @@ _ENCODINGS = {
     "memory": {"time_ns": "delta", "total_allocated": "delta"},
     "nodes": {"event": "delta"},
     "edges": {},
+    "gpu": {"event": "delta"},
 }
 # The tables of each schema version, in file order.
 _TABLES = {
     "events": (EVENT_COLUMNS, 1), "memory": (MEMORY_COLUMNS, 1),
-    "nodes": (NODE_COLUMNS, 2), "edges": (EDGE_COLUMNS, 2),
+    "nodes": (NODE_COLUMNS, 2), "edges": (EDGE_COLUMNS, 2), "gpu": (GPU_COLUMNS, 4),
 }
-_ALLOWED_DTYPES = {"|i1", "<i2", "<i4", "<i8"}
+# The ProfileData attribute holding each table.
+_ATTRIBUTES = {"events": "event_columns", "memory": "memory_columns", "nodes": "node_columns",
+               "edges": "edge_columns", "gpu": "gpu_columns"}
+_ALLOWED_DTYPES = {"|i1", "<i2", "<i4", "<i8", "<f4"}
 # zlib can inflate ~1000:1; this writer (level 1) stays under ~230:1 per column and ~15:1 per
 # file for real profiles. Blobs declaring more than this many times the file's size are refused
 # before anything is inflated: a small file cannot make the reader allocate gigabytes.
@@ -102,10 +108,8 @@ def save(data: "ProfileData", path) -> None:
     payload: list[bytes] = []
     offset = 0
     tables = {}
-    for table_name, columns, schema in (("events", data.event_columns, EVENT_COLUMNS),
-                                        ("memory", data.memory_columns, MEMORY_COLUMNS),
-                                        ("nodes", data.node_columns, NODE_COLUMNS),
-                                        ("edges", data.edge_columns, EDGE_COLUMNS)):
+    for table_name, (schema, _) in _TABLES.items():
+        columns = getattr(data, _ATTRIBUTES[table_name])
         entries = []
         for name, dtype in schema.items():
             encoding = _ENCODINGS[table_name].get(name, "raw")
@@ -265,4 +269,4 @@ def read(path, *, max_raw_bytes: int | None = None) -> ValidProfile:
     except MemoryError:
         raise ProfileFormatError(path, "not enough memory to load this profile") from None
     return validate_profile(path, read_tables["events"], read_tables["memory"], strings, header["metadata"],
-                            read_tables["nodes"], read_tables["edges"])
+                            read_tables["nodes"], read_tables["edges"], read_tables["gpu"])

@@ -14,12 +14,15 @@ For one step of one rank (a ``ProfilerStep#N`` range; the whole profile when the
   name says so (:data:`COMMUNICATION`: nccl, all_reduce, reduce_scatter, all_gather,
   broadcast of a backend, all_to_all, ``record_param_comms``, ``{backend}:wait``);
 * **compute**: on the host, time inside forward ops and backward nodes outside communication
-  ranges; on the device (torch traces with GPU work), the other kernels, memcpys and memsets;
+  ranges; on the device (torch traces with GPU work), HTA's computation kernels (memcpys and
+  memsets are not compute, as in HTA's temporal breakdown: they are **memory**, the time
+  they run with neither computation nor communication beside them; 0 on the host);
 * **exposed communication**: on the host, the part of the step spent inside communication
   ranges; on the device, collective time with no compute kernel running beside it;
 * **hidden** = communication − exposed (overlapped with compute);
 * **idle**: the rest of the step (host: Python between ops, data loading, the optimizer's own
-  code; device: no kernel running).
+  code; device: nothing running: HTA's idle time). On the device, compute + exposed + memory +
+  idle = step; the figures are :func:`profiler.gpu.device_figures`' (docs/gpu-analysis.md).
 
 Steps are compared across ranks by their number; the slowest rank of each step is the one
 the others wait for (a straggler). Per-step durations need no common clock; step starts are
@@ -34,29 +37,85 @@ from pathlib import Path
 import numpy as np
 
 from .data import load
+from .gpu import all_devices, device_figures
+from .kernel_names import COMMUNICATION_OP
 from .records import Scope
 from .torch_trace import is_torch_trace
 
-__all__ = ["load_run", "run_files", "is_run_dir", "rank_steps", "summarize_run", "common_clock", "merge",
-           "overlap_ns", "intersect", "RUN_FILE", "COMMUNICATION"]
+__all__ = ["load_run", "run_files", "is_run_dir", "RunFolderError", "rank_steps", "summarize_run", "common_clock",
+           "merge", "overlap_ns", "intersect", "RUN_FILE", "COMMUNICATION"]
 
 RUN_FILE = re.compile(r"^rank(\d+)\.gtprof$")
 TRACE_FILE = re.compile(r"\.json(\.gz)?$", re.IGNORECASE)
 RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
-COMMUNICATION = re.compile(r"nccl|all_?reduce|reduce_?scatter|all_?gather|all_?to_?all|"
-                           r"(gloo|mpi|c10d)\S*broadcast|record_param_comms|:wait$", re.IGNORECASE)
+COMMUNICATION = COMMUNICATION_OP    # defined with the other name rules in kernel_names
+
+
+class RunFolderError(ValueError):
+    """A folder that is not one run's ranks; the message (one line) names the files at fault
+    and what to give instead."""
+
+
+# What counts as a profile in a folder: anything else there (logs, a README) is left alone.
+PROFILE_FILE = re.compile(r"\.(gtprof|json|json\.gz)$", re.IGNORECASE)
+_WHAT_TO_GIVE = ("give one profile file, or a folder holding only one run's ranks: rank0.gtprof, "
+                 "rank1.gtprof, ... (gradtrace run --nproc) or one torch trace per rank")
+
+
+def _names(paths, most: int = 6) -> str:
+    """File names for a one-line message: the first ``most``, then how many more."""
+    names = [p.name for p in paths]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def _refuse(run_dir, problems: list[str]):
+    raise RunFolderError(f"{run_dir}: not one run's ranks: {'; '.join(problems)}; {_WHAT_TO_GIVE}")
 
 
 def run_files(run_dir) -> list[Path]:
-    """The profiles of a run folder: its ``rank{R}.gtprof`` files, else its torch traces."""
-    paths = sorted(p for p in Path(run_dir).iterdir() if p.is_file())
-    native = [p for p in paths if RUN_FILE.match(p.name)]
-    return native or [p for p in paths if TRACE_FILE.search(p.name) and is_torch_trace(p)]
+    """The profiles of a run folder: its ``rank{R}.gtprof`` files, or its torch traces (one
+    per rank). Files that are not profiles (``*.gtprof``, ``*.json``, ``*.json.gz``) are
+    ignored; a profile that is not one of the run's ranks is refused, never skipped.
+
+    Raises:
+        FileNotFoundError: the folder holds no profile.
+        RunFolderError: its profiles are not one run's ranks: a ``.gtprof`` not named
+            ``rank{R}.gtprof``, one rank in two files (``rank1``, ``rank01``), gradtrace
+            profiles beside torch traces, a ``.json`` that is not a trace.
+    """
+    paths = sorted(p for p in Path(run_dir).iterdir() if p.is_file() and PROFILE_FILE.search(p.name))
+    if not paths:
+        raise FileNotFoundError(f"{run_dir}: no rank*.gtprof files (gradtrace run --nproc N writes them) "
+                                "nor torch traces (*.json, *.json.gz)")
+    native = [p for p in paths if p.name.lower().endswith(".gtprof")]
+    traces = [p for p in paths if p not in native]
+    if native and traces:
+        _refuse(run_dir, [f"gradtrace profiles ({_names(native)}) beside torch traces ({_names(traces)})"])
+    problems = []
+    if native:
+        odd = [p for p in native if not RUN_FILE.match(p.name)]
+        if odd:
+            problems.append(f"{_names(odd)} {'is' if len(odd) == 1 else 'are'} not named rank{{R}}.gtprof")
+        by_rank: dict = {}
+        for p in native:
+            m = RUN_FILE.match(p.name)
+            if m:
+                by_rank.setdefault(int(m.group(1)), []).append(p)
+        problems += [f"rank {r} in {_names(ps)}" for r, ps in by_rank.items() if len(ps) > 1]
+    else:
+        odd = [p for p in traces if not is_torch_trace(p)]
+        if odd:
+            problems.append(f"{_names(odd)} {'is' if len(odd) == 1 else 'are'} not a torch trace")
+    if problems:
+        _refuse(run_dir, problems)
+    return native or traces
 
 
 def is_run_dir(path) -> bool:
-    """True for a folder with rank profiles or torch traces in it."""
-    return Path(path).is_dir() and bool(run_files(path))
+    """True for a folder with profiles in it (whether they make one run: :func:`run_files`)."""
+    p = Path(path)
+    return p.is_dir() and any(f.is_file() and PROFILE_FILE.search(f.name) for f in p.iterdir())
 
 
 def load_run(run_dir) -> dict:
@@ -64,32 +123,38 @@ def load_run(run_dir) -> dict:
 
     Raises:
         FileNotFoundError: the folder holds no rank profile nor torch trace.
-        ValueError: a trace whose rank is neither in ``distributedInfo`` nor in its file
-            name, or two profiles of one rank.
+        RunFolderError: see :func:`run_files`; also traces whose rank is neither in
+            ``distributedInfo`` nor in the file name, two traces of one rank, or a file that
+            cannot be read.
     """
-    found: dict = {}
+    by_rank: dict = {}
+    rankless = []
     for path in run_files(run_dir):
-        data = load(path)
+        try:
+            data = load(path)
+        except (OSError, ValueError) as exc:   # ProfileFormatError is a ValueError
+            raise RunFolderError(f"{run_dir}: {path.name} cannot be read ({exc})") from None
         m = RUN_FILE.match(path.name)
         rank = int(m.group(1)) if m else _trace_rank(data, path)
-        if rank in found:
-            raise ValueError(f"{path}: a second profile of rank {rank} in {run_dir}")
-        found[rank] = data
-    if not found:
-        raise FileNotFoundError(f"{run_dir}: no rank*.gtprof files (gradtrace run --nproc N writes them) "
-                                "nor torch traces (*.json, *.json.gz)")
-    return dict(sorted(found.items()))
+        if rank is None:
+            rankless.append(path)
+        else:
+            by_rank.setdefault(rank, []).append((path, data))
+    problems = [f"{_names(rankless)} {'has' if len(rankless) == 1 else 'have'} no rank (no "
+                "distributedInfo.rank in the trace, no rankN in the name)"] if rankless else []
+    problems += [f"rank {r} in {_names([p for p, _ in found])}" for r, found in by_rank.items() if len(found) > 1]
+    if problems:
+        _refuse(run_dir, problems)
+    return {rank: found[0][1] for rank, found in sorted(by_rank.items())}
 
 
-def _trace_rank(data, path: Path) -> int:
+def _trace_rank(data, path: Path) -> int | None:
     info = data.metadata.get("distributed_info")
     rank = info.get("rank") if isinstance(info, dict) else None
     if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
         return rank
     m = RANK_IN_NAME.search(path.name)
-    if m:
-        return int(m.group(1))
-    raise ValueError(f"{path}: no rank (no distributedInfo.rank in the trace, no rankN in its name)")
+    return int(m.group(1)) if m else None
 
 
 def merge(intervals) -> list:
@@ -153,7 +218,7 @@ def rank_steps(data) -> list[dict]:
     Returns:
         One dict per step: ``step`` (its name), ``start_ns`` (on the profile's clock),
         ``step_ns``, ``compute_ns``, ``communication_ns``, ``exposed_ns``, ``hidden_ns``,
-        ``idle_ns``.
+        ``memory_ns``, ``idle_ns``.
     """
     if _device_mode(data):
         return _device_steps(data)
@@ -175,30 +240,31 @@ def rank_steps(data) -> list[dict]:
         step_ns = e - s
         rows.append({"step": name, "start_ns": s, "step_ns": step_ns, "compute_ns": compute,
                      "communication_ns": flight, "exposed_ns": exposed,
-                     "hidden_ns": max(flight - exposed, 0),
+                     "hidden_ns": max(flight - exposed, 0), "memory_ns": 0,
                      "idle_ns": max(step_ns - compute - exposed, 0)})
     return rows
 
 
 def _device_steps(data) -> list[dict]:
     """:func:`rank_steps` from the GPU work of a torch trace, clipped to each step's range
-    (kernels launched late in a step and run after its end count in the next)."""
-    cols = data.event_columns
-    d0, d1 = cols["device_start_ns"], cols["device_end_ns"]
-    on_device = np.flatnonzero((d0 >= 0) & (d1 > d0))
-    is_comm = _communication_names(data.strings)[cols["name_id"][on_device]]
-    comm = merge(zip(d0[on_device[is_comm]], d1[on_device[is_comm]]))
-    compute = merge(zip(d0[on_device[~is_comm]], d1[on_device[~is_comm]]))
-    busy = merge([tuple(x) for x in comm + compute])
-    both = intersect(comm, compute)
+    (kernels launched late in a step and run after its end count in the next), with HTA's
+    definitions (:mod:`profiler.gpu`): compute = computation kernels; communication = NCCL
+    kernels, exposed where no computation kernel runs beside them; memory = memcpy/memset time
+    under neither; idle = no activity at all. So compute + exposed + memory + idle = step."""
+    steps = _steps_of(data)
+    lo = np.array([s for _, s, _ in steps], dtype=np.int64)
+    hi = np.array([e for _, _, e in steps], dtype=np.int64)
+    figures = device_figures(data, all_devices(data), lo, hi)
     rows = []
-    for name, s, e in _steps_of(data):
-        window = [[s, e]]
-        flight, hidden = overlap_ns(comm, window), overlap_ns(both, window)
-        step_ns = e - s
-        rows.append({"step": name, "start_ns": s, "step_ns": step_ns, "compute_ns": overlap_ns(compute, window),
-                     "communication_ns": flight, "exposed_ns": flight - hidden, "hidden_ns": hidden,
-                     "idle_ns": max(step_ns - overlap_ns(busy, window), 0)})
+    for (name, s, e), f in zip(steps, figures):
+        t = f["temporal"]
+        comm = round(1000 * (f["communication_us"] or 0.0))
+        exposed = round(1000 * (f["exposed_communication_us"] or 0.0))
+        compute = round(1000 * t["compute_us"])
+        idle = round(1000 * t["idle_us"])
+        rows.append({"step": name, "start_ns": s, "step_ns": e - s, "compute_ns": compute,
+                     "communication_ns": comm, "exposed_ns": exposed, "hidden_ns": comm - exposed,
+                     "memory_ns": (e - s) - compute - exposed - idle, "idle_ns": idle})
     return rows
 
 
@@ -265,7 +331,7 @@ def summarize_run(profiles: dict) -> dict:
                       "spread_ns": times[slowest] - min(times.values()),
                       "start_spread_ns": max(aligned) - min(aligned)})
     ranks = []
-    keys = ("step_ns", "compute_ns", "communication_ns", "exposed_ns", "hidden_ns", "idle_ns")
+    keys = ("step_ns", "compute_ns", "communication_ns", "exposed_ns", "hidden_ns", "memory_ns", "idle_ns")
     for rank, rows in per_rank.items():
         mean = {k: (sum(r[k] for r in rows) / len(rows) if rows else 0.0) for k in keys}
         share = mean["hidden_ns"] / mean["communication_ns"] if mean["communication_ns"] else None

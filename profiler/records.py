@@ -1,6 +1,6 @@
 """The raw record schema shared by the collector, the analysis and the profile file.
 
-A profile is four tables of integer columns plus a string table:
+A profile is five tables of columns plus a string table:
 
 * **events**: one row per RecordFunction range (forward op, backward node, user scope).
 * **memory**: one row per tensor-storage allocation (``bytes > 0``) or free (``bytes < 0``),
@@ -9,6 +9,11 @@ A profile is four tables of integer columns plus a string table:
   (a profile-unique id) the range ran. An AccumulateGrad node is identified by the leaf it
   accumulates into, so a parameter keeps one node id in every step.
 * **edges**: the backward graph: one row per (node, next node) edge whose two ends both ran.
+* **gpu**: one row per device activity (a kernel, memcpy or memset) that is an event of its
+  own, with what its launch said: grid, block, registers, shared memory, blocks and warps per
+  SM, estimated occupancy, bytes and bandwidth. Such an event is placed at the start of its
+  launch (zero CPU time) and is a leaf: it never parents another event, so the kernels of one
+  CUDA-graph launch each keep their own device time.
 
 Strings (op names, input shapes, stacks, device names) are stored once in ``strings`` and
 referenced by index; ``-1`` means "none". Nothing here imports the engine: the scope values
@@ -21,7 +26,8 @@ import re
 
 import numpy as np
 
-__all__ = ["Scope", "MemoryCategory", "COLUMN_DEFAULTS", "EVENT_COLUMNS", "MEMORY_COLUMNS", "NODE_COLUMNS", "EDGE_COLUMNS", "empty_columns", "NO_DEVICE_TIME", "valid_text",
+__all__ = ["Scope", "MemoryCategory", "GpuKind", "COLUMN_DEFAULTS", "EVENT_COLUMNS", "MEMORY_COLUMNS",
+           "NODE_COLUMNS", "EDGE_COLUMNS", "GPU_COLUMNS", "empty_columns", "NO_DEVICE_TIME", "valid_text",
            "device_index"]
 
 
@@ -94,12 +100,40 @@ EDGE_COLUMNS: dict[str, np.dtype] = {
     "input_nr": np.dtype(np.int32),         # ...as this input of it (Edge.input_nr)
 }
 
+# Schema version 4: device activities (torch traces' kernel/gpu_memcpy/gpu_memset events).
+# Integers -1 and floats NaN where the trace does not say.
+GPU_COLUMNS: dict[str, np.dtype] = {
+    "event": np.dtype(np.int64),            # row of the activity's event in events (ascending)
+    "kind": np.dtype(np.int8),              # GpuKind
+    "context": np.dtype(np.int32),          # CUDA context id
+    "correlation": np.dtype(np.int64),      # the launching runtime call's correlation id
+    "grid_x": np.dtype(np.int32), "grid_y": np.dtype(np.int32), "grid_z": np.dtype(np.int32),
+    "block_x": np.dtype(np.int32), "block_y": np.dtype(np.int32), "block_z": np.dtype(np.int32),
+    "registers_per_thread": np.dtype(np.int32),
+    "shared_memory": np.dtype(np.int64),    # bytes per block (static + dynamic)
+    "blocks_per_sm": np.dtype(np.float32),  # CUPTI's launch-time estimates (Kineto's args)
+    "warps_per_sm": np.dtype(np.float32),
+    "occupancy_pct": np.dtype(np.float32),  # "est. achieved occupancy %"
+    "bytes": np.dtype(np.int64),            # memcpy/memset size
+    "bandwidth_gbps": np.dtype(np.float32),  # "memory bandwidth (GB/s)"
+}
+
+
+class GpuKind(enum.IntEnum):
+    """What a device activity is (a row of the gpu table)."""
+
+    KERNEL = 0
+    MEMCPY = 1
+    MEMSET = 2
+
+
 NO_DEVICE_TIME = -1
 
 
-def empty_columns(schema: dict[str, np.dtype]) -> dict[str, np.ndarray]:
-    """A table with no rows."""
-    return {name: np.zeros(0, dtype=dt) for name, dt in schema.items()}
+def empty_columns(schema: dict[str, np.dtype], rows: int = 0) -> dict[str, np.ndarray]:
+    """A table of ``rows`` rows of "not recorded" (-1, NaN; 0 when ``rows`` is 0)."""
+    return {name: np.full(rows, np.nan if dt.kind == "f" else -1, dtype=dt) if rows
+            else np.zeros(0, dtype=dt) for name, dt in schema.items()}
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from .fileformat import MAGIC
 from .nesting import innermost_containing, nest_intervals
-from .records import NO_DEVICE_TIME, Scope
+from .records import GPU_COLUMNS, NO_DEVICE_TIME, Scope
 from .torch_trace_reader import CPU_OP, PYTHON_FUNCTION, RUNTIME, USER_ANNOTATION, read_trace
 from .validate import ProfileFormatError, ValidProfile, validate_profile
 
@@ -156,8 +156,9 @@ class _Builder:
         # runtime call before the zero-length GPU event placed at its start.
         order = np.lexsort((np.arange(len(events["start_ns"])), -events["end_ns"], events["start_ns"]))
         events = {k: v[order] for k, v in events.items()}
+        gpu = self._gpu_table(order, len(rows))
         memory = self._memory(thread_of)
-        return events, memory, self.strings, self._metadata(events, memory)
+        return events, memory, self.strings, self._metadata(events, memory), None, None, gpu
 
     # ---- threads and scopes
 
@@ -327,6 +328,19 @@ class _Builder:
             "device_start_ns": g["start_ns"], "device_end_ns": g["start_ns"] + g["dur_ns"],
             "shapes_id": np.full(n, -1), "dtypes_id": np.full(n, -1), "stack_id": np.full(n, -1),
         }
+
+    def _gpu_table(self, order, n_cpu: int) -> dict:
+        """The GPU activities' launch arguments (``records.GPU_COLUMNS``), each row pointing at
+        its event after the events were put in start order (the activities were appended
+        after the ``n_cpu`` CPU events), in event order."""
+        g = self.raw.gpu
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order))
+        event = position[n_cpu:]
+        by_event = np.argsort(event, kind="stable")
+        table = {"event": event, "kind": g["cat"]}
+        table.update((name, g[name]) for name in GPU_COLUMNS if name not in table)
+        return {name: np.asarray(col)[by_event].astype(GPU_COLUMNS[name]) for name, col in table.items()}
 
     def _memory(self, thread_of) -> dict:
         m = self.raw.memory

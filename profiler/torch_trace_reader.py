@@ -47,7 +47,8 @@ class RawTrace:
     thread (index into ``threads``), start_ns, dur_ns, seq, fwd_tid, ext_id, shapes_id,
     dtypes_id, py_id, py_parent, correlation.
     ``gpu`` columns (kernels, memcpy, memset): cat, name_id, start_ns, dur_ns, device,
-    stream, correlation, ext_id.
+    stream, correlation, ext_id, context and the launch arguments of ``records.GPU_COLUMNS``
+    (-1, or NaN for the float ones, where the event does not give them).
     ``memory`` columns (``[memory]`` instants): time_ns, bytes, total_allocated, device_id
     (string id), addr, thread.
     """
@@ -65,7 +66,15 @@ class RawTrace:
 
 _CPU_FIELDS = ("cat", "name_id", "thread", "start_ns", "dur_ns", "seq", "fwd_tid", "ext_id",
                "shapes_id", "dtypes_id", "py_id", "py_parent", "correlation")
-_GPU_FIELDS = ("cat", "name_id", "start_ns", "dur_ns", "device", "stream", "correlation", "ext_id")
+_GPU_FIELDS = ("cat", "name_id", "start_ns", "dur_ns", "device", "stream", "correlation", "ext_id", "context",
+               "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
+               "shared_memory", "bytes")
+# Kineto's arg names of the launch values (CUPTI's activity records).
+_GPU_INT_ARGS = (("registers per thread", "registers_per_thread"), ("shared memory", "shared_memory"),
+                 ("bytes", "bytes"))
+_GPU_FLOAT_ARGS = (("blocks per SM", "blocks_per_sm"), ("warps per SM", "warps_per_sm"),
+                   ("est. achieved occupancy %", "occupancy_pct"), ("memory bandwidth (GB/s)", "bandwidth_gbps"))
+_GPU_FLOAT_FIELDS = tuple(field for _, field in _GPU_FLOAT_ARGS)
 _MEMORY_FIELDS = ("time_ns", "bytes", "total_allocated", "device_id", "addr", "thread")
 
 
@@ -82,6 +91,24 @@ def _int(value, default=-1) -> int:
     if isinstance(value, float) and value == value and abs(value) < 2**62:
         return int(value)
     return default
+
+
+def _count(value) -> int:
+    """A launch value that counts something (threads, registers, bytes): an int in
+    [0, 2**48], else -1 (not given, or not a count)."""
+    if value.__class__ is int and 0 <= value <= 2**48:
+        return value
+    if isinstance(value, float) and value == value and 0 <= value <= 2**48 and value == int(value):
+        return int(value)
+    return -1
+
+
+def _measure(value) -> float:
+    """A launch estimate (blocks per SM, occupancy %, GB/s): a finite non-negative number
+    below 1e12, else NaN."""
+    if value.__class__ in (int, float) and 0 <= value < 1e12:
+        return float(value)
+    return float("nan")
 
 
 def _thread_key(ev: dict) -> tuple:
@@ -269,6 +296,7 @@ class _Sink:
         self.raw = RawTrace()
         self.cpu = {k: array("q") for k in _CPU_FIELDS}
         self.gpu = {k: array("q") for k in _GPU_FIELDS}
+        self.gpu.update({k: array("d") for k in _GPU_FLOAT_FIELDS})
         self.mem = {k: array("q") for k in _MEMORY_FIELDS}
         self.string_ids: dict[str, int] = {}
         self.thread_ids: dict[tuple, int] = {}
@@ -416,6 +444,16 @@ class _Sink:
         g["correlation"].append(_int(args.get("correlation")))
         ext = args.get("External id")
         g["ext_id"].append(_int(ext if ext is not None else args.get("external id")))
+        g["context"].append(_int(args.get("context")))
+        for key, axes in (("grid", ("grid_x", "grid_y", "grid_z")), ("block", ("block_x", "block_y", "block_z"))):
+            dims = args.get(key)
+            ok = dims.__class__ is list and len(dims) == 3
+            for k, axis in enumerate(axes):
+                g[axis].append(_count(dims[k]) if ok else -1)
+        for key, column in _GPU_INT_ARGS:
+            g[column].append(_count(args.get(key)))
+        for key, column in _GPU_FLOAT_ARGS:
+            g[column].append(_measure(args.get(key)))
         return None
 
     def _memory(self, ev: dict) -> None:
@@ -440,7 +478,7 @@ class _Sink:
         raw = self.raw
         raw.cpu = {k: np.frombuffer(v, dtype=np.int64) if len(v) else np.zeros(0, np.int64)
                    for k, v in self.cpu.items()}
-        raw.gpu = {k: np.frombuffer(v, dtype=np.int64) if len(v) else np.zeros(0, np.int64)
+        raw.gpu = {k: np.frombuffer(v, dtype=np.dtype(v.typecode)) if len(v) else np.zeros(0, np.dtype(v.typecode))
                    for k, v in self.gpu.items()}
         raw.memory = {k: np.frombuffer(v, dtype=np.int64) if len(v) else np.zeros(0, np.int64)
                       for k, v in self.mem.items()}

@@ -18,7 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .records import EDGE_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, MemoryCategory, Scope, empty_columns, valid_text
+from .records import (EDGE_COLUMNS, EVENT_COLUMNS, GPU_COLUMNS, MEMORY_COLUMNS, NODE_COLUMNS, GpuKind, MemoryCategory,
+                      Scope, empty_columns, valid_text)
 
 __all__ = ["ProfileFormatError", "ValidProfile", "validate_profile", "valid_text", "parse_shapes",
            "MAX_TIME_SPAN_NS", "MAX_METADATA_DEPTH"]
@@ -237,6 +238,28 @@ def _check_graph(path, events: dict, nodes: dict, edges: dict) -> None:
         raise ProfileFormatError(path, "corrupted profile: a graph edge has a negative input_nr")
 
 
+def _check_gpu(path, events: dict, gpu: dict) -> None:
+    """Device activities: distinct events in ascending order, each a zero-length host event
+    with a device interval (a leaf of the nesting), known kinds and sane launch values."""
+    event = gpu["event"]
+    if not len(event):
+        return
+    if event.min() < 0 or event.max() >= len(events["start_ns"]) or np.any(np.diff(event) <= 0):
+        raise ProfileFormatError(path, "corrupted profile: a GPU activity's event is out of range or out of order")
+    if np.any(events["start_ns"][event] != events["end_ns"][event]) or np.any(events["device_start_ns"][event] < 0):
+        raise ProfileFormatError(path, "corrupted profile: a GPU activity's event is not a zero-length "
+                                       "event with a device interval")
+    if not np.all(np.isin(gpu["kind"], [int(k) for k in GpuKind])):
+        raise ProfileFormatError(path, "corrupted profile: a GPU activity has an unknown kind")
+    for name, dt in GPU_COLUMNS.items():
+        col = gpu[name]
+        if dt.kind == "f":
+            if np.any(~np.isnan(col) & ~((col >= 0) & (col < 1e12))):
+                raise ProfileFormatError(path, f"corrupted profile: a GPU activity's {name} is out of range")
+        elif name not in ("event", "kind", "correlation") and (col.min() < -1 or col.max() > _MAX_BYTES):
+            raise ProfileFormatError(path, f"corrupted profile: a GPU activity's {name} is out of range")
+
+
 class ValidProfile(NamedTuple):
     """A profile's checked parts, in ``ProfileData``'s argument order."""
 
@@ -247,10 +270,11 @@ class ValidProfile(NamedTuple):
     input_shapes: dict
     node_columns: dict
     edge_columns: dict
+    gpu_columns: dict
 
 
 def validate_profile(path, events: dict, memory: dict, strings, metadata, nodes: dict | None = None,
-                     edges: dict | None = None):
+                     edges: dict | None = None, gpu: dict | None = None):
     """Check a profile's parts: what every analysis, export and page trusts.
 
     Args:
@@ -261,6 +285,7 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata, nodes:
         metadata: the metadata object.
         nodes, edges: the backward graph (``records.NODE_COLUMNS`` / ``EDGE_COLUMNS``);
             None: the profile has none (schema 1, a torch trace).
+        gpu: device activities (``records.GPU_COLUMNS``); None: none (schema < 4).
     Returns:
         A :class:`ValidProfile`: the parts, strings made valid UTF-8 and input shapes parsed,
         ready for ``ProfileData(*parts)`` (:func:`profiler.load` builds it; this module stays
@@ -272,10 +297,12 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata, nodes:
         raise ProfileFormatError(path, "corrupted profile: the string table is not a list of strings")
     nodes = nodes if nodes is not None else empty_columns(NODE_COLUMNS)
     edges = edges if edges is not None else empty_columns(EDGE_COLUMNS)
+    gpu = gpu if gpu is not None else empty_columns(GPU_COLUMNS)
     if "category" not in memory:     # a torch trace: no kinds
         memory = dict(memory, category=np.zeros(len(memory.get("time_ns", ())), dtype=np.int8))
     for table, schema, what in ((events, EVENT_COLUMNS, "events"), (memory, MEMORY_COLUMNS, "memory"),
-                                (nodes, NODE_COLUMNS, "nodes"), (edges, EDGE_COLUMNS, "edges")):
+                                (nodes, NODE_COLUMNS, "nodes"), (edges, EDGE_COLUMNS, "edges"),
+                                (gpu, GPU_COLUMNS, "gpu")):
         if set(table) != set(schema) or len({len(c) for c in table.values()}) > 1:
             raise ProfileFormatError(path, f"corrupted profile: the {what} columns do not match the schema")
     metadata = validate_metadata(path, metadata)
@@ -284,6 +311,7 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata, nodes:
     _check_times(path, events, memory)
     _check_memory(path, memory)
     _check_graph(path, events, nodes, edges)
+    _check_gpu(path, events, gpu)
     strings = [valid_text(s) for s in strings]
     shapes = _check_shapes(path, events, strings)
-    return ValidProfile(events, memory, strings, metadata, shapes, nodes, edges)
+    return ValidProfile(events, memory, strings, metadata, shapes, nodes, edges, gpu)

@@ -24,7 +24,7 @@ from dash.exceptions import PreventUpdate
 from gradtrace.profiler import ProfileData
 from gradtrace.profiler.memory import kind_key, kind_label, kind_summary, live_by_kind, memory_table
 
-from . import figures, modules_page, pages, ranks_page
+from . import figures, kernels_page, modules_page, pages, ranks_page
 from .compare import diff_table, metric_options
 from .graph import build_graph, node_details, steps_of
 from .loading import DEFAULT_MAX_UPLOAD_MB, UploadError, decode_upload, load_path
@@ -41,6 +41,7 @@ MAIN = "main"
 # The pages of pages.py, with Modules after "Forward + backward" and Ranks last.
 PAGES = [p for base in pages.PAGES
          for p in ([base, modules_page.PAGE] if base[0] == "/forward-backward" else [base])] + [ranks_page.PAGE]
+PAGES.insert(len(PAGES) - 1, kernels_page.PAGE)     # Kernels: the GPU activity, before Ranks
 
 
 class _Registry:
@@ -187,6 +188,8 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
             return _memory_page(view)
         if path == modules_page.PATH:
             return modules_page.page(view)
+        if path == kernels_page.PATH:
+            return kernels_page.page(view)
         if path == ranks_page.PATH:
             return ranks_page.page(registry.ranks or ranks_page.summary_of(view), single=registry.ranks is None)
         if path == "/compare":
@@ -355,6 +358,7 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
 
     _register_compare(app, registry, max_bytes)
     modules_page.register_callbacks(app, registry.get)
+    kernels_page.register_callbacks(app, registry.get)
 
 
 def _steps(view: ProfileView):

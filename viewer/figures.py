@@ -17,7 +17,8 @@ from .model import PHASES
 
 __all__ = ["esc", "phase_split_figure", "top_ops_figure", "fwdbwd_figure",
            "memory_figure", "memory_kinds_figure", "memory_by_op_figure", "diff_figure",
-           "downsample_steps", "downsample_indices", "KIND_COLOURS"]
+           "downsample_steps", "downsample_indices", "KIND_COLOURS", "gpu_step_breakdown_figure",
+           "gpu_utilization_figure", "idle_breakdown_figure"]
 
 # Legends go above the plot on the left: the plot toolbar (modebar) sits on the right.
 LEGEND = dict(orientation="h", y=1.02, x=0, xanchor="left", yanchor="bottom")
@@ -240,3 +241,89 @@ def diff_figure(rows: list[dict], value_key: str = "delta", label_key: str = "na
     fig.update_yaxes(automargin=True)
     title = f"Largest changes of {label} (red: B slower)" if label else "Largest changes (red: B slower)"
     return _base_layout(fig, 140 + 24 * len(rows), title=dict(text=title, font_size=14))
+
+
+# --------------------------------------------------------------------------- GPU (Overview)
+
+# TensorBoard's overview categories (profiler.gpu.STEP_CATEGORIES), highest priority first,
+# under the names its step-time breakdown uses.
+STEP_CATEGORY_LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset",
+                        "communication": "Communication", "runtime": "Runtime", "dataloader": "DataLoader",
+                        "cpu_exec": "CPU Exec", "other": "Other"}
+STEP_CATEGORY_COLOURS = {"kernel": "#16a34a", "memcpy": "#0ea5e9", "memset": "#6366f1",
+                         "communication": "#ef4444", "runtime": "#f59e0b", "dataloader": "#a855f7",
+                         "cpu_exec": "#3b82f6", "other": "#cbd5e1"}
+IDLE_LABELS = {"host_wait_us": "host wait", "kernel_wait_us": "kernel wait", "other_us": "other"}
+IDLE_COLOURS = {"host_wait_us": "#f59e0b", "kernel_wait_us": "#6366f1", "other_us": "#94a3b8"}
+
+
+def gpu_step_breakdown_figure(steps: list[dict], overall: dict[str, float]) -> go.Figure:
+    """TensorBoard's step time breakdown: one stacked bar per step (each category takes only
+    the time no higher-priority one took, so a bar is the step's time) and one for the mean
+    step.
+
+    Args:
+        steps: ``[{"step": name, "step_breakdown_us": {category: us}}]``, in order.
+        overall: ``{category: us}`` summed over the steps.
+    """
+    n = max(len(steps), 1)
+    x = [s["step"].rsplit("#", 1)[-1] for s in steps] + ["mean"]
+    categories = list(overall) or list(STEP_CATEGORY_LABELS)
+    fig = go.Figure()
+    for cat in categories:
+        label = STEP_CATEGORY_LABELS.get(cat, cat.replace("_", " "))
+        ms = [s["step_breakdown_us"].get(cat, 0.0) / 1e3 for s in steps] + [overall.get(cat, 0.0) / n / 1e3]
+        whole = [sum(s["step_breakdown_us"].values()) / 1e3 for s in steps] + [sum(overall.values()) / n / 1e3]
+        fig.add_trace(go.Bar(
+            x=x, y=ms, name=label, marker_color=STEP_CATEGORY_COLOURS.get(cat, "#64748b"),
+            hovertemplate=[f"{'mean step' if k == len(steps) else 'step ' + esc(x[k])}<br>{label}: {m:.3f} ms "
+                           f"({100 * m / w if w else 0:.1f}%)<extra></extra>"
+                           for k, (m, w) in enumerate(zip(ms, whole))]))
+    fig.update_layout(barmode="stack", bargap=0.15 if len(steps) < 50 else 0.0,
+                      legend=dict(LEGEND, traceorder="normal"))
+    fig.update_xaxes(title_text="step (ProfilerStep#N) and the mean step", type="category",
+                     nticks=min(len(x), 21))
+    fig.update_yaxes(title_text="step time (ms)", rangemode="tozero")
+    _base_layout(fig, 320)
+    fig.update_layout(margin_t=48)      # room for the legend above the plot
+    return fig
+
+
+def gpu_utilization_figure(start_ms: np.ndarray, end_ms: np.ndarray, pct: np.ndarray, bucket_us: float,
+                           device: str) -> go.Figure:
+    """GPU utilization over time: the kernels' busy share of each time bucket (a step line).
+
+    Args:
+        start_ms, end_ms: the buckets' bounds (ms since the profile's start).
+        pct: utilization of each bucket (%).
+        bucket_us: the bucket size, named in the axis title.
+        device: the device's name.
+    """
+    x = np.append(np.asarray(start_ms, dtype=np.float64), end_ms[-1:] if len(end_ms) else [])
+    y = np.append(np.asarray(pct, dtype=np.float64), pct[-1:] if len(pct) else [])
+    fig = go.Figure(go.Scatter(x=x, y=y, mode="lines", line=dict(color="#16a34a", width=1.5, shape="hv"),
+                               fill="tozeroy", fillcolor="rgba(22,163,74,0.15)", name=esc(device),
+                               hovertemplate="%{x:.3f} ms<br>%{y:.1f}% busy<extra>" + esc(device) + "</extra>"))
+    fig.update_xaxes(title_text=f"time since profile start (ms), buckets of {format_time(bucket_us)}")
+    fig.update_yaxes(title_text="GPU utilization (%)", range=[0, 105])
+    _base_layout(fig, 260)
+    fig.update_layout(margin_t=16)      # the page's section names the figure
+    return fig
+
+
+def idle_breakdown_figure(idle: dict[str, float], device: str) -> go.Figure:
+    """HTA's idle time by cause (host wait, kernel wait, other), summed over streams (ms)."""
+    keys = [k for k in IDLE_LABELS if k in idle] + [k for k in idle if k not in IDLE_LABELS]
+    labels = [IDLE_LABELS.get(k, k) for k in keys]
+    ms = [idle[k] / 1e3 for k in keys]
+    total = sum(ms)
+    fig = go.Figure(go.Bar(
+        y=labels, x=ms, orientation="h", marker_color=[IDLE_COLOURS.get(k, "#64748b") for k in keys],
+        text=[f"{100 * m / total:.0f}%" if total else "" for m in ms], textposition="outside", cliponaxis=False,
+        hovertemplate=[f"{lab}: {m:.3f} ms<extra>{esc(device)}</extra>" for lab, m in zip(labels, ms)]))
+    # Room right of the longest bar for its share.
+    fig.update_xaxes(title_text="idle time, summed over streams (ms)", range=[0, 1.2 * max(ms + [1e-3])])
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    _base_layout(fig, 190)
+    fig.update_layout(margin_t=16)      # the page's section names the figure
+    return fig

@@ -547,6 +547,8 @@ def _measure(block: _Block) -> None:
         if c.children is not None:
             _measure(c)
     kids = sorted(block.children, key=lambda c: (c.r0, c.start))
+    if not kids:    # a step with no node to place (a torch trace's step of kernels only)
+        return
     block.r0, block.r1 = min(c.r0 for c in kids), max(c.r1 for c in kids)
     block.start = min(c.start for c in kids)
     block.children = kids

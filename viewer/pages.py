@@ -15,6 +15,7 @@ from . import figures
 from .graph import EDGE_LEGEND, build_graph, steps_of
 from gradtrace.profiler import columns as C
 from gradtrace.profiler.format import format_time
+from gradtrace.profiler.gpu import KERNEL_WAIT_US, utilization_series
 
 from .model import GROUPINGS, PHASES, PhaseSplit, ProfileView
 
@@ -155,6 +156,7 @@ def overview_page(view: ProfileView) -> html.Div:
     return html.Div(id="page-overview", children=[
         html.Div(view.biggest_cost_sentence(), id="ov-sentence", className="gt-callout"),
         html.Div(cards, className="gt-cards", id="ov-cards"),
+        *gpu_overview(view),
         html.Div(className="gt-row", children=[
             html.Div(className="gt-col-wide", children=[
                 section("Step time by phase",
@@ -177,6 +179,108 @@ def overview_page(view: ProfileView) -> html.Div:
                  id="ov-steps-section"),
         section("Top 10 ops by self time", *charts, id="ov-top"),
     ])
+
+
+# --------------------------------------------------------------------------- overview: GPU
+
+
+def gpu_summary(view: ProfileView) -> dict | None:
+    """``profiler``'s GPU summary of the profile (computed once per view), or None for a
+    profile without device work (the Overview is then the CPU one)."""
+    if "_gpu_summary" not in view.__dict__:
+        summary = view.data.gpu_summary() if view.data.has_device_time else None
+        view.__dict__["_gpu_summary"] = summary if summary and summary["devices"] and summary["steps"] else None
+    return view.__dict__["_gpu_summary"]
+
+
+def _gpu_utilization(view: ProfileView, device: str) -> dict:
+    # Once per device of the view, as the summary.
+    cache = view.__dict__.setdefault("_gpu_utilization", {})
+    if device not in cache:
+        cache[device] = utilization_series(view.data, device)
+    return cache[device]
+
+
+def _pct_text(value) -> str:
+    """A percentage for a card; "—" where the profile cannot define it (null, never 0)."""
+    return "—" if value is None else f"{value:.1f}%"
+
+
+def gpu_cards(device: dict) -> list:
+    """The four TensorBoard GPU figures of one device over all steps."""
+    return [
+        card("GPU utilization", _pct_text(device["gpu_utilization_pct"]), "steps' time with a kernel running"),
+        card("SM efficiency", _pct_text(device["sm_efficiency_pct"]), "blocks per SM, capped at 1, over time"),
+        card("Achieved occupancy", _pct_text(device["achieved_occupancy_pct"]),
+             "est. occupancy, weighted by kernel time"),
+        card("Tensor Cores", _pct_text(device["tensor_core_pct"]), "share of kernel time on Tensor Cores"),
+    ]
+
+
+def recommendation_box(rec: dict) -> html.Div:
+    """One recommendation: the figure that triggered it, its value against the threshold, and
+    the advice."""
+    where = f" · {rec['device']}" if rec.get("device") else ""
+    return html.Div(className="gt-callout gt-recommendation", children=[
+        html.B(rec["rule"].replace("_", " ").capitalize().replace("gpu", "GPU") + where),
+        html.Div(f"{rec['figure']}: {rec['value']:.1f} (threshold {rec['threshold']:g})", className="gt-note"),
+        html.Div(rec["advice"]),
+    ])
+
+
+def gpu_overview(view: ProfileView) -> list:
+    """The Overview's GPU sections (none for a CPU-only profile): per device, the summary cards,
+    the step time breakdown by priority, idle time by cause, utilization over time; then the
+    recommendations. Every number is :func:`profiler.gpu.gpu_summary`'s."""
+    summary = gpu_summary(view)
+    if summary is None:
+        return []
+    out = []
+    origin = view.time_origin_ns
+    several = len(summary["devices"]) > 1
+    for k, (name, dev) in enumerate(summary["devices"].items()):
+        suffix = f"-{k}" if k else ""
+        series = _gpu_utilization(view, name)
+        temporal = dev["temporal"]
+        whole = sum(temporal.values()) or 1.0
+        temporal_rows = [[label, format_time(temporal[key]), f"{100 * temporal[key] / whole:.1f}%"]
+                         for key, label in (("compute_us", "computation"), ("non_compute_us", "memcpy, memset, "
+                                            "communication"), ("idle_us", "idle"))]
+        out += [
+            section(f"GPU · {name}", html.Div(gpu_cards(dev), className="gt-cards"), id=f"ov-gpu{suffix}",
+                    note="Over all steps (device-aligned, as TensorBoard's profiler plugin takes them); "
+                         "— where the trace does not define a figure (e.g. no launch arguments)."),
+            html.Div(className="gt-row", children=[
+                html.Div(className="gt-col-wide", children=[section(
+                    "Step time breakdown" + (f" · {name}" if several else ""),
+                    dcc.Graph(id=f"ov-gpu-steps{suffix}", config=GRAPH_CONFIG,
+                              figure=figures.gpu_step_breakdown_figure(dev["steps"], dev["step_breakdown_us"])),
+                    note="Each step's time by what ran, highest priority first: a kernel, a copy, a "
+                         "memset, communication, a CUDA runtime call, the DataLoader, other CPU work; "
+                         "each takes only time no category before it took (TensorBoard's breakdown).")]),
+                html.Div(className="gt-col-narrow", children=[section(
+                    "Idle time by cause",
+                    dcc.Graph(id=f"ov-gpu-idle{suffix}", config=GRAPH_CONFIG,
+                              figure=figures.idle_breakdown_figure(dev["idle_breakdown"], name)),
+                    text_table(["device time", "time", "share"], temporal_rows),
+                    note="Gaps between a stream's kernels: host wait (launched after the previous one "
+                         f"ended), kernel wait (shorter than {KERNEL_WAIT_US} us: launch overhead), other "
+                         "(HTA); summed over streams, so more than the device's idle time when streams "
+                         "idle together.")]),
+            ]),
+            section("GPU utilization over time" + (f" · {name}" if several else ""),
+                    dcc.Graph(id=f"ov-gpu-util{suffix}", config=GRAPH_CONFIG, figure=figures.gpu_utilization_figure(
+                        (series["start_ns"] - origin) / 1e6, (series["end_ns"] - origin) / 1e6,
+                        series["utilization_pct"], series["bucket_us"], name)),
+                    note="The share of each time bucket with a kernel running, over the whole profile "
+                         "(TensorBoard's utilization over time; buckets of a power of ten microseconds)."),
+        ]
+    recs = summary.get("recommendations") or []
+    out.append(section("Recommendations", *([recommendation_box(r) for r in recs] or [
+        html.Div("No rule fired: nothing in this profile crosses a threshold.", className="gt-note")]),
+        id="ov-recommendations",
+        note="Each rule, the figure that triggered it and its threshold (profiler.gpu_summary()['recommendations'])."))
+    return out
 
 
 # --------------------------------------------------------------------------- operators

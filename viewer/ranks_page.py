@@ -22,15 +22,17 @@ __all__ = ["PATH", "PAGE", "is_run_dir", "open_run", "page", "step_figure", "bre
 
 PATH = "/ranks"
 PAGE = (PATH, "Ranks")
+# The parts add up to the step (profiler.ranks): memcpy/memset time is neither compute nor idle
+# on the device (HTA's definitions), 0 where the breakdown is the host's.
 PARTS = (("compute_ns", "compute", "#3b82f6"), ("exposed_ns", "exposed communication", "#ef4444"),
-         ("idle_ns", "idle", "#cbd5e1"))
+         ("memory_ns", "memcpy/memset", "#a855f7"), ("idle_ns", "idle", "#cbd5e1"))
 
 
 def open_run(run_dir) -> tuple[ProfileView, dict]:
     """The lowest rank's profile (for the other pages) and the run's summary.
 
     Raises:
-        FileNotFoundError, ValueError: as :func:`profiler.ranks.load_run`.
+        FileNotFoundError, profiler.ranks.RunFolderError: as :func:`profiler.ranks.load_run`.
     """
     profiles = load_run(run_dir)
     rank, data = next(iter(profiles.items()))
@@ -71,11 +73,14 @@ def step_figure(summary: dict) -> go.Figure:
 
 
 def breakdown_figure(summary: dict) -> go.Figure:
-    """Stacked horizontal bars: each rank's mean step as compute, exposed communication, idle."""
+    """Stacked horizontal bars: each rank's mean step as compute, exposed communication,
+    memcpy/memset and idle (a part that is 0 on every rank is left out)."""
     labels = [f"rank {r['rank']}" for r in summary["ranks"]]
     fig = go.Figure()
     for key, name, colour in PARTS:
-        ms = [r[key] / 1e6 for r in summary["ranks"]]
+        ms = [r.get(key, 0) / 1e6 for r in summary["ranks"]]
+        if key == "memory_ns" and not any(ms):
+            continue
         fig.add_trace(go.Bar(y=labels, x=ms, name=name, orientation="h", marker_color=colour,
                              hovertemplate=[f"{lab}: {name} {m:.3f} ms<extra></extra>" for lab, m in zip(labels, ms)]))
     fig.update_layout(barmode="stack", template="plotly_white", font=FONT, height=150 + 40 * len(labels),

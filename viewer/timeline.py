@@ -9,6 +9,13 @@ line segments at a time. For the visible window ``[x0, x1]``:
   and drawn as grey "N events" segments — zooming in splits them again;
 * if even that is too much, the pixel threshold grows until the budget holds.
 
+Level of detail (Perfetto's mipmap idea, with merged runs as the summary of a bucket): the
+runs of the wide windows are precomputed once per zoom level, each level twice as coarse as
+the one below it, the coarser built from the finer (a run at one gap is a union of runs at
+a smaller gap), so a query over a zoomed-out window of a ten-million-event profile merges a
+few thousand precomputed runs instead of every range in it. Only narrow windows, which hold
+few ranges, read the ranges themselves.
+
 Each kind of range (forward op, backward node, user scope, device interval, merged run) is
 one WebGL line trace of ``[start, end, NaN]`` segments: one trace per kind keeps the browser
 fast (a trace per event or ``px.timeline`` bars are orders of magnitude slower).
@@ -24,7 +31,11 @@ from gradtrace.profiler import Scope
 
 from .model import ProfileView
 
-__all__ = ["Lane", "TimelineIndex", "Window", "KINDS"]
+__all__ = ["Lane", "TimelineIndex", "Window", "KINDS", "LEVELS"]
+
+# Zoom levels with precomputed runs: windows from the whole profile down to 1/2**(LEVELS-1)
+# of it. Narrower windows hold few enough ranges to merge on the fly.
+LEVELS = 8
 
 # Kind of a segment: its trace name and colour.
 KINDS = {
@@ -123,6 +134,11 @@ class TimelineIndex:
         self.row, self.kind, self.event = row[order], kind[order], event[order]
         self.duration = self.end - self.start
         self.x_max = int(self.end.max()) if len(self.end) else 1
+        self.lane_key = self.row * 8 + self.kind
+        # Ranges longest first: those at least one pixel long are a prefix.
+        self.by_duration = np.argsort(-self.duration)
+        self._neg_sorted_duration = -self.duration[self.by_duration]   # ascending, for searchsorted
+        self._levels: dict = {}
 
     def __len__(self) -> int:
         return len(self.start)
@@ -140,25 +156,81 @@ class TimelineIndex:
         hi = self.x_max if x1 is None else int(min(self.x_max, x1))
         if hi <= lo:
             hi = lo + 1
-        in_win = np.flatnonzero((self.start < hi) & (self.end > lo)) if len(self) else np.zeros(0, np.int64)
-        pixel = max(1, (hi - lo) // max(resolution, 1))
-        notes = []
+        first_pixel = pixel = max(1, (hi - lo) // max(resolution, 1))
         while True:
-            long_mask = self.duration[in_win] >= pixel
-            big, small = in_win[long_mask], in_win[~long_mask]
-            lane_key = self.row[small] * 8 + self.kind[small]
-            runs = _merge_runs(self.start[small], self.end[small], lane_key, pixel)
+            big, runs, n_in = self._segments(lo, hi, pixel, resolution)
             if len(big) + len(runs[0]) <= budget or pixel >= (hi - lo):
                 break
             pixel *= 2
-        if pixel > max(1, (hi - lo) // max(resolution, 1)):
-            notes.append(f"ranges shorter than {pixel / 1e3:.1f} us are merged at this zoom")
+        notes = [f"ranges shorter than {pixel / 1e3:.1f} us are merged at this zoom"] if pixel > first_pixel else []
         return Window(
             x0=lo, x1=hi, start=self.start[big], end=self.end[big], row=self.row[big],
             kind=self.kind[big], event=self.event[big],
             merged_start=runs[0], merged_end=runs[1], merged_row=runs[2] // 8, merged_count=runs[3],
             merged_kind=(runs[2] % 8).astype(np.int8),
-            n_in_window=len(in_win), min_duration_ns=int(pixel), notes=notes)
+            n_in_window=n_in, min_duration_ns=int(pixel), notes=notes)
+
+    def _segments(self, lo: int, hi: int, pixel: int, resolution: int):
+        """(ranges drawn one by one, merged runs, ranges in the window) for one pixel size."""
+        long = self.by_duration[:self._longer_than(pixel)]
+        big = np.sort(long[(self.start[long] < hi) & (self.end[long] > lo)])
+        level = self._level_for(pixel, resolution)
+        if level is None:   # a narrow window: its short ranges, merged now
+            in_win = np.flatnonzero((self.start < hi) & (self.end > lo))
+            small = in_win[self.duration[in_win] < pixel]
+            runs = _merge_runs(self.start[small], self.end[small], self.lane_key[small], pixel)
+            return big, runs, len(in_win)
+        lvl_pixel, (rs, re, rk, rc) = level
+        pick = (rs < hi) & (re > lo)
+        # Ranges long at the level's pixel but short at this one are not in its runs.
+        mid = self.by_duration[self._longer_than(pixel):self._longer_than(lvl_pixel)]
+        mid = mid[(self.start[mid] < hi) & (self.end[mid] > lo)]
+        start = np.concatenate([rs[pick], self.start[mid]])
+        end = np.concatenate([re[pick], self.end[mid]])
+        key = np.concatenate([rk[pick], self.lane_key[mid]])
+        count = np.concatenate([rc[pick], np.ones(len(mid), np.int64)])
+        order = np.lexsort((start, key))
+        runs = _merge_runs(start[order], end[order], key[order], pixel, count[order])
+        return big, runs, int(count.sum()) + len(big)
+
+    def _longer_than(self, pixel: int) -> int:
+        """How many ranges last at least ``pixel`` ns (a prefix of ``by_duration``)."""
+        return int(np.searchsorted(self._neg_sorted_duration, -pixel, side="right"))
+
+    def _level_for(self, pixel: int, resolution: int):
+        """The precomputed (pixel, runs) of the coarsest level no coarser than ``pixel``;
+        None when ``pixel`` is finer than every level."""
+        full = max(1, self.x_max // max(resolution, 1))
+        if pixel < full >> (LEVELS - 1) or len(self) < 50_000:   # small profiles need no levels
+            return None
+        level = min(int(np.log2(max(full / pixel, 1.0))), LEVELS - 1)
+        while (full >> level) > pixel:
+            level += 1
+        key = (resolution, level)
+        if key not in self._levels:
+            self._build_levels(resolution, full)
+        return self._levels[key]
+
+    def _build_levels(self, resolution: int, full: int) -> None:
+        """Runs at every level, from the finest up: each level merges the one below it and
+        the ranges that were long there but are short at its pixel."""
+        below = None
+        for level in range(LEVELS - 1, -1, -1):
+            pixel = max(1, full >> level)
+            if below is None:
+                short = np.flatnonzero(self.duration < pixel)
+                runs = _merge_runs(self.start[short], self.end[short], self.lane_key[short], pixel)
+            else:
+                lo_px, (rs, re, rk, rc) = below
+                mid = self.by_duration[self._longer_than(pixel):self._longer_than(lo_px)]
+                start = np.concatenate([rs, self.start[mid]])
+                end = np.concatenate([re, self.end[mid]])
+                key = np.concatenate([rk, self.lane_key[mid]])
+                count = np.concatenate([rc, np.ones(len(mid), np.int64)])
+                order = np.lexsort((start, key))
+                runs = _merge_runs(start[order], end[order], key[order], pixel, count[order])
+            below = (pixel, runs)
+            self._levels[(resolution, level)] = below
 
     @functools.cached_property
     def event_row(self) -> np.ndarray:
@@ -169,9 +241,10 @@ class TimelineIndex:
         return out
 
 
-def _merge_runs(start, end, row, gap):
+def _merge_runs(start, end, row, gap, count=None):
     """Merge consecutive segments of a row (input sorted by row, then start) whose gap is
-    below ``gap``. Returns (start, end, row, count) of the runs."""
+    below ``gap``; ``count``: ranges each segment stands for (1 each by default). Returns
+    (start, end, row, count) of the runs."""
     if len(start) == 0:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty, empty
@@ -183,6 +256,7 @@ def _merge_runs(start, end, row, gap):
     new_run = np.ones(len(start), dtype=bool)
     new_run[1:] = (row[1:] != row[:-1]) | (start[1:] - run_end[:-1] > gap)
     first = np.flatnonzero(new_run)
-    counts = np.diff(np.r_[first, len(start)])
+    counts = (np.diff(np.r_[first, len(start)]) if count is None
+              else np.add.reduceat(np.asarray(count, dtype=np.int64), first))
     ends = np.maximum.reduceat(end, first)
     return start[first], ends, row[first], counts

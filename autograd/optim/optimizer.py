@@ -208,3 +208,35 @@ class Optimizer:
             for k in sorted(k for k in g if k != "params"):
                 lines.append(f"    {k}: {g[k]}")
         return "\n".join(lines) + "\n)"
+
+
+def lerp_(start, end, weight: float, tmp, xp):
+    """``start += weight * (end - start)`` in place, by PyTorch's ``lerp_`` formula (from the
+    nearer end: ``end - (end - start) * (1 - weight)`` when ``weight >= 0.5``), so moving
+    averages written with ``lerp_`` round as PyTorch's; ``tmp`` (scratch shaped like
+    ``start``) holds the difference. Returns ``start``."""
+    diff = xp.subtract(end, start, out=tmp)
+    if weight < 0.5:
+        diff *= weight
+        start += diff
+    else:
+        diff *= 1 - weight
+        xp.subtract(end, diff, out=start)
+    return start
+
+
+def check_hyperparameters(**values) -> None:
+    """PyTorch's ValueErrors for negative hyperparameters: each keyword is a message name
+    (``learning_rate`` reads "learning rate", ``eps`` "epsilon value", others "<name>
+    value")."""
+    for name, value in values.items():
+        if value < 0.0:
+            label = {"learning_rate": "learning rate", "eps": "epsilon value"}.get(
+                name, f"{name} value")
+            raise ValueError(f"Invalid {label}: {value}")
+
+
+def check_betas(betas) -> None:
+    for i, beta in enumerate(betas):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {beta}")

@@ -96,11 +96,10 @@ def test_transformer_encoder_layer_matches_definition():
     layer.eval()
     x = ag.tensor(np.random.default_rng(4).standard_normal((5, 2, 8)))   # (L, N, E)
     out = layer(x)
-    xb = x.transpose(0, 1)
-    sa = layer.self_attn(xb, xb, xb)[0]
-    h = F.layer_norm(xb + sa, (8,), layer.norm1.weight, layer.norm1.bias)
+    sa = layer.self_attn(x, x, x)[0]         # seq-first, as the layer (batch_first=False)
+    h = F.layer_norm(x + sa, (8,), layer.norm1.weight, layer.norm1.bias)
     ff = layer.linear2(F.relu(layer.linear1(h)))
-    ref = F.layer_norm(h + ff, (8,), layer.norm2.weight, layer.norm2.bias).transpose(0, 1)
+    ref = F.layer_norm(h + ff, (8,), layer.norm2.weight, layer.norm2.bias)
     np.testing.assert_allclose(_np(out), _np(ref), rtol=1e-12, atol=1e-12)
     names = {n.split(".")[0] for n, _ in layer.named_parameters()}
     assert {"self_attn", "linear1", "linear2", "norm1", "norm2"} <= names

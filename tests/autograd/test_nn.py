@@ -197,12 +197,13 @@ def test_containers():
 
 def test_multihead_attention_is_causal():
     ag.manual_seed(0)
-    mha = nn.MultiheadAttention(8, 2)
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
     x = ag.randn(1, 5, 8)
-    out1, _ = mha(x, is_causal=True)
-    x2 = x.detach().numpy().copy()
+    mask = nn.Transformer.generate_square_subsequent_mask(5)
+    out1, _ = mha(x, x, x, attn_mask=mask, is_causal=True)
+    x2 = ag.tensor(x.detach().numpy().copy())
     x2[0, -1] += 10.0   # changing the last position must not change earlier outputs
-    out2, _ = mha(ag.tensor(x2), is_causal=True)
+    out2, _ = mha(x2, x2, x2, attn_mask=mask, is_causal=True)
     np.testing.assert_allclose(out1.detach().numpy()[0, :-1], out2.detach().numpy()[0, :-1], rtol=1e-5,
                                atol=1e-6)
 

@@ -1,4 +1,5 @@
-"""ag.save / ag.load: safetensors files, no pickle, round trips of tensors and state dicts."""
+"""ag.save / ag.load: safetensors files, round trips of tensors and state dicts (no pickle), and
+of whole modules and checkpoints holding them (pickled; weights_only=False to load)."""
 import io
 import json
 import math
@@ -109,9 +110,9 @@ def test_optimizer_resumed_from_a_file_continues_identically(tmp_path, make):
         np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
 
 
-def test_unsupported_objects_are_refused_not_pickled(tmp_path):
-    with pytest.raises(TypeError, match="cannot store an object of type object \\(at x.0\\)"):
-        ag.save({"x": [object()]}, tmp_path / "bad")
+def test_unpicklable_objects_and_unsupported_dtypes_are_refused(tmp_path):
+    with pytest.raises(TypeError, match="cannot store an object of type function \\(at x.0\\)"):
+        ag.save({"x": [lambda: 0]}, tmp_path / "bad")
     with pytest.raises(TypeError, match="cannot store dtype complex128"):
         ag.save(ag.tensor(np.ones(2, dtype=np.complex128)), tmp_path / "bad")
 
@@ -172,7 +173,120 @@ def test_map_location_and_unusable_saved_device(tmp_path):
         assert ag.load(path, map_location="cpu").device == "cpu"
 
 
-def test_no_pickle_in_the_module():
+def test_weights_only_loads_never_unpickle(tmp_path, monkeypatch):
+    # Tensors and plain values are JSON and safetensors entries: no pickle is involved,
+    # whatever weights_only says; a file holding pickled objects is refused by default.
+    import pickle
+    import types
+
     import gradtrace.autograd.serialization as ser
-    source = open(ser.__file__).read()
-    assert "import pickle" not in source and "allow_pickle=True" not in source
+
+    class Forbidden:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("a load unpickled something")
+
+    monkeypatch.setattr(ser, "pickle", types.SimpleNamespace(
+        Unpickler=Forbidden, Pickler=pickle.Pickler, PicklingError=pickle.PicklingError,
+        UnpicklingError=pickle.UnpicklingError))
+    ag.save({"w": ag.ones(2), "step": 3, "cfg": {"lr": 0.1}}, tmp_path / "plain")
+    assert ag.load(tmp_path / "plain")["step"] == 3
+    assert ag.load(tmp_path / "plain", weights_only=False)["cfg"] == {"lr": 0.1}
+    ag.save({"model": ag.nn.Linear(2, 2)}, tmp_path / "module")
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        ag.load(tmp_path / "module")
+
+
+class Net(ag.nn.Module):
+    """A program's own module class (pickled by reference, as PyTorch's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = ag.nn.Conv2d(1, 2, 3)
+        self.bn = ag.nn.BatchNorm2d(2)
+        self.fc = ag.nn.Linear(2, 3)
+        self.act = ag.nn.functional.relu     # a function attribute pickles by name too
+
+    def forward(self, x):
+        return self.fc(self.act(self.bn(self.conv(x))).mean((2, 3)))
+
+
+def test_whole_module_round_trip_needs_weights_only_false(tmp_path):
+    import pickle
+
+    ag.manual_seed(0)
+    net = Net()
+    net.train()
+    x = ag.randn(2, 1, 5, 5)
+    net(x)                                   # running stats and num_batches_tracked move
+    net.eval()
+    path = tmp_path / "model.pt"
+    ag.save(net, path)
+    with pytest.raises(pickle.UnpicklingError, match="Unsupported global: GLOBAL "
+                                                     "tests.autograd.test_serialization.Net"):
+        ag.load(path)
+    back = ag.load(path, weights_only=False)
+    assert type(back) is Net and back.training is False
+    assert list(back.state_dict()) == list(net.state_dict())
+    for (k, a), b in zip(net.state_dict().items(), back.state_dict().values()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=k)
+    assert all(isinstance(p, ag.nn.Parameter) and p.requires_grad for p in back.parameters())
+    np.testing.assert_array_equal(back(x).detach().numpy(), net(x).detach().numpy())
+    # The tensors are safetensors entries named by their state-dict keys.
+    raw = path.read_bytes()
+    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    assert set(net.state_dict()) <= set(header)
+
+
+def test_checkpoint_of_model_optimizer_and_values_resumes(tmp_path):
+    ag.manual_seed(1)
+    net = Net()
+    opt = ag.optim.AdamW(net.parameters(), lr=0.01)
+    x = ag.randn(2, 1, 5, 5)
+
+    def step(model, optimizer):
+        optimizer.zero_grad()
+        model(x).pow(2).sum().backward()
+        optimizer.step()
+
+    step(net, opt)
+    ag.save({"model": net, "optimizer": opt.state_dict(), "epoch": 1, "best": 0.5,
+             "config": {"lr": 0.01, "layers": [1, 2]}}, tmp_path / "ckpt.pt")
+    ck = ag.load(tmp_path / "ckpt.pt", weights_only=False)
+    assert ck["epoch"] == 1 and ck["config"] == {"lr": 0.01, "layers": [1, 2]}
+    net2 = ck["model"]
+    opt2 = ag.optim.AdamW(net2.parameters(), lr=0.01)
+    opt2.load_state_dict(ck["optimizer"])
+    step(net, opt)
+    step(net2, opt2)
+    for a, b in zip(net.parameters(), net2.parameters()):
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+def test_weights_only_load_of_a_module_whose_globals_are_allowed(tmp_path):
+    import pickle
+
+    from gradtrace.autograd import serialization
+
+    ag.manual_seed(2)
+    net = Net().eval()
+    path = tmp_path / "model.pt"
+    ag.save(net, path)
+    allowed = [Net, ag.nn.Conv2d, ag.nn.BatchNorm2d, ag.nn.Linear, ag.nn.functional.relu]
+    # Each global must be allowed: the error names the first one that is not.
+    with serialization.safe_globals([g for g in allowed if g is not ag.nn.BatchNorm2d]):
+        with pytest.raises(pickle.UnpicklingError, match=r"GLOBAL \S*\.BatchNorm2d was not an "
+                                                         r"allowed global by default. Please "
+                                                         r"use `torch.serialization.add_safe_"
+                                                         r"globals\(\[BatchNorm2d\]\)`"):
+            ag.load(path)
+    with serialization.safe_globals(allowed):
+        back = ag.load(path)
+    assert serialization.get_safe_globals() == []       # the context restored the list
+    x = ag.randn(1, 1, 5, 5)
+    assert type(back) is Net
+    np.testing.assert_array_equal(back(x).detach().numpy(), net(x).detach().numpy())
+    serialization.add_safe_globals(allowed)
+    try:
+        assert type(ag.load(path)) is Net
+    finally:
+        serialization.clear_safe_globals()

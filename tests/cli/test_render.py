@@ -23,17 +23,17 @@ def text(renderable, plain=True) -> str:
 
 
 OPERATORS = """\
-                Self CPU  Self CPU  CPU total  CPU total  CPU time   # of
-Name                   %      (ms)          %       (ms)  avg (ms)  Calls
--------------------------------------------------------------------------
-matmul            30.00%     3.000     30.00%      3.000     3.000      1
-AddmmBackward0    25.00%     2.500     25.00%      2.500     2.500      1
-ProfilerStep#1    22.00%     2.200    100.00%     10.000    10.000      1
-linear            10.00%     1.000     40.00%      4.000     4.000      1
-ReluBackward0      8.00%     0.800      8.00%      0.800     0.800      1
-relu               5.00%     0.500      5.00%      0.500     0.500      1
+Name            Self CPU %  Self CPU (ms)  CPU total %  CPU total (ms)  # of Calls
+----------------------------------------------------------------------------------
+matmul              30.00%          3.000       30.00%           3.000           1
+AddmmBackward0      25.00%          2.500       25.00%           2.500           1
+ProfilerStep#1      22.00%          2.200      100.00%          10.000           1
+linear              10.00%          1.000       40.00%           4.000           1
+ReluBackward0        8.00%          0.800        8.00%           0.800           1
+relu                 5.00%          0.500        5.00%           0.500           1
 Self CPU time total: 10.000ms
 6 events, devices cpu
+left out to fit: CPU time avg (--json has every column)
 """
 
 FORWARD_BACKWARD = """\
@@ -51,17 +51,17 @@ includes its log_softmax), so rows overlap, as CPU total does.
 """
 
 SHAPES = """\
-                Self CPU  Self CPU  CPU total  CPU total  CPU time   # of
-Name                   %      (ms)          %       (ms)  avg (ms)  Calls  Input Shapes
-----------------------------------------------------------------------------------------------
-ProfilerStep#1    22.00%     2.200    100.00%     10.000    10.000      1  []
-linear            10.00%     1.000     40.00%      4.000     4.000      1  [[64, 32], [32, 8]]
-matmul            30.00%     3.000     30.00%      3.000     3.000      1  [[64, 32], [32, 8]]
-relu               5.00%     0.500      5.00%      0.500     0.500      1  [[64, 8]]
-ReluBackward0      8.00%     0.800      8.00%      0.800     0.800      1  [[64, 8]]
-AddmmBackward0    25.00%     2.500     25.00%      2.500     2.500      1  [[64, 32], [32, 8]]
+Name            Self CPU %  Self CPU (ms)  CPU total (ms)  # of Calls  Input Shapes
+------------------------------------------------------------------------------------------
+ProfilerStep#1      22.00%          2.200          10.000           1  []
+linear              10.00%          1.000           4.000           1  [[64, 32], [32, 8]]
+matmul              30.00%          3.000           3.000           1  [[64, 32], [32, 8]]
+relu                 5.00%          0.500           0.500           1  [[64, 8]]
+ReluBackward0        8.00%          0.800           0.800           1  [[64, 8]]
+AddmmBackward0      25.00%          2.500           2.500           1  [[64, 32], [32, 8]]
 Self CPU time total: 10.000ms
 6 events, devices cpu
+left out to fit: CPU total %, CPU time avg (--json has every column)
 """
 
 
@@ -80,9 +80,9 @@ def test_shape_table_sorted_by_count_keeps_first_seen_order_for_ties():
 def test_limit_and_units_per_column():
     out = text(profile_tables(hand_made(scale=1000), plain=True, limit=2))
     lines = out.splitlines()
-    assert lines[1].count("(s)") == 3                            # seconds once the values are large
-    assert [ln.split()[0] for ln in lines[3:5]] == ["matmul", "AddmmBackward0"]
-    assert lines[5].startswith("Self CPU time total: 10.000s")
+    assert lines[0].count("(s)") == 3                            # seconds once the values are large
+    assert [ln.split()[0] for ln in lines[2:4]] == ["matmul", "AddmmBackward0"]
+    assert lines[4].startswith("Self CPU time total: 10.000s")
 
 
 def test_plain_output_has_no_box_drawing_and_fits_100_columns(demo_profile):
@@ -96,6 +96,51 @@ def test_plain_output_has_no_box_drawing_and_fits_100_columns(demo_profile):
         assert "\x1b[" not in out
 
 
+def _gpu_trace_profile(tmp_path):
+    from gradtrace import profiler
+    from tests.profiler.gpu_traces import write_gpu_trace
+
+    return profiler.load(write_gpu_trace(tmp_path / "gpu.json"))
+
+
+def _header(out: str) -> list[str]:
+    """The header lines of a plain table (above its ASCII rule)."""
+    lines = out.splitlines()
+    return lines[:next(k for k, ln in enumerate(lines) if set(ln) == {"-"})]
+
+
+@pytest.mark.parametrize("width, one_line, left_out", [
+    (100, False, ["CPU time avg", "CUDA time avg"]),     # main columns kept: their names wrap
+    (160, True, ["CPU time avg", "CUDA time avg"]),      # secondary columns go first
+    (200, True, []),
+])
+def test_torch_column_names_on_one_line_when_the_width_allows(tmp_path, width, one_line, left_out):
+    data = _gpu_trace_profile(tmp_path)
+    console = Console(file=StringIO(), width=width, color_system=None)
+    emit(console, profile_tables(data, plain=True, width=width), True)
+    out = console.file.getvalue()
+    header = _header(out)
+    assert max(len(ln) for ln in out.splitlines()) <= width
+    assert (len(header) == 1) == one_line
+    if one_line:
+        for name in ("Self CPU %", "Self CUDA %", "CPU total %", "# of Calls", "Self CUDA (us)"):
+            assert name in header[0]
+        assert header[0].index("Self CPU %") >= 32 + 2           # kernel names stay readable
+    note = next((ln for ln in out.splitlines() if ln.startswith("left out to fit: ")), "")
+    assert note == (f"left out to fit: {', '.join(left_out)} (--json has every column)" if left_out else "")
+
+
+def test_table_command_header_on_one_line_at_200_columns(tmp_path):
+    from tests.cli.conftest import cli_env, run_cli
+    from tests.profiler.gpu_traces import write_gpu_trace
+
+    trace = write_gpu_trace(tmp_path / "gpu.json")
+    res = run_cli("table", trace, env=cli_env(COLUMNS="200"))
+    assert res.returncode == 0, res.stderr
+    header = _header(res.stdout)
+    assert len(header) == 1 and "Self CPU %" in header[0] and "Self CUDA %" in header[0]
+
+
 def test_rich_mode_highlights_heaviest_rows():
     console = Console(file=StringIO(), width=100, color_system="truecolor", force_terminal=True)
     console.print(profile_tables(hand_made(), plain=False))
@@ -106,7 +151,7 @@ def test_rich_mode_highlights_heaviest_rows():
 
 
 def test_numbers_are_right_aligned():
-    rows = OPERATORS.splitlines()[3:9]
+    rows = OPERATORS.splitlines()[2:8]
     calls_end = {len(r) for r in rows}
     assert len(calls_end) == 1                  # every row ends at the same column
 

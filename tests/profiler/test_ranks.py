@@ -57,7 +57,8 @@ def test_folder_of_torch_traces_per_rank_and_step(tmp_path):
     assert starts[1, "ProfilerStep#2"] == 1_050_000
     assert summary["basis"] == {0: "device", 1: "device"}
     for r in summary["step_times"]:   # the parts of a step add up to it
-        assert r["compute_ns"] + r["exposed_ns"] + r["idle_ns"] == r["step_ns"]
+        assert r["memory_ns"] == 0     # no memcpy or memset in these traces
+        assert r["compute_ns"] + r["exposed_ns"] + r["memory_ns"] + r["idle_ns"] == r["step_ns"]
 
 
 def test_rank_from_file_name_and_first_step_clock(tmp_path):
@@ -79,7 +80,7 @@ def test_rank_missing_or_repeated_is_an_error(tmp_path):
         load_run(tmp_path)
     (tmp_path / "a.json").write_text(json.dumps(rank_trace(0)))
     (tmp_path / "b.json").write_text(json.dumps(rank_trace(0)))
-    with pytest.raises(ValueError, match="second profile of rank 0"):
+    with pytest.raises(ValueError, match="rank 0 in a.json, b.json"):
         load_run(tmp_path)
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -115,3 +116,19 @@ def test_gradtrace_ranks_share_the_process_groups_start_barrier():
     offsets, clock = common_clock({0: rank(0, 10_000_000), 1: rank(1, 987_654_321)})
     assert clock == "the process group's start barrier"
     assert offsets == {0: -10_000_000, 1: -987_654_321}   # both steps start 1 us after it
+
+
+def test_device_steps_follow_hta_memcpy_is_not_compute(tmp_path):
+    """A rank's device breakdown is HTA's: memcpys and memsets are memory, not compute."""
+    from gradtrace.profiler import load
+    from gradtrace.profiler.ranks import rank_steps
+
+    from . import gpu_traces as gt
+
+    step1, step2 = rank_steps(load(gt.write_gpu_trace(tmp_path / "trace.json")))
+    # Step 1 [0, 100]: compute kernels [20, 50] + [70, 90]; NCCL [88, 98], 8 us alone; memcpy 5 +
+    # memset 2; idle 35. Step 2 [100, 170]: the sgemm kernel [110, 170].
+    assert {k: v / 1000 for k, v in step1.items() if k.endswith("_ns") and k != "start_ns"} == {
+        "step_ns": 100, "compute_ns": 50, "communication_ns": 10, "exposed_ns": 8, "hidden_ns": 2,
+        "memory_ns": 7, "idle_ns": 35}
+    assert (step2["compute_ns"], step2["memory_ns"], step2["idle_ns"]) == (60_000, 0, 10_000)

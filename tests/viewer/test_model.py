@@ -164,6 +164,28 @@ def test_timeline_window_is_bounded():
     assert [lane.label for lane in index.lanes] == ["thread 1", "thread 2", "thread 3", "thread 4"]
 
 
+def test_timeline_levels_cover_every_range():
+    """The precomputed zoom levels draw the same long ranges as merging on the fly, and every
+    short range of the window lies inside a merged run of its row and kind."""
+    view = ProfileView(synthetic.training_profile(200_000), "big")
+    index = TimelineIndex(view)
+    for lo_frac, width_frac in ((0.0, 1.0), (0.2, 0.5), (0.4, 0.05), (0.5, 0.01)):
+        lo = int(index.x_max * lo_frac)
+        hi = lo + max(1, int(index.x_max * width_frac))
+        pixel = max(1, (hi - lo) // 2_000)
+        assert index._level_for(pixel, 2_000) is not None
+        big, runs, _ = index._segments(lo, hi, pixel, 2_000)
+        in_win = np.flatnonzero((index.start < hi) & (index.end > lo))
+        long = in_win[index.duration[in_win] >= pixel]
+        assert sorted(big.tolist()) == sorted(long.tolist())
+        short = in_win[index.duration[in_win] < pixel]
+        rs, re, rk, rc = runs
+        for k in short[:: max(1, len(short) // 500)]:
+            inside = (rk == index.lane_key[k]) & (rs <= index.start[k]) & (re >= index.end[k])
+            assert inside.any(), (lo_frac, width_frac, k)
+        assert rc.sum() >= len(short)
+
+
 def test_colour_scale():
     assert colour_scale([]) == []
     c = colour_scale([0, 10, 1000, 100_000])

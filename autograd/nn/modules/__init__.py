@@ -16,3 +16,9 @@ from .transformer import __all__ as _transformer
 
 __all__ = (list(_module) + list(_layers) + list(_attention) + list(_activation) + list(_extra)
            + list(_rnn) + list(_transformer))
+
+# PyTorch's submodule names (``torch.nn.modules.conv.Conv2d``...), each mapping its classes
+# to where they live here.
+from . import (batchnorm, container, conv, distance, dropout, flatten, fold,  # noqa: F401,E402
+               instancenorm, linear, loss, normalization, padding, pixelshuffle, pooling,
+               sparse, upsampling)

@@ -187,3 +187,10 @@ class Softplus(Module):
 
     def extra_repr(self):
         return f"beta={self.beta}, threshold={self.threshold}"
+
+
+# PyTorch's ``torch.nn.modules.activation`` also holds these (``from
+# torch.nn.modules.activation import MultiheadAttention`` is common); they live elsewhere here
+# and are not in ``__all__`` so ``nn`` exports each once.
+from .attention import MultiheadAttention  # noqa: E402,F401
+from .layers import GELU, LeakyReLU, ReLU, Sigmoid, SiLU, Softmax, Tanh  # noqa: E402,F401

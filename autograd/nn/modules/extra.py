@@ -293,7 +293,8 @@ class NLLLoss(_Loss):
     def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
                  reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
-        self.weight, self.ignore_index = weight, ignore_index
+        self.register_buffer("weight", weight)    # PyTorch's: a class weight is state
+        self.ignore_index = ignore_index
 
     def forward(self, input, target):  # noqa: A002
         return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
@@ -302,7 +303,7 @@ class NLLLoss(_Loss):
 class BCELoss(_Loss):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
-        self.weight = weight
+        self.register_buffer("weight", weight)
 
     def forward(self, input, target):  # noqa: A002
         return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
@@ -312,7 +313,8 @@ class BCEWithLogitsLoss(_Loss):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean",
                  pos_weight=None):
         super().__init__(size_average, reduce, reduction)
-        self.weight, self.pos_weight = weight, pos_weight
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):  # noqa: A002
         return F.binary_cross_entropy_with_logits(input, target, self.weight,

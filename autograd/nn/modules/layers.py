@@ -381,7 +381,8 @@ class CrossEntropyLoss(Module):
     def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
                  label_smoothing: float = 0.0):
         super().__init__()
-        self.weight, self.ignore_index = weight, ignore_index
+        self.register_buffer("weight", weight)    # PyTorch's: a class weight is state
+        self.ignore_index = ignore_index
         self.reduction, self.label_smoothing = reduction, label_smoothing
 
     def forward(self, input, target):  # noqa: A002

@@ -267,17 +267,27 @@ class Module:
     def state_dict(self, prefix: str = "", keep_vars: bool = False) -> OrderedDict:
         """Parameters and persistent buffers by dotted name (detached tensors sharing memory)."""
         out = OrderedDict()
-        for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
+        # Every attribute path, as PyTorch's: a module (or tied weight) reachable under two
+        # names is listed under both.
+        stack = [(prefix.rstrip("."), self)]
+        while stack:
+            mp, m = stack.pop()
             for name, p in m._parameters.items():
                 if p is not None:
                     out[f"{mp}.{name}" if mp else name] = p if keep_vars else p.detach()
             for name, b in m._buffers.items():
                 if b is not None and name not in m._non_persistent:
                     out[f"{mp}.{name}" if mp else name] = b if keep_vars else b.detach()
+            stack.extend(reversed([(f"{mp}.{name}" if mp else name, c)
+                                   for name, c in m._modules.items() if c is not None]))
         return out
 
-    def load_state_dict(self, state_dict, strict: bool = True):
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Copy values into the parameters and buffers by name.
+
+        With ``assign`` (PyTorch's), the state dict's tensors become the module's instead:
+        a parameter is a new Parameter over the given tensor's storage (keeping the
+        module's ``requires_grad``), a buffer the given tensor itself.
 
         Returns ``(missing_keys, unexpected_keys)``; with ``strict`` either being non-empty, or
         a shape mismatch, raises a RuntimeError listing them.
@@ -305,6 +315,9 @@ class Module:
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
                                + "\n\t".join(errors))
+        if assign:
+            self._assign(own, state_dict)
+            return IncompatibleKeys(missing, unexpected)
         for k, t in own.items():
             if k in state_dict:
                 v = state_dict[k]
@@ -314,6 +327,24 @@ class Module:
                 t._data[...] = backend.to_device(arr, t._device)
                 t._vc[0] += 1
         return IncompatibleKeys(missing, unexpected)
+
+    def _assign(self, own, state_dict) -> None:
+        """``load_state_dict(assign=True)``: put the given tensors in place of the module's."""
+        for k, t in own.items():
+            if k not in state_dict:
+                continue
+            v = state_dict[k]
+            if not isinstance(v, Tensor):
+                v = Tensor._make(v if backend.is_device_array(v) else numpy.asarray(v), False,
+                                 None, 0, [0], t._device)
+            owner = self
+            *path, name = k.split(".")
+            for part in path:
+                owner = owner._modules[part]
+            if name in owner._parameters:
+                owner._parameters[name] = Parameter(v.detach(), t.requires_grad)
+            else:
+                owner._buffers[name] = v
 
     # ------------------------------------------------------------------ repr
     def extra_repr(self) -> str:

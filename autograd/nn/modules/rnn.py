@@ -22,7 +22,7 @@ from .module import Module
 from .rnn_layers import gru as _gru, lstm as _lstm
 from .rnn_layers import rnn_relu as _rnn_relu, rnn_tanh as _rnn_tanh
 
-__all__ = ["RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+__all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
 
 class _RNNBase(Module):
