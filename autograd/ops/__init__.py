@@ -19,7 +19,7 @@ from ..dispatch import FUNCTIONS, METHODS, OPS, apply_op
 from ..tensor import Tensor
 from . import decompositions, elementwise, indexing, linalg, losses, nn, reduction, shape  # noqa: F401 - registers ops
 from . import api
-from . import counting, factories, layout, products  # noqa: F401 - composites over api's functions
+from . import counting, elman, factories, gru, layout, products, rnn  # noqa: F401 - composites over api's functions
 from . import special  # noqa: F401 - after api: its namespace names api's functions too
 from . import pooling  # noqa: F401 - max_pool2d_with_indices, avg_pool2d (issue 28)
 from .api import _call, index_put_  # noqa: F401 - used by nn.functional and tests

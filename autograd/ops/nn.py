@@ -13,6 +13,7 @@ from .. import backend
 from ..dispatch import SELF_ADJOINT, TensorF, defop, linear_in
 from ..promotion import torch_name
 from ..tensor import Tensor
+from . import conv_arrays
 from .shape import _pad_fwd, ones_vector
 
 
@@ -93,29 +94,12 @@ def conv_out_size(size, k, stride, padding, dilation):
 
 def _im2col_fwd(xp, x, kernel, stride, dilation):
     """(N, C, H, W) -> (N, C, kh, kw, Ho, Wo): every kernel tap's strided view, copied once."""
-    n, c, h, w = x.shape
-    kh, kw = kernel
-    ho = (h - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    wo = (w - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    sn, sc, sh, sw = x.strides
-    view = xp.lib.stride_tricks.as_strided(
-        x, (n, c, kh, kw, ho, wo),
-        (sn, sc, sh * dilation[0], sw * dilation[1], sh * stride[0], sw * stride[1]))
-    return xp.ascontiguousarray(view)
+    return conv_arrays.im2col(xp, x, kernel, stride, dilation)
 
 
 def _col2im_fwd(xp, cols, shape, kernel, stride, dilation):
     """The adjoint of im2col: each tap's values added back at the positions it read."""
-    out = xp.zeros(shape, dtype=cols.dtype)
-    kh, kw = kernel
-    ho, wo = cols.shape[-2:]
-    for i in range(kh):
-        r = i * dilation[0]
-        for j in range(kw):
-            c = j * dilation[1]
-            out[:, :, r:r + stride[0] * (ho - 1) + 1:stride[0],
-                c:c + stride[1] * (wo - 1) + 1:stride[1]] += cols[:, :, i, j]
-    return out
+    return conv_arrays.col2im(xp, cols, shape, kernel, stride, dilation)
 
 
 defop("im2col", _im2col_fwd,
@@ -156,22 +140,22 @@ def _check_conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=
                                f"smaller than the dilated kernel {dilation[d] * (ws[2 + d] - 1) + 1}")
 
 
-# NOTE: a primitive for speed: one im2col copy and one batched GEMM instead of kH*kW
-# multiply-adds; the rules reuse the im2col/col2im pair, so double backward still works.
+# NOTE: a primitive for speed: im2col and a batched GEMM (chunked to stay in cache, see
+# conv_arrays.py) instead of kH*kW multiply-adds. The rules reuse the im2col/col2im pair, so
+# double backward works; the backward on arrays runs conv_arrays' kernels (``joint``).
 def _conv2d_fwd(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                 groups=1):
-    if padding != (0, 0):
-        x = _pad_fwd(xp, x, _pads(padding))
-    n, c = x.shape[:2]
-    o, cg, kh, kw = weight.shape
-    cols = _im2col_fwd(xp, x, (kh, kw), stride, dilation)
-    ho, wo = cols.shape[-2:]
-    cols = cols.reshape(n, groups, cg * kh * kw, ho * wo)
-    out = xp.matmul(weight.reshape(groups, o // groups, cg * kh * kw), cols)
-    out = out.reshape(n, o, ho, wo)
-    if bias is not None:
-        out += bias.reshape(1, o, 1, 1)
-    return out
+    return conv_arrays.forward(xp, x, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv2d_joint(F, g, out, x, weight, bias, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                  groups=1, needs=()):
+    xp = F.xp
+    return (conv_arrays.input_grad(xp, g, weight, x.shape, stride, padding, dilation, groups)
+            if needs[0] else None,
+            conv_arrays.weight_grad(xp, g, x, weight.shape, stride, padding, dilation, groups)
+            if needs[1] else None,
+            g.sum(axis=(0, 2, 3)) if needs[2] else None)
 
 
 def _conv2d_grad_input(F, g, out, x, weight, bias, stride=(1, 1), padding=(0, 0),
@@ -231,7 +215,7 @@ defop("conv2d", _conv2d_fwd,
       jvp=(_conv2d_jvp_input, _conv2d_jvp_weight,
            lambda F, t, out, x, weight, bias, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
            groups=1: F.reshape(t, shape=(1, t.shape[0], 1, 1))),
-      check=_check_conv2d, node_name="ConvolutionBackward0")
+      check=_check_conv2d, joint=_conv2d_joint, node_name="ConvolutionBackward0")
 
 
 # --------------------------------------------------------------------------- softmax

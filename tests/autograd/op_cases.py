@@ -1770,3 +1770,178 @@ CASES += [
     OpCase("bitwise_right_shift", lambda a, b: a >> b, np.right_shift,
            ins(_ints(5), _counts(5)), nondiff=(0, 1), grad=False),
 ]
+
+
+# The fused LSTM layer (ops/rnn.py) through the ``lstm`` composite, against PyTorch's
+# documented equations in NumPy. One flat tensor of (output, h_n, c_n), so that the checks
+# see every output; the second-derivative check also runs through the workspace output.
+def _lstm_ref(x, h0, c0, params, layers, bidirectional, bias, proj):
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    directions = 2 if bidirectional else 1
+    per = 2 + 2 * bias + proj
+    hs, cs = [], []
+    for layer in range(layers):
+        outs = []
+        for d in range(directions):
+            k = layer * directions + d
+            w = params[k * per:(k + 1) * per]
+            b = w[2] + w[3] if bias else 0.0
+            h, c = h0[k], c0[k]
+            out = np.zeros((x.shape[0], x.shape[1], h.shape[-1]))
+            for t in (range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])):
+                i, f, g, o = np.split(x[t] @ w[0].T + h @ w[1].T + b, 4, -1)
+                c = sig(f) * c + sig(i) * np.tanh(g)
+                h = sig(o) * np.tanh(c)
+                h = h @ w[-1].T if proj else h
+                out[t] = h
+            outs.append(out)
+            hs.append(h)
+            cs.append(c)
+        x = np.concatenate(outs, -1)
+    return np.concatenate([x.ravel(), np.ravel(hs), np.ravel(cs)])
+
+
+def _lstm_case(layers, bidirectional, bias, proj=False):
+    def fn(x, h0, c0, *params):
+        from gradtrace.autograd.nn.modules.rnn_layers import lstm
+        out, h, c = lstm(x, (h0, c0), list(params), bias, layers, 0.0, False, bidirectional,
+                         proj)
+        return ag.cat([out.reshape(-1), h.reshape(-1), c.reshape(-1)])
+    return fn
+
+
+def _lstm_inputs(steps, batch, n_in, hidden, layers, bidirectional, bias, proj=0):
+    directions = 2 if bidirectional else 1
+    size = proj or hidden
+    makers = [rnd(steps, batch, n_in), rnd(layers * directions, batch, size),
+              rnd(layers * directions, batch, hidden)]
+    for layer in range(layers):
+        for _ in range(directions):
+            cols = n_in if layer == 0 else size * directions
+            makers += [rnd(4 * hidden, cols), rnd(4 * hidden, size)]
+            makers += [rnd(4 * hidden), rnd(4 * hidden)] if bias else []
+            makers += [rnd(proj, hidden)] if proj else []
+    return ins(*makers)
+
+
+CASES += [
+    OpCase("mkldnn_rnn_layer", _lstm_case(1, False, True),
+           lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 1, False, True, False),
+           _lstm_inputs(3, 2, 3, 2, 1, False, True), covers=("lstm",), name="lstm_layer"),
+    OpCase("mkldnn_rnn_layer", _lstm_case(2, True, False),
+           lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 2, True, False, False),
+           _lstm_inputs(3, 2, 2, 2, 2, True, False), name="lstm_layer_bidirectional_nobias"),
+    OpCase("mkldnn_rnn_layer", _lstm_case(2, True, True, proj=True),
+           lambda x, h0, c0, *p: _lstm_ref(x, h0, c0, p, 2, True, True, True),
+           _lstm_inputs(3, 2, 2, 3, 2, True, True, proj=2), name="lstm_layer_proj_size"),
+]
+
+
+# The fused GRU layer (ops/gru.py) through the ``gru`` composite, likewise.
+def _gru_ref(x, h0, params, layers, bidirectional):
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    directions = 2 if bidirectional else 1
+    per = len(params) // (layers * directions)
+    hs = []
+    for layer in range(layers):
+        outs = []
+        for d in range(directions):
+            k = layer * directions + d
+            w_ih, w_hh, *b = params[k * per:(k + 1) * per]
+            b_ih, b_hh = b if b else (0.0, 0.0)
+            h = h0[k]
+            out = np.zeros((x.shape[0], x.shape[1], w_hh.shape[1]))
+            for t in (range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])):
+                xr, xz, xn = np.split(x[t] @ w_ih.T + b_ih, 3, -1)
+                hr, hz, hn = np.split(h @ w_hh.T + b_hh, 3, -1)
+                r, z = sig(xr + hr), sig(xz + hz)
+                n = np.tanh(xn + r * hn)
+                h = (1 - z) * n + z * h
+                out[t] = h
+            outs.append(out)
+            hs.append(h)
+        x = np.concatenate(outs, -1)
+    return np.concatenate([x.ravel(), np.ravel(hs)])
+
+
+def _gru_case(layers, bidirectional, bias):
+    def fn(x, h0, *params):
+        from gradtrace.autograd.nn.modules.rnn_layers import gru
+        out, h = gru(x, h0, list(params), bias, layers, 0.0, False, bidirectional)
+        return ag.cat([out.reshape(-1), h.reshape(-1)])
+    return fn
+
+
+def _gru_inputs(steps, batch, n_in, hidden, layers, bidirectional, bias):
+    directions = 2 if bidirectional else 1
+    makers = [rnd(steps, batch, n_in), rnd(layers * directions, batch, hidden)]
+    for layer in range(layers):
+        for _ in range(directions):
+            cols = n_in if layer == 0 else hidden * directions
+            makers += [rnd(3 * hidden, cols), rnd(3 * hidden, hidden)]
+            makers += [rnd(3 * hidden), rnd(3 * hidden)] if bias else []
+    return ins(*makers)
+
+
+CASES += [
+    OpCase("gru_layer", _gru_case(1, False, True),
+           lambda x, h0, *p: _gru_ref(x, h0, p, 1, False),
+           _gru_inputs(3, 2, 3, 2, 1, False, True), covers=("gru",)),
+    OpCase("gru_layer", _gru_case(2, True, False),
+           lambda x, h0, *p: _gru_ref(x, h0, p, 2, True),
+           _gru_inputs(3, 2, 2, 2, 2, True, False), name="gru_layer_bidirectional_nobias"),
+]
+
+
+# The fused Elman RNN layer (ops/elman.py) through ``rnn_tanh`` / ``rnn_relu``, likewise.
+def _elman_ref(x, h0, params, layers, bidirectional, relu):
+    act = (lambda z: np.maximum(z, 0)) if relu else np.tanh
+    directions = 2 if bidirectional else 1
+    per = len(params) // (layers * directions)
+    hs = []
+    for layer in range(layers):
+        outs = []
+        for d in range(directions):
+            k = layer * directions + d
+            w_ih, w_hh, *b = params[k * per:(k + 1) * per]
+            bias = b[0] + b[1] if b else 0.0
+            h = h0[k]
+            out = np.zeros((x.shape[0], x.shape[1], w_hh.shape[1]))
+            for t in (range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])):
+                h = act(x[t] @ w_ih.T + h @ w_hh.T + bias)
+                out[t] = h
+            outs.append(out)
+            hs.append(h)
+        x = np.concatenate(outs, -1)
+    return np.concatenate([x.ravel(), np.ravel(hs)])
+
+
+def _elman_case(layers, bidirectional, bias, relu):
+    def fn(x, h0, *params):
+        from gradtrace.autograd.nn.modules import rnn_layers
+        run = rnn_layers.rnn_relu if relu else rnn_layers.rnn_tanh
+        out, h = run(x, h0, list(params), bias, layers, 0.0, False, bidirectional)
+        return ag.cat([out.reshape(-1), h.reshape(-1)])
+    return fn
+
+
+def _elman_inputs(steps, batch, n_in, hidden, layers, bidirectional, bias):
+    directions = 2 if bidirectional else 1
+    makers = [rnd(steps, batch, n_in), rnd(layers * directions, batch, hidden)]
+    for layer in range(layers):
+        for _ in range(directions):
+            cols = n_in if layer == 0 else hidden * directions
+            makers += [rnd(hidden, cols), rnd(hidden, hidden)]
+            makers += [rnd(hidden), rnd(hidden)] if bias else []
+    return ins(*makers)
+
+
+CASES += [
+    OpCase("rnn_layer", _elman_case(1, False, True, False),
+           lambda x, h0, *p: _elman_ref(x, h0, p, 1, False, False),
+           _elman_inputs(3, 2, 3, 2, 1, False, True), covers=("rnn_tanh",), name="rnn_layer_tanh"),
+    OpCase("rnn_layer", _elman_case(2, True, False, True),
+           lambda x, h0, *p: _elman_ref(x, h0, p, 2, True, True),
+           _elman_inputs(3, 2, 2, 3, 2, True, False), covers=("rnn_relu",),
+           name="rnn_layer_relu_bidirectional_nobias"),
+]

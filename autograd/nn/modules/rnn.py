@@ -1,9 +1,12 @@
 """Recurrent layers: RNN, LSTM and GRU with PyTorch's gate order, parameter names
 (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, ``..._reverse``),
-shapes and initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)).
+shapes and initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)); and their one-step
+cells, RNNCell, LSTMCell and GRUCell (``weight_ih``, ``weight_hh``, ``bias_ih``, ``bias_hh``).
 
-Each time step is a few linear/elementwise ops, so the backward comes from the op table
-(backpropagation through time is the engine walking the unrolled graph).
+LSTM, GRU and RNN run each layer as one fused op (``ops/rnn.py``, PyTorch's
+``mkldnn_rnn_layer``; ``ops/gru.py``; ``ops/elman.py``), the loop over layers in
+``rnn_layers.py``. The cells are one step each, made of linear and elementwise ops whose
+backward comes from the op table.
 """
 from __future__ import annotations
 
@@ -16,8 +19,10 @@ from .. import init
 from ..parameter import Parameter
 from ...tensor import empty as _empty_t
 from .module import Module
+from .rnn_layers import gru as _gru, lstm as _lstm
+from .rnn_layers import rnn_relu as _rnn_relu, rnn_tanh as _rnn_tanh
 
-__all__ = ["RNN", "LSTM", "GRU"]
+__all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
 
 class _RNNBase(Module):
@@ -25,22 +30,30 @@ class _RNNBase(Module):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
-                 bidirectional: bool = False, device=None, dtype=None):
+                 bidirectional: bool = False, device=None, dtype=None, proj_size: int = 0):
         super().__init__()
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"{type(self).__name__}: dropout should be a number in [0, 1], "
                              f"got {dropout}")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable "
+                             "projections")
+        if proj_size and proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
-        self.bidirectional = bidirectional
+        self.bidirectional, self.proj_size = bidirectional, proj_size
         directions = 2 if bidirectional else 1
         rows = self._gates * hidden_size
+        h_size = proj_size or hidden_size   # the hidden state's (and output's) size
         for layer in range(num_layers):
             for suffix in ("", "_reverse")[:directions]:
-                n_in = input_size if layer == 0 else hidden_size * directions
-                names = [("weight_ih", (rows, n_in)), ("weight_hh", (rows, hidden_size))]
+                n_in = input_size if layer == 0 else h_size * directions
+                names = [("weight_ih", (rows, n_in)), ("weight_hh", (rows, h_size))]
                 if bias:
                     names += [("bias_ih", (rows,)), ("bias_hh", (rows,))]
+                if proj_size:
+                    names += [("weight_hr", (proj_size, hidden_size))]
                 for name, shape in names:
                     setattr(self, f"{name}_l{layer}{suffix}",
                             Parameter(_empty_t(*shape, device=device, dtype=dtype)))
@@ -51,17 +64,9 @@ class _RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
-    def _weights(self, layer, suffix):
-        get = lambda n: getattr(self, f"{n}_l{layer}{suffix}")  # noqa: E731
-        return (get("weight_ih"), get("weight_hh"),
-                get("bias_ih") if self.bias else None, get("bias_hh") if self.bias else None)
-
-    def _cell(self, x_proj, state, w_hh, b_hh):
-        raise NotImplementedError
-
-    def _init_state(self, hx, batch, like):
+    def _init_state(self, hx, batch, like, size=None):
         directions = 2 if self.bidirectional else 1
-        shape = (self.num_layers * directions, batch, self.hidden_size)
+        shape = (self.num_layers * directions, batch, size or self.hidden_size)
         if hx is None:
             return _zeros(*shape, dtype=like.dtype, device=like.device)
         if tuple(hx.shape) != shape:
@@ -79,41 +84,33 @@ class _RNNBase(Module):
         if x.shape[-1] != self.input_size:
             raise RuntimeError(f"{type(self).__name__}: input.size(-1) must be equal to "
                                f"input_size. Expected {self.input_size}, got {x.shape[-1]}")
+        if x.shape[0] == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         if unbatched and hx is not None:
             hx = tuple(h.unsqueeze(1) for h in hx) if isinstance(hx, tuple) else hx.unsqueeze(1)
-        states = self._split_state(hx, x.shape[1], x)
-        directions = 2 if self.bidirectional else 1
-        finals = []
-        for layer in range(self.num_layers):
-            outs = []
-            for d, suffix in enumerate(("", "_reverse")[:directions]):
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
-                # The input projection of every step at once: one GEMM instead of L.
-                proj = F.linear(x, w_ih, b_ih)
-                state = states[layer * directions + d]
-                steps = range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])
-                seq = [None] * x.shape[0]
-                for t in steps:
-                    state = self._cell(proj[t], state, w_hh, b_hh)
-                    seq[t] = state[0] if isinstance(state, tuple) else state
-                outs.append(ops.stack(seq, 0))
-                finals.append(state)
-            x = outs[0] if directions == 1 else ops.cat(outs, -1)
-            if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
+        x, state = self._run(x, hx)   # each subclass's fused layers (rnn_layers.py)
         out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
-        return out, self._join_state(finals, unbatched)
+        return out, (self._squeeze_state(state) if unbatched else state)
 
-    def _split_state(self, hx, batch, like):
-        h = self._init_state(hx, batch, like)
-        return [h[i] for i in range(h.shape[0])]
+    def _flat_weights_names(self):
+        """Parameter names in PyTorch's order: per layer and direction, w_ih, w_hh, b_ih,
+        b_hh."""
+        names = []
+        for layer in range(self.num_layers):
+            for suffix in ("", "_reverse")[:2 if self.bidirectional else 1]:
+                names += [f"{n}_l{layer}{suffix}" for n in
+                          ("weight_ih", "weight_hh", "bias_ih", "bias_hh")[:4 if self.bias else 2]]
+                if self.proj_size:
+                    names.append(f"weight_hr_l{layer}{suffix}")
+        return names
 
-    def _join_state(self, finals, unbatched):
-        h = ops.stack(finals, 0)
-        return h.squeeze(1) if unbatched else h
+    def _squeeze_state(self, state):
+        return state.squeeze(1)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if not self.bias:
@@ -145,9 +142,13 @@ class RNN(_RNNBase):
         else:
             super().__setattr__(name, value)
 
-    def _cell(self, x_proj, h, w_hh, b_hh):
-        z = x_proj + F.linear(h, w_hh, b_hh)
-        return F.relu(z) if self.nonlinearity == "relu" else F.tanh(z)
+    def _run(self, x, hx):
+        # All layers through ops.rnn_tanh / rnn_relu, one fused node a layer and direction.
+        h = self._init_state(hx, x.shape[1], x)
+        params = [getattr(self, n) for n in self._flat_weights_names()]
+        run = _rnn_relu if self.nonlinearity == "relu" else _rnn_tanh
+        return run(x, h, params, self.bias, self.num_layers, self.dropout, self.training,
+                   self.bidirectional)
 
 
 class LSTM(_RNNBase):
@@ -157,26 +158,31 @@ class LSTM(_RNNBase):
         g = tanh(... g rows ...)                       o = sigmoid(... o rows ...)
         c' = f * c + i * g                             h' = o * tanh(c')
 
+    With ``proj_size > 0``, ``h' = W_hr (o * tanh(c'))`` (``weight_hr_l{k}``, (proj_size,
+    hidden_size)): the hidden state and the output have proj_size features.
     ``forward(input, (h_0, c_0))`` returns ``(output, (h_n, c_n))``.
     """
 
     _gates = 4
 
-    def _cell(self, x_proj, state, w_hh, b_hh):
-        h, c = state
-        i, f, g, o = ops.chunk(x_proj + F.linear(h, w_hh, b_hh), 4, -1)
-        c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
-        return F.sigmoid(o) * F.tanh(c), c
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, device, dtype, proj_size)
 
-    def _split_state(self, hx, batch, like):
+    def _run(self, x, hx):
+        # All layers through ops.lstm, one fused node a layer and direction (see ops/rnn.py).
         h, c = (None, None) if hx is None else hx
-        h, c = self._init_state(h, batch, like), self._init_state(c, batch, like)
-        return [(h[i], c[i]) for i in range(h.shape[0])]
+        batch = x.shape[1]
+        hx = (self._init_state(h, batch, x, self.proj_size), self._init_state(c, batch, x))
+        params = [getattr(self, n) for n in self._flat_weights_names()]
+        out, h, c = _lstm(x, hx, params, self.bias, self.num_layers, self.dropout,
+                             self.training, self.bidirectional, bool(self.proj_size))
+        return out, (h, c)
 
-    def _join_state(self, finals, unbatched):
-        h = ops.stack([s[0] for s in finals], 0)
-        c = ops.stack([s[1] for s in finals], 0)
-        return (h.squeeze(1), c.squeeze(1)) if unbatched else (h, c)
+    def _squeeze_state(self, state):
+        return tuple(s.squeeze(1) for s in state)
 
 
 class GRU(_RNNBase):
@@ -188,9 +194,152 @@ class GRU(_RNNBase):
 
     _gates = 3
 
-    def _cell(self, x_proj, h, w_hh, b_hh):
-        xr, xz, xn = ops.chunk(x_proj, 3, -1)
-        hr, hz, hn = ops.chunk(F.linear(h, w_hh, b_hh), 3, -1)
-        r, z = F.sigmoid(xr + hr), F.sigmoid(xz + hz)
-        n = F.tanh(xn + r * hn)
-        return n + z * (h - n)
+    def _run(self, x, hx):
+        # All layers through ops.gru, one fused node a layer and direction (see ops/gru.py).
+        h = self._init_state(hx, x.shape[1], x)
+        params = [getattr(self, n) for n in self._flat_weights_names()]
+        return _gru(x, h, params, self.bias, self.num_layers, self.dropout,
+                    self.training, self.bidirectional)
+
+
+# --------------------------------------------------------------------------- cells
+# One time step each, the equations above; the user unrolls the loop. The step functions are
+# shared with the multi-layer modules' unrolled paths.
+
+
+def _lstm_step(x_proj, h, c, w_hh, b_hh):
+    i, f, g, o = ops.chunk(x_proj + F.linear(h, w_hh, b_hh), 4, -1)
+    c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
+    return F.sigmoid(o) * F.tanh(c), c
+
+
+class RNNCellBase(Module):
+    """The parameters of a one-step cell: ``weight_ih`` (gates * hidden, input),
+    ``weight_hh`` (gates * hidden, hidden), ``bias_ih`` and ``bias_hh`` (gates * hidden),
+    initialised U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) as PyTorch's."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int,
+                 device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        rows = num_chunks * hidden_size
+        self.weight_ih = Parameter(_empty_t(rows, input_size, device=device, dtype=dtype))
+        self.weight_hh = Parameter(_empty_t(rows, hidden_size, device=device, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(_empty_t(rows, device=device, dtype=dtype))
+            self.bias_hh = Parameter(_empty_t(rows, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        nonlinearity = getattr(self, "nonlinearity", "tanh")
+        if nonlinearity != "tanh":
+            s += f", nonlinearity={nonlinearity}"
+        return s
+
+    def _batched(self, input, states, names):  # noqa: A002
+        """``(input, states, unbatched)`` with a batch dim of one added to an unbatched call,
+        after PyTorch's checks (its messages); a missing state is zeros."""
+        cls = type(self).__name__
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{cls}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        for name, h in zip(names, states):
+            if h is not None and h.ndim not in (1, 2):
+                raise ValueError(f"{cls}: Expected {name} to be 1D or 2D, got {h.ndim}D instead")
+        unbatched = input.ndim == 1
+        if unbatched:
+            input = input.unsqueeze(0)
+            states = [None if h is None else h.unsqueeze(0) for h in states]
+        if input.shape[1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[1]} "
+                               f"expected {self.input_size}")
+        batch = input.shape[0]
+        full = []
+        for k, h in enumerate(states):
+            if h is None:
+                h = _zeros(batch, self.hidden_size, dtype=input.dtype, device=input.device)
+            elif h.shape[0] != batch:
+                raise RuntimeError(f"Input batch size {batch} doesn't match hidden{k} batch "
+                                   f"size {h.shape[0]}")
+            elif h.shape[1] != self.hidden_size:
+                raise RuntimeError(f"hidden{k} has inconsistent hidden_size: got "
+                                   f"{h.shape[1]}, expected {self.hidden_size}")
+            full.append(h)
+        return input, full, unbatched
+
+
+class RNNCell(RNNCellBase):
+    """One Elman step: ``h' = tanh(W_ih x + b_ih + W_hh h + b_hh)`` (or relu).
+
+    ``forward(input, hx=None)``: input (batch, input_size) or (input_size,), hx likewise
+    with hidden_size (zeros when omitted); returns h'.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):  # noqa: A002
+        x, (h,), unbatched = self._batched(input, [hx], ["hidden"])
+        z = F.linear(x, self.weight_ih, self.bias_ih) + F.linear(h, self.weight_hh, self.bias_hh)
+        if self.nonlinearity == "tanh":
+            h = F.tanh(z)
+        elif self.nonlinearity == "relu":
+            h = F.relu(z)
+        else:
+            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        return h.squeeze(0) if unbatched else h
+
+
+class LSTMCell(RNNCellBase):
+    """One LSTM step, PyTorch's gate order (input, forget, cell, output).
+
+    ``forward(input, hx=None)``: hx is ``(h, c)`` (zeros when omitted); returns ``(h', c')``.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        h, c = (None, None) if hx is None else hx
+        x, (h, c), unbatched = self._batched(input, [h, c], ["hx[0]", "hx[1]"])
+        h, c = _lstm_step(F.linear(x, self.weight_ih, self.bias_ih), h, c, self.weight_hh,
+                          self.bias_hh)
+        return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step, PyTorch's gate order (reset, update, new).
+
+    ``forward(input, hx=None)``: returns h' (hx zeros when omitted).
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input, hx=None):  # noqa: A002
+        x, (h,), unbatched = self._batched(input, [hx], ["hidden"])
+        h = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
+                      self.bias_hh)
+        return h.squeeze(0) if unbatched else h
+
+
+def _gru_step(x_proj, h, w_hh, b_hh):
+    xr, xz, xn = ops.chunk(x_proj, 3, -1)
+    hr, hz, hn = ops.chunk(F.linear(h, w_hh, b_hh), 3, -1)
+    r, z = F.sigmoid(xr + hr), F.sigmoid(xz + hz)
+    n = F.tanh(xn + r * hn)
+    return n + z * (h - n)
