@@ -1,0 +1,79 @@
+"""A training step whose main op busy-waits, recorded in-process for the statistical diff's tests.
+
+Two runs recorded one after the other on a shared machine differ systematically: another
+process may take a core for the whole of one run and not the other, and a small op then
+takes twice as long in every step of that run — a real difference, which the diff rightly
+reports, but not one the test planted. So A and B are recorded *interleaved*: one profile,
+after a warm-up, whose even steps run workload A and odd steps workload B, then split by step
+into two profiles. Both then see the same machine; only the planted slowdown differs.
+"""
+import time
+
+import numpy as np
+
+import gradtrace.autograd as ag
+from gradtrace import profiler
+from gradtrace.profiler import ProfileData
+from gradtrace.profiler.records import MEMORY_COLUMNS, Scope, empty_columns
+
+SPIN_US = 1500       # the busy-waiting op's time in A; the step is about 3.5 ms
+
+
+def spin(us: float) -> None:
+    end = time.perf_counter_ns() + int(us * 1000)
+    while time.perf_counter_ns() < end:
+        pass
+
+
+class Spin(ag.Function):
+    """An op that busy-waits ``us`` microseconds in its forward."""
+
+    @staticmethod
+    def forward(ctx, x, us):
+        spin(us)
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        spin(300)
+        return g, None
+
+
+def _step(x, w, rng, slow: float) -> None:
+    with profiler.record_function("forward"):
+        # +-20% per step: run-to-run noise of the size measured on real profiles
+        # (benchmarks/regression_power.py), so the test does not rely on a quiet machine.
+        h = Spin.apply(x @ w, SPIN_US * slow * rng.uniform(0.8, 1.2))
+        y = (h.tanh() * 2.0).sum()
+        spin(1000 * rng.uniform(0.8, 1.2))
+    with profiler.record_function("backward"):
+        y.backward()
+
+
+def split_steps(data: ProfileData, parity: int) -> ProfileData:
+    """The events of the even (parity 0) or odd (1) ``ProfilerStep#N`` ranges, as a profile."""
+    steps = data.step_ranges()
+    cols = data.event_columns
+    starts = np.array([s for _, s, _ in steps])
+    ends = np.array([e for _, _, e in steps])
+    k = np.searchsorted(starts, cols["start_ns"], side="right") - 1
+    keep = (k >= 0) & (cols["start_ns"] < ends[np.maximum(k, 0)]) & (k % 2 == parity)
+    return ProfileData({c: v[keep] for c, v in cols.items()}, empty_columns(MEMORY_COLUMNS), data.strings,
+                       {**data.metadata, "synthetic": True})
+
+
+def record_interleaved(slow_b: float = 1.0, steps: int = 30, seed: int = 0) -> tuple[ProfileData, ProfileData]:
+    """(A, B): ``steps`` steps each, B's Spin op ``slow_b`` times as long as A's."""
+    rng = np.random.default_rng(seed)
+    ag.manual_seed(seed)
+    w = ag.randn(16, 16, requires_grad=True)
+    x = ag.randn(8, 16)
+    for _ in range(5):      # warm-up, unrecorded: first calls pay imports and caches
+        _step(x, w, rng, 1.0)
+    with profiler.profile() as prof:
+        for i in range(2 * steps):
+            _step(x, w, rng, slow_b if i % 2 else 1.0)
+            prof.step()
+    data = prof.profile_data
+    assert int(np.count_nonzero(data.event_columns["scope"] == Scope.USER_SCOPE)) > 2 * steps
+    return split_steps(data, 0), split_steps(data, 1)
