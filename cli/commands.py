@@ -488,16 +488,50 @@ def cmd_diff(args) -> int:
     except CLIError:
         check_sort_data(b, args.sort)     # refused only when neither profile has the data
     by = "forward_backward" if args.by == "forward-op" else "name"
+    gate = getattr(args, "fail_on_regression", None)
+    min_share = getattr(args, "min_share", 1.0)
+    if not 0.0 <= min_share < 100.0:
+        raise CLIError(f"--min-share {min_share:g}: give a percentage of the step, 0 to below 100")
+    if gate is not None and not 0.0 <= gate < 1000.0:
+        raise CLIError(f"--fail-on-regression {gate:g}: give a slowdown in percent, 0 or more (5 = 5% slower)")
     try:
-        result = diff(a, b, by=by, sort_by=args.sort, merge_steps=not args.per_step)
+        result = diff(a, b, by=by, sort_by=args.sort, merge_steps=not args.per_step, min_share=min_share / 100.0)
     except ValueError as exc:
         raise CLIError(f"{exc}") from None
+    if gate is not None:
+        _check_gate_input(result, args)
     if args.json:
         rows = result.rows()
         rows = rows[:args.limit] if args.limit and args.limit > 0 else rows
+        rows += result.component_rows()
         sys.stdout.write(json.dumps(rows, indent=1, default=_json_default) + "\n")
+    else:
+        console, plain = make_console()
+        console.print(f"A = {args.a}\nB = {args.b}", soft_wrap=True)
+        emit(console, diff_table(result, limit=args.limit, plain=plain, width=console.width), plain)
+    return 0 if gate is None else _gate(result, gate)
+
+
+def _check_gate_input(result, args) -> None:
+    """The gate cannot pass or fail runs that no test could judge: that is bad input (exit 2)."""
+    from gradtrace.profiler.stats import min_steps, significance_possible  # noqa: PLC0415
+
+    if not significance_possible(result.steps_a, result.steps_b):
+        few = args.a if result.steps_a <= result.steps_b else args.b
+        raise CLIError(f"{few}: {min(result.steps_a, result.steps_b)} ProfilerStep ranges; "
+                       f"--fail-on-regression needs at least {min_steps()} steps in each profile "
+                       "(call prof.step() once per training step)")
+
+
+def _gate(result, threshold_pct: float) -> int:
+    """Exit 1 naming the regressions (slower, interval above 1 + PCT/100), else 0."""
+    slower = result.regressions(threshold_pct)
+    if not slower:
         return 0
-    console, plain = make_console()
-    console.print(f"A = {args.a}\nB = {args.b}", soft_wrap=True)
-    emit(console, diff_table(result, limit=args.limit, plain=plain, width=console.width), plain)
-    return 0
+    from gradtrace.profiler.format import format_interval, format_ratio  # noqa: PLC0415
+
+    sys.stdout.flush()
+    names = "; ".join(f"{r.kind} {r.name} {format_ratio(r.ratio)} (95% CI {format_interval(r.ci)})"
+                      for r in slower)
+    print(f"gradtrace diff: regression over {threshold_pct:g}%: {names}", file=sys.stderr)
+    return 1

@@ -165,8 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="gradtrace.cli.commands:cmd_view")
 
     p = sub.add_parser("diff", formatter_class=_Help, help="compare two profiles",
-                       description="Per op, the time in A and in B: regressions in red, improvements in green.",
-                       epilog="example:\n  gradtrace diff before.gtprof after.gtprof --limit 15")
+                       description="Per op, the time in A and in B: regressions in red, improvements in green. "
+                                   "With ProfilerStep ranges, each step is a sample: per op, phase, module, "
+                                   "kernel and the step time, the ratio of medians B/A with a 95%% interval, "
+                                   "an adjusted p-value and a verdict (slower, faster, unchanged, too few steps).",
+                       epilog="examples:\n  gradtrace diff before.gtprof after.gtprof --limit 15\n"
+                              "  gradtrace diff main.gtprof pr.gtprof --fail-on-regression 5   (CI gate)")
     p.add_argument("a", metavar="A", help="the baseline profile (.gtprof or torch trace)")
     p.add_argument("b", metavar="B", help="the new profile (.gtprof or torch trace)")
     p.add_argument("--limit", type=_limit, default=20, help="at most N rows (0: all; default 20)")
@@ -179,6 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-step", action="store_true",
                    help="one row per ProfilerStep#N (default: one ProfilerStep#* row for all steps)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--min-share", type=float, default=1.0, metavar="PCT",
+                   help="rows under PCT%% of the step are shown but not tested (default 1)")
+    p.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
+                   help="exit 1 when a tested row (or the step time) is slower with its interval's "
+                        "lower end above 1 + PCT/100 (a CI gate); 0 otherwise, 2 on bad input")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_diff")
 
     p = sub.add_parser("import", formatter_class=_Help, help="save a torch.profiler trace as a gradtrace profile",

@@ -164,8 +164,9 @@ MODULE_COLUMNS = ("module", "self_cpu_time_total_percent", "self_cpu_time_total"
                   "self_cuda_time_total", "cuda_time_total", "count")
 # The statistical diff's rows: step, phases, modules, kernels (``gradtrace diff``, Compare page).
 STAT_COLUMNS = ("kind", "name", "median_a", "median_b", "share_percent", "ratio", "ci", "q_value", "verdict")
-# What an op row of the diff gains (its times are the diff's own columns).
-STAT_OP_COLUMNS = ("ratio", "ci", "q_value", "verdict")
+# What an op row of the diff shows besides its times (the p-values are in --json and the
+# step/phase table).
+STAT_OP_COLUMNS = ("ratio", "ci", "verdict")
 # The module tree (``gradtrace table --group-by module``, the dashboard's Modules page); the
 # percentage is of the profile's Σ self CPU time.
 MODULE_TREE_COLUMNS = ("module", "forward_self_cpu_time_total", "forward_cpu_time_total",

@@ -227,7 +227,7 @@ class ProfileDiff:
                      Column(f"{title} B", [t(r.b[m]) for r in rows]),
                      Column(f"{title} Δ", [signed(r.delta(m)) for r in rows]),
                      Column(f"{title} Δ%", [r.relative_text(m) for r in rows], min_width=9)]
-        if self.steps_a or self.steps_b:
+        if self.steps_a and self.steps_b:
             for spec in STAT_OP_COLUMNS:
                 head, texts = cells(COLUMNS[spec], rows, {})
                 cols.append(Column(head, texts, min_width=len(head)))
@@ -243,7 +243,8 @@ class ProfileDiff:
         lines = [total("CPU", self.self_cpu_a, self.self_cpu_b)]
         if self.has_cuda:
             lines.append(total("CUDA", self.self_cuda_a, self.self_cuda_b))
-        lines.append(self.stats_note())
+        if self.steps_a and self.steps_b:
+            lines.append(self.stats_note())
         lines.append(f"Sorted by absolute change of {self.sort_by}")
         return lines
 
@@ -329,5 +330,6 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
     totals = {"self_cpu_a": ta.self_cpu_time_total, "self_cpu_b": tb.self_cpu_time_total,
               "self_cuda_a": ta.self_cuda_time_total, "self_cuda_b": tb.self_cuda_time_total}
     return ProfileDiff(rows, by, sort_by, a.has_device_time or b.has_device_time, totals,
-                       components=[t for t in tested if t.kind != "op"], steps=(sa.n_steps, sb.n_steps),
+                       components=[t for t in tested if t.kind != "op"] if sa.n_steps and sb.n_steps else [],
+                       steps=(sa.n_steps, sb.n_steps),
                        clock=clock, min_share=min_share)
