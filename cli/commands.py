@@ -509,7 +509,7 @@ def cmd_diff(args) -> int:
         console, plain = make_console()
         console.print(f"A = {args.a}\nB = {args.b}", soft_wrap=True)
         emit(console, diff_table(result, limit=args.limit, plain=plain, width=console.width), plain)
-    return 0 if gate is None else _gate(result, gate)
+    return 0 if gate is None else gate_status(result.regressions(gate), gate)
 
 
 def _check_gate_input(result, args) -> None:
@@ -523,9 +523,9 @@ def _check_gate_input(result, args) -> None:
                        "(call prof.step() once per training step)")
 
 
-def _gate(result, threshold_pct: float) -> int:
-    """Exit 1 naming the regressions (slower, interval above 1 + PCT/100), else 0."""
-    slower = result.regressions(threshold_pct)
+def gate_status(slower: list, threshold_pct: float, prog: str = "gradtrace diff") -> int:
+    """The CI gate's exit status: 1 naming the regressions (``RowStats`` judged slower with
+    their interval above 1 + PCT/100) in one line on stderr, else 0."""
     if not slower:
         return 0
     from gradtrace.profiler.format import format_interval, format_ratio  # noqa: PLC0415
@@ -533,5 +533,5 @@ def _gate(result, threshold_pct: float) -> int:
     sys.stdout.flush()
     names = "; ".join(f"{r.kind} {r.name} {format_ratio(r.ratio)} (95% CI {format_interval(r.ci)})"
                       for r in slower)
-    print(f"gradtrace diff: regression over {threshold_pct:g}%: {names}", file=sys.stderr)
+    print(f"{prog}: regression over {threshold_pct:g}%: {names}", file=sys.stderr)
     return 1

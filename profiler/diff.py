@@ -171,8 +171,7 @@ class ProfileDiff:
     def regressions(self, threshold_pct: float = 0.0) -> list[stats.RowStats]:
         """Tested rows judged ``slower`` whose interval's lower end is above 1 + threshold/100:
         B is slower by more than ``threshold_pct`` percent, with confidence (the CI gate)."""
-        bound = 1.0 + threshold_pct / 100.0
-        return [r for r in self.tested() if r.verdict == "slower" and r.ci_low is not None and r.ci_low > bound]
+        return stats.regressions(self.tested(), threshold_pct)
 
     def stats_note(self) -> str:
         """One line saying what was tested and how, or why nothing was."""

@@ -34,7 +34,7 @@ import numpy as np
 from .phases import BACKWARD, FORWARD, NO_PHASE, OPTIMIZER, PHASES, phase_of_events
 from .records import Scope
 
-__all__ = ["StepSamples", "RowStats", "KINDS", "VERDICTS", "step_samples", "compare",
+__all__ = ["StepSamples", "RowStats", "KINDS", "VERDICTS", "step_samples", "compare", "regressions",
            "significance_possible", "min_steps", "N_RESAMPLES", "SEED"]
 
 KINDS = ("step", "phase", "op", "module", "kernel")
@@ -303,3 +303,10 @@ def compare(sa: StepSamples, sb: StepSamples, *, min_share: float = 0.01, confid
         else:
             r.verdict = "unchanged"
     return rows
+
+
+def regressions(rows: list[RowStats], threshold_pct: float = 0.0) -> list[RowStats]:
+    """Rows judged ``slower`` whose interval's lower end is above 1 + threshold/100: slower
+    by more than ``threshold_pct`` percent, with confidence (the CI gate's question)."""
+    bound = 1.0 + threshold_pct / 100.0
+    return [r for r in rows if r.verdict == "slower" and r.ci_low is not None and r.ci_low > bound]
