@@ -167,7 +167,7 @@ def significance_possible(n_a: int, n_b: int, alpha: float = 0.05) -> bool:
     is 2 / C(n_a + n_b, n_a) under the exact null distribution; with fewer steps than that
     allows, no slowdown however large is significant. (The bootstrap needs 2 values a side.)
     """
-    return min(n_a, n_b) >= 2 and 2.0 / math.comb(n_a + n_b, n_a) <= alpha
+    return min(n_a, n_b) >= 2 and math.comb(n_a + n_b, n_a) >= 2.0 / alpha   # int vs float: no overflow
 
 
 def min_steps(alpha: float = 0.05) -> int:

@@ -25,7 +25,7 @@ from gradtrace.profiler import ProfileData
 from gradtrace.profiler.memory import kind_key, kind_label, kind_summary, live_by_kind, memory_table
 
 from . import figures, modules_page, pages, ranks_page
-from .compare import diff_table, metric_options
+from .compare import compare_tables, metric_options
 from .graph import build_graph, node_details, steps_of
 from .loading import DEFAULT_MAX_UPLOAD_MB, UploadError, decode_upload, load_path
 from gradtrace.profiler.format import format_bytes, format_time
@@ -508,7 +508,7 @@ def _memory_page(view: ProfileView):
 
 
 def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None, per_step: bool = False) -> list:
-    rows, cols, sort_by = diff_table(a.data, b.data, by, metric, merge_steps=not per_step)
+    rows, cols, sort_by, comp_rows, comp_cols = compare_tables(a.data, b.data, by, metric, merge_steps=not per_step)
     for r in rows:  # bar labels: one per row (forward ops repeat across call sites)
         site = (r.get("call_site") or "").rsplit("/", 1)[-1]
         r["label"] = f"{r['name']} @ {site}" if site else r["name"]
@@ -520,7 +520,8 @@ def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None, p
         dcc.Graph(id="cmp-figure", figure=figures.diff_figure(rows, f"{sort_by}_delta", "label", label=label),
                   config=pages.GRAPH_CONFIG),
         pages.grid("cmp-grid", rows, cols, height=440),
-    ]
+    ] + ([html.H3("Step, phases, modules, kernels: per-step test"),
+          pages.grid("cmp-stats-grid", comp_rows, comp_cols, height=320)] if comp_rows else [])
 
 
 def _register_compare(app: Dash, registry: _Registry, max_bytes: int) -> None:

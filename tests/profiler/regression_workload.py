@@ -16,7 +16,7 @@ from gradtrace import profiler
 from gradtrace.profiler import ProfileData
 from gradtrace.profiler.records import MEMORY_COLUMNS, Scope, empty_columns
 
-SPIN_US = 1500       # the busy-waiting op's time in A; the step is about 3.5 ms
+SPIN_US = 400        # the busy-waiting op's time in A; the step is about 1 ms
 
 
 def spin(us: float) -> None:
@@ -35,7 +35,7 @@ class Spin(ag.Function):
 
     @staticmethod
     def backward(ctx, g):
-        spin(300)
+        spin(100)
         return g, None
 
 
@@ -45,7 +45,7 @@ def _step(x, w, slow: float) -> None:
     with profiler.record_function("forward"):
         h = Spin.apply(x @ w, SPIN_US * slow)
         y = (h.tanh() * 2.0).sum()
-        spin(1000)
+        spin(300)
     with profiler.record_function("backward"):
         y.backward()
 
