@@ -27,6 +27,7 @@ row:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -227,8 +228,11 @@ class RowStats:
 
 
 def _ratio_of_medians(a, b, axis=-1):
+    # A resample of an op absent in most steps can have a median of 0 on both sides: no
+    # change (1), not NaN, which would leave the whole interval undefined.
+    ma, mb = np.median(a, axis=axis), np.median(b, axis=axis)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.median(b, axis=axis) / np.median(a, axis=axis)
+        return np.where((ma == 0) & (mb == 0), 1.0, mb / ma)
 
 
 def _aligned(sa: StepSamples, sb: StepSamples, kind: str):
@@ -286,9 +290,14 @@ def compare(sa: StepSamples, sb: StepSamples, *, min_share: float = 0.01, confid
     if not tested:
         return rows
     xa, xb = np.array(samples_a), np.array(samples_b)
-    ci = sps.bootstrap((xa, xb), _ratio_of_medians, vectorized=True, paired=False, axis=-1,
-                       confidence_level=confidence, n_resamples=n_resamples, method="percentile",
-                       batch=_BATCH, random_state=np.random.default_rng(seed)).confidence_interval
+    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+        # An op absent in some steps can have resamples with a median of 0 in A: a ratio of
+        # inf, which scipy's spread check warns about; the percentiles are still right (an
+        # upper end of inf is reported as none).
+        warnings.simplefilter("ignore", sps.DegenerateDataWarning)
+        ci = sps.bootstrap((xa, xb), _ratio_of_medians, vectorized=True, paired=False, axis=-1,
+                           confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+                           batch=_BATCH, random_state=np.random.default_rng(seed)).confidence_interval
     p = np.atleast_1d(sps.mannwhitneyu(xa, xb, alternative="two-sided", axis=-1).pvalue)
     p = np.where(np.isfinite(p), p, 1.0)    # identical constant samples: no evidence at all
     q = sps.false_discovery_control(p, method="bh")
