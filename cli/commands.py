@@ -453,13 +453,14 @@ def cmd_view(args) -> int:
         load_profile(args.file)  # fail fast, one line, before the server starts
     if args.compare:
         load_profile(args.compare)
+    store = _history_store(getattr(args, "store", None))
     open_browser = None
     if not args.no_browser:
         import webbrowser  # noqa: PLC0415
 
         open_browser = webbrowser.open
     try:
-        serve(args.file, host=args.host, port=args.port, compare=args.compare,
+        serve(args.file, host=args.host, port=args.port, compare=args.compare, store=store,
               verbose=args.verbose, on_listening=open_browser)
     except OSError as exc:
         raise CLIError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
@@ -467,6 +468,22 @@ def cmd_view(args) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _history_store(path: str | None):
+    """The History page's run store: ``--store PATH`` (it must be one), else the default
+    store when it exists, else None (the page then says how to make one)."""
+    if path is None:
+        from gradtrace.viewer.history_page import default_store  # noqa: PLC0415
+
+        return default_store()
+    from gradtrace.profiler.history import HistoryError, RunStore  # noqa: PLC0415
+
+    try:
+        RunStore(path, create=False).close()     # fail fast, one line, before the server starts
+    except HistoryError as exc:
+        raise CLIError(str(exc)) from None
+    return path
 
 
 # --------------------------------------------------------------------------- diff

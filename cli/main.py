@@ -161,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     p.add_argument("--compare", metavar="B", help="a second profile (or torch trace) for the Compare page")
+    p.add_argument("--store", metavar="PATH", help="the run store of the History page "
+                   "(default: ./gradtrace-runs/runs.sqlite when it exists; see gradtrace runs)")
     p.add_argument("--verbose", "-v", action="store_true", help="log every HTTP request to stderr")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_view")
 

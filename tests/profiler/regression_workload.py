@@ -13,7 +13,7 @@ import numpy as np
 
 import gradtrace.autograd as ag
 from gradtrace import profiler
-from gradtrace.profiler import ProfileData
+from gradtrace.profiler import ProfileData, stats
 from gradtrace.profiler.records import MEMORY_COLUMNS, Scope, empty_columns
 
 SPIN_US = 400        # the busy-waiting op's time in A; the step is about 1 ms
@@ -62,8 +62,25 @@ def split_steps(data: ProfileData, parity: int) -> ProfileData:
                        {**data.metadata, "synthetic": True})
 
 
-def record_interleaved(slow_b: float = 1.0, steps: int = 30, seed: int = 0) -> tuple[ProfileData, ProfileData]:
-    """(A, B): ``steps`` steps each, B's Spin op ``slow_b`` times as long as A's."""
+def record_interleaved(slow_b: float = 1.0, steps: int = 30, seed: int = 0,
+                       attempts: int = 3) -> tuple[ProfileData, ProfileData]:
+    """(A, B): ``steps`` steps each, B's Spin op ``slow_b`` times as long as A's.
+
+    A machine so busy that most busy-waits are preempted for milliseconds measures nothing
+    (the spread of A's Spin times is then many times the planted change): such a recording is
+    made again, up to ``attempts`` times, and the last one is returned either way.
+    """
+    for _ in range(attempts):
+        a, b = _record_once(slow_b, steps, seed)
+        samples = stats.step_samples(a)
+        spin_ns = samples.values["op"][:, samples.names["op"].index("Spin")]
+        q1, q2, q3 = np.percentile(spin_ns, [25, 50, 75])
+        if (q3 - q1) / q2 <= 0.1:
+            break
+    return a, b
+
+
+def _record_once(slow_b: float, steps: int, seed: int) -> tuple[ProfileData, ProfileData]:
     ag.manual_seed(seed)
     w = ag.randn(16, 16, requires_grad=True)
     x = ag.randn(8, 16)

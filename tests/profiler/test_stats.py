@@ -100,7 +100,7 @@ def test_the_same_profiles_give_the_same_intervals():
 
 
 def test_a_custom_op_that_busy_waits_longer_is_slower_with_an_interval_above_one():
-    a, b = record_interleaved(slow_b=1.3, steps=40)
+    a, b = record_interleaved(slow_b=1.3, steps=50)
     d = profiler.diff(a, b)
     spin = next(r for r in d if r.name == "Spin")
     assert spin.verdict == "slower", spin.stats
@@ -109,7 +109,7 @@ def test_a_custom_op_that_busy_waits_longer_is_slower_with_an_interval_above_one
 
 
 def test_two_runs_of_one_workload_flag_nothing_over_one_percent_of_the_step():
-    a, b = record_interleaved(slow_b=1.0, steps=40, seed=1)
+    a, b = record_interleaved(slow_b=1.0, steps=50, seed=1)
     # alpha 0.001, not 0.05: at 0.05 a correct test flags an A/A pair in up to 5% of runs (the
     # benchmark measures that rate); this test checks for a systematic bias, without flaking.
     d = profiler.diff(a, b, alpha=0.001)
