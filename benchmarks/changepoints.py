@@ -16,7 +16,7 @@ Synthetic histories: 60 runs, log-normal run-to-run noise of 1-5%, 0-2 level shi
 at random places, and 5% of runs slowed 1.3-2x by a one-off (a busy machine). A detection
 within 2 runs of a true change counts; anything else is a false alarm.
 
-Usage: python benchmarks/changepoints.py [--trials N] [--json PATH]
+Usage: python benchmarks/changepoints.py [--trials N] [--grid MIN:BETA,...] [--quick] [--json PATH]
 """
 from __future__ import annotations
 
@@ -106,7 +106,10 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=30, help="histories per (noise, shift) cell")
     ap.add_argument("--json", default=os.path.join(RESULTS_DIR, "changepoints.json"))
     ap.add_argument("--grid", default="3:3,4:3,4:4,5:3", help="min_size:beta pairs, comma separated")
+    ap.add_argument("--quick", action="store_true", help="5 histories per cell, the chosen settings only")
     args = ap.parse_args()
+    if args.quick:
+        args.trials, args.grid = 5, f"{changepoints.MIN_SEGMENT}:{changepoints.BETA:g}"
     args.grid = [(int(m), float(b)) for m, b in (p.split(":") for p in args.grid.split(","))]
     methods = {"asv-style L1 step fit": asv_style}
     try:
