@@ -113,3 +113,17 @@ def test_runs_bad_input_is_one_line_and_status_2(tmp_path, monkeypatch, capsys, 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_view_store_option_is_checked_before_the_server_starts(tmp_path, monkeypatch):
+    from gradtrace.cli.commands import _history_store
+    from gradtrace.cli.errors import CLIError
+
+    with pytest.raises(CLIError, match="no run store here"):
+        _history_store(str(tmp_path / "none.sqlite"))
+    history.RunStore(tmp_path / "runs.sqlite").close()
+    assert _history_store(str(tmp_path / "runs.sqlite")) == str(tmp_path / "runs.sqlite")
+    monkeypatch.chdir(tmp_path)
+    assert _history_store(None) is None                    # no ./gradtrace-runs/runs.sqlite
+    history.RunStore(history.DEFAULT_STORE).close()
+    assert str(_history_store(None)) == history.DEFAULT_STORE
