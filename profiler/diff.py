@@ -58,8 +58,9 @@ class DiffRow:
         status: "both", "only_a" or "only_b".
         count_a, count_b: calls.
         a, b: metric name -> microseconds (0 on the side where the op is absent).
-        stats: the op's per-step test (:class:`profiler.stats.RowStats`); None in the
-            forward_backward view, for ``ProfilerStep#N`` rows and without step ranges.
+        stats: the op's per-step test (:class:`profiler.stats.RowStats`; in the
+            forward_backward view, of its Fwd+Bwd self time); None for ``ProfilerStep#N``
+            rows.
     """
 
     name: str
@@ -314,12 +315,11 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
         rows.append(DiffRow(name, site, status, count_a, count_b, va, vb))
     # The per-step test, on the sort metric's clock (self time: nested ops never count twice).
     clock = "cuda" if "cuda" in sort_by else "cpu"
-    sa, sb = stats.step_samples(a, clock), stats.step_samples(b, clock)
+    sa, sb = stats.step_samples(a, clock, by), stats.step_samples(b, clock, by)
     tested = stats.compare(sa, sb, min_share=min_share, alpha=alpha)
-    if by == "name":
-        per_op = {t.name: t for t in tested if t.kind == "op"}
-        for r in rows:
-            r.stats = per_op.get(r.name)
+    per_op = {t.name: t for t in tested if t.kind == "op"}
+    for r in rows:
+        r.stats = per_op.get(r.name if by == "name" else stats.forward_op_key(r.name, r.call_site))
 
     def change(r: DiffRow) -> float:
         return abs(r.count_b - r.count_a) if sort_by == "count" else abs(r.delta(sort_by))

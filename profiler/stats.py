@@ -35,7 +35,7 @@ import numpy as np
 from .phases import BACKWARD, FORWARD, NO_PHASE, OPTIMIZER, PHASES, phase_of_events
 from .records import Scope
 
-__all__ = ["StepSamples", "RowStats", "KINDS", "VERDICTS", "step_samples", "compare", "regressions",
+__all__ = ["StepSamples", "RowStats", "KINDS", "VERDICTS", "step_samples", "forward_op_key", "compare", "regressions",
            "significance_possible", "min_steps", "N_RESAMPLES", "SEED"]
 
 KINDS = ("step", "phase", "op", "module", "kernel")
@@ -90,18 +90,29 @@ def _per_step(step: np.ndarray, key_names: list[str], key: np.ndarray, weight: n
     return distinct, totals.reshape(n_steps, len(distinct))
 
 
-def step_samples(data, clock: str = "cpu") -> StepSamples:
+def forward_op_key(name: str, call_site: str | None) -> str:
+    """The op-row name of a forward op and call site in ``step_samples(..., by="forward_backward")``."""
+    return name if call_site is None else f"{name} @ {call_site}"
+
+
+def step_samples(data, clock: str = "cpu", by: str = "name") -> StepSamples:
     """Per-step totals of every step-time component of a profile.
 
     Args:
         data: a :class:`~profiler.data.ProfileData`.
         clock: "cpu" (self CPU time) or "cuda" (self CUDA time) for ops, phases and modules;
             kernels always count their device time, the step its wall time.
+        by: "name": op rows are op names (self time); "forward_backward": forward ops and
+            their call sites, each with the self time of the backward nodes it created (the
+            "Fwd+Bwd Self" of :meth:`ProfileData.forward_backward_summary`), named by
+            :func:`forward_op_key`; a backward node counts in the step it ran in.
     Returns:
         A :class:`StepSamples`; with no ``ProfilerStep#N`` range, every kind has 0 steps.
     """
     if clock not in ("cpu", "cuda"):
         raise ValueError(f"clock={clock!r}: expected 'cpu' or 'cuda'")
+    if by not in ("name", "forward_backward"):
+        raise ValueError(f"by={by!r}: expected 'name' or 'forward_backward'")
     steps = data.step_ranges()
     n = len(steps)
     starts = np.array([s for _, s, _ in steps], dtype=np.int64)
@@ -140,7 +151,10 @@ def step_samples(data, clock: str = "cpu") -> StepSamples:
         names[kind], values[kind] = _per_step(step[idx], [strings[i] for i in ids], inverse,
                                               weight[idx], n)
 
-    group("op", ~is_step & ~is_kernel, self_ns)
+    if by == "forward_backward":
+        names["op"], values["op"] = _forward_op_samples(data, inside, step, self_ns, n)
+    else:
+        group("op", ~is_step & ~is_kernel, self_ns)
     group("module", is_module, total_ns)
     group("kernel", is_kernel, a.self_cuda_ns)
 
@@ -156,6 +170,25 @@ def step_samples(data, clock: str = "cpu") -> StepSamples:
         per_phase[:, 3] = np.bincount(step[pick], weights=self_ns[pick].astype(np.float64), minlength=n)
     names["phase"], values["phase"] = list(PHASES), per_phase
     return StepSamples(clock, [name for name, _, _ in steps], names, values)
+
+
+def _forward_op_samples(data, inside, step, self_ns, n) -> tuple[list[str], np.ndarray]:
+    """Per step, each forward op's (and call site's) self time plus that of the backward
+    nodes it created itself — so, as in the summary, no time counts for two rows."""
+    cols, a = data.event_columns, data.analysis
+    is_forward = (cols["scope"] == Scope.FUNCTION) & (a.backward_ancestor < 0)
+    owner = a.forward_event
+    created = (owner >= 0) & is_forward[np.maximum(owner, 0)]
+    idx = np.flatnonzero(inside & (is_forward | created))
+    source = np.where(is_forward[idx], idx, owner[idx])          # the forward op behind each event
+    pair = (cols["name_id"][source].astype(np.int64) << 32) | (a.stack_id[source].astype(np.int64) + 1)
+    uniq, inverse = np.unique(pair, return_inverse=True)
+    labels = []
+    for p in uniq.tolist():
+        sid = (p & 0xFFFFFFFF) - 1
+        site = data.stack_of(sid)[0] if sid >= 0 and data.stack_of(sid) else None
+        labels.append(forward_op_key(data.strings[p >> 32], site))
+    return _per_step(step[idx], labels, inverse, self_ns[idx], n)
 
 
 # --------------------------------------------------------------------------- tests
