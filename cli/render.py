@@ -360,9 +360,14 @@ def diff_table(result, *, limit: int | None = None, plain: bool = False, title: 
                   "red: B slower, green: B faster" + (" (by the verdict where a row was tested)" if stat_specs else ""))
     parts = [table, Text("\n".join(footer), style="" if plain else "dim")]
     if result.components:
+        from gradtrace.profiler.stats import for_display  # noqa: PLC0415
+
         specs = [COLUMNS[c] for c in C.STAT_COLUMNS]
-        comp = spec_table(result.components, specs, {"share": 1.0}, plain=plain, fit=True, width=width,
-                          title="Step, phases, modules, kernels (per-step medians)")
+        shown = for_display(result.components, limit or 0)
+        left = len(result.components) - len(shown)
+        comp = spec_table(shown, specs, {"share": 1.0}, plain=plain, fit=True, width=width,
+                          title="Step, phases, modules, kernels (per-step medians)",
+                          footer=[f"{left} more module and kernel rows (--limit 0 shows all)"] if left else ())
         parts.insert(0, comp)
     return Group(*parts)
 

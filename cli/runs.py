@@ -161,15 +161,12 @@ def compare_table(rows: list, title: str, plain: bool = False, width: int | None
     """The statistical diff of two stored runs: the step, phases, then modules, kernels and ops
     by the size of the change, through the column specs of :mod:`profiler.columns`."""
     from gradtrace.profiler import columns  # noqa: PLC0415
+    from gradtrace.profiler.stats import for_display  # noqa: PLC0415
 
     from .render import spec_table  # noqa: PLC0415
 
-    head = [r for r in rows if r.kind in ("step", "phase")]
-    rest = sorted((r for r in rows if r.kind not in ("step", "phase")),
-                  key=lambda r: -abs(r.median_b - r.median_a))
-    rest = rest[:limit] if limit else rest
     specs = [columns.COLUMNS[c] for c in columns.STAT_COLUMNS]
-    return spec_table(head + rest, specs, {"share": 1.0}, title=title, plain=plain, width=width)
+    return spec_table(for_display(rows, limit), specs, {"share": 1.0}, title=title, plain=plain, width=width)
 
 
 def cmd_runs_compare(args) -> int:

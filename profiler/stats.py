@@ -36,6 +36,7 @@ from .phases import BACKWARD, FORWARD, NO_PHASE, OPTIMIZER, PHASES, phase_of_eve
 from .records import Scope
 
 __all__ = ["StepSamples", "RowStats", "KINDS", "VERDICTS", "step_samples", "forward_op_key", "compare", "regressions",
+           "for_display",
            "significance_possible", "min_steps", "N_RESAMPLES", "SEED"]
 
 KINDS = ("step", "phase", "op", "module", "kernel")
@@ -352,3 +353,13 @@ def regressions(rows: list[RowStats], threshold_pct: float = 0.0) -> list[RowSta
     by more than ``threshold_pct`` percent, with confidence (the CI gate's question)."""
     bound = 1.0 + threshold_pct / 100.0
     return [r for r in rows if r.verdict == "slower" and r.ci_low is not None and r.ci_low > bound]
+
+
+def for_display(rows: list[RowStats], limit: int = 0) -> list[RowStats]:
+    """Rows in the order tables show them: the step and the phases, then the rest (ops,
+    modules, kernels) flagged first and by the size of the change, at most ``limit`` of those
+    (0: all)."""
+    head = [r for r in rows if r.kind in ("step", "phase")]
+    rest = sorted((r for r in rows if r.kind not in ("step", "phase")),
+                  key=lambda r: (r.verdict not in ("slower", "faster"), -abs(r.median_b - r.median_a), r.name))
+    return head + (rest[:limit] if limit and limit > 0 else rest)
