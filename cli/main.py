@@ -1,7 +1,7 @@
 """``gradtrace``: the command line (``gradtrace`` console script, or ``python -m gradtrace.cli``).
 
 Parsing only; each subcommand's work is in :mod:`cli.commands` (tables, export, view, diff),
-:mod:`cli.demo`, :mod:`cli.runscript` and :mod:`cli.bench`. Those modules are imported when
+:mod:`cli.demo`, :mod:`cli.runscript`, :mod:`cli.bench` and :mod:`cli.runs` (the run history). Those modules are imported when
 their command runs, so ``gradtrace --help`` and ``gradtrace table`` never import the engine.
 
 Bad input gives one line on stderr (``gradtrace <command>: error: ...``) and exit status 2;
