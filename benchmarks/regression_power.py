@@ -13,7 +13,8 @@
 3. **Results**: the detection rate (the op judged ``slower``) per slowdown at 20 and 50 steps,
    the smallest slowdown detected in >= 95% of trials, and the A/A rate (B = A's workload:
    the share of trials where any row at all is flagged slower or faster; the goal is <= 5%).
-   And the time of one diff of 500 tested rows x 50 steps (the bootstrap's cost).
+   And the time of one diff of 500 tested rows x 50 steps (the bootstrap's cost), and the
+   interval's coverage and seed spread on A/A pairs (percentile against BCa).
 
 Usage: python benchmarks/regression_power.py [--trials N] [--quick] [--json PATH]
 """
@@ -131,6 +132,30 @@ def false_alarms(n_steps: int, cv: float, trials: int, seed: int) -> float:
     return flagged / trials
 
 
+def interval_checks(pairs: int = 300) -> list[dict]:
+    """The bootstrap interval on A/A pairs (log-normal steps, 5% noise): how often it covers
+    the true ratio 1, how far its lower end moves with the seed, percentile against BCa."""
+    from scipy import stats as sps  # noqa: PLC0415
+
+    rng = np.random.default_rng(5)
+    out = []
+    for n in (20, 50):
+        a, b = rng.lognormal(0, 0.05, (pairs, n)), rng.lognormal(0, 0.05, (pairs, n))
+        for method in ("percentile", "BCa"):
+            def ci(seed, k=pairs):
+                return sps.bootstrap((a[:k], b[:k]), stats._ratio_of_medians, vectorized=True, paired=False,
+                                     axis=-1, n_resamples=stats.N_RESAMPLES, method=method, batch=100,
+                                     random_state=np.random.default_rng(seed)).confidence_interval
+            t0 = time.perf_counter()
+            first = ci(0)
+            seconds = time.perf_counter() - t0
+            other = ci(1, 50)
+            out.append({"steps": n, "method": method, "coverage": float(np.mean((first.low <= 1) & (first.high >= 1))),
+                        "seed_spread_low": float(np.median(np.abs(other.low - first.low[:50]))),
+                        "seconds": seconds})
+    return out
+
+
 def diff_speed(rows: int = 500, n_steps: int = 50) -> float:
     rng = np.random.default_rng(0)
     names = {k: [] for k in stats.KINDS}
@@ -196,9 +221,14 @@ def main() -> None:
               f"trials: {found}; A/A trials with any row flagged: {100 * aa:.1f}%")
     seconds = diff_speed()
     print(f"one diff of 500 tested rows x 50 steps: {seconds:.2f} s")
+    intervals = interval_checks(100 if args.quick else 300)
+    for r in intervals:
+        print(f"interval, {r['steps']} steps, {r['method']:<10}: covers 1 in {100 * r['coverage']:.0f}% of A/A pairs, "
+              f"lower end moves {100 * r['seed_spread_low']:.2f}% with the seed, {r['seconds']:.2f} s")
     write_json(args.json, {
         "benchmark": "regression_power", "trials": trials, "target_share": TARGET_SHARE, "noise": noise,
-        "results": results, "diff_500_rows_50_steps_s": seconds, "n_resamples": stats.N_RESAMPLES})
+        "results": results, "diff_500_rows_50_steps_s": seconds, "n_resamples": stats.N_RESAMPLES,
+        "intervals": intervals})
 
 
 if __name__ == "__main__":
