@@ -34,7 +34,6 @@ __all__ = ["PATH", "PAGE", "page", "trend_figure", "series_options", "register_c
 PATH = "/history"
 PAGE = (PATH, "History")
 STEP = json.dumps(["step", stats.STEP_ROW])
-_KIND_LABEL = {"step": "step", "phase": "phase", "op": "op", "module": "module", "kernel": "kernel"}
 
 
 def _open(store_path) -> RunStore:
