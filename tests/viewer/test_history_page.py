@@ -111,3 +111,16 @@ def test_without_a_store_or_with_a_broken_one_the_page_says_so(tmp_path):
     broken = tmp_path / "runs.sqlite"
     broken.write_text("not a database")
     assert "not a gradtrace run store" in str(history_page.page(broken))
+
+
+def test_the_compare_page_shows_verdicts_intervals_and_the_step_rows():
+    from gradtrace.viewer.compare import compare_tables
+
+    rows, cols, _, comp_rows, comp_cols = compare_tables(steps_profile(12, seed=1),
+                                                         steps_profile(12, matmul_us=140, seed=2))
+    fields = [c["field"] for c in cols]
+    assert {"ratio", "ci", "q_value", "verdict"} <= set(fields)
+    matmul = next(r for r in rows if r["name"] == "matmul")
+    assert matmul["verdict"] == "slower" and matmul["ci"].startswith("1.")
+    assert [r["name"] for r in comp_rows if r["kind"] == "step"] == ["step time"]
+    assert {c["field"] for c in comp_cols} >= {"kind", "median_a", "verdict"}
