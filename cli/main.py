@@ -167,9 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="gradtrace.cli.commands:cmd_view")
 
     p = sub.add_parser("diff", formatter_class=_Help, help="compare two profiles",
-                       description="Per op, the time in A and in B: regressions in red, improvements in green. "
-                                   "With ProfilerStep ranges, each step is a sample: per op, phase, module, "
-                                   "kernel and the step time, the ratio of medians B/A with a 95%% interval, "
+                       description="Per op, the time in A and in B: regressions in red, improvements in green.\n"
+                                   "With ProfilerStep ranges, each step is a sample: per op, phase, module,\n"
+                                   "kernel and the step time, the ratio of medians B/A with a 95% interval,\n"
                                    "an adjusted p-value and a verdict (slower, faster, unchanged, too few steps).",
                        epilog="examples:\n  gradtrace diff before.gtprof after.gtprof --limit 15\n"
                               "  gradtrace diff main.gtprof pr.gtprof --fail-on-regression 5   (CI gate)")
