@@ -53,9 +53,14 @@ def cmd_runs_add(args) -> int:
     tags = parse_tags(args.tag)
     profiles = [(path, load_profile(path)) for path in args.files]   # all readable before any is added
     console, _ = make_console()
+    from gradtrace.profiler.history import HistoryError  # noqa: PLC0415
+
     with _store(args, create=True) as store:
         for path, data in profiles:
-            run_id = store.add(data, path, tags)
+            try:
+                run_id = store.add(data, path, tags)
+            except HistoryError as exc:
+                raise CLIError(str(exc)) from None
             n = store.resolve(run_id).n_steps
             console.print(f"added #{run_id} {path} ({n} steps) to {store.path}", soft_wrap=True, highlight=False)
             if not significance_possible(n, n):

@@ -118,6 +118,8 @@ class RunStore:
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate()
+        except sqlite3.OperationalError as exc:    # locked past the timeout, read-only, ...
+            raise HistoryError(f"{self.path}: cannot use the run store ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise HistoryError(f"{self.path}: not a gradtrace run store ({exc})") from None
 
@@ -175,7 +177,10 @@ class RunStore:
         meta["clocks"] = clocks
         added_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:   # still locked after BUSY_TIMEOUT_S, read-only, full
+            raise HistoryError(f"{self.path}: cannot add a run ({exc})") from None
         try:
             run_id = db.execute("INSERT INTO runs (added_at, source, n_steps, step_median_us, metadata) "
                                 "VALUES (?, ?, ?, ?, ?)",
