@@ -146,8 +146,10 @@ def cmd_runs_trend(args) -> int:
 
     kind, name = _series(args)
     with _store(args) as store:
-        if kind != "step" and name not in store.series_names(kind):
-            known = store.series_names(kind)
+        known = store.series_names(kind) if kind != "step" else [name]
+        if kind == "module" and name not in known and f"nn.Module: {name}" in known:
+            name = f"nn.Module: {name}"      # --module Linear_0 for the range nn.Module: Linear_0
+        if name not in known:
             hint = f"; e.g. {', '.join(known[:5])}" if known else ""
             raise CLIError(f"no {kind} named {name!r} in {store.path}{hint}")
         result = trend(store, kind, name, args.clock)

@@ -2,6 +2,7 @@
 import json
 import multiprocessing
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,3 +128,15 @@ def test_view_store_option_is_checked_before_the_server_starts(tmp_path, monkeyp
     assert _history_store(None) is None                    # no ./gradtrace-runs/runs.sqlite
     history.RunStore(history.DEFAULT_STORE).close()
     assert str(_history_store(None)) == history.DEFAULT_STORE
+
+
+def test_trend_of_a_module_of_a_torch_trace(tmp_path, capsys):
+    trace = str(Path(__file__).parent / "data" / "torch_mlp_cpu.json.gz")
+    store = str(tmp_path / "runs.sqlite")
+    assert main(["runs", "add", trace, trace, "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["runs", "trend", "--module", "Linear_0", "--store", store, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["name"] == "nn.Module: Linear_0" and len(result["runs"]) == 2
+    assert main(["runs", "trend", "--module", "Nope", "--store", store]) == 2
+    assert "no module named 'Nope'" in capsys.readouterr().err
