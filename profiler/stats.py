@@ -47,6 +47,11 @@ STEP_ROW = "step time"
 # (96%, 94%) at up to 1.5x the time, so the simpler method stays. 500 rows x 50 steps take
 # about 1 s on an idle core (benchmarks/regression_power.py prints the time).
 N_RESAMPLES = 999
+# Fewer resamples only when the draws would exceed this (rows x steps of A and B x resamples):
+# a profile of thousands of steps has a narrow interval anyway, and a diff must stay a matter of
+# seconds. 5e7 draws keep 999 resamples for 500 rows x 50 steps; 7,000 steps x 18 rows get 199.
+DRAW_BUDGET = 50_000_000
+MIN_RESAMPLES = 199
 SEED = 20240529
 _BATCH = 100   # resamples held in memory at once: 100 x rows x steps floats
 
@@ -284,7 +289,7 @@ def _aligned(sa: StepSamples, sb: StepSamples, kind: str):
 
 
 def compare(sa: StepSamples, sb: StepSamples, *, min_share: float = 0.01, confidence: float = 0.95,
-            alpha: float = 0.05, n_resamples: int = N_RESAMPLES, seed: int = SEED,
+            alpha: float = 0.05, n_resamples: int | None = None, seed: int = SEED,
             kinds: tuple[str, ...] = KINDS) -> list[RowStats]:
     """Test every row of ``kinds`` in B against A (see the module docstring).
 
@@ -292,7 +297,8 @@ def compare(sa: StepSamples, sb: StepSamples, *, min_share: float = 0.01, confid
         sa, sb: the two runs' :func:`step_samples` (same clock).
         min_share: rows whose median is under this fraction of the median step are not tested.
         confidence: of the bootstrap interval. alpha: for the adjusted p-value.
-        n_resamples, seed: of the bootstrap.
+        n_resamples, seed: of the bootstrap (default: :data:`N_RESAMPLES`, fewer when the
+            draws would exceed :data:`DRAW_BUDGET`).
     Returns:
         RowStats in ``kinds`` order, each kind's rows by A's order then B's new names.
     """
@@ -324,6 +330,9 @@ def compare(sa: StepSamples, sb: StepSamples, *, min_share: float = 0.01, confid
     if not tested:
         return rows
     xa, xb = np.array(samples_a), np.array(samples_b)
+    if n_resamples is None:
+        draws = len(tested) * (xa.shape[1] + xb.shape[1])
+        n_resamples = max(MIN_RESAMPLES, min(N_RESAMPLES, DRAW_BUDGET // draws))
     with warnings.catch_warnings(), np.errstate(invalid="ignore"):
         # An op absent in some steps can have resamples with a median of 0 in A: a ratio of
         # inf, which scipy's spread check warns about; the percentiles are still right (an
