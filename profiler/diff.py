@@ -181,8 +181,9 @@ class ProfileDiff:
             return (f"no verdicts: A has {self.steps_a} and B {self.steps_b} ProfilerStep ranges; call "
                     f"prof.step() once per training step (at least {need} steps per run)")
         text = (f"per step: A {self.steps_a} steps, B {self.steps_b}; ratio of medians B/A with a 95% "
-                f"bootstrap interval, Mann-Whitney U p-value adjusted by Benjamini-Hochberg; self "
-                f"{self.clock.upper()} time; rows under {100 * self.min_share:g}% of the step are not tested")
+                f"bootstrap interval, Mann-Whitney U p-value adjusted by Benjamini-Hochberg; "
+                + ("forward op + its backward nodes, " if self.by == "forward_backward" else "")
+                + f"self {self.clock.upper()} time; rows under {100 * self.min_share:g}% of the step are not tested")
         if not stats.significance_possible(self.steps_a, self.steps_b):
             text += f"; too few steps: at least {need} per run are needed for any verdict"
         return text
