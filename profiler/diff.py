@@ -9,7 +9,8 @@ the largest absolute change. Ops present on one side only are marked (``status``
 forward op and call site, as :meth:`ProfileData.forward_backward_summary`).
 
 Whether a change is real is decided per step (:mod:`profiler.stats`): when both profiles
-have ``ProfilerStep#N`` ranges, each op row (by name) carries the ratio of the per-step medians
+have ``ProfilerStep#N`` ranges, each op row (an op's self time, or in the forward_backward
+view a forward op's with its own backward nodes') carries the ratio of the per-step medians
 B/A, its bootstrap confidence interval, a Mann–Whitney U p-value adjusted by
 Benjamini–Hochberg, and a verdict; ``.components`` holds the same for the step time, the
 phases, the modules and the kernels; :meth:`ProfileDiff.regressions` is the CI gate's question.
