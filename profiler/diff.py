@@ -245,7 +245,7 @@ class ProfileDiff:
         lines = [total("CPU", self.self_cpu_a, self.self_cpu_b)]
         if self.has_cuda:
             lines.append(total("CUDA", self.self_cuda_a, self.self_cuda_b))
-        if self.steps_a and self.steps_b:
+        if self.steps_a or self.steps_b:     # (neither: a profile without steps, nothing to say)
             lines.append(self.stats_note())
         lines.append(f"Sorted by absolute change of {self.sort_by}")
         return lines
