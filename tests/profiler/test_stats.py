@@ -1,4 +1,6 @@
 """profiler.stats and the statistical columns of profiler.diff: per-step samples, the test, verdicts."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -126,3 +128,20 @@ def test_the_forward_op_view_tests_forward_plus_backward_self_time():
     # relu's row carries its backward node: 50 us forward + 50 us ReluBackward0 per step
     relu = stats.step_samples(steps_profile(4, seed=1), by="forward_backward")
     np.testing.assert_array_equal(relu.values["op"][:, relu.names["op"].index("relu")], np.full(4, 100 * U))
+
+
+SAMPLES = Path(__file__).parents[2].parent / "shared" / "kineto-samples"
+
+
+@pytest.mark.skipif(not (SAMPLES / "gpu_5steps_rank0.json.gz").exists(), reason="../shared/kineto-samples not present")
+def test_a_gpu_trace_has_kernel_rows_on_the_device_clock():
+    data = profiler.load(SAMPLES / "gpu_5steps_rank0.json.gz")
+    s = stats.step_samples(data, "cuda")
+    assert s.n_steps == 5 and len(s.names["kernel"]) > 50
+    # each kernel counts once, in the step of its launch: over all steps, no more kernel time
+    # than the trace's device time
+    total = data.total_average().self_cuda_time_total * 1e3
+    assert s.values["kernel"].sum() <= total + 1
+    d = profiler.diff(data, data, sort_by="self_cuda_time_total")
+    assert d.clock == "cuda" and any(c.kind == "kernel" and c.tested for c in d.components)
+    assert {r.verdict for r in d.tested()} == {"unchanged"}
