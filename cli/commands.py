@@ -453,13 +453,14 @@ def cmd_view(args) -> int:
         load_profile(args.file)  # fail fast, one line, before the server starts
     if args.compare:
         load_profile(args.compare)
+    store = _history_store(getattr(args, "store", None))
     open_browser = None
     if not args.no_browser:
         import webbrowser  # noqa: PLC0415
 
         open_browser = webbrowser.open
     try:
-        serve(args.file, host=args.host, port=args.port, compare=args.compare,
+        serve(args.file, host=args.host, port=args.port, compare=args.compare, store=store,
               verbose=args.verbose, on_listening=open_browser)
     except RunFolderError as exc:     # found on loading: ranks missing or repeated in the traces
         raise CLIError(str(exc)) from None
@@ -469,6 +470,22 @@ def cmd_view(args) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _history_store(path: str | None):
+    """The History page's run store: ``--store PATH`` (it must be one), else the default
+    store when it exists, else None (the page then says how to make one)."""
+    if path is None:
+        from gradtrace.viewer.history_page import default_store  # noqa: PLC0415
+
+        return default_store()
+    from gradtrace.profiler.history import HistoryError, RunStore  # noqa: PLC0415
+
+    try:
+        RunStore(path, create=False).close()     # fail fast, one line, before the server starts
+    except HistoryError as exc:
+        raise CLIError(str(exc)) from None
+    return path
 
 
 # --------------------------------------------------------------------------- diff
@@ -490,16 +507,50 @@ def cmd_diff(args) -> int:
     except CLIError:
         check_sort_data(b, args.sort)     # refused only when neither profile has the data
     by = "forward_backward" if args.by == "forward-op" else "name"
+    gate = getattr(args, "fail_on_regression", None)
+    min_share = getattr(args, "min_share", 1.0)
+    if not 0.0 <= min_share < 100.0:
+        raise CLIError(f"--min-share {min_share:g}: give a percentage of the step, 0 to below 100")
+    if gate is not None and not 0.0 <= gate < 1000.0:
+        raise CLIError(f"--fail-on-regression {gate:g}: give a slowdown in percent, 0 or more (5 = 5% slower)")
     try:
-        result = diff(a, b, by=by, sort_by=args.sort, merge_steps=not args.per_step)
+        result = diff(a, b, by=by, sort_by=args.sort, merge_steps=not args.per_step, min_share=min_share / 100.0)
     except ValueError as exc:
         raise CLIError(f"{exc}") from None
+    if gate is not None:
+        _check_gate_input(result, args)
     if args.json:
         rows = result.rows()
         rows = rows[:args.limit] if args.limit and args.limit > 0 else rows
+        rows += result.component_rows()
         sys.stdout.write(json.dumps(rows, indent=1, default=_json_default) + "\n")
+    else:
+        console, plain = make_console()
+        console.print(f"A = {args.a}\nB = {args.b}", soft_wrap=True)
+        emit(console, diff_table(result, limit=args.limit, plain=plain, width=console.width), plain)
+    return 0 if gate is None else gate_status(result.regressions(gate), gate)
+
+
+def _check_gate_input(result, args) -> None:
+    """The gate cannot pass or fail runs that no test could judge: that is bad input (exit 2)."""
+    from gradtrace.profiler.stats import min_steps, significance_possible  # noqa: PLC0415
+
+    if not significance_possible(result.steps_a, result.steps_b):
+        few = args.a if result.steps_a <= result.steps_b else args.b
+        raise CLIError(f"{few}: {min(result.steps_a, result.steps_b)} ProfilerStep ranges; "
+                       f"--fail-on-regression needs at least {min_steps()} steps in each profile "
+                       "(call prof.step() once per training step)")
+
+
+def gate_status(slower: list, threshold_pct: float, prog: str = "gradtrace diff") -> int:
+    """The CI gate's exit status: 1 naming the regressions (``RowStats`` judged slower with
+    their interval above 1 + PCT/100) in one line on stderr, else 0."""
+    if not slower:
         return 0
-    console, plain = make_console()
-    console.print(f"A = {args.a}\nB = {args.b}", soft_wrap=True)
-    emit(console, diff_table(result, limit=args.limit, plain=plain, width=console.width), plain)
-    return 0
+    from gradtrace.profiler.format import format_interval, format_ratio  # noqa: PLC0415
+
+    sys.stdout.flush()
+    names = "; ".join(f"{r.kind} {r.name} {format_ratio(r.ratio)} (95% CI {format_interval(r.ci)})"
+                      for r in slower)
+    print(f"{prog}: regression over {threshold_pct:g}%: {names}", file=sys.stderr)
+    return 1

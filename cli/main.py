@@ -1,7 +1,7 @@
 """``gradtrace``: the command line (``gradtrace`` console script, or ``python -m gradtrace.cli``).
 
 Parsing only; each subcommand's work is in :mod:`cli.commands` (tables, export, view, diff),
-:mod:`cli.demo`, :mod:`cli.runscript` and :mod:`cli.bench`. Those modules are imported when
+:mod:`cli.demo`, :mod:`cli.runscript`, :mod:`cli.bench` and :mod:`cli.runs` (the run history). Those modules are imported when
 their command runs, so ``gradtrace --help`` and ``gradtrace table`` never import the engine.
 
 Bad input gives one line on stderr (``gradtrace <command>: error: ...``) and exit status 2;
@@ -162,12 +162,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     p.add_argument("--compare", metavar="B", help="a second profile (or torch trace) for the Compare page")
+    p.add_argument("--store", metavar="PATH", help="the run store of the History page "
+                   "(default: ./gradtrace-runs/runs.sqlite when it exists; see gradtrace runs)")
     p.add_argument("--verbose", "-v", action="store_true", help="log every HTTP request to stderr")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_view")
 
     p = sub.add_parser("diff", formatter_class=_Help, help="compare two profiles",
-                       description="Per op, the time in A and in B: regressions in red, improvements in green.",
-                       epilog="example:\n  gradtrace diff before.gtprof after.gtprof --limit 15")
+                       description="Per op, the time in A and in B: regressions in red, improvements in green.\n"
+                                   "With ProfilerStep ranges, each step is a sample: per op, phase, module,\n"
+                                   "kernel and the step time, the ratio of medians B/A with a 95% interval,\n"
+                                   "an adjusted p-value and a verdict (slower, faster, unchanged, too few steps).",
+                       epilog="examples:\n  gradtrace diff before.gtprof after.gtprof --limit 15\n"
+                              "  gradtrace diff main.gtprof pr.gtprof --fail-on-regression 5   (CI gate)")
     p.add_argument("a", metavar="A", help="the baseline profile (.gtprof or torch trace)")
     p.add_argument("b", metavar="B", help="the new profile (.gtprof or torch trace)")
     p.add_argument("--limit", type=_limit, default=20, help="at most N rows (0: all; default 20)")
@@ -180,6 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-step", action="store_true",
                    help="one row per ProfilerStep#N (default: one ProfilerStep#* row for all steps)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--min-share", type=float, default=1.0, metavar="PCT",
+                   help="rows under PCT%% of the step are shown but not tested (default 1)")
+    p.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
+                   help="exit 1 when a tested row (or the step time) is slower with its interval's "
+                        "lower end above 1 + PCT/100 (a CI gate); 0 otherwise, 2 on bad input")
     p.set_defaults(handler="gradtrace.cli.commands:cmd_diff")
 
     p = sub.add_parser("gpu", formatter_class=_Help, help="where the GPU time went: utilization, idle, kernels",
@@ -199,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_limit, default=20, help="with --kernels: at most N kernels (0: all; default 20)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON (full kernel names)")
     p.set_defaults(handler="gradtrace.cli.gpu:cmd_gpu")
+    _add_runs_parser(sub)
 
     p = sub.add_parser("import", formatter_class=_Help, help="save a torch.profiler trace as a gradtrace profile",
                        description="Read a PyTorch profiler trace (prof.export_chrome_trace, JSON or "
@@ -219,6 +231,56 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dir", default=None, help="benchmarks directory (default: the checkout's benchmarks/)")
     p.set_defaults(handler="gradtrace.cli.bench:cmd_bench")
     return parser
+
+
+def _add_runs_parser(sub) -> None:
+    """``gradtrace runs add|list|trend|compare`` (:mod:`cli.runs`)."""
+    store_help = "the run store (default: ./gradtrace-runs/runs.sqlite)"
+    runs = sub.add_parser("runs", formatter_class=_Help, help="a history of runs: add, list, trend, compare",
+                          description="Keep each run's per-step summaries in a SQLite store: trends "
+                                      "with change points, and the statistical diff of any two runs.",
+                          epilog="examples:\n  gradtrace runs add run.gtprof --tag commit=abc123\n"
+                                 "  gradtrace runs trend --op aten::mm\n"
+                                 "  gradtrace runs compare commit=abc123 commit=def456")
+    rsub = runs.add_subparsers(dest="runs_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = rsub.add_parser("add", formatter_class=_Help, help="store runs' per-step summaries",
+                        description="Store each profile's per-step totals (step, phases, ops, modules, "
+                                    "kernels), not the trace.")
+    p.add_argument("files", nargs="+", metavar="FILE", help=_PROFILE_HELP)
+    p.add_argument("--store", default=None, metavar="PATH", help=store_help)
+    p.add_argument("--tag", action="append", metavar="KEY=VALUE", help="label the runs (repeatable)")
+    p.set_defaults(handler="gradtrace.cli.runs:cmd_runs_add")
+    p = rsub.add_parser("list", formatter_class=_Help, help="the stored runs")
+    p.add_argument("--store", default=None, metavar="PATH", help=store_help)
+    p.add_argument("--json", action="store_true", help="print the runs as JSON")
+    p.set_defaults(handler="gradtrace.cli.runs:cmd_runs_list")
+    p = rsub.add_parser("trend", formatter_class=_Help, help="one series across the runs, with change points",
+                        description="The median per-step time of the step (default), an op, a module or a "
+                                    "kernel in each stored run, and where its level changes.")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--step", action="store_true", help="the step time (default)")
+    what.add_argument("--op", metavar="NAME", help="an op's self time")
+    what.add_argument("--module", metavar="NAME", help="an nn.Module range's time (nn.Module: ...)")
+    what.add_argument("--kernel", metavar="NAME", help="a GPU kernel's device time")
+    what.add_argument("--phase", choices=("forward", "backward", "optimizer", "other"), help="a phase's time")
+    p.add_argument("--clock", choices=("cpu", "cuda"), default="cpu", help="self CPU (default) or CUDA time")
+    p.add_argument("--store", default=None, metavar="PATH", help=store_help)
+    p.add_argument("--json", action="store_true", help='print {"runs": [...], "change_points": [...]}')
+    p.set_defaults(handler="gradtrace.cli.runs:cmd_runs_trend")
+    p = rsub.add_parser("compare", formatter_class=_Help, help="the statistical diff of two stored runs",
+                        description="Per step, phase, op, module and kernel: ratio of medians B/A, 95% "
+                                    "interval, adjusted p-value and verdict, as gradtrace diff.")
+    p.add_argument("a", metavar="A", help="a run: its id (3), a tag (commit=abc123) or a tag's value")
+    p.add_argument("b", metavar="B", help="the run to compare with A")
+    p.add_argument("--clock", choices=("cpu", "cuda"), default="cpu", help="self CPU (default) or CUDA time")
+    p.add_argument("--limit", type=_limit, default=20, help="at most N op/module/kernel rows (0: all; default 20)")
+    p.add_argument("--min-share", type=float, default=1.0, metavar="PCT",
+                   help="rows under PCT%% of the step are shown but not tested (default 1)")
+    p.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
+                   help="exit 1 when a tested row is slower with its interval above 1 + PCT/100")
+    p.add_argument("--store", default=None, metavar="PATH", help=store_help)
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(handler="gradtrace.cli.runs:cmd_runs_compare")
 
 
 def _resolve(handler: str):

@@ -343,13 +343,19 @@ def diff_table(result, *, limit: int | None = None, plain: bool = False, title: 
         rows = rows[:limit]
     metric = result.sort_by if result.sort_by in result.metrics else next(iter(result.metrics))
     label = result.metrics[metric]
-    from gradtrace.profiler.columns import COLUMNS  # noqa: PLC0415 - keep module import cheap
+    from gradtrace.profiler import columns as C  # noqa: PLC0415 - keep module import cheap
+    from gradtrace.profiler.columns import COLUMNS, STAT_OP_COLUMNS  # noqa: PLC0415
 
     calls = COLUMNS["count"].header
     table = _table(title, plain)
     with_sites = any(r.call_site for r in rows)
+    # The per-step test's columns (ratio, interval, p-value, verdict) when there are steps.
+    stat_specs = [COLUMNS[c] for c in STAT_OP_COLUMNS] if result.steps_a and result.steps_b else []
+    stat_cells = [C.cells(spec, rows, {}) for spec in stat_specs]
+    stat_width = sum(max(len(h) if spec.kind == "text" else 6, *(len(t) for t in texts)) + 2
+                     for spec, (h, texts) in zip(stat_specs, stat_cells)) if rows else 0
     # About 10 characters per number column; what is left goes to the name (and call site).
-    room = max(14, width - 11 * (6 + (metric.startswith("self_"))) - 2)
+    room = max(14, width - (10 * 5 if stat_specs else 11 * (6 + metric.startswith("self_"))) - 2 - stat_width)
     name_w = min(max((len(r.name) for r in rows), default=4), room // 2 if with_sites else room)
     name_w = max(name_w, 4)
     site_w = max(9, room - name_w - 2)
@@ -360,14 +366,20 @@ def diff_table(result, *, limit: int | None = None, plain: bool = False, title: 
     unit = pick_time_unit([r.a.get(metric, 0.0) for r in rows] + [r.b.get(metric, 0.0) for r in rows])
     delta_unit = pick_time_unit(r.delta(metric) for r in rows)
     headers = [header_lines(f"{calls} A"), header_lines(f"{calls} B"), header_lines(f"{label} A", unit),
-               header_lines(f"{label} B", unit), header_lines("Change", delta_unit), "Change\n%"]
+               header_lines(f"{label} B", unit), header_lines("Change", delta_unit)]
+    # With per-step statistics the ratio of medians takes the place of the relative changes.
+    if not stat_specs:
+        headers.append("Change\n%")
     second = None
-    if metric.startswith("self_") and metric[len("self_"):] in result.metrics:
+    if not stat_specs and metric.startswith("self_") and metric[len("self_"):] in result.metrics:
         second = metric[len("self_"):]
         headers.append(header_lines(result.metrics[second] + " change %"))
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
-    for r in rows:
+    for spec, (header, _) in zip(stat_specs, stat_cells):
+        table.add_column(header if spec.kind == "text" else header_lines(header), no_wrap=True,
+                         justify="left" if spec.kind == "text" else "right")
+    for k, r in enumerate(rows):
         delta = r.delta(metric)
         cells = [shorten(r.name, name_w, plain)] + ([shorten(short_site(r.call_site or ""), max(site_w, 9), plain)]
                                              if with_sites else [])
@@ -375,18 +387,38 @@ def diff_table(result, *, limit: int | None = None, plain: bool = False, title: 
                   str(r.count_b) if r.status != "only_a" else "-",
                   format_time(r.a.get(metric, 0.0), unit, suffix=False),
                   format_time(r.b.get(metric, 0.0), unit, suffix=False),
-                  ("+" if delta > 0 else "") + format_time(delta, delta_unit, suffix=False),
-                  r.relative_text(metric)]
+                  ("+" if delta > 0 else "") + format_time(delta, delta_unit, suffix=False)]
+        if not stat_specs:
+            cells.append(r.relative_text(metric))
         if second:
             cells.append(r.relative_text(second))
-        style = None
-        if not plain and delta:
-            style = "red" if delta > 0 else "green"
-        table.add_row(*cells, style=style)
+        cells += [texts[k] for _, texts in stat_cells]
+        table.add_row(*cells, style=None if plain else _diff_style(r.verdict, delta))
     footer = result.footer()[:-1]
     footer.append(f"{len(result)} rows, sorted by the size of the change in {result.sort_by}; "
-                  "red: B slower, green: B faster")
-    return Group(table, Text("\n".join(footer), style="" if plain else "dim"))
+                  "red: B slower, green: B faster" + (" (by the verdict where a row was tested)" if stat_specs else ""))
+    parts = [table, Text("\n".join(footer), style="" if plain else "dim")]
+    if result.components:
+        from gradtrace.profiler.stats import for_display  # noqa: PLC0415
+
+        specs = [COLUMNS[c] for c in C.STAT_COLUMNS]
+        shown = for_display(result.components, limit or 0)
+        left = len(result.components) - len(shown)
+        comp = spec_table(shown, specs, {"share": 1.0}, plain=plain, fit=True, width=width,
+                          title="Step, phases, modules, kernels (per-step medians)",
+                          footer=[f"{left} more module and kernel rows (--limit 0 shows all)"] if left else ())
+        parts.insert(0, comp)
+    return Group(*parts)
+
+
+def _diff_style(verdict: str | None, delta: float) -> str | None:
+    """Red when B is slower, green when faster: by the verdict for a tested row (unchanged: no
+    colour, the change is within the noise), by the sign of the change otherwise."""
+    if verdict in ("slower", "faster"):
+        return "red" if verdict == "slower" else "green"
+    if verdict is not None or not delta:
+        return None
+    return "red" if delta > 0 else "green"
 
 
 def bench_table(results: Sequence[dict], *, plain: bool = False, title: str | None = None) -> Table:

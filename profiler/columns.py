@@ -19,15 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .format import format_bytes, format_flops_column, format_percent, format_time
+from .format import (format_bytes, format_flops_column, format_interval, format_p_value, format_percent,
+                     format_ratio, format_time)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
 __all__ = ["ColumnSpec", "COLUMNS", "OPERATOR_COLUMNS", "FORWARD_BACKWARD_COLUMNS", "MODULE_COLUMNS",
-           "MODULE_TREE_COLUMNS", "MEMORY_COLUMNS", "MEMORY_KIND_COLUMNS", "KINDS", "operator_columns", "value", "row_values", "cells"]
+           "MODULE_TREE_COLUMNS", "MEMORY_COLUMNS", "STAT_COLUMNS", "STAT_OP_COLUMNS", "MEMORY_KIND_COLUMNS", "KINDS", "operator_columns", "value", "row_values", "cells"]
 
-KINDS = ("text", "time", "percent", "bytes", "count", "flops")
+KINDS = ("text", "time", "percent", "bytes", "count", "flops", "ratio", "interval", "p_value")
 PERCENT_SUFFIX = "_percent"
 
 
@@ -128,6 +129,15 @@ COLUMNS: dict[str, ColumnSpec] = {c.id: c for c in (
     _spec("kind", "Kind", "text", "memory_kinds"),
     _spec("at_peak", "At peak", "bytes", "memory_kinds"),
     _spec("max_live", "Max live", "bytes", "memory_kinds"),
+    # profiler.stats rows (the statistical diff): per-step medians in A and B, the ratio of
+    # medians with its bootstrap interval, the Benjamini-Hochberg adjusted p-value, the verdict.
+    _spec("median_a", "Median/step A", "time"),
+    _spec("median_b", "Median/step B", "time"),
+    _spec("share_percent", "Share of step", "percent"),
+    _spec("ratio", "Ratio B/A", "ratio"),
+    _spec("ci", "95% CI", "interval"),
+    _spec("q_value", "p (BH)", "p_value"),
+    _spec("verdict", "Verdict", "text"),
 )}
 
 OPERATOR_COLUMNS = ("name", "device", "module", "scope",
@@ -152,6 +162,11 @@ MEMORY_KIND_COLUMNS = ("memory_device", "kind", "allocated", "freed", "at_peak",
 MODULE_COLUMNS = ("module", "self_cpu_time_total_percent", "self_cpu_time_total", "cpu_time_total",
                   "forward_self_cpu_time_total", "backward_self_cpu_time_total",
                   "self_cuda_time_total", "cuda_time_total", "count")
+# The statistical diff's rows: step, phases, modules, kernels (``gradtrace diff``, Compare page).
+STAT_COLUMNS = ("kind", "name", "median_a", "median_b", "share_percent", "ratio", "ci", "q_value", "verdict")
+# What an op row of the diff shows besides its times (the p-values are in --json and the
+# step/phase table).
+STAT_OP_COLUMNS = ("ratio", "ci", "verdict")
 # The module tree (``gradtrace table --group-by module``, the dashboard's Modules page); the
 # percentage is of the profile's Σ self CPU time.
 MODULE_TREE_COLUMNS = ("module", "forward_self_cpu_time_total", "forward_cpu_time_total",
@@ -258,4 +273,10 @@ def cells(spec: ColumnSpec, rows, totals: dict[str, float], time_unit: str | Non
         return spec.header, [str(int(v)) for v in values]
     if spec.kind == "flops":
         return format_flops_column([int(v) for v in values])
+    if spec.kind == "ratio":
+        return spec.header, [format_ratio(v) for v in values]
+    if spec.kind == "interval":
+        return spec.header, [format_interval(v) for v in values]
+    if spec.kind == "p_value":
+        return spec.header, [format_p_value(v) for v in values]
     return spec.header, [_text(spec, v) for v in values]

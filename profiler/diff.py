@@ -8,6 +8,13 @@ the largest absolute change. Ops present on one side only are marked (``status``
 "only_b"). ``by="forward_backward"`` compares the forward+backward view instead (one row per
 forward op and call site, as :meth:`ProfileData.forward_backward_summary`).
 
+Whether a change is real is decided per step (:mod:`profiler.stats`): when both profiles
+have ``ProfilerStep#N`` ranges, each op row (an op's self time, or in the forward_backward
+view a forward op's with its own backward nodes') carries the ratio of the per-step medians
+B/A, its bootstrap confidence interval, a Mann–Whitney U p-value adjusted by
+Benjamini–Hochberg, and a verdict; ``.components`` holds the same for the step time, the
+phases, the modules and the kernels; :meth:`ProfileDiff.regressions` is the CI gate's question.
+
 This is the library half of ``gradtrace diff``: ``.rows()`` gives plain dicts and ``.table()``
 the text rendering. Times are microseconds, as in ``key_averages()``.
 """
@@ -16,8 +23,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from . import stats
 from .aggregate import SORT_KEYS
-from .columns import COLUMNS
+from .columns import COLUMNS, STAT_OP_COLUMNS, cells
 from .data import ProfileData, load
 from .format import format_time
 from .table import Column, render, truncate
@@ -51,6 +59,9 @@ class DiffRow:
         status: "both", "only_a" or "only_b".
         count_a, count_b: calls.
         a, b: metric name -> microseconds (0 on the side where the op is absent).
+        stats: the op's per-step test (:class:`profiler.stats.RowStats`; in the
+            forward_backward view, of its Fwd+Bwd self time); None for ``ProfilerStep#N``
+            rows.
     """
 
     name: str
@@ -60,6 +71,13 @@ class DiffRow:
     count_b: int
     a: dict = field(default_factory=dict)
     b: dict = field(default_factory=dict)
+    stats: stats.RowStats | None = None
+
+    # The statistical columns (profiler.columns.STAT_OP_COLUMNS) read these.
+    ratio = property(lambda self: self.stats.ratio if self.stats else None)
+    ci = property(lambda self: self.stats.ci if self.stats else None)
+    q_value = property(lambda self: self.stats.q_value if self.stats else None)
+    verdict = property(lambda self: self.stats.verdict if self.stats else None)
 
     def delta(self, metric: str) -> float:
         """B - A, microseconds."""
@@ -87,7 +105,12 @@ class DiffRow:
             d[f"{metric}_b"] = self.b[metric]
             d[f"{metric}_delta"] = self.delta(metric)
             d[f"{metric}_rel"] = self.relative(metric)
+        d["kind"] = "op"
+        d.update(self.stats.stat_fields() if self.stats else dict.fromkeys(_STAT_FIELDS))
         return d
+
+
+_STAT_FIELDS = ("ratio", "ci_low", "ci_high", "p_value", "q_value", "verdict")
 
 
 class ProfileDiff:
@@ -99,9 +122,16 @@ class ProfileDiff:
         metrics: the metrics compared (attribute -> header).
         has_cuda: either profile has device time.
         self_cpu_a, self_cpu_b, self_cuda_a, self_cuda_b: totals (us) of the two profiles.
+        components: the step time, phases, modules and kernels, tested per step
+            (:class:`profiler.stats.RowStats`, in that order).
+        steps_a, steps_b: ``ProfilerStep#N`` ranges (samples) in each profile.
+        clock: "cpu" or "cuda", the self time that was tested (the sort metric's).
+        min_share: rows under this share of the step were not tested.
     """
 
-    def __init__(self, rows: list[DiffRow], by: str, sort_by: str, has_cuda: bool, totals: dict):
+    def __init__(self, rows: list[DiffRow], by: str, sort_by: str, has_cuda: bool, totals: dict,
+                 components: list | None = None, steps: tuple[int, int] = (0, 0), clock: str = "cpu",
+                 min_share: float = 0.01):
         self._rows = rows
         self.by = by
         self.sort_by = sort_by
@@ -111,6 +141,10 @@ class ProfileDiff:
         self.self_cpu_b = totals["self_cpu_b"]
         self.self_cuda_a = totals["self_cuda_a"]
         self.self_cuda_b = totals["self_cuda_b"]
+        self.components = list(components or [])
+        self.steps_a, self.steps_b = steps
+        self.clock = clock
+        self.min_share = min_share
 
     def __iter__(self):
         return iter(self._rows)
@@ -125,6 +159,35 @@ class ProfileDiff:
         """Rows as plain dicts: name, call_site, status, count_a/b/delta and, per metric,
         ``<metric>_a``, ``_b``, ``_delta`` (us) and ``_rel`` (fraction or None)."""
         return [r.to_dict() for r in self._rows]
+
+    def component_rows(self) -> list[dict]:
+        """The step, phase, module and kernel rows as plain dicts (:meth:`RowStats.to_dict`:
+        kind, name, steps, per-step medians in us, share, ratio, interval, p-values, verdict)."""
+        return [c.to_dict() for c in self.components]
+
+    def tested(self) -> list[stats.RowStats]:
+        """Every row that carries a verdict: the op rows', then the components'."""
+        return [r.stats for r in self._rows if r.stats and r.stats.verdict] + [
+            c for c in self.components if c.verdict]
+
+    def regressions(self, threshold_pct: float = 0.0) -> list[stats.RowStats]:
+        """Tested rows judged ``slower`` whose interval's lower end is above 1 + threshold/100:
+        B is slower by more than ``threshold_pct`` percent, with confidence (the CI gate)."""
+        return stats.regressions(self.tested(), threshold_pct)
+
+    def stats_note(self) -> str:
+        """One line saying what was tested and how, or why nothing was."""
+        need = stats.min_steps()
+        if min(self.steps_a, self.steps_b) == 0:
+            return (f"no verdicts: A has {self.steps_a} and B {self.steps_b} ProfilerStep ranges; call "
+                    f"prof.step() once per training step (at least {need} steps per run)")
+        text = (f"per step: A {self.steps_a} steps, B {self.steps_b}; ratio of medians B/A with a 95% "
+                f"bootstrap interval, Mann-Whitney U p-value adjusted by Benjamini-Hochberg; "
+                + ("forward op + its backward nodes, " if self.by == "forward_backward" else "")
+                + f"self {self.clock.upper()} time; rows under {100 * self.min_share:g}% of the step are not tested")
+        if not stats.significance_possible(self.steps_a, self.steps_b):
+            text += f"; too few steps: at least {need} per run are needed for any verdict"
+        return text
 
     def table(self, row_limit: int = 100, max_name_column_width: int = 55,
               time_unit: str | None = None, metrics: list[str] | None = None,
@@ -166,6 +229,10 @@ class ProfileDiff:
                      Column(f"{title} B", [t(r.b[m]) for r in rows]),
                      Column(f"{title} Δ", [signed(r.delta(m)) for r in rows]),
                      Column(f"{title} Δ%", [r.relative_text(m) for r in rows], min_width=9)]
+        if self.steps_a and self.steps_b:
+            for spec in STAT_OP_COLUMNS:
+                head, texts = cells(COLUMNS[spec], rows, {})
+                cols.append(Column(head, texts, min_width=len(head)))
         footer = self.footer(time_unit)
         return render(cols, header=header, footer=footer)
 
@@ -178,6 +245,8 @@ class ProfileDiff:
         lines = [total("CPU", self.self_cpu_a, self.self_cpu_b)]
         if self.has_cuda:
             lines.append(total("CUDA", self.self_cuda_a, self.self_cuda_b))
+        if self.steps_a or self.steps_b:     # (neither: a profile without steps, nothing to say)
+            lines.append(self.stats_note())
         lines.append(f"Sorted by absolute change of {self.sort_by}")
         return lines
 
@@ -211,7 +280,7 @@ def _side(data: ProfileData, by: str, merge_steps: bool) -> dict:
 
 
 def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
-         merge_steps: bool = True) -> ProfileDiff:
+         merge_steps: bool = True, min_share: float = 0.01, alpha: float = 0.05) -> ProfileDiff:
     """Compare profile B against profile A.
 
     Args:
@@ -223,6 +292,9 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
             spellings (:data:`profiler.aggregate.SORT_KEYS`, e.g. ``self_device_time_total``).
         merge_steps: one "ProfilerStep#*" row for all ``ProfilerStep#N`` ranges, as the
             tables show them (False: a row per step).
+        min_share: rows whose per-step median is under this fraction of the step are shown
+            but not tested (:func:`profiler.stats.compare`).
+        alpha: the false discovery rate of the verdicts (Benjamini-Hochberg).
     Returns:
         A :class:`ProfileDiff`.
     """
@@ -231,6 +303,8 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
     sort_by = SORT_KEYS.get(sort_by, sort_by) if sort_by else _DEFAULT_SORT[by]
     if sort_by not in _VIEWS[by] and sort_by != "count":
         raise ValueError(f"sort_by={sort_by!r}: expected 'count' or one of {list(_VIEWS[by])}")
+    if not 0.0 <= min_share < 1.0:
+        raise ValueError(f"min_share={min_share!r}: expected a fraction of the step, 0 <= min_share < 1")
     a, b = _as_data(profile_a), _as_data(profile_b)
     side_a, side_b = _side(a, by, merge_steps), _side(b, by, merge_steps)
     zeros = {m: 0.0 for m in _VIEWS[by]}
@@ -241,6 +315,13 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
         _, _, count_b, vb = side_b[key] if in_b else (*key, 0, dict(zeros))
         status = "both" if in_a and in_b else "only_a" if in_a else "only_b"
         rows.append(DiffRow(name, site, status, count_a, count_b, va, vb))
+    # The per-step test, on the sort metric's clock (self time: nested ops never count twice).
+    clock = "cuda" if "cuda" in sort_by else "cpu"
+    sa, sb = stats.step_samples(a, clock, by), stats.step_samples(b, clock, by)
+    tested = stats.compare(sa, sb, min_share=min_share, alpha=alpha)
+    per_op = {t.name: t for t in tested if t.kind == "op"}
+    for r in rows:
+        r.stats = per_op.get(r.name if by == "name" else stats.forward_op_key(r.name, r.call_site))
 
     def change(r: DiffRow) -> float:
         return abs(r.count_b - r.count_a) if sort_by == "count" else abs(r.delta(sort_by))
@@ -249,4 +330,7 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
     ta, tb = a.total_average(), b.total_average()
     totals = {"self_cpu_a": ta.self_cpu_time_total, "self_cpu_b": tb.self_cpu_time_total,
               "self_cuda_a": ta.self_cuda_time_total, "self_cuda_b": tb.self_cuda_time_total}
-    return ProfileDiff(rows, by, sort_by, a.has_device_time or b.has_device_time, totals)
+    return ProfileDiff(rows, by, sort_by, a.has_device_time or b.has_device_time, totals,
+                       components=[t for t in tested if t.kind != "op"] if sa.n_steps and sb.n_steps else [],
+                       steps=(sa.n_steps, sb.n_steps),
+                       clock=clock, min_share=min_share)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 __all__ = ["TIME_UNITS", "pick_time_unit", "format_time", "format_bytes", "format_percent",
-           "format_flops_column", "shorten"]
+           "format_flops_column", "format_ratio", "format_interval", "format_p_value", "shorten"]
 
 TIME_UNITS = ("s", "ms", "us")
 _US_PER_UNIT = {"s": 1e6, "ms": 1e3, "us": 1.0}
@@ -82,6 +82,25 @@ def format_flops_column(values: list[int]) -> tuple[str, list[str]]:
         return "Total FLOPs", [str(int(v)) if v else "--" for v in values]
     scale = 1000 ** k
     return f"Total {prefixes[k]}FLOPs", [f"{v / scale:.3f}" if v else "--" for v in values]
+
+
+def format_ratio(ratio: float | None) -> str:
+    """A ratio B/A as ``1.052x`` (three decimals); ``-`` when there is none (A is 0)."""
+    return "-" if ratio is None else f"{ratio:.3f}x"
+
+
+def format_interval(interval: tuple[float | None, float | None] | None) -> str:
+    """A confidence interval of a ratio as ``0.981-1.104``; ``-`` when the row was not tested."""
+    if interval is None or interval[0] is None or interval[1] is None:
+        return "-"
+    return f"{interval[0]:.3f}-{interval[1]:.3f}"
+
+
+def format_p_value(p: float | None) -> str:
+    """A p-value with three decimals, ``<0.001`` below that; ``-`` when not tested."""
+    if p is None:
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def shorten(text: str, width: int, plain: bool = False) -> str:

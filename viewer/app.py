@@ -24,8 +24,8 @@ from dash.exceptions import PreventUpdate
 from gradtrace.profiler import ProfileData
 from gradtrace.profiler.memory import kind_key, kind_label, kind_summary, live_by_kind, memory_table
 
-from . import figures, kernels_page, modules_page, pages, ranks_page
-from .compare import diff_table, metric_options
+from . import figures, history_page, kernels_page, modules_page, pages, ranks_page
+from .compare import compare_tables, metric_options
 from .graph import build_graph, node_details, steps_of
 from .loading import DEFAULT_MAX_UPLOAD_MB, UploadError, decode_upload, load_path
 from gradtrace.profiler.format import format_bytes, format_time
@@ -42,6 +42,7 @@ MAIN = "main"
 PAGES = [p for base in pages.PAGES
          for p in ([base, modules_page.PAGE] if base[0] == "/forward-backward" else [base])] + [ranks_page.PAGE]
 PAGES.insert(len(PAGES) - 1, kernels_page.PAGE)     # Kernels: the GPU activity, before Ranks
+PAGES.insert(len(PAGES) - 1, history_page.PAGE)   # History before Ranks, which stays last
 
 
 class _Registry:
@@ -54,6 +55,7 @@ class _Registry:
         self._lock = threading.Lock()
         self.capacity = capacity
         self.ranks: dict | None = None     # summary of a run folder (gradtrace view RUN_DIR)
+        self.history = None                # the run store of the History page (a path), if any
 
     def add(self, view: ProfileView, key: str | None = None) -> str:
         key = key or f"u{uuid.uuid4().hex}"
@@ -86,7 +88,8 @@ class _Registry:
 
 
 def create_app(profile_or_path: ProfileData | str | Path | None = None, *, compare=None,
-               max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, title: str = "gradtrace", ranks: dict | None = None) -> Dash:
+               max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, title: str = "gradtrace", ranks: dict | None = None,
+               store=None) -> Dash:
     """Build the dashboard for a profile.
 
     Args:
@@ -98,11 +101,13 @@ def create_app(profile_or_path: ProfileData | str | Path | None = None, *, compa
         title: browser tab title.
         ranks: a run folder's :func:`profiler.ranks.summarize_run` for the Ranks page
             (:func:`viewer.ranks_page.open_run`); without it the page shows the open profile.
+        store: the run store (a path) of the History page (:mod:`viewer.history_page`).
     Returns:
         The ``dash.Dash`` app (``app.server`` is the Flask server).
     """
     registry = _Registry()
     registry.ranks = ranks
+    registry.history = store
     startup_error = None
     if profile_or_path is not None:
         try:
@@ -192,6 +197,8 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
             return kernels_page.page(view)
         if path == ranks_page.PATH:
             return ranks_page.page(registry.ranks or ranks_page.summary_of(view), single=registry.ranks is None)
+        if path == history_page.PATH:
+            return history_page.page(registry.history)
         if path == "/compare":
             b = registry.get(compare_key)
             return pages.compare_page(view, max_upload_mb, b.label if b else None)
@@ -359,6 +366,7 @@ def _register_callbacks(app: Dash, registry: _Registry, max_bytes: int, max_uplo
     _register_compare(app, registry, max_bytes)
     modules_page.register_callbacks(app, registry.get)
     kernels_page.register_callbacks(app, registry.get)
+    history_page.register_callbacks(app, lambda: registry.history)
 
 
 def _steps(view: ProfileView):
@@ -512,7 +520,7 @@ def _memory_page(view: ProfileView):
 
 
 def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None, per_step: bool = False) -> list:
-    rows, cols, sort_by = diff_table(a.data, b.data, by, metric, merge_steps=not per_step)
+    rows, cols, sort_by, comp_rows, comp_cols = compare_tables(a.data, b.data, by, metric, merge_steps=not per_step)
     for r in rows:  # bar labels: one per row (forward ops repeat across call sites)
         site = (r.get("call_site") or "").rsplit("/", 1)[-1]
         r["label"] = f"{r['name']} @ {site}" if site else r["name"]
@@ -524,7 +532,8 @@ def _compare_body(a: ProfileView, b: ProfileView, by: str, metric: str | None, p
         dcc.Graph(id="cmp-figure", figure=figures.diff_figure(rows, f"{sort_by}_delta", "label", label=label),
                   config=pages.GRAPH_CONFIG),
         pages.grid("cmp-grid", rows, cols, height=440),
-    ]
+    ] + ([html.H3("Step, phases, modules, kernels: per-step test"),
+          pages.grid("cmp-stats-grid", comp_rows, comp_cols, height=320)] if comp_rows else [])
 
 
 def _register_compare(app: Dash, registry: _Registry, max_bytes: int) -> None:
@@ -566,7 +575,7 @@ def _register_compare(app: Dash, registry: _Registry, max_bytes: int) -> None:
 # --------------------------------------------------------------------------- serve
 
 
-def serve(path, host: str = "127.0.0.1", port: int = 8050, *, compare=None,
+def serve(path, host: str = "127.0.0.1", port: int = 8050, *, compare=None, store=None,
           max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, verbose: bool = False,
           on_listening: Callable[[str], object] | None = None) -> None:
     """Load ``path`` and serve the dashboard with waitress until interrupted.
@@ -593,7 +602,7 @@ def serve(path, host: str = "127.0.0.1", port: int = 8050, *, compare=None,
         view, ranks = ranks_page.open_run(path)
     else:
         view = ProfileView(load_path(path), Path(path).name)
-    app = create_app(view, compare=compare, max_upload_mb=max_upload_mb, ranks=ranks)
+    app = create_app(view, compare=compare, max_upload_mb=max_upload_mb, ranks=ranks, store=store)
     wsgi = app.server
     if verbose:
         wsgi = _log_requests(app.server)

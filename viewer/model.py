@@ -15,13 +15,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradtrace.profiler import ProfileData, Scope, columns
-from gradtrace.profiler.analysis import depth_levels
 from gradtrace.profiler.format import format_time
 from gradtrace.profiler.memory import memory_table
+# One definition of a step's phases, shared with the statistical diff.
+from gradtrace.profiler.phases import BACKWARD as _BACKWARD
+from gradtrace.profiler.phases import FORWARD as _FORWARD
+from gradtrace.profiler.phases import NO_PHASE as _NO_PHASE
+from gradtrace.profiler.phases import OPTIMIZER as _OPTIMIZER
+from gradtrace.profiler.phases import PHASES, phase_of_events
 
 __all__ = ["ProfileView", "GROUPINGS", "PHASES", "phase_of_events", "group_rows"]
 
-PHASES = ("forward", "backward", "optimizer", "other")
 SCOPE_LABELS = {int(Scope.FUNCTION): "op", int(Scope.BACKWARD_FUNCTION): "backward node",
                 int(Scope.USER_SCOPE): "user scope"}
 # Operators page: how rows are keyed, besides the op name, and the key_averages() arguments
@@ -29,50 +33,6 @@ SCOPE_LABELS = {int(Scope.FUNCTION): "op", int(Scope.BACKWARD_FUNCTION): "backwa
 GROUPINGS = {"name": "Name", "shape": "Input shape", "module": "Module", "call_site": "Call site"}
 _KEY_AVERAGES_ARGS = {"name": {}, "shape": {"group_by_input_shape": True},
                       "module": {"group_by_module": True}, "call_site": {"group_by_stack_n": 1}}
-_NO_PHASE, _FORWARD, _BACKWARD, _OPTIMIZER = -1, 0, 1, 2
-
-
-# --------------------------------------------------------------------------- per-event labels
-
-
-def _user_scope_phase(strings: list[str]) -> np.ndarray:
-    """Phase that a USER_SCOPE range of each string name opens (-1: none)."""
-    out = np.full(len(strings), _NO_PHASE, dtype=np.int8)
-    for i, s in enumerate(strings):
-        low = s.lower()
-        if low == "forward" or low.startswith("forward#") or low.startswith("nn.module:"):
-            out[i] = _FORWARD
-        elif low == "backward" or low.startswith("backward#") or low.startswith("autograd::engine"):
-            out[i] = _BACKWARD
-        elif low.startswith("optimizer") or low.startswith("optim."):
-            out[i] = _OPTIMIZER
-    return out
-
-
-def phase_of_events(data: ProfileData) -> np.ndarray:
-    """Phase of each event: 0 forward, 1 backward, 2 optimizer, -1 none (e.g. ProfilerStep).
-
-    The innermost range that names a phase decides: a backward node (BACKWARD_FUNCTION) is
-    backward; a ``forward``/``backward``/``Optimizer.step...`` user scope opens that phase; a
-    forward op (FUNCTION) outside any phase is forward; anything else inherits its parent's.
-    """
-    cols, a = data.event_columns, data.analysis
-    n = data.n_events
-    own = np.full(n, _NO_PHASE, dtype=np.int8)
-    scope = cols["scope"]
-    user = scope == Scope.USER_SCOPE
-    own[user] = _user_scope_phase(data.strings)[cols["name_id"][user]]
-    own[scope == Scope.BACKWARD_FUNCTION] = _BACKWARD
-    phase = own.copy()
-    is_fn = scope == Scope.FUNCTION
-    for idx in depth_levels(a.depth):
-        par = a.parent[idx]
-        inherited = np.where(par >= 0, phase[np.maximum(par, 0)], _NO_PHASE)
-        mine = own[idx]
-        # A forward op under no phase starts the forward phase; otherwise inherit.
-        mine = np.where((mine < 0) & is_fn[idx] & (inherited < 0), _FORWARD, mine)
-        phase[idx] = np.where(mine >= 0, mine, inherited)
-    return phase
 
 
 def group_rows(key_averages) -> list[dict]:

@@ -232,7 +232,8 @@ def test_diff_end_to_end(demo_profile, tmp_path):
     assert "red: B slower, green: B faster" in res.stdout
     res = run_cli("diff", demo_profile, other, "--by", "forward-op", "--json", "--limit", "3")
     rows = json.loads(res.stdout)
-    assert len(rows) == 3 and "forward_backward_cpu_time_total_delta" in rows[0]
+    ops = [r for r in rows if r["kind"] == "op"]          # then the step, phase, ... rows
+    assert len(ops) == 3 and "forward_backward_cpu_time_total_delta" in rows[0] and rows[:3] == ops
 
 
 # --------------------------------------------------------------------------- bad input
