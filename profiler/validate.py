@@ -14,6 +14,7 @@ here and when saving; the exports do the same.
 from __future__ import annotations
 
 import json
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -22,7 +23,7 @@ from .records import (EDGE_COLUMNS, EVENT_COLUMNS, GPU_COLUMNS, MEMORY_COLUMNS, 
                       Scope, empty_columns, valid_text)
 
 __all__ = ["ProfileFormatError", "ValidProfile", "validate_profile", "valid_text", "parse_shapes",
-           "MAX_TIME_SPAN_NS", "MAX_METADATA_DEPTH"]
+           "loads_shallow", "json_depth", "MAX_TIME_SPAN_NS", "MAX_METADATA_DEPTH", "MAX_JSON_DEPTH"]
 
 # Times of one profile lie within 2**53 ns (104 days) of each other: durations and their sums
 # stay exact in float64 and far from int64 overflow, and any time fits the nesting keys.
@@ -35,6 +36,12 @@ _MAX_BYTES = 2**48
 # a few dimensions) inside int64.
 _MAX_DIM = 2**40
 _MAX_RANK = 16
+# Strings of the string table that hold JSON (input shapes, input dtypes) nest a few levels
+# (inputs, tensor lists, dims); Python's json parser and encoder recurse once per level, so a
+# string nested deeper than this is text, never parsed.
+MAX_JSON_DEPTH = 32
+# A JSON string literal (escapes included): its brackets are not structure.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
 class ProfileFormatError(ValueError):
@@ -46,6 +53,30 @@ class ProfileFormatError(ValueError):
         super().__init__(f"{self.path}: {self.problem}")
 
 
+def json_depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest (0 for a scalar), by one pass without
+    recursion: string literals removed, then a running count of openers minus closers."""
+    bare = _JSON_STRING.sub("", text)
+    if "[" not in bare and "{" not in bare:
+        return 0
+    codes = np.frombuffer(bare.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    step = ((codes == ord("[")) | (codes == ord("{"))).astype(np.int64) - \
+        ((codes == ord("]")) | (codes == ord("}")))
+    return int(np.cumsum(step).max())
+
+
+def loads_shallow(text: str, max_depth: int = MAX_JSON_DEPTH):
+    """``json.loads(text)``, or None when the text is not JSON or nests deeper than
+    ``max_depth`` (checked first, so that neither the parser nor a later ``json.dumps`` of
+    the value recurses past Python's limit: a RecursionError is not a parse error)."""
+    if json_depth(text) > max_depth:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def parse_shapes(text: str) -> list[list[int]] | None:
     """Input shapes from their string form (``"[[8, 16], []]"``), or None when malformed.
 
@@ -53,12 +84,9 @@ def parse_shapes(text: str) -> list[list[int]] | None:
     integers in ``[0, 2**40)``), or for a tensor-list input (``aten::cat``'s, in torch traces)
     a list of shapes, as PyTorch's ``Input Dims`` has it.
     """
-    if len(text) > 100_000 or text.count("[") > 10_000:   # no deep or huge parse
+    if len(text) > 100_000:   # no huge parse
         return None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
+    value = loads_shallow(text)
     if not isinstance(value, list):
         return None
     for entry in value:
