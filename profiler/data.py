@@ -41,13 +41,15 @@ class ProfileData:
 
     def __init__(self, event_columns: dict, memory_columns: dict, strings: list, metadata: dict,
                  *, input_shapes: dict[int, list] | None = None, node_columns: dict | None = None,
-                 edge_columns: dict | None = None, gpu_columns: dict | None = None):
+                 edge_columns: dict | None = None, gpu_columns: dict | None = None, stored=None):
         """Args:
             event_columns, memory_columns, strings, metadata, node_columns, edge_columns,
             gpu_columns:
                 the attributes below.
             input_shapes: shapes_id -> parsed shapes, when a reader has parsed them already
                 (``profiler.load`` does, as part of validating the file); else parsed on use.
+            stored: the analyses a version-5 file kept (:class:`.stored.StoredAnalysis`,
+                checked against these columns by the loader): used instead of computing them.
         """
         self.event_columns = _as_table(event_columns, EVENT_COLUMNS, "event")
         self.memory_columns = _as_table(memory_columns, MEMORY_COLUMNS, "memory")
@@ -59,6 +61,11 @@ class ProfileData:
         self.metadata = dict(metadata)
         self._shapes_cache: dict[int, list | None] = dict(input_shapes or {})
         self._stack_cache: dict[int, list] = {}
+        self._stored_summaries: dict = {}
+        if stored is not None:
+            # The cached properties below, filled from the file instead of computed.
+            self.__dict__.update(analysis=stored.analysis, **stored.flags)
+            self._stored_summaries = stored.summaries
 
     # ------------------------------------------------------------------ basics
 
@@ -181,6 +188,11 @@ class ProfileData:
         Returns:
             A :class:`~profiler.aggregate.KeyAverages` (a list of FunctionEventAvg rows).
         """
+        kept = self._stored_summaries.get("merged" if merge_steps else "per_step")
+        if kept is not None and not (group_by_input_shape or group_by_stack_n or group_by_module or group_by_device):
+            from .stored import stored_key_averages  # noqa: PLC0415 - stored imports aggregate
+
+            return stored_key_averages(self, kept, merge_steps)
         return aggregate.key_averages(self, group_by_input_shape, group_by_stack_n,
                                       group_by_module=group_by_module, group_by_device=group_by_device,
                                       merge_steps=merge_steps)
@@ -212,9 +224,10 @@ class ProfileData:
         """``key_averages()`` rows as plain dicts (times in microseconds)."""
         return self.key_averages(group_by_input_shape, group_by_stack_n).to_dicts()
 
-    def save(self, path) -> None:
-        """Write this profile to ``path`` in the gradtrace profile format."""
-        fileformat.save(self, path)
+    def save(self, path, *, compress: bool = False, version: int | None = None) -> None:
+        """Write this profile to ``path`` in the gradtrace profile format (see
+        :func:`.fileformat.save` for ``compress`` and ``version``)."""
+        fileformat.save(self, path, compress=compress, version=version)
 
     # ------------------------------------------------------------------ exports (issue 6)
 
@@ -291,8 +304,9 @@ def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
             written by a newer gradtrace, or holds values no profile can have. The message is
             one line: path and problem.
     """
+    stored = None
     if torch_trace.is_torch_trace(path):
         parts = torch_trace.read_torch_trace(path)
     else:
-        parts = fileformat.read(path, max_raw_bytes=max_raw_bytes)
-    return ProfileData(**parts._asdict())
+        parts, stored = fileformat.read(path, max_raw_bytes=max_raw_bytes)
+    return ProfileData(**parts._asdict(), stored=stored)
