@@ -223,6 +223,16 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ValueError as exc:
+        # A profile's stored analysis is checked when first used (profiler.load's
+        # defer_checks): a failed check is a bad file, one line like any other.
+        from gradtrace.profiler import ProfileFormatError  # noqa: PLC0415
+
+        if not isinstance(exc, ProfileFormatError):
+            raise
+        sys.stdout.flush()
+        print(f"{prog}: error: {exc}; re-record it with gradtrace run or gradtrace demo", file=sys.stderr)
+        return EXIT_USAGE
     except MemoryError:
         # A profile too big for this machine is bad input too: one line, not a traceback.
         sys.stdout.flush()

@@ -288,7 +288,7 @@ def _as_table(columns: dict, schema: dict, what: str) -> dict[str, np.ndarray]:
     return out
 
 
-def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
+def load(path, *, max_raw_bytes: int | None = None, defer_checks: bool = False) -> ProfileData:
     """Read a profile file written by ``prof.save`` (:func:`.fileformat.read`), or a
     torch.profiler Chrome trace, told apart by its content (:func:`.torch_trace.read_torch_trace`).
 
@@ -299,6 +299,9 @@ def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
         path: the file.
         max_raw_bytes: refuse files whose columns and strings inflate to more than this
             (the dashboard bounds uploads with it); the file-size bound applies regardless.
+        defer_checks: a version-5 file's stored per-event analysis is checked on its first
+            use (``data.analysis``), which may then raise ProfileFormatError, instead of here:
+            a table the file stores opens without reading those arrays (the CLI's choice).
     Raises:
         ProfileFormatError: the file is not a profile, is truncated or corrupted, was
             written by a newer gradtrace, or holds values no profile can have. The message is
@@ -308,5 +311,5 @@ def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
     if torch_trace.is_torch_trace(path):
         parts = torch_trace.read_torch_trace(path)
     else:
-        parts, stored = fileformat.read(path, max_raw_bytes=max_raw_bytes)
+        parts, stored = fileformat.read(path, max_raw_bytes=max_raw_bytes, defer_checks=defer_checks)
     return ProfileData(**parts._asdict(), stored=stored)

@@ -243,7 +243,7 @@ def _check_expansion(path, header: dict, file_size: int, max_raw_bytes: int | No
                                        f"{limit:,} for a {file_size:,}-byte file (a decompression bomb?)")
 
 
-def read(path, *, max_raw_bytes: int | None = None):
+def read(path, *, max_raw_bytes: int | None = None, defer_checks: bool = False):
     """Read and check a profile file written by :func:`save` (or ``prof.save``); the
     arguments and errors are :func:`profiler.load`'s, which makes the ProfileData.
 
@@ -263,7 +263,7 @@ def read(path, *, max_raw_bytes: int | None = None):
     if len(blob) >= _PREAMBLE.size and blob[:len(MAGIC)] == MAGIC and \
             _PREAMBLE.unpack_from(blob)[1] == mapped.VERSION:
         try:
-            return mapped.read(path, blob, max_raw_bytes)
+            return mapped.read(path, blob, max_raw_bytes, defer_checks)
         except MemoryError:
             raise ProfileFormatError(path, "not enough memory to load this profile") from None
     return _read_legacy(path, blob, max_raw_bytes), None

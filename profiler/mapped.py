@@ -210,7 +210,6 @@ class MappedFile:
                     self.mm.madvise(mmap.MADV_DONTNEED, start, offset + length - start)
                 except (AttributeError, OSError, ValueError):   # no madvise here: keep them
                     return
-        self.ranges.clear()
 
 
 def read_table(mf: MappedFile, table, name: str, schema: dict) -> dict:
@@ -249,8 +248,13 @@ def _find_trailer(path, mm) -> tuple[int, int, bool]:
     raise ProfileFormatError(path, "truncated profile: no valid footer (the file was cut short or overwritten)")
 
 
-def read(path, mm, max_raw_bytes: int | None = None):
-    """Check and read a mapped version-5 file; returns (ValidProfile, stored analysis or None)."""
+def read(path, mm, max_raw_bytes: int | None = None, defer_checks: bool = False):
+    """Check and read a mapped version-5 file; returns (ValidProfile, stored analysis or None).
+
+    Args:
+        defer_checks: check the stored per-event analysis on its first use rather than now
+            (:func:`stored.read_analysis`).
+    """
     offset, length, cut_short = _find_trailer(path, mm)
     try:
         footer = json.loads(mm[offset:offset + length].decode("ascii"))
@@ -279,6 +283,6 @@ def read(path, mm, max_raw_bytes: int | None = None):
     analysis = footer.get("analysis")
     kept = None
     if analysis is not None:
-        kept = stored.read_analysis(mf, analysis, parts, window_rows=WINDOW_ROWS)
+        kept = stored.read_analysis(mf, analysis, parts, window_rows=WINDOW_ROWS, defer=defer_checks)
     mf.release()
     return parts, kept

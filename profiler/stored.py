@@ -69,8 +69,9 @@ def write_analysis(data, writer) -> dict:
     entry = {
         "events": _table_entry(writer, per_event, n),
         "memory": _table_entry(writer, {"memory_event": a.memory_event.astype(np.int32)}, data.n_memory_records),
+        # (first, second) of each pair, flat.
         "overlaps": _table_entry(writer, {"pair": np.asarray(a.partial_overlaps, np.int64).reshape(-1)},
-                                 len(a.partial_overlaps)),
+                                 2 * len(a.partial_overlaps)),
         "counters": {k: int(getattr(a, k)) for k in _COUNTERS},
         "summaries": {name: _summary(data.key_averages(merge_steps=merge)) for name, merge in _SUMMARIES.items()},
         "has_device_time": bool(data.has_device_time),
@@ -118,30 +119,41 @@ def _bad(path, what: str):
 
 
 def _check_summary(path, summary, n_events: int) -> dict:
-    """A stored table: its shape and value ranges (the sums are compared with the per-event
-    arrays in :func:`check_analysis`)."""
+    """A stored table: its shape and value ranges, vectorised (one row per distinct name,
+    thousands in a long run). Its totals are compared with the per-event arrays when those
+    are checked (:func:`check_analysis`)."""
     if not isinstance(summary, dict) or not isinstance(summary.get("rows"), list):
         raise _bad(path, "has a malformed table")
     for key in ("self_cpu_ns", "self_cuda_ns"):
         if type(summary.get(key)) is not int or not 0 <= summary[key] < 2**62:
             raise _bad(path, f"table has an invalid {key}")
-    total = 0
-    for row in summary["rows"]:
-        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)
-                and isinstance(row[1], list) and len(row[1]) == len(SUMMARY_FIELDS)):
-            raise _bad(path, "has a malformed table row")
-        key, values, shapes, scope = row
-        if type(values[0]) is not int or values[0] < 1:
-            raise _bad(path, "has a table row with an invalid count")
-        total += values[0]
-        if not all(type(v) in (int, float) and math.isfinite(v) and abs(v) < 2**62 for v in values):
-            raise _bad(path, "has a table row with an invalid value")
-        if shapes is not None and parse_shapes(json.dumps(shapes)) is None:
+    rows = summary["rows"]
+    if not all(type(r) is list and len(r) == 4 and type(r[0]) is str and type(r[1]) is list
+               and len(r[1]) == len(SUMMARY_FIELDS) for r in rows):
+        raise _bad(path, "has a malformed table row")
+    try:
+        values = np.array([r[1] for r in rows], dtype=np.float64).reshape(len(rows), len(SUMMARY_FIELDS))
+    except (TypeError, ValueError, OverflowError):
+        raise _bad(path, "has a table row with a value that is not a number") from None
+    counts = [r[1][0] for r in rows]
+    if not all(type(c) is int for c in counts) or (len(rows) and values[:, 0].min() < 1):
+        raise _bad(path, "has a table row with an invalid count")
+    if sum(counts) != n_events:
+        raise _bad(path, f"table counts {sum(counts)} events, the profile has {n_events}")
+    # Times (columns 1-6) are sums of non-negative durations; memory sums may be negative.
+    if not np.all(np.isfinite(values)) or np.any(np.abs(values) >= 2**62) or np.any(values[:, 1:7] < 0):
+        raise _bad(path, "has a table row with a value out of range")
+    scopes = {int(s) for s in Scope}
+    if not all(type(r[3]) is int and r[3] in scopes for r in rows):
+        raise _bad(path, "has a table row with an unknown scope")
+    seen: set = set()
+    for shapes in (r[2] for r in rows):
+        if shapes is None:
+            continue
+        text = json.dumps(shapes) if type(shapes) is list else "x"
+        if text not in seen and parse_shapes(text) is None:
             raise _bad(path, "has a table row with invalid input shapes")
-        if type(scope) is not int or scope not in {int(s) for s in Scope}:
-            raise _bad(path, "has a table row with an unknown scope")
-    if total != n_events:
-        raise _bad(path, f"table counts {total} events, the profile has {n_events}")
+        seen.add(text)
     return summary
 
 
@@ -151,14 +163,19 @@ def _read_arrays(mf, entry, name: str, rows: int, allowed: dict) -> dict:
     out = {}
     for info in entry["columns"]:
         col = info.get("name") if isinstance(info, dict) else None
-        if col not in allowed or col in out:
+        if not isinstance(col, str) or col not in allowed or col in out:
             raise _bad(mf.path, f"{name} table has an unknown or repeated column {str(col)[:30]!r}")
         out[col] = mf.column(info, f"stored {name} column {col!r}", np.dtype(allowed[col]), rows)
     return out
 
 
-def read_analysis(mf, entry, parts, window_rows: int) -> StoredAnalysis:
-    """Read the stored analysis of a mapped file and check it against the checked columns."""
+def read_analysis(mf, entry, parts, window_rows: int, defer: bool = False) -> StoredAnalysis:
+    """Read the stored analysis of a mapped file and check it against the checked columns.
+
+    Args:
+        defer: check the per-event arrays on first use of one (``ProfileData.analysis``)
+            instead of now; the tables, counters and flags are checked now either way.
+    """
     path = mf.path
     if not isinstance(entry, dict):
         raise _bad(path, "is malformed")
@@ -167,16 +184,20 @@ def read_analysis(mf, entry, parts, window_rows: int) -> StoredAnalysis:
     per_event = _read_arrays(mf, entry.get("events"), "events", n, {**_ALWAYS, **_WHEN_SET})
     if set(_ALWAYS) - set(per_event):
         raise _bad(path, "lacks " + ", ".join(sorted(set(_ALWAYS) - set(per_event))))
-    mem_event = _read_arrays(mf, entry.get("memory"), "memory", n_mem, {"memory_event": np.int32})
+    mem_event = _read_arrays(mf, entry.get("memory"), "memory", n_mem, {"memory_event": np.int32})["memory_event"]
     overlaps_entry = entry.get("overlaps")
     rows = overlaps_entry.get("rows") if isinstance(overlaps_entry, dict) else None
-    if type(rows) is not int or not 0 <= rows <= n:
+    if type(rows) is not int or rows % 2 or not 0 <= rows <= 2 * n:
         raise _bad(path, "overlaps table is malformed")
-    overlaps = _read_arrays(mf, overlaps_entry, "overlaps", rows, {"pair": np.int64})
+    pairs = _read_arrays(mf, overlaps_entry, "overlaps", rows, {"pair": np.int64}).get(
+        "pair", np.zeros(0, np.int64)).reshape(-1, 2)
+    if len(pairs) and (pairs.min() < 0 or pairs.max() >= n):
+        raise _bad(path, "has an overlapping pair out of range")
     counters = entry.get("counters")
     if not isinstance(counters, dict) or not all(type(counters.get(k)) is int and 0 <= counters[k] <= n
                                                  for k in _COUNTERS):
         raise _bad(path, "has invalid counters")
+    counters = {k: counters[k] for k in _COUNTERS}
     summaries = entry.get("summaries")
     if not isinstance(summaries, dict) or set(summaries) != set(_SUMMARIES):
         raise _bad(path, "lacks its tables")
@@ -184,27 +205,54 @@ def read_analysis(mf, entry, parts, window_rows: int) -> StoredAnalysis:
     flags = {k: entry.get(k) for k in ("has_device_time", "has_cuda_memory")}
     if not all(isinstance(v, bool) for v in flags.values()):
         raise _bad(path, "has invalid flags")
-    zeros = {name: np.zeros(n, np.int64) for name in _WHEN_SET if name not in per_event}
-    per_event.update(zeros)
-    pairs = overlaps.get("pair", np.zeros(0, np.int64)).reshape(-1, 2) if rows else np.zeros((0, 2), np.int64)
-    check_analysis(path, events, memory, len(parts.strings), per_event, mem_event["memory_event"], pairs,
-                   summaries, flags, window_rows, mf.release)
-    analysis = _LazyCpuTotal.make(events, per_event, mem_event["memory_event"], pairs, counters)
+    # Arrays not stored are all zeros: a zero-stride view costs no memory.
+    per_event.update({name: np.broadcast_to(np.zeros(1, np.int64), n) for name in _WHEN_SET if name not in per_event})
+
+    def check():
+        check_analysis(path, events, memory, len(parts.strings), per_event, mem_event, summaries,
+                       flags, window_rows, mf.release)
+
+    analysis = LazyAnalysis(check, events, per_event, mem_event, pairs, counters)
+    if not defer:
+        analysis.materialize()
     return StoredAnalysis(analysis, summaries, flags)
 
 
-class _LazyCpuTotal:
-    """EventAnalysis is a frozen dataclass: its ``cpu_total_ns`` (end - start, 8 bytes per
-    event) is made when the analysis is built from a file, not stored in it."""
+class LazyAnalysis:
+    """A stored :class:`EventAnalysis` that is checked when first used.
 
-    @staticmethod
-    def make(events, per_event, memory_event, pairs, counters) -> EventAnalysis:
-        cpu_total = events["end_ns"] - events["start_ns"]
-        return EventAnalysis(cpu_total_ns=cpu_total, memory_event=memory_event, partial_overlaps=pairs,
-                             **per_event, **counters)
+    The counters and the overlapping pairs (small, checked on open) are plain attributes, so
+    that a table's footer reads them without touching the per-event arrays; the first access
+    to anything else runs :func:`check_analysis` over the arrays (raising
+    ``ProfileFormatError`` if they cannot be this profile's analysis) and builds the
+    EventAnalysis, with CPU total = end - start.
+    """
+
+    def __init__(self, check, events, per_event, memory_event, pairs, counters):
+        self._check, self._events, self._per_event = check, events, per_event
+        self._memory_event = memory_event
+        self.partial_overlaps = pairs
+        for k, v in counters.items():
+            setattr(self, k, v)
+        self._built = None
+
+    def materialize(self) -> EventAnalysis:
+        if self._built is None:
+            self._check()
+            events = self._events
+            self._built = EventAnalysis(
+                cpu_total_ns=events["end_ns"] - events["start_ns"], memory_event=self._memory_event,
+                partial_overlaps=self.partial_overlaps, **self._per_event,
+                **{k: getattr(self, k) for k in _COUNTERS})
+        return self._built
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.materialize(), name)
 
 
-def check_analysis(path, events, memory, n_strings, a: dict, memory_event, pairs, summaries, flags,
+def check_analysis(path, events, memory, n_strings, a: dict, memory_event, summaries, flags,
                    window_rows: int, release) -> None:
     """The invariants of a stored analysis, in windows of rows (see the module docstring).
 
@@ -227,8 +275,7 @@ def check_analysis(path, events, memory, n_strings, a: dict, memory_event, pairs
         if np.any(thread[p] != thread[lo:hi][has]) or np.any(depth[~has] != 1) or np.any(depth[has] != a["depth"][p] + 1):
             raise _bad(path, "has a nesting unlike its columns (thread or depth)")
         start, end = events["start_ns"][lo:hi], events["end_ns"][lo:hi]
-        if np.any(start[has] < events["start_ns"][p]) or np.any(end[has] > events["end_ns"][p]):
-            raise _bad(path, "has a child outside its parent")
+        # (A child may end after its parent: ranges that overlap without nesting are kept.)
         self_cpu = a["self_cpu_ns"][lo:hi]
         if np.any((self_cpu < 0) | (self_cpu > end - start)):
             raise _bad(path, "has a self CPU time outside [0, total]")
@@ -271,8 +318,6 @@ def check_analysis(path, events, memory, n_strings, a: dict, memory_event, pairs
         release()
     if np.any((memory_event < -1) | (memory_event >= n)):
         raise _bad(path, "attributes a memory record to an event out of range")
-    if len(pairs) and (pairs.min() < 0 or pairs.max() >= n):
-        raise _bad(path, "has an overlapping pair out of range")
     if flags["has_device_time"] != has_dev:
         raise _bad(path, "says the profile has device time when its columns say otherwise")
     for name, summary in summaries.items():
