@@ -28,12 +28,15 @@ Pure functions over loaded profiles; nothing here imports the engine.
 """
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from .data import load
+from .rank_import import PARALLEL_MIN_BYTES, import_run
 from .records import Scope
 from .torch_trace import is_torch_trace
 
@@ -59,26 +62,45 @@ def is_run_dir(path) -> bool:
     return Path(path).is_dir() and bool(run_files(path))
 
 
-def load_run(run_dir) -> dict:
+def load_run(run_dir, nproc: int | None = None) -> dict:
     """``{rank: ProfileData}`` for the profiles of a run folder (see :func:`run_files`).
 
+    Args:
+        nproc: processes importing the folder's torch traces (:mod:`.rank_import`); None:
+            one per trace up to the cores, when the traces are large enough to gain from
+            it. ``.gtprof`` profiles are mapped, not imported: they load in this process.
     Raises:
         FileNotFoundError: the folder holds no rank profile nor torch trace.
         ValueError: a trace whose rank is neither in ``distributedInfo`` nor in its file
             name, or two profiles of one rank.
     """
+    paths = run_files(run_dir)
+    if not paths:
+        raise FileNotFoundError(f"{run_dir}: no rank*.gtprof files (gradtrace run --nproc N writes them) "
+                                "nor torch traces (*.json, *.json.gz)")
+    if not RUN_FILE.match(paths[0].name):
+        if nproc is None:
+            big = sum(p.stat().st_size for p in paths) >= PARALLEL_MIN_BYTES
+            nproc = min(len(paths), os.cpu_count() or 1) if big else 1
+        if nproc > 1:
+            return _load_imported(paths, nproc)
     found: dict = {}
-    for path in run_files(run_dir):
+    for path in paths:
         data = load(path)
         m = RUN_FILE.match(path.name)
         rank = int(m.group(1)) if m else _trace_rank(data, path)
         if rank in found:
             raise ValueError(f"{path}: a second profile of rank {rank} in {run_dir}")
         found[rank] = data
-    if not found:
-        raise FileNotFoundError(f"{run_dir}: no rank*.gtprof files (gradtrace run --nproc N writes them) "
-                                "nor torch traces (*.json, *.json.gz)")
     return dict(sorted(found.items()))
+
+
+def _load_imported(traces: list, nproc: int) -> dict:
+    """The traces imported in ``nproc`` processes to temporary profiles, which are mapped
+    here (the maps outlive the files, removed at once)."""
+    with tempfile.TemporaryDirectory(prefix="gradtrace-ranks-") as tmp:
+        imported = import_run(traces, tmp, nproc)
+        return {rank: load(path) for rank, (path, _, _) in imported.items()}
 
 
 def _trace_rank(data, path: Path) -> int:

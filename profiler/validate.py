@@ -52,6 +52,10 @@ class ProfileFormatError(ValueError):
         self.problem = " ".join(valid_text(str(problem)).split())
         super().__init__(f"{self.path}: {self.problem}")
 
+    def __reduce__(self):
+        # Raised in a worker process (parallel imports): rebuilt from its two parts.
+        return (type(self), (self.path, self.problem))
+
 
 def json_depth(text: str) -> int:
     """How deep the brackets of a JSON text nest (0 for a scalar), by one pass without
