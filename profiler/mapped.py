@@ -260,10 +260,12 @@ def read(path, mm, max_raw_bytes: int | None = None, defer_checks: bool = False)
         footer = json.loads(mm[offset:offset + length].decode("ascii"))
     except (ValueError, RecursionError) as exc:
         raise ProfileFormatError(path, f"corrupted profile: unreadable footer ({type(exc).__name__})") from None
+    if isinstance(footer, dict) and footer.get("journal") is True and "metadata" in footer:
+        return _read_journal(path, mm, offset, footer, max_raw_bytes)
     if not isinstance(footer, dict) or not isinstance(footer.get("tables"), dict) \
             or not isinstance(footer.get("strings"), dict) or "metadata" not in footer:
         raise ProfileFormatError(path, "corrupted profile: the footer lacks metadata, tables or strings")
-    if cut_short and not footer.get("journal"):
+    if cut_short:
         raise ProfileFormatError(path, f"corrupted profile: {len(mm) - offset - length - TRAILER.size} "
                                        "unexpected bytes after the footer")
     mf = MappedFile(Path(path), mm, offset, max_raw_bytes)
@@ -275,10 +277,7 @@ def read(path, mm, max_raw_bytes: int | None = None, defer_checks: bool = False)
     except (ValueError, RecursionError) as exc:
         raise ProfileFormatError(path, f"corrupted profile: unreadable string table ({type(exc).__name__})") from None
     mf.release()
-    metadata = footer["metadata"]
-    if isinstance(metadata, dict) and cut_short:
-        metadata = dict(metadata, incomplete=True)
-    parts = validate_profile(path, tables["events"], tables["memory"], strings, metadata, tables["nodes"],
+    parts = validate_profile(path, tables["events"], tables["memory"], strings, footer["metadata"], tables["nodes"],
                              tables["edges"], tables["gpu"], window_rows=WINDOW_ROWS, after_window=mf.release)
     analysis = footer.get("analysis")
     kept = None
@@ -286,3 +285,17 @@ def read(path, mm, max_raw_bytes: int | None = None, defer_checks: bool = False)
         kept = stored.read_analysis(mf, analysis, parts, window_rows=WINDOW_ROWS, defer=defer_checks)
     mf.release()
     return parts, kept
+
+
+def _read_journal(path, mm, footer_offset: int, footer: dict, max_raw_bytes: int | None):
+    """A journal (:mod:`profiler.journal`): its parts joined, checked as any profile; no
+    stored analysis (it is computed on use). Bytes after the last complete part are the part
+    being written when the process ended, ignored."""
+    from .journal import read_parts  # noqa: PLC0415 - journal imports this module
+
+    mf = MappedFile(Path(path), mm, footer_offset, max_raw_bytes)
+    events, memory, strings = read_parts(mf, footer)
+    metadata = footer["metadata"]
+    if isinstance(metadata, dict):
+        metadata = dict(metadata, incomplete=True)
+    return validate_profile(path, events, memory, strings, metadata), None
