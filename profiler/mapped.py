@@ -226,25 +226,42 @@ def read_table(mf: MappedFile, table, name: str, schema: dict) -> dict:
     return out
 
 
+def _valid_trailer(mm, start: int) -> tuple[int, int] | None:
+    """(footer offset, length) of the trailer at ``start`` when its magic, reserved field,
+    bounds and the CRC of the footer it points at all agree; else None."""
+    offset, length, crc, reserved, magic = TRAILER.unpack_from(mm, start)
+    if magic == END_MAGIC and reserved == 0 and PREAMBLE.size <= offset and offset + length <= start \
+            and length <= MAX_FOOTER and zlib.crc32(mm[offset:offset + length]) == crc:
+        return offset, length
+    return None
+
+
 def _find_trailer(path, mm) -> tuple[int, int, bool]:
     """(footer offset, footer length, cut short) of the last valid trailer.
 
-    A trailer is valid when its end magic and the CRC of the footer it points at agree. The
-    last bytes of the file are normally one; when an append was cut short (a process killed
-    while writing a step), the previous trailer still describes every complete step.
+    The last bytes of the file are normally one; when an append was cut short (a process
+    killed while writing a step), an earlier trailer still describes every complete step,
+    found by looking back for its end magic (a bounded number of candidates).
     """
     size = len(mm)
-    end = size
-    for attempt in range(_MAX_TRAILER_SEARCH):
-        at = mm.rfind(END_MAGIC, PREAMBLE.size, end) if attempt else end - len(END_MAGIC)
+    if size < PREAMBLE.size + TRAILER.size:
+        raise ProfileFormatError(path, "truncated profile: file ends before its trailer")
+    found = _valid_trailer(mm, size - TRAILER.size)
+    if found:
+        return found[0], found[1], False
+    # The end of the file holds a trailer's magic whose checks fail: a damaged file, not a cut.
+    damaged = mm[size - len(END_MAGIC):] == END_MAGIC
+    end = size - 1
+    for _ in range(_MAX_TRAILER_SEARCH):
+        at = mm.rfind(END_MAGIC, PREAMBLE.size, end)
         if at < PREAMBLE.size + TRAILER.size - len(END_MAGIC):
             break
-        start = at + len(END_MAGIC) - TRAILER.size
-        offset, length, crc, _, magic = TRAILER.unpack_from(mm, start)
-        if magic == END_MAGIC and PREAMBLE.size <= offset and offset + length <= start \
-                and length <= MAX_FOOTER and zlib.crc32(mm[offset:offset + length]) == crc:
-            return offset, length, start + TRAILER.size != size
+        found = _valid_trailer(mm, at + len(END_MAGIC) - TRAILER.size)
+        if found:
+            return found[0], found[1], True
         end = at + len(END_MAGIC) - 1
+    if damaged:
+        raise ProfileFormatError(path, "corrupted profile: its trailer or footer fails its checks")
     raise ProfileFormatError(path, "truncated profile: no valid footer (the file was cut short or overwritten)")
 
 

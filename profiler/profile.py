@@ -280,9 +280,10 @@ class profile:
     def rows(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> list[dict]:
         return self._data().rows(group_by_input_shape, group_by_stack_n)
 
-    def save(self, path) -> None:
-        """Write the last recorded cycle to a profile file (read it back with profiler.load)."""
-        self._data().save(path)
+    def save(self, path, *, compress: bool = False, version: int | None = None) -> None:
+        """Write the last recorded cycle to a profile file (read it back with profiler.load);
+        ``compress`` and ``version`` as :meth:`ProfileData.save`."""
+        self._data().save(path, compress=compress, version=version)
 
     def export_chrome_trace(self, path, distributed_info: dict | None = None,
                             trace_name: str | None = None):
