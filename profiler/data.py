@@ -62,10 +62,12 @@ class ProfileData:
         self._shapes_cache: dict[int, list | None] = dict(input_shapes or {})
         self._stack_cache: dict[int, list] = {}
         self._stored_summaries: dict = {}
+        self._stored_forward_backward = None
         if stored is not None:
             # The cached properties below, filled from the file instead of computed.
             self.__dict__.update(analysis=stored.analysis, **stored.flags)
             self._stored_summaries = stored.summaries
+            self._stored_forward_backward = stored.forward_backward
 
     # ------------------------------------------------------------------ basics
 
@@ -214,6 +216,10 @@ class ProfileData:
 
     def forward_backward_summary(self) -> aggregate.ForwardBackwardSummary:
         """Per forward op (and call site): forward cost, cost of the backward nodes it caused, sum."""
+        if self._stored_forward_backward is not None:
+            from .stored import stored_forward_backward  # noqa: PLC0415
+
+            return stored_forward_backward(self, self._stored_forward_backward)
         return aggregate.forward_backward_summary(self)
 
     def total_average(self) -> aggregate.FunctionEventAvg:

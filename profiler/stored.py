@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from .aggregate import FunctionEventAvg, KeyAverages, key_averages
+from .aggregate import ForwardBackwardRow, ForwardBackwardSummary, FunctionEventAvg, KeyAverages, key_averages
 from .analysis import EventAnalysis
 from .records import Scope
 from .validate import ProfileFormatError, parse_shapes
@@ -42,6 +42,10 @@ SUMMARY_FIELDS = ("count", "cpu_time_total", "self_cpu_time_total", "cuda_time_t
                   "cpu_time", "cuda_time", "cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
                   "self_cuda_memory_usage", "flops")
 _COUNTERS = ("cpu_clock_skew", "cuda_clock_skew", "unlinked_backward")
+# The forward + backward table (``gradtrace table --group-by forward-op``): its row fields.
+FB_TIMES = ("self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total",
+            "backward_self_cpu_time_total", "backward_cpu_time_total", "backward_self_cuda_time_total",
+            "backward_cuda_time_total")
 _MAX_BYTES = 2**56
 
 
@@ -74,6 +78,8 @@ def write_analysis(data, writer) -> dict:
                                  2 * len(a.partial_overlaps)),
         "counters": {k: int(getattr(a, k)) for k in _COUNTERS},
         "summaries": {name: _summary(data.key_averages(merge_steps=merge)) for name, merge in _SUMMARIES.items()},
+        "forward_backward": [[r.name, r.call_site, r.count, r.backward_count, r.backward_names,
+                              [getattr(r, f) for f in FB_TIMES]] for r in data.forward_backward_summary()],
         "has_device_time": bool(data.has_device_time),
         "has_cuda_memory": bool(data.has_cuda_memory),
     }
@@ -86,8 +92,35 @@ def write_analysis(data, writer) -> dict:
 class StoredAnalysis:
     """What a file kept: the per-event analysis and the default tables' rows."""
 
-    def __init__(self, analysis: EventAnalysis, summaries: dict, flags: dict):
+    def __init__(self, analysis, summaries: dict, flags: dict, forward_backward: list):
         self.analysis, self.summaries, self.flags = analysis, summaries, flags
+        self.forward_backward = forward_backward
+
+
+def stored_forward_backward(data, rows: list) -> ForwardBackwardSummary:
+    return ForwardBackwardSummary(
+        [ForwardBackwardRow(name=name, call_site=site, count=count, backward_count=b_count,
+                            backward_names=list(names), **dict(zip(FB_TIMES, times)))
+         for name, site, count, b_count, names, times in rows], data)
+
+
+def _check_forward_backward(path, rows, n_events: int) -> list:
+    """The stored forward + backward rows: types and ranges (counts within the profile)."""
+    if not isinstance(rows, list) or not all(
+            type(r) is list and len(r) == 6 and type(r[0]) is str and (r[1] is None or type(r[1]) is str)
+            and type(r[2]) is int and type(r[3]) is int and type(r[4]) is list
+            and all(type(x) is str for x in r[4]) and type(r[5]) is list and len(r[5]) == len(FB_TIMES)
+            for r in rows):
+        raise _bad(path, "has a malformed forward + backward table")
+    if any(r[2] < 1 or r[3] < 0 for r in rows) or sum(r[2] for r in rows) > n_events:
+        raise _bad(path, "has a forward + backward table with invalid counts")
+    try:
+        times = np.array([r[5] for r in rows], dtype=np.float64).reshape(len(rows), len(FB_TIMES))
+    except (TypeError, ValueError, OverflowError):
+        raise _bad(path, "has a forward + backward row with a value that is not a number") from None
+    if not np.all(np.isfinite(times)) or np.any(times < 0) or np.any(times >= 2**62):
+        raise _bad(path, "has a forward + backward row with a value out of range")
+    return rows
 
 
 class StoredKeyAverages(KeyAverages):
@@ -215,7 +248,8 @@ def read_analysis(mf, entry, parts, window_rows: int, defer: bool = False) -> St
     analysis = LazyAnalysis(check, events, per_event, mem_event, pairs, counters)
     if not defer:
         analysis.materialize()
-    return StoredAnalysis(analysis, summaries, flags)
+    forward_backward = _check_forward_backward(path, entry.get("forward_backward"), n)
+    return StoredAnalysis(analysis, summaries, flags, forward_backward)
 
 
 class LazyAnalysis:

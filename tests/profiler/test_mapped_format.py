@@ -69,6 +69,7 @@ def test_reopening_recomputes_no_analysis(tmp_path, profiles, monkeypatch):
     back.table()
     back.key_averages(group_by_input_shape=True).table()
     back.forward_backward_summary().table()
+    back.children_of(0)
     assert back.key_averages().events_of(0).tolist()   # rows still know their events
 
 
@@ -140,6 +141,10 @@ CASES = [
      r"value out of range"),
     ("table total", lambda f, b: f["analysis"]["summaries"]["merged"].update(self_cpu_ns=1),
      r"totals differ"),
+    ("forward-op count", lambda f, b: f["analysis"]["forward_backward"][0].__setitem__(2, 10**9),
+     r"forward \+ backward table with invalid counts"),
+    ("forward-op value", lambda f, b: f["analysis"]["forward_backward"][0][5].__setitem__(0, float("nan")),
+     r"forward \+ backward row with a value out of range"),
     ("stored rows", lambda f, b: f["analysis"]["events"].update(rows=3), r"does not have \d+ rows"),
     ("counters", lambda f, b: f["analysis"]["counters"].update(cpu_clock_skew=-1), r"invalid counters"),
 ]
@@ -159,9 +164,10 @@ def test_deferred_checks_fail_on_first_use_and_the_cli_says_one_line(tmp_path, p
     path = _edited(tmp_path, profiles["training"], lambda f, b: _poke(b, _column(f, "depth", True), 9, 40))
     data = profiler.load(path, defer_checks=True)
     data.table()                      # the stored table needs no per-event array
+    data.forward_backward_summary().table()
     with pytest.raises(ProfileFormatError, match="nesting unlike its columns"):
-        data.forward_backward_summary()
-    out = subprocess.run([sys.executable, "-m", "gradtrace.cli", "table", str(path), "--group-by", "forward-op"],
+        data.key_averages(group_by_device=True)
+    out = subprocess.run([sys.executable, "-m", "gradtrace.cli", "table", str(path), "--device-rows"],
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "nesting unlike its columns" in out.stderr, out.stderr
