@@ -25,6 +25,7 @@ from gradtrace import profiler
 from gradtrace.profiler import ProfileFormatError, Scope
 from gradtrace.profiler import mapped
 from gradtrace.profiler.fileformat import MAGIC
+from gradtrace.profiler.journal import Journal
 from gradtrace.profiler.synthetic import from_events, training_profile
 
 __all__ = ["seed_files", "mutate", "exercise", "MUTATORS"]
@@ -82,7 +83,24 @@ def seed_files(folder) -> list[bytes]:
     path = folder / "seed-compressed.gtprof"          # version 5 with zlib blobs (transport)
     _cuda_profile().save(path, compress=True)
     seeds.append(path.read_bytes())
+    seeds.append(_journal_seed(folder / "seed-journal.gtprof"))
     return seeds
+
+
+def _journal_seed(path) -> bytes:
+    """A journal of three parts (a profile written step by step), the last one cut short."""
+    data = training_profile(300, threads=2)
+    journal = Journal(path)
+    events, memory = data.event_columns, data.memory_columns
+    n, m = data.n_events, data.n_memory_records
+    for k in range(3):
+        part = slice(k * n // 3, (k + 1) * n // 3)
+        mem = slice(k * m // 3, (k + 1) * m // 3)
+        journal.append({c: v[part] for c, v in events.items()}, {c: v[mem] for c, v in memory.items()},
+                       data.strings[journal.strings_written:] if k == 0 else [], dict(data.metadata))
+    journal.close()
+    blob = path.read_bytes()
+    return blob[:len(blob) - 50]
 
 
 # --------------------------------------------------------------------------- version 5
@@ -93,8 +111,10 @@ def is_mapped(blob: bytes) -> bool:
 
 
 def split_mapped(blob: bytes) -> tuple[dict, bytes]:
-    """(footer, the bytes before it) of a version-5 file."""
-    offset, length, _, _, _ = mapped.TRAILER.unpack_from(blob, len(blob) - mapped.TRAILER.size)
+    """(footer, the bytes before it) of a version-5 file (of a journal cut short: of its last
+    complete part)."""
+    end = blob.rfind(mapped.END_MAGIC) + len(mapped.END_MAGIC)
+    offset, length, _, _, _ = mapped.TRAILER.unpack_from(blob, end - mapped.TRAILER.size)
     return json.loads(blob[offset:offset + length]), blob[:offset]
 
 
@@ -106,8 +126,11 @@ def join_mapped(footer: dict, body: bytes) -> bytes:
 
 
 def mapped_columns(footer: dict) -> list[dict]:
-    """Every column entry of a footer: the tables' and the stored analysis's."""
-    out = [c for t in footer["tables"].values() for c in t["columns"]]
+    """Every column entry of a footer: the tables' (a journal's: each part's) and the stored
+    analysis's."""
+    tables = [t for part in footer["parts"] for t in part["tables"].values()] if "parts" in footer \
+        else list(footer["tables"].values())
+    out = [c for t in tables for c in t["columns"]]
     analysis = footer.get("analysis") or {}
     return out + [c for k in ("events", "memory", "overlaps") for c in analysis.get(k, {}).get("columns", [])]
 
