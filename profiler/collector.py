@@ -103,6 +103,7 @@ class Collector:
         self._base = (0, 0)
         self._journal_base = (0, 0)
         self._journal_memory: dict[int, int] = {}   # thread id -> memory rows journaled
+        self._journal_ns = None                     # when the last part was taken
 
     # ------------------------------------------------------------------ interning
 
@@ -242,7 +243,7 @@ class Collector:
             self._backward.clear()
             for tid in list(self._memory):
                 self._memory[tid] = array("q")
-            self._journal_base, self._journal_memory = (0, 0), {}
+            self._journal_base, self._journal_memory, self._journal_ns = (0, 0), {}, None
         self._wall_start_ns = time.time_ns()
         self._start_ns = time.perf_counter_ns()
         if self.profile_memory:
@@ -333,11 +334,18 @@ class Collector:
         self._journal_base = lengths
         metadata = self._metadata(now)
         metadata["steps"] = list(steps)
+        collectives = []
         dist = sys.modules.get("gradtrace.autograd.distributed")
         if dist is not None:
-            metadata.update(dist.profile_metadata(self._start_ns, now))
+            # This step's collectives go with its part (all of them in every footer would
+            # make an append cost the whole run so far).
+            group = dist.profile_metadata(self._journal_ns or self._start_ns, now)
+            collectives = [e for e in group.pop("distributed_collectives", [])
+                           if self._journal_ns is None or e["start_ns"] > self._journal_ns]
+            metadata.update(group)
+        self._journal_ns = now
         memory = self._memory_since_journal()
-        journal.append(events, memory, self._strings[journal.strings_written:], metadata)
+        journal.append(events, memory, self._strings[journal.strings_written:], metadata, collectives)
 
     def _memory_since_journal(self) -> dict:
         parts, threads = [], []

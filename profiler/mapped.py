@@ -311,8 +311,10 @@ def _read_journal(path, mm, footer_offset: int, footer: dict, max_raw_bytes: int
     from .journal import read_parts  # noqa: PLC0415 - journal imports this module
 
     mf = MappedFile(Path(path), mm, footer_offset, max_raw_bytes)
-    events, memory, strings = read_parts(mf, footer)
+    events, memory, strings, collectives = read_parts(mf, footer)
     metadata = footer["metadata"]
     if isinstance(metadata, dict):
         metadata = dict(metadata, incomplete=True)
+        if collectives:
+            metadata["distributed_collectives"] = collectives
     return validate_profile(path, events, memory, strings, metadata), None

@@ -126,10 +126,9 @@ def join_mapped(footer: dict, body: bytes) -> bytes:
 
 
 def mapped_columns(footer: dict) -> list[dict]:
-    """Every column entry of a footer: the tables' (a journal's: each part's) and the stored
-    analysis's."""
-    tables = [t for part in footer["parts"] for t in part["tables"].values()] if "parts" in footer \
-        else list(footer["tables"].values())
+    """Every column entry of a footer: the tables' (a journal's: its last part's) and the
+    stored analysis's."""
+    tables = list(footer["part"]["tables"].values()) if footer.get("journal") else list(footer["tables"].values())
     out = [c for t in tables for c in t["columns"]]
     analysis = footer.get("analysis") or {}
     return out + [c for k in ("events", "memory", "overlaps") for c in analysis.get(k, {}).get("columns", [])]
