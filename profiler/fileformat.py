@@ -253,12 +253,14 @@ def read(path, *, max_raw_bytes: int | None = None, defer_checks: bool = False):
     path = Path(path)
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            # A map costs nothing until read; the arrays over it keep it open.
-            blob = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            try:
+                # A map costs nothing until read; the arrays over it keep it open.
+                blob = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (ValueError, OSError):       # empty, or not a regular file (a pipe)
+                blob = f.read()
     except OSError as exc:
         raise ProfileFormatError(path, f"cannot read file ({exc.strerror or exc})") from None
-    except (MemoryError, ValueError):
+    except MemoryError:
         raise ProfileFormatError(path, "not enough memory to read the file") from None
     if len(blob) >= _PREAMBLE.size and blob[:len(MAGIC)] == MAGIC and \
             _PREAMBLE.unpack_from(blob)[1] == mapped.VERSION:

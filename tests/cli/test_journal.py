@@ -134,3 +134,15 @@ def test_a_rank_stopped_by_mpi_abort_keeps_its_completed_steps(tmp_path):
     assert rank0.metadata["distributed_info"]["rank"] == 0
     rank1 = profiler.load(run_dir / "rank1.gtprof")          # saved whole by the failing rank
     assert "incomplete" not in rank1.metadata
+
+
+def test_a_run_that_ends_replaces_its_journal_with_the_complete_profile(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SLEEPER.replace("if step == 4:", "if step == 2:\n        break\n    if False:"))
+    out = tmp_path / "run.gtprof"
+    res = run_cli("run", "--out", out, "--quiet", script, tmp_path / "unused", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = profiler.load(out)
+    assert "incomplete" not in data.metadata and data.metadata["steps"] == [0, 3]
+    assert data._stored_summaries                  # the complete file: analyses stored
+    assert not list(tmp_path.glob("*.tmp"))
