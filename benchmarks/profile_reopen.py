@@ -17,7 +17,6 @@ Writes benchmarks/results/profile_reopen.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys

@@ -124,7 +124,8 @@ def _chain(mf, footer: dict) -> list[dict]:
         try:
             footer = json.loads(mf.mm[offset:offset + length].decode("ascii"))
         except (ValueError, RecursionError) as exc:
-            raise ProfileFormatError(path, f"corrupted profile: unreadable journal footer ({type(exc).__name__})") from None
+            raise ProfileFormatError(path, "corrupted profile: unreadable journal footer "
+                                           f"({type(exc).__name__})") from None
         if not isinstance(footer, dict):
             raise ProfileFormatError(path, f"corrupted profile: the journal's footer of part {k - 2} is malformed")
         limit = offset
@@ -147,7 +148,8 @@ def read_parts(mf, footer: dict) -> tuple[dict, dict, list, list]:
         try:
             more = json.loads(bytes(mf.blob(info, f"part {k} string table")).decode("utf-8", "surrogatepass"))
         except (ValueError, RecursionError) as exc:
-            raise ProfileFormatError(path, f"corrupted profile: unreadable string table ({type(exc).__name__})") from None
+            raise ProfileFormatError(path, "corrupted profile: unreadable string table "
+                                           f"({type(exc).__name__})") from None
         if not isinstance(more, list) or not isinstance(info, dict) or info.get("count") != len(more):
             raise ProfileFormatError(path, f"corrupted profile: part {k}'s string table is malformed")
         strings += more

@@ -1,7 +1,8 @@
 """The analyses a version-5 profile file keeps beside its columns, so that reopening one
 recomputes nothing: what :func:`analysis.analyze` costs most (the nesting: parents and depths,
 the self/total times that follow from it, forward/backward pairing, inherited shapes and
-stacks, memory attribution) and the operator tables of the default ``key_averages`` calls.
+stacks, memory attribution), the operator tables of the default ``key_averages`` calls and
+the forward + backward table.
 
 Stored per event (``analysis`` table): parent, depth, self CPU, CUDA total, self CUDA,
 forward event, backward ancestor, shapes and stack ids after inheritance; FLOPs and the four
@@ -12,14 +13,15 @@ A file's stored analysis is checked against its columns without recomputing it, 
 vectorised pass over row windows (see :func:`check_analysis`): every index in range, every
 parent before its child and on the same thread, depth = parent's depth + 1, self times within
 [0, total], forward events are forward ops of the backward event's pairing key, id columns
-inside the string table, stored table rows consistent with the per-event sums. A file whose
-analysis breaks one of these is refused; one whose analysis is absent (or comes from a
+inside the string table, stored table rows consistent with the per-event sums. The tables,
+counters and flags are checked when the file is opened; the per-event arrays then too, or,
+with ``profiler.load(defer_checks=True)``, on their first use (:class:`LazyAnalysis`). A file
+whose analysis breaks one of these is refused; one whose analysis is absent (or comes from a
 version 1-4 file) is analysed on first use, as before.
 """
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 
@@ -306,7 +308,8 @@ def check_analysis(path, events, memory, n_strings, a: dict, memory_event, summa
             raise _bad(path, "has a parent out of range")
         has = parent >= 0
         p = parent[has]
-        if np.any(thread[p] != thread[lo:hi][has]) or np.any(depth[~has] != 1) or np.any(depth[has] != a["depth"][p] + 1):
+        if np.any(thread[p] != thread[lo:hi][has]) or np.any(depth[~has] != 1) or \
+                np.any(depth[has] != a["depth"][p] + 1):
             raise _bad(path, "has a nesting unlike its columns (thread or depth)")
         start, end = events["start_ns"][lo:hi], events["end_ns"][lo:hi]
         # (A child may end after its parent: ranges that overlap without nesting are kept.)

@@ -2,10 +2,10 @@
 contract on hostile version-5 files (one ProfileFormatError naming the file and the problem)."""
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,7 +93,7 @@ def test_version_4_still_loads(tmp_path, profiles):
 # --------------------------------------------------------------------------- hostile files
 
 
-def _edited(tmp_path, data, edit) -> "Path":
+def _edited(tmp_path, data, edit) -> Path:
     path = tmp_path / "p.gtprof"
     data.save(path)
     footer, body = split_mapped(path.read_bytes())
@@ -204,10 +204,7 @@ def test_a_footer_checksum_mismatch_is_refused(tmp_path, profiles):
 
 
 def test_format_version_5_is_documented():
-    from pathlib import Path
-
     doc = (Path(__file__).resolve().parents[2] / "docs" / "profile-format.md").read_text()
     for word in ("version 5", "GTPEND5", "64-byte", "memory-mapped", "stored analysis", "defer_checks",
                  "journal"):
         assert word in doc, word
-    assert json.dumps  # (json imported for the edits above)
