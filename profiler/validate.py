@@ -285,7 +285,9 @@ def _check_rows(path, events: dict, memory: dict, strings: list, window_rows, af
     (the temporaries stay the size of a window; ``after_window`` may release its pages);
     returns the parsed input shapes."""
     span: list = [None, None]
-    shape_ids: set = set()
+    # Which shapes ids occur (ids are in [-1, len(strings)) once _check_ids passed): a table,
+    # not np.unique, which sorts or hashes every row.
+    has_shapes = np.zeros(len(strings) + 1, dtype=bool)
     before = None
     for lo, hi in _windows(len(events["start_ns"]), window_rows):
         part = _part(events, lo, hi)
@@ -293,7 +295,7 @@ def _check_rows(path, events: dict, memory: dict, strings: list, window_rows, af
         _check_scopes(path, part)
         _extent(_check_event_times(path, part, before), span)
         before = int(part["start_ns"][-1])
-        shape_ids.update(np.unique(part["shapes_id"]).tolist())
+        has_shapes[part["shapes_id"].astype(np.int64) + 1] = True
         if after_window is not None:
             after_window()
     before = None
@@ -305,7 +307,7 @@ def _check_rows(path, events: dict, memory: dict, strings: list, window_rows, af
         if after_window is not None:
             after_window()
     _check_span(path, span)
-    return _check_shapes(path, sorted(shape_ids), strings)
+    return _check_shapes(path, (np.flatnonzero(has_shapes[1:])).tolist(), strings)
 
 
 def _check_graph(path, events: dict, nodes: dict, edges: dict) -> None:
