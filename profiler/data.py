@@ -190,11 +190,12 @@ class ProfileData:
         Returns:
             A :class:`~profiler.aggregate.KeyAverages` (a list of FunctionEventAvg rows).
         """
-        kept = self._stored_summaries.get("merged" if merge_steps else "per_step")
-        if kept is not None and not (group_by_input_shape or group_by_stack_n or group_by_module or group_by_device):
-            from .stored import stored_key_averages  # noqa: PLC0415 - stored imports aggregate
+        if self._stored_summaries and not (group_by_stack_n or group_by_module):
+            from .stored import stored_key_averages, summary_name  # noqa: PLC0415 - stored imports aggregate
 
-            return stored_key_averages(self, kept, merge_steps)
+            name = summary_name(group_by_input_shape, group_by_device, merge_steps)
+            if name in self._stored_summaries:
+                return stored_key_averages(self, self._stored_summaries[name], name)
         return aggregate.key_averages(self, group_by_input_shape, group_by_stack_n,
                                       group_by_module=group_by_module, group_by_device=group_by_device,
                                       merge_steps=merge_steps)

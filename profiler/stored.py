@@ -11,7 +11,7 @@ pairs; three counters. CPU total is ``end - start``, computed on use.
 
 A file's stored analysis is checked against its columns without recomputing it, in one
 vectorised pass over row windows (see :func:`check_analysis`): every index in range, every
-parent before its child and on the same thread, depth = parent's depth + 1, self times within
+parent starting no later than its child and on the same thread, depth = parent's depth + 1, self times within
 [0, total], forward events are forward ops of the backward event's pairing key, id columns
 inside the string table, stored table rows consistent with the per-event sums. The tables,
 counters and flags are checked when the file is opened; the per-event arrays then too, or,
@@ -38,8 +38,23 @@ _ALWAYS = {"parent": np.int32, "depth": np.int32, "self_cpu_ns": np.int64, "forw
 _WHEN_SET = {"cuda_total_ns": np.int64, "self_cuda_ns": np.int64, "flops": np.int64,
              "self_cpu_memory": np.int64, "cpu_memory": np.int64, "self_cuda_memory": np.int64,
              "cuda_memory": np.int64}
-# The operator tables kept: one per merge_steps value (the CLI's and the library's default).
-_SUMMARIES = {"merged": True, "per_step": False}
+# The operator tables kept, by name: the CLI's default (steps merged) and the library's (per
+# step) always; by input shape (``table --group-by shape``) when shapes were recorded; by
+# device (``table --device-rows``).
+_SUMMARIES = {"merged": {"merge_steps": True}, "per_step": {"merge_steps": False},
+              "shape_merged": {"group_by_input_shape": True, "merge_steps": True},
+              "device_merged": {"group_by_device": True, "merge_steps": True}}
+_REQUIRED = {"merged", "per_step"}
+
+
+def summary_name(group_by_input_shape: bool, group_by_device: bool, merge_steps: bool) -> str | None:
+    """The stored table of a ``key_averages`` grouping (stack and module groupings: none)."""
+    wanted = {"group_by_input_shape": group_by_input_shape, "group_by_device": group_by_device,
+              "merge_steps": merge_steps}
+    for name, grouping in _SUMMARIES.items():
+        if {k: grouping.get(k, False) for k in wanted} == wanted:
+            return name
+    return None
 SUMMARY_FIELDS = ("count", "cpu_time_total", "self_cpu_time_total", "cuda_time_total", "self_cuda_time_total",
                   "cpu_time", "cuda_time", "cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
                   "self_cuda_memory_usage", "flops")
@@ -48,7 +63,6 @@ _COUNTERS = ("cpu_clock_skew", "cuda_clock_skew", "unlinked_backward")
 FB_TIMES = ("self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total",
             "backward_self_cpu_time_total", "backward_cpu_time_total", "backward_self_cuda_time_total",
             "backward_cuda_time_total")
-_MAX_BYTES = 2**56
 
 
 def _table_entry(writer, columns: dict, rows: int) -> dict:
@@ -60,7 +74,7 @@ def _table_entry(writer, columns: dict, rows: int) -> dict:
 
 
 def _summary(ka) -> dict:
-    rows = [[r.key, [getattr(r, f) for f in SUMMARY_FIELDS], r.input_shapes, r.scope] for r in ka]
+    rows = [[r.key, [getattr(r, f) for f in SUMMARY_FIELDS], r.input_shapes, r.scope, r.device] for r in ka]
     return {"rows": rows, "self_cpu_ns": ka._self_cpu_ns, "self_cuda_ns": ka._self_cuda_ns}
 
 
@@ -79,7 +93,9 @@ def write_analysis(data, writer) -> dict:
         "overlaps": _table_entry(writer, {"pair": np.asarray(a.partial_overlaps, np.int64).reshape(-1)},
                                  2 * len(a.partial_overlaps)),
         "counters": {k: int(getattr(a, k)) for k in _COUNTERS},
-        "summaries": {name: _summary(data.key_averages(merge_steps=merge)) for name, merge in _SUMMARIES.items()},
+        "summaries": {name: _summary(data.key_averages(**grouping)) for name, grouping in _SUMMARIES.items()
+                      if name != "shape_merged" or data.metadata.get("record_shapes")
+                      or data.metadata.get("with_flops")},
         "forward_backward": [[r.name, r.call_site, r.count, r.backward_count, r.backward_names,
                               [getattr(r, f) for f in FB_TIMES]] for r in data.forward_backward_summary()],
         "has_device_time": bool(data.has_device_time),
@@ -120,7 +136,7 @@ def _check_forward_backward(path, rows, n_events: int) -> list:
         times = np.array([r[5] for r in rows], dtype=np.float64).reshape(len(rows), len(FB_TIMES))
     except (TypeError, ValueError, OverflowError):
         raise _bad(path, "has a forward + backward row with a value that is not a number") from None
-    if not np.all(np.isfinite(times)) or np.any(times < 0) or np.any(times >= 2**62):
+    if not np.all(np.isfinite(times)) or np.any(times < 0):
         raise _bad(path, "has a forward + backward row with a value out of range")
     return rows
 
@@ -141,11 +157,12 @@ class StoredKeyAverages(KeyAverages):
     _group = property(lambda self: self._grouped()._group, lambda self, v: None)
 
 
-def stored_key_averages(data, summary: dict, merge_steps: bool) -> StoredKeyAverages:
-    rows = [FunctionEventAvg(key, **dict(zip(SUMMARY_FIELDS, values)), input_shapes=shapes, scope=scope)
-            for key, values, shapes, scope in summary["rows"]]
+def stored_key_averages(data, summary: dict, name: str) -> StoredKeyAverages:
+    rows = [FunctionEventAvg(key, **dict(zip(SUMMARY_FIELDS, values)), input_shapes=shapes, scope=scope,
+                             device=device)
+            for key, values, shapes, scope, device in summary["rows"]]
     grouping = {"group_by_input_shape": False, "group_by_stack_n": 0, "group_by_module": False,
-                "group_by_device": False, "merge_steps": merge_steps}
+                "group_by_device": False, **_SUMMARIES[name]}
     return StoredKeyAverages(rows, data, grouping, summary["self_cpu_ns"], summary["self_cuda_ns"])
 
 
@@ -160,11 +177,11 @@ def _check_summary(path, summary, n_events: int) -> dict:
     if not isinstance(summary, dict) or not isinstance(summary.get("rows"), list):
         raise _bad(path, "has a malformed table")
     for key in ("self_cpu_ns", "self_cuda_ns"):
-        if type(summary.get(key)) is not int or not 0 <= summary[key] < 2**62:
+        if type(summary.get(key)) is not int or summary[key] < 0:
             raise _bad(path, f"table has an invalid {key}")
     rows = summary["rows"]
-    if not all(type(r) is list and len(r) == 4 and type(r[0]) is str and type(r[1]) is list
-               and len(r[1]) == len(SUMMARY_FIELDS) for r in rows):
+    if not all(type(r) is list and len(r) == 5 and type(r[0]) is str and type(r[1]) is list
+               and len(r[1]) == len(SUMMARY_FIELDS) and (r[4] is None or type(r[4]) is str) for r in rows):
         raise _bad(path, "has a malformed table row")
     try:
         values = np.array([r[1] for r in rows], dtype=np.float64).reshape(len(rows), len(SUMMARY_FIELDS))
@@ -176,7 +193,7 @@ def _check_summary(path, summary, n_events: int) -> dict:
     if sum(counts) != n_events:
         raise _bad(path, f"table counts {sum(counts)} events, the profile has {n_events}")
     # Times (columns 1-6) are sums of non-negative durations; memory sums may be negative.
-    if not np.all(np.isfinite(values)) or np.any(np.abs(values) >= 2**62) or np.any(values[:, 1:7] < 0):
+    if not np.all(np.isfinite(values)) or np.any(values[:, 1:7] < 0):
         raise _bad(path, "has a table row with a value out of range")
     scopes = {int(s) for s in Scope}
     if not all(type(r[3]) is int and r[3] in scopes for r in rows):
@@ -234,8 +251,8 @@ def read_analysis(mf, entry, parts, window_rows: int, defer: bool = False) -> St
         raise _bad(path, "has invalid counters")
     counters = {k: counters[k] for k in _COUNTERS}
     summaries = entry.get("summaries")
-    if not isinstance(summaries, dict) or set(summaries) != set(_SUMMARIES):
-        raise _bad(path, "lacks its tables")
+    if not isinstance(summaries, dict) or not _REQUIRED <= set(summaries) <= set(_SUMMARIES):
+        raise _bad(path, "lacks its tables or has unknown ones")
     summaries = {k: _check_summary(path, v, n) for k, v in summaries.items()}
     flags = {k: entry.get(k) for k in ("has_device_time", "has_cuda_memory")}
     if not all(isinstance(v, bool) for v in flags.values()):
@@ -303,11 +320,14 @@ def check_analysis(path, events, memory, n_strings, a: dict, memory_event, summa
         hi = min(lo + window_rows, n)
         idx = np.arange(lo, hi)
         parent, depth = a["parent"][lo:hi], a["depth"][lo:hi]
-        # Parents start first (start order, the outer range first on a tie): parent < child.
-        if np.any((parent < -1) | (parent >= idx)):
+        if np.any((parent < -1) | (parent >= n) | (parent == idx)):
             raise _bad(path, "has a parent out of range")
         has = parent >= 0
         p = parent[has]
+        # A parent starts no later than its child (not always at a lower row: of two ranges
+        # with one start, a file need not list the outer first). Depths rule out cycles.
+        if np.any(events["start_ns"][p] > events["start_ns"][lo:hi][has]):
+            raise _bad(path, "has a parent that starts after its child")
         if np.any(thread[p] != thread[lo:hi][has]) or np.any(depth[~has] != 1) or \
                 np.any(depth[has] != a["depth"][p] + 1):
             raise _bad(path, "has a nesting unlike its columns (thread or depth)")
@@ -317,7 +337,7 @@ def check_analysis(path, events, memory, n_strings, a: dict, memory_event, summa
         if np.any((self_cpu < 0) | (self_cpu > end - start)):
             raise _bad(path, "has a self CPU time outside [0, total]")
         cuda_total, self_cuda = a["cuda_total_ns"][lo:hi], a["self_cuda_ns"][lo:hi]
-        if np.any((self_cuda < 0) | (self_cuda > cuda_total) | (cuda_total >= 2**53)):
+        if np.any((self_cuda < 0) | (self_cuda > cuda_total)):
             raise _bad(path, "has a CUDA time out of range")
         d0, d1 = events["device_start_ns"][lo:hi], events["device_end_ns"][lo:hi]
         own = d0 >= 0
@@ -334,7 +354,7 @@ def check_analysis(path, events, memory, n_strings, a: dict, memory_event, summa
                 np.any(thread[f] != events["fwd_thread_id"][lo:hi][linked]):
             raise _bad(path, "pairs a backward event with an op of another key")
         anc = a["backward_ancestor"][lo:hi]
-        if np.any((anc < -1) | (anc > idx)) or np.any(scope[anc[anc >= 0]] != Scope.BACKWARD_FUNCTION):
+        if np.any((anc < -1) | (anc >= n)) or np.any(scope[anc[anc >= 0]] != Scope.BACKWARD_FUNCTION):
             raise _bad(path, "has a backward ancestor out of range")
         for name in ("shapes_id", "stack_id"):
             ids = a[name][lo:hi]
@@ -347,9 +367,6 @@ def check_analysis(path, events, memory, n_strings, a: dict, memory_event, summa
             raise _bad(path, "has input shapes unlike the columns")
         if np.any(a["flops"][lo:hi] < 0):
             raise _bad(path, "has a negative FLOP count")
-        for name in ("self_cpu_memory", "cpu_memory", "self_cuda_memory", "cuda_memory"):
-            if np.any(np.abs(a[name][lo:hi]) > _MAX_BYTES):
-                raise _bad(path, f"has a {name} out of range")
         sums["self_cpu"] += int(self_cpu.sum())
         sums["self_cuda"] += int(self_cuda.sum())
         release()

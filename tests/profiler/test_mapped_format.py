@@ -39,8 +39,9 @@ def test_round_trip_keeps_columns_and_analyses(tmp_path, profiles, name, compres
             np.testing.assert_array_equal(getattr(back, attr)[col], values, err_msg=f"{attr} {col}")
     for field in _ARRAYS:
         np.testing.assert_array_equal(getattr(back.analysis, field), getattr(data.analysis, field), err_msg=field)
-    for merge in (False, True):
-        assert back.key_averages(merge_steps=merge).to_dicts() == data.key_averages(merge_steps=merge).to_dicts()
+    for grouping in ({"merge_steps": False}, {"merge_steps": True}, {"group_by_input_shape": True},
+                     {"group_by_device": True}, {"group_by_device": True, "merge_steps": True}):
+        assert back.key_averages(**grouping).to_dicts() == data.key_averages(**grouping).to_dicts()
     assert back.table(sort_by="self_cpu_time_total") == data.table(sort_by="self_cpu_time_total")
     assert back.forward_backward_summary().to_dicts() == data.forward_backward_summary().to_dicts()
 
@@ -129,7 +130,8 @@ CASES = [
     ("unknown codec", lambda f, b: _set(f, "start_ns", "codec", "lz4"), r"unknown codec"),
     ("missing column", lambda f, b: f["tables"]["events"]["columns"].pop(0), r"name_id' is missing"),
     ("parent out of range", lambda f, b: _poke(b, _column(f, "parent", True), 5, 10**6), r"parent out of range"),
-    ("parent after child", lambda f, b: _poke(b, _column(f, "parent", True), 5, 7), r"parent out of range"),
+    ("parent after child", lambda f, b: _poke(b, _column(f, "parent", True), 5, 7), r"parent that starts after"),
+    ("parent cycle", lambda f, b: _poke(b, _column(f, "parent", True), 5, 5), r"parent out of range"),
     ("depth lie", lambda f, b: _poke(b, _column(f, "depth", True), 9, 40), r"nesting unlike its columns"),
     ("self time above total", lambda f, b: _poke(b, _column(f, "self_cpu_ns", True), 3, 10**15),
      r"self CPU time outside"),
@@ -166,8 +168,9 @@ def test_deferred_checks_fail_on_first_use_and_the_cli_says_one_line(tmp_path, p
     data.table()                      # the stored table needs no per-event array
     data.forward_backward_summary().table()
     with pytest.raises(ProfileFormatError, match="nesting unlike its columns"):
-        data.key_averages(group_by_device=True)
-    out = subprocess.run([sys.executable, "-m", "gradtrace.cli", "table", str(path), "--device-rows"],
+        data.key_averages(group_by_stack_n=1)
+    out = subprocess.run([sys.executable, "-m", "gradtrace.cli", "export", str(path), "--chrome",
+                          str(tmp_path / "t.json")],
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "nesting unlike its columns" in out.stderr, out.stderr
