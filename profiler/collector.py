@@ -537,8 +537,11 @@ class Collector:
         return shapes_map[inputs_ids], dtypes_map[inputs_ids]
 
     def _stack_string_ids(self, stack_keys: np.ndarray) -> np.ndarray:
-        mapping = np.full(len(self._stacks) + 1, -1, dtype=np.int64)
-        for key, k in self._stacks.items():
+        # A snapshot: while a journal part is built, other threads still intern stacks (the
+        # part's rows have theirs already: a stack is interned as its range opens).
+        stacks = list(self._stacks.items())
+        mapping = np.full(len(stacks) + 1, -1, dtype=np.int64)
+        for key, k in stacks:
             frames = [f"{code.co_filename}({line}): {code.co_name}" for code, line in key]
             mapping[k] = self._intern_string("\n".join(frames)) if frames else -1
         return mapping[stack_keys]
