@@ -50,8 +50,9 @@ def test_the_journal_holds_each_completed_step_as_the_final_profile_does(tmp_pat
     step2_end = dict((n, e) for n, _, e in final.step_ranges())["ProfilerStep#2"]
     closed = {k for k in _keys(final) if k[2] <= step2_end}
     assert _keys(partial) == closed
-    stacks = {data.strings[int(k)] for data in (partial,) for k in set(data.event_columns["stack_id"]) if k >= 0}
-    assert stacks and stacks <= set(final.strings)    assert partial.n_memory_records == int(np.count_nonzero(final.memory_columns["time_ns"] <= step2_end))
+    stacks = {partial.strings[int(k)] for k in set(partial.event_columns["stack_id"].tolist()) if k >= 0}
+    assert stacks and stacks <= set(final.strings)
+    assert partial.n_memory_records == int(np.count_nonzero(final.memory_columns["time_ns"] <= step2_end))
 
 
 def test_an_append_cut_short_leaves_the_previous_steps(tmp_path):
