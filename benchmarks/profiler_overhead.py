@@ -11,6 +11,10 @@ Two reference rows register a do-nothing range sink (without / with input descri
 lane the profiler uses, to split the cost between the engine's RecordFunction machinery
 (building each range's row) and the profiler's own work (keeping the rows, the stop).
 Target (issue 17): profiled <= 1.3x unprofiled, with and without record_shapes.
+Two more rows (issue 31) split the chain into 10 steps of a tenth of the iterations each,
+calling ``prof.step()`` after each: "steps" as is, "steps+journal" with the profile written
+step by step (``prof.journal(path)``, what ``gradtrace run`` does): their difference is the
+journal's cost, reported per step.
 
 Usage: python benchmarks/profiler_overhead.py [--iterations N] [--repeats R] [--json PATH]
 """
@@ -22,12 +26,15 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gradtrace import autograd  # noqa: E402
 from gradtrace import profiler  # noqa: E402
 from gradtrace.autograd import record_function as rf  # noqa: E402
+
+STEPS = 10
 
 
 def chain(n: int) -> None:
@@ -54,6 +61,17 @@ def run(n: int, mode: str) -> tuple[float, int, float]:
         elapsed = time.perf_counter() - t0
         handle.remove()
         return elapsed, 0, 0.0
+    if mode.startswith("steps"):
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            with profiler.profile(activities=["cpu"]) as prof:
+                if mode == "steps+journal":
+                    prof.journal(os.path.join(tmp, "journal.gtprof"))
+                for _ in range(STEPS):
+                    chain(n // STEPS)
+                    prof.step()
+            t1 = time.perf_counter()
+        return t1 - t0, prof.profile_data.n_events, 0.0
     t0 = time.perf_counter()
     with profiler.profile(activities=["cpu"], record_shapes=(mode == "on+shapes")) as prof:
         chain(n)
@@ -69,7 +87,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
                                                        "profiler_overhead.json"))
     args = parser.parse_args(argv)
-    modes = ["off", "null-sink", "null-sink+inputs", "on", "on+shapes"]
+    modes = ["off", "null-sink", "null-sink+inputs", "on", "on+shapes", "steps", "steps+journal"]
     for mode in modes:                       # warm-up: imports, caches, interning
         run(args.iterations, mode)
     times = {m: [] for m in modes}
@@ -111,7 +129,9 @@ def main(argv=None) -> dict:
         print(f"{r['mode']:<22}{r['median_s'] * 1e3:>11.2f}{r['ratio_vs_off']:>8.2f}{read:>15}"
               f"{with_read:>17}{r['events']:>8}"
               f"{r['overhead_us_per_event']:>10.3f}{'' if share is None else f'{share:.3f}':>19}")
-    result = {"benchmark": "profiler_overhead", "iterations": args.iterations, "repeats": args.repeats,
+    journal_ms = (statistics.median(times["steps+journal"]) - statistics.median(times["steps"])) * 1e3
+    print(f"journal: {journal_ms / STEPS:.3f} ms per step ({events['steps'] // STEPS} events per step)")
+    result = {"benchmark": "profiler_overhead", "journal_ms_per_step": journal_ms / STEPS, "iterations": args.iterations, "repeats": args.repeats,
               "python": platform.python_version(), "machine": platform.machine(), "rows": rows,
               "target": "profiled <= 1.3x unprofiled (first read reported apart)"}
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

@@ -34,7 +34,9 @@ def load_profile(path: str):
     redo = ("re-export it with prof.export_chrome_trace(...)" if is_torch_trace(p)
             else "re-record it with gradtrace run or gradtrace demo")
     try:
-        data = load(p)
+        # The stored analysis of a version-5 file is checked on first use: a table the file
+        # keeps is shown without reading it (a failed check is one line, see cli.main).
+        data = load(p, defer_checks=True)
     except ProfileFormatError as exc:
         raise CLIError(f"{exc}; {redo}") from None
     except MemoryError:

@@ -166,6 +166,11 @@ def run_ranks(args, script_args: list) -> int:
         else:
             print(f"gradtrace run: the job failed (mpirun exit status {status}); no rank reported "
                   "a Python error (killed by a signal or by MPI; see the output above)", file=sys.stderr)
+        if profiles:
+            # Each rank writes its profile step by step: a rank stopped mid-run kept its
+            # completed steps (profiler.journal).
+            print(f"gradtrace run: profiles kept in {run_dir}/: {', '.join(p.name for p in profiles)} "
+                  "(a rank stopped mid-run keeps its completed steps)", file=sys.stderr)
         return status
     print(f"gradtrace: {len(profiles)} rank profile(s) saved in {run_dir}/ "
           f"({', '.join(p.name for p in profiles)})", file=sys.stderr)

@@ -216,9 +216,19 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Read a PyTorch profiler trace (prof.export_chrome_trace, JSON or "
                                    ".json.gz) and save it as a .gtprof profile. Every command also "
                                    "reads the trace itself; the profile loads faster.",
-                       epilog="example:\n  gradtrace import trace.json.gz -o run.gtprof")
-    p.add_argument("trace", metavar="TRACE", help="a torch.profiler Chrome trace (.json or .json.gz)")
-    p.add_argument("--out", "-o", metavar="FILE", help="profile to write (default: TRACE with .gtprof)")
+                       epilog="examples:\n  gradtrace import trace.json.gz -o run.gtprof\n"
+                              "  gradtrace import traces/ -o run/ --nproc 4\n"
+                              "  mpirun --hostfile hosts -n 8 gradtrace import traces/ -o run/")
+    p.add_argument("trace", metavar="TRACE", help="a torch.profiler Chrome trace (.json or .json.gz), or a "
+                                                  "folder of them, one per rank")
+    p.add_argument("--out", "-o", metavar="FILE", help="profile to write (default: TRACE with .gtprof); for "
+                                                       "a folder, the folder that gets rank0.gtprof ... "
+                                                       "(default: the folder itself)")
+    p.add_argument("--nproc", type=int, default=1, metavar="N",
+                   help="a folder: import its traces in N processes (under mpirun, on each MPI rank, "
+                        "which share the traces)")
+    p.add_argument("--compress", action="store_true",
+                   help="zlib the profile (smaller to move; it is then read by inflating, not mapped)")
     p.set_defaults(handler="gradtrace.cli.importcmd:cmd_import")
 
     p = sub.add_parser("bench", formatter_class=_Help, help="run the benchmark scripts",
@@ -303,6 +313,16 @@ def main(argv: list[str] | None = None) -> int:
     except CLIError as exc:
         sys.stdout.flush()
         print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:
+        # A profile's stored analysis is checked when first used (profiler.load's
+        # defer_checks): a failed check is a bad file, one line like any other.
+        from gradtrace.profiler import ProfileFormatError  # noqa: PLC0415
+
+        if not isinstance(exc, ProfileFormatError):
+            raise
+        sys.stdout.flush()
+        print(f"{prog}: error: {exc}; re-record it with gradtrace run or gradtrace demo", file=sys.stderr)
         return EXIT_USAGE
     except MemoryError:
         # A profile too big for this machine is bad input too: one line, not a traceback.

@@ -73,7 +73,8 @@ def cmd_run(args) -> int:
         os.environ[ERROR_FILE_ENV] = str(Path(rank_dir) / f"rank{rank}.error")
     else:
         out = check_output_path(args.out) if args.out else default_out(path.stem)
-    session = Session(options_from_args(args, schedule), out)
+    # The profile is written step by step (a run killed mid-way keeps its completed steps).
+    session = Session(options_from_args(args, schedule), out, journal=True)
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [script] + script_args
     script_dir = str(path.resolve().parent)

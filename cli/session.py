@@ -76,6 +76,10 @@ class Session:
 
     options: ProfileOptions
     out: Path
+    # Write ``out`` step by step while profiling (profiler.journal): a process killed
+    # mid-run (a rank stopped by MPI_Abort, SIGKILL, the OOM killer) keeps its completed
+    # steps. Without a schedule only; the complete profile replaces the journal at the end.
+    journal: bool = False
     cycles: list = field(default_factory=list)
     prof: object = None
     stopping: bool = False
@@ -90,6 +94,8 @@ class Session:
                                      with_flops=o.with_flops, with_modules=o.with_modules,
                                      schedule=o.make_schedule(), on_trace_ready=self._keep)
         self.prof.start()          # from here on, profiler.current() is self.prof
+        if self.journal and o.schedule is None:
+            self.prof.journal(self.out)
         return self.prof
 
     def _keep(self, prof) -> None:
@@ -112,6 +118,8 @@ class Session:
 
     def save(self) -> list[Path]:
         if not self.cycles:
+            if self.journal and self.out.exists():
+                self.out.unlink()       # a journal of nothing
             return []
         self.out.parent.mkdir(parents=True, exist_ok=True)
         paths = []

@@ -32,6 +32,7 @@ import numpy as np
 
 from .chrome_layout import DEFAULT_STREAM_TID, ChromeLayout, Flows, chrome_layout
 from .jsonfile import json_dumps, json_string, open_output, write_json
+from .validate import loads_shallow
 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
@@ -165,11 +166,11 @@ class _Lookup:
 
 
 def _compact_json(text: str) -> str:
-    """Re-encode a JSON document from the string table (shapes, dtypes) without spaces."""
-    try:
-        return json_dumps(json.loads(text))
-    except ValueError:
-        return json_string(text)
+    """Re-encode a JSON document from the string table (shapes, dtypes) without spaces; text
+    that is not JSON, or nests too deep to parse and re-encode without recursing past
+    Python's limit (``[`` * 10,000), is written as a JSON string instead."""
+    value = loads_shallow(text)
+    return json_string(text) if value is None and text.strip() != "null" else json_dumps(value)
 
 
 def _optional_args(values: np.ndarray, make) -> np.ndarray | None:

@@ -98,6 +98,12 @@ class Collector:
         self._handles: list = []
         self._start_ns = 0
         self._wall_start_ns = 0
+        # The first row of each flat list that _parts reads: 0, except while a journal part
+        # (the rows since the previous step) is built.
+        self._base = (0, 0)
+        self._journal_base = (0, 0)
+        self._journal_memory: dict[int, int] = {}   # thread id -> memory rows journaled
+        self._journal_ns = None                     # when the last part was taken
 
     # ------------------------------------------------------------------ interning
 
@@ -237,6 +243,7 @@ class Collector:
             self._backward.clear()
             for tid in list(self._memory):
                 self._memory[tid] = array("q")
+            self._journal_base, self._journal_memory, self._journal_ns = (0, 0), {}, None
         self._wall_start_ns = time.time_ns()
         self._start_ns = time.perf_counter_ns()
         if self.profile_memory:
@@ -281,7 +288,16 @@ class Collector:
         events, node_of_event = self._event_columns()
         nodes, edges = self._graph_columns(node_of_event)
         memory = self._memory_columns()
-        metadata = {
+        metadata = self._metadata(self._end_ns)
+        metadata["device_region_ns"] = self._device_region_ns
+        gpus = sorted(d for d in metadata["devices"] if d.startswith("cuda"))
+        if gpus:
+            metadata["device_properties"] = [_device_properties(d) for d in gpus]
+        metadata.update(self._late_metadata)
+        return ProfileData(events, memory, self._strings, metadata, node_columns=nodes, edge_columns=edges)
+
+    def _metadata(self, end_ns: int) -> dict:
+        return {
             "gradtrace_version": gradtrace_version(),
             "activities": sorted(self.activities),
             "devices": sorted({self._strings[i] for i in set(self._devices.values())}),
@@ -290,23 +306,67 @@ class Collector:
             "memory_categories": self.profile_memory,
             "with_stack": self.with_stack, "with_flops": self.with_flops,
             "with_modules": self.with_modules,
-            "start_time_ns": self._start_ns, "end_time_ns": self._end_ns,
+            "start_time_ns": self._start_ns, "end_time_ns": end_ns,
             "wall_clock_base_ns": self._wall_start_ns,
-            "device_region_ns": self._device_region_ns,
             "pid": os.getpid(),
         }
-        gpus = sorted(d for d in metadata["devices"] if d.startswith("cuda"))
-        if gpus:
-            metadata["device_properties"] = [_device_properties(d) for d in gpus]
-        metadata.update(self._late_metadata)
-        return ProfileData(events, memory, self._strings, metadata, node_columns=nodes, edge_columns=edges)
+
+    # ------------------------------------------------------------------ the journal (issue 31)
+
+    def journal_step(self, journal, steps: list) -> None:
+        """Append the ranges closed and the memory recorded since the last call to ``journal``
+        (a :class:`.journal.Journal`), as one part: the rows become columns as at stop (the
+        same code, over the new rows only), without device times (resolved at stop only).
+
+        Args:
+            steps: [first, last] step of the recording so far (the metadata's ``steps``).
+        """
+        now = time.perf_counter_ns()
+        base = self._journal_base
+        lengths = (len(self._ranges), len(self._backward))   # whole rows: each extend is one C call
+        self._base, self._lengths, self._device_times = base, lengths, {}
+        try:
+            events, _ = self._event_columns()
+        finally:
+            self._base = (0, 0)
+            del self._lengths, self._device_times
+            self._graph_nodes, self._node_table = [], None    # the graph is read at stop
+        self._journal_base = lengths
+        metadata = self._metadata(now)
+        metadata["steps"] = list(steps)
+        collectives = []
+        dist = sys.modules.get("gradtrace.autograd.distributed")
+        if dist is not None:
+            # This step's collectives go with its part (all of them in every footer would
+            # make an append cost the whole run so far).
+            group = dist.profile_metadata(self._journal_ns or self._start_ns, now)
+            collectives = [e for e in group.pop("distributed_collectives", [])
+                           if self._journal_ns is None or e["start_ns"] > self._journal_ns]
+            metadata.update(group)
+        self._journal_ns = now
+        memory = self._memory_since_journal()
+        journal.append(events, memory, self._strings[journal.strings_written:], metadata, collectives)
+
+    def _memory_since_journal(self) -> dict:
+        parts, threads = [], []
+        for tid, buf in list(self._memory.items()):
+            done = self._journal_memory.get(tid, 0)
+            # A slice copies (the buffer keeps growing in its thread; a view would pin it).
+            chunk = buf[done * _MEMORY_WIDTH:]
+            rows = len(chunk) // _MEMORY_WIDTH
+            if rows:
+                parts.append(np.frombuffer(chunk, dtype=np.int64)[:rows * _MEMORY_WIDTH].reshape(-1, _MEMORY_WIDTH))
+                threads.append(np.full(rows, tid, dtype=np.int64))
+            self._journal_memory[tid] = done + rows
+        return self._memory_table(parts, threads)
 
     def _parts(self, k: int) -> tuple[list, list]:
         """Field ``k`` (``rf.ROW_*``) of the other ranges and of the backward ones: slices of
         the flat lists, which copy no row."""
         width = rf.ROW_END + 1
         n_other, n_backward = self._lengths
-        return self._ranges[k:n_other:width], self._backward[k:n_backward:width]
+        base_other, base_backward = self._base
+        return self._ranges[base_other + k:n_other:width], self._backward[base_backward + k:n_backward:width]
 
     def _field(self, k: int) -> list:
         """Field ``k`` of every range, the other ranges first (the events' raw order)."""
@@ -341,8 +401,8 @@ class Collector:
         ``np.fromiter``, a ``count`` that finds a column of one value), and a Python function
         runs once per distinct value at most."""
         width = rf.ROW_END + 1
-        n_other = self._lengths[0] // width
-        n = n_other + self._lengths[1] // width
+        n_other = (self._lengths[0] - self._base[0]) // width
+        n = n_other + (self._lengths[1] - self._base[1]) // width
         self._graph_nodes: list = []    # node id -> one node object with that id
         self._node_table = None         # node objects by id(), for the edges (_node_ids)
         if not n:
@@ -477,8 +537,11 @@ class Collector:
         return shapes_map[inputs_ids], dtypes_map[inputs_ids]
 
     def _stack_string_ids(self, stack_keys: np.ndarray) -> np.ndarray:
-        mapping = np.full(len(self._stacks) + 1, -1, dtype=np.int64)
-        for key, k in self._stacks.items():
+        # A snapshot: while a journal part is built, other threads still intern stacks (the
+        # part's rows have theirs already: a stack is interned as its range opens).
+        stacks = list(self._stacks.items())
+        mapping = np.full(len(stacks) + 1, -1, dtype=np.int64)
+        for key, k in stacks:
             frames = [f"{code.co_filename}({line}): {code.co_name}" for code, line in key]
             mapping[k] = self._intern_string("\n".join(frames)) if frames else -1
         return mapping[stack_keys]
@@ -489,6 +552,10 @@ class Collector:
             rows = np.frombuffer(buf, dtype=np.int64).reshape(-1, _MEMORY_WIDTH)
             parts.append(rows)
             threads.append(np.full(len(rows), tid, dtype=np.int64))
+        return self._memory_table(parts, threads)
+
+    @staticmethod
+    def _memory_table(parts: list, threads: list) -> dict:
         if not parts or not sum(len(p) for p in parts):
             return empty_columns(MEMORY_COLUMNS)
         rows = np.concatenate(parts)

@@ -41,13 +41,15 @@ class ProfileData:
 
     def __init__(self, event_columns: dict, memory_columns: dict, strings: list, metadata: dict,
                  *, input_shapes: dict[int, list] | None = None, node_columns: dict | None = None,
-                 edge_columns: dict | None = None, gpu_columns: dict | None = None):
+                 edge_columns: dict | None = None, gpu_columns: dict | None = None, stored=None):
         """Args:
             event_columns, memory_columns, strings, metadata, node_columns, edge_columns,
             gpu_columns:
                 the attributes below.
             input_shapes: shapes_id -> parsed shapes, when a reader has parsed them already
                 (``profiler.load`` does, as part of validating the file); else parsed on use.
+            stored: the analyses a version-5 file kept (:class:`.stored.StoredAnalysis`,
+                checked against these columns by the loader): used instead of computing them.
         """
         self.event_columns = _as_table(event_columns, EVENT_COLUMNS, "event")
         self.memory_columns = _as_table(memory_columns, MEMORY_COLUMNS, "memory")
@@ -59,6 +61,13 @@ class ProfileData:
         self.metadata = dict(metadata)
         self._shapes_cache: dict[int, list | None] = dict(input_shapes or {})
         self._stack_cache: dict[int, list] = {}
+        self._stored_summaries: dict = {}
+        self._stored_forward_backward = None
+        if stored is not None:
+            # The cached properties below, filled from the file instead of computed.
+            self.__dict__.update(analysis=stored.analysis, **stored.flags)
+            self._stored_summaries = stored.summaries
+            self._stored_forward_backward = stored.forward_backward
 
     # ------------------------------------------------------------------ basics
 
@@ -181,6 +190,12 @@ class ProfileData:
         Returns:
             A :class:`~profiler.aggregate.KeyAverages` (a list of FunctionEventAvg rows).
         """
+        if self._stored_summaries and not (group_by_stack_n or group_by_module):
+            from .stored import stored_key_averages, summary_name  # noqa: PLC0415 - stored imports aggregate
+
+            name = summary_name(group_by_input_shape, group_by_device, merge_steps)
+            if name in self._stored_summaries:
+                return stored_key_averages(self, self._stored_summaries[name], name)
         return aggregate.key_averages(self, group_by_input_shape, group_by_stack_n,
                                       group_by_module=group_by_module, group_by_device=group_by_device,
                                       merge_steps=merge_steps)
@@ -202,6 +217,10 @@ class ProfileData:
 
     def forward_backward_summary(self) -> aggregate.ForwardBackwardSummary:
         """Per forward op (and call site): forward cost, cost of the backward nodes it caused, sum."""
+        if self._stored_forward_backward is not None:
+            from .stored import stored_forward_backward  # noqa: PLC0415
+
+            return stored_forward_backward(self, self._stored_forward_backward)
         return aggregate.forward_backward_summary(self)
 
     def gpu_summary(self) -> dict:
@@ -222,9 +241,10 @@ class ProfileData:
         """``key_averages()`` rows as plain dicts (times in microseconds)."""
         return self.key_averages(group_by_input_shape, group_by_stack_n).to_dicts()
 
-    def save(self, path) -> None:
-        """Write this profile to ``path`` in the gradtrace profile format."""
-        fileformat.save(self, path)
+    def save(self, path, *, compress: bool = False, version: int | None = None) -> None:
+        """Write this profile to ``path`` in the gradtrace profile format (see
+        :func:`.fileformat.save` for ``compress`` and ``version``)."""
+        fileformat.save(self, path, compress=compress, version=version)
 
     # ------------------------------------------------------------------ exports (issue 6)
 
@@ -285,7 +305,7 @@ def _as_table(columns: dict, schema: dict, what: str) -> dict[str, np.ndarray]:
     return out
 
 
-def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
+def load(path, *, max_raw_bytes: int | None = None, defer_checks: bool = False) -> ProfileData:
     """Read a profile file written by ``prof.save`` (:func:`.fileformat.read`), or a
     torch.profiler Chrome trace, told apart by its content (:func:`.torch_trace.read_torch_trace`).
 
@@ -296,13 +316,17 @@ def load(path, *, max_raw_bytes: int | None = None) -> ProfileData:
         path: the file.
         max_raw_bytes: refuse files whose columns and strings inflate to more than this
             (the dashboard bounds uploads with it); the file-size bound applies regardless.
+        defer_checks: a version-5 file's stored per-event analysis is checked on its first
+            use (``data.analysis``), which may then raise ProfileFormatError, instead of here:
+            a table the file stores opens without reading those arrays (the CLI's choice).
     Raises:
         ProfileFormatError: the file is not a profile, is truncated or corrupted, was
             written by a newer gradtrace, or holds values no profile can have. The message is
             one line: path and problem.
     """
+    stored = None
     if torch_trace.is_torch_trace(path):
         parts = torch_trace.read_torch_trace(path)
     else:
-        parts = fileformat.read(path, max_raw_bytes=max_raw_bytes)
-    return ProfileData(**parts._asdict())
+        parts, stored = fileformat.read(path, max_raw_bytes=max_raw_bytes, defer_checks=defer_checks)
+    return ProfileData(**parts._asdict(), stored=stored)

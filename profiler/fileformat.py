@@ -1,6 +1,10 @@
 """The gradtrace profile file: one self-contained, columnar, pickle-free file per profile.
 
-Layout (all integers little-endian; see docs/profile-format.md)::
+Version 5 (:mod:`profiler.mapped`, what :func:`save` writes) lays the columns out to be
+memory-mapped and stores the expensive analyses beside them. Versions 1-4, the layout below,
+are still read, and written by ``save(..., version=4)`` (the compact zlib layout).
+
+Layout of versions 1-4 (all integers little-endian; see docs/profile-format.md)::
 
     magic           8 bytes   b"\\x93GTPROF\\n"
     schema_version  uint32
@@ -19,6 +23,7 @@ from __future__ import annotations
 import functools
 
 import json
+import mmap
 import os
 import struct
 import zlib
@@ -31,6 +36,7 @@ from .records import COLUMN_DEFAULTS, EDGE_COLUMNS, EVENT_COLUMNS, GPU_COLUMNS, 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
+from . import mapped
 from .validate import ProfileFormatError, ValidProfile, valid_text, validate_profile
 
 __all__ = ["MAGIC", "SCHEMA_VERSION", "FILE_SUFFIX", "ProfileFormatError", "save", "read",
@@ -38,8 +44,10 @@ __all__ = ["MAGIC", "SCHEMA_VERSION", "FILE_SUFFIX", "ProfileFormatError", "save
 
 MAGIC = b"\x93GTPROF\n"
 # 2: the backward graph (nodes, edges); 3: memory kinds; 4: GPU activities (kernel launch
-# arguments). Every earlier version is still read.
-SCHEMA_VERSION = 4
+# arguments); 5: the memory-mapped layout with stored analyses. Every earlier version is read.
+SCHEMA_VERSION = 5
+# The last version of the zlib layout below.
+LEGACY_VERSION = 4
 FILE_SUFFIX = ".gtprof"
 _PREAMBLE = struct.Struct("<8sII")
 _COMPRESSION_LEVEL = 1   # fast enough to save every cycle; still far below 64 B/event
@@ -102,13 +110,33 @@ def _blob(raw: bytes, payload: list, offset: int) -> tuple[dict, int]:
     return info, offset + len(packed)
 
 
-def save(data: "ProfileData", path) -> None:
-    """Write ``data`` to ``path`` (atomically: a temporary file renamed into place)."""
+def save(data: "ProfileData", path, *, compress: bool = False, version: int | None = None) -> None:
+    """Write ``data`` to ``path`` (atomically: a temporary file renamed into place).
+
+    Args:
+        compress: version 5 with every blob zlib-compressed (smaller to move; read by
+            inflating instead of mapping).
+        version: 5 (default) or 4, the previous zlib layout (for older readers).
+    """
+    version = SCHEMA_VERSION if version is None else version
+    metadata = dict(data.metadata)
+    metadata.setdefault("gradtrace_version", gradtrace_version())
+    metadata.pop("incomplete", None)
+    if version >= mapped.VERSION:
+        metadata["schema_version"] = mapped.VERSION
+        mapped.save(data, path, compress=compress, metadata=metadata)
+    else:
+        _save_legacy(data, path, min(version, LEGACY_VERSION), metadata)
+
+
+def _save_legacy(data: "ProfileData", path, version: int, metadata: dict) -> None:
     path = Path(path)
     payload: list[bytes] = []
     offset = 0
     tables = {}
-    for table_name, (schema, _) in _TABLES.items():
+    for table_name, (schema, since) in _TABLES.items():
+        if since > version:
+            continue
         columns = getattr(data, _ATTRIBUTES[table_name])
         entries = []
         for name, dtype in schema.items():
@@ -122,14 +150,12 @@ def save(data: "ProfileData", path) -> None:
     strings = [valid_text(s) for s in data.strings]
     strings_info, offset = _blob(json.dumps(strings, ensure_ascii=False).encode("utf-8"), payload, offset)
     strings_info["count"] = len(strings)
-    metadata = dict(data.metadata)
-    metadata["schema_version"] = SCHEMA_VERSION
-    metadata.setdefault("gradtrace_version", gradtrace_version())
+    metadata["schema_version"] = version
     header = json.dumps({"metadata": metadata, "tables": tables, "strings": strings_info,
                          "payload_length": offset}, ensure_ascii=True, default=str).encode("ascii")
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        f.write(_PREAMBLE.pack(MAGIC, SCHEMA_VERSION, len(header)))
+        f.write(_PREAMBLE.pack(MAGIC, version, len(header)))
         f.write(header)
         for blob in payload:
             f.write(blob)
@@ -217,17 +243,35 @@ def _check_expansion(path, header: dict, file_size: int, max_raw_bytes: int | No
                                        f"{limit:,} for a {file_size:,}-byte file (a decompression bomb?)")
 
 
-def read(path, *, max_raw_bytes: int | None = None) -> ValidProfile:
+def read(path, *, max_raw_bytes: int | None = None, defer_checks: bool = False):
     """Read and check a profile file written by :func:`save` (or ``prof.save``); the
     arguments and errors are :func:`profiler.load`'s, which makes the ProfileData.
+
+    Returns:
+        (ValidProfile, the stored analyses of a version-5 file or None).
     """
     path = Path(path)
     try:
-        blob = path.read_bytes()
+        with open(path, "rb") as f:
+            try:
+                # A map costs nothing until read; the arrays over it keep it open.
+                blob = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (ValueError, OSError):       # empty, or not a regular file (a pipe)
+                blob = f.read()
     except OSError as exc:
         raise ProfileFormatError(path, f"cannot read file ({exc.strerror or exc})") from None
     except MemoryError:
         raise ProfileFormatError(path, "not enough memory to read the file") from None
+    if len(blob) >= _PREAMBLE.size and blob[:len(MAGIC)] == MAGIC and \
+            _PREAMBLE.unpack_from(blob)[1] == mapped.VERSION:
+        try:
+            return mapped.read(path, blob, max_raw_bytes, defer_checks)
+        except MemoryError:
+            raise ProfileFormatError(path, "not enough memory to load this profile") from None
+    return _read_legacy(path, blob, max_raw_bytes), None
+
+
+def _read_legacy(path, blob, max_raw_bytes: int | None) -> ValidProfile:
     if len(blob) < _PREAMBLE.size:
         if MAGIC.startswith(blob[:len(MAGIC)]) and blob:
             raise ProfileFormatError(path, "truncated profile: file ends inside the preamble")
@@ -246,7 +290,7 @@ def read(path, *, max_raw_bytes: int | None = None) -> ValidProfile:
                                        f"file has {len(blob)}")
     header = _parse_header(path, blob[_PREAMBLE.size:header_end])
     payload_length = _field(path, header, "payload_length", "the header")
-    payload = memoryview(blob)[header_end:]
+    payload = memoryview(blob)[header_end:] if blob else memoryview(b"")
     if len(payload) < payload_length:
         raise ProfileFormatError(path, f"truncated profile: expected {header_end + payload_length} bytes, "
                                        f"file has {len(blob)}")

@@ -108,6 +108,7 @@ class profile:
         self._action: ProfilerAction | None = None
         self._cycle_first_step = 0
         self._step_range = None
+        self._journal = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -144,6 +145,9 @@ class profile:
         if _active is not self:
             raise RuntimeError("profiler.profile.step() called while this profiler is not running")
         self._close_step_range()
+        if self._journal is not None and self._collector is not None:
+            # The step just completed goes to the file now: a process killed later keeps it.
+            self._collector.journal_step(self._journal, [self._cycle_first_step, self.step_num])
         previous = self._action
         self.step_num += 1
         self._action = self.schedule(self.step_num)
@@ -162,8 +166,23 @@ class profile:
         finally:
             self._release()
 
+    def journal(self, path) -> None:
+        """Write the recording to ``path`` step by step: each :meth:`step` appends the step's
+        records (see :mod:`profiler.journal`), so that a process killed before :meth:`stop`
+        leaves a loadable profile of its completed steps. Without a schedule only (one
+        recording, one file); whoever saves the profile at the end writes over the journal.
+        """
+        from .journal import Journal  # noqa: PLC0415
+
+        if self.schedule is not _always_record:
+            raise ValueError("profile.journal(): not with a schedule (each cycle is its own profile)")
+        self._journal = Journal(path)
+
     def _release(self) -> None:
         global _active
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
         if self._collector is not None:
             self._collector.remove_callbacks()
             self._collector = None
@@ -261,9 +280,10 @@ class profile:
     def rows(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> list[dict]:
         return self._data().rows(group_by_input_shape, group_by_stack_n)
 
-    def save(self, path) -> None:
-        """Write the last recorded cycle to a profile file (read it back with profiler.load)."""
-        self._data().save(path)
+    def save(self, path, *, compress: bool = False, version: int | None = None) -> None:
+        """Write the last recorded cycle to a profile file (read it back with profiler.load);
+        ``compress`` and ``version`` as :meth:`ProfileData.save`."""
+        self._data().save(path, compress=compress, version=version)
 
     def export_chrome_trace(self, path, distributed_info: dict | None = None,
                             trace_name: str | None = None):

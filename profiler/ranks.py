@@ -31,7 +31,9 @@ Pure functions over loaded profiles; nothing here imports the engine.
 """
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +41,7 @@ import numpy as np
 from .data import load
 from .gpu import all_devices, device_figures
 from .kernel_names import COMMUNICATION_OP
+from .rank_import import PARALLEL_MIN_BYTES, import_run
 from .records import Scope
 from .torch_trace import is_torch_trace
 
@@ -118,18 +121,29 @@ def is_run_dir(path) -> bool:
     return p.is_dir() and any(f.is_file() and PROFILE_FILE.search(f.name) for f in p.iterdir())
 
 
-def load_run(run_dir) -> dict:
+def load_run(run_dir, nproc: int | None = None) -> dict:
     """``{rank: ProfileData}`` for the profiles of a run folder (see :func:`run_files`).
 
+    Args:
+        nproc: processes importing the folder's torch traces (:mod:`.rank_import`); None:
+            one per trace up to the cores, when the traces are large enough to gain from
+            it. ``.gtprof`` profiles are mapped, not imported: they load in this process.
     Raises:
         FileNotFoundError: the folder holds no rank profile nor torch trace.
         RunFolderError: see :func:`run_files`; also traces whose rank is neither in
             ``distributedInfo`` nor in the file name, two traces of one rank, or a file that
             cannot be read.
     """
+    paths = run_files(run_dir)
+    if paths and not RUN_FILE.match(paths[0].name):
+        if nproc is None:
+            big = sum(p.stat().st_size for p in paths) >= PARALLEL_MIN_BYTES
+            nproc = min(len(paths), os.cpu_count() or 1) if big else 1
+        if nproc > 1:
+            return _load_imported(paths, nproc)
     by_rank: dict = {}
     rankless = []
-    for path in run_files(run_dir):
+    for path in paths:
         try:
             data = load(path)
         except (OSError, ValueError) as exc:   # ProfileFormatError is a ValueError
@@ -146,6 +160,14 @@ def load_run(run_dir) -> dict:
     if problems:
         _refuse(run_dir, problems)
     return {rank: found[0][1] for rank, found in sorted(by_rank.items())}
+
+
+def _load_imported(traces: list, nproc: int) -> dict:
+    """The traces imported in ``nproc`` processes to temporary profiles, which are mapped
+    here (the maps outlive the files, removed at once)."""
+    with tempfile.TemporaryDirectory(prefix="gradtrace-ranks-") as tmp:
+        imported = import_run(traces, tmp, nproc)
+        return {rank: load(path) for rank, (path, _, _) in imported.items()}
 
 
 def _trace_rank(data, path: Path) -> int | None:

@@ -14,6 +14,7 @@ here and when saving; the exports do the same.
 from __future__ import annotations
 
 import json
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -22,7 +23,7 @@ from .records import (EDGE_COLUMNS, EVENT_COLUMNS, GPU_COLUMNS, MEMORY_COLUMNS, 
                       Scope, empty_columns, valid_text)
 
 __all__ = ["ProfileFormatError", "ValidProfile", "validate_profile", "valid_text", "parse_shapes",
-           "MAX_TIME_SPAN_NS", "MAX_METADATA_DEPTH"]
+           "loads_shallow", "json_depth", "MAX_TIME_SPAN_NS", "MAX_METADATA_DEPTH", "MAX_JSON_DEPTH"]
 
 # Times of one profile lie within 2**53 ns (104 days) of each other: durations and their sums
 # stay exact in float64 and far from int64 overflow, and any time fits the nesting keys.
@@ -35,6 +36,12 @@ _MAX_BYTES = 2**48
 # a few dimensions) inside int64.
 _MAX_DIM = 2**40
 _MAX_RANK = 16
+# Strings of the string table that hold JSON (input shapes, input dtypes) nest a few levels
+# (inputs, tensor lists, dims); Python's json parser and encoder recurse once per level, so a
+# string nested deeper than this is text, never parsed.
+MAX_JSON_DEPTH = 32
+# A JSON string literal (escapes included): its brackets are not structure.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
 class ProfileFormatError(ValueError):
@@ -45,6 +52,34 @@ class ProfileFormatError(ValueError):
         self.problem = " ".join(valid_text(str(problem)).split())
         super().__init__(f"{self.path}: {self.problem}")
 
+    def __reduce__(self):
+        # Raised in a worker process (parallel imports): rebuilt from its two parts.
+        return (type(self), (self.path, self.problem))
+
+
+def json_depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest (0 for a scalar), by one pass without
+    recursion: string literals removed, then a running count of openers minus closers."""
+    bare = _JSON_STRING.sub("", text)
+    if "[" not in bare and "{" not in bare:
+        return 0
+    codes = np.frombuffer(bare.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    step = ((codes == ord("[")) | (codes == ord("{"))).astype(np.int64) - \
+        ((codes == ord("]")) | (codes == ord("}")))
+    return int(np.cumsum(step).max())
+
+
+def loads_shallow(text: str, max_depth: int = MAX_JSON_DEPTH):
+    """``json.loads(text)``, or None when the text is not JSON or nests deeper than
+    ``max_depth`` (checked first, so that neither the parser nor a later ``json.dumps`` of
+    the value recurses past Python's limit: a RecursionError is not a parse error)."""
+    if json_depth(text) > max_depth:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
 
 def parse_shapes(text: str) -> list[list[int]] | None:
     """Input shapes from their string form (``"[[8, 16], []]"``), or None when malformed.
@@ -53,12 +88,9 @@ def parse_shapes(text: str) -> list[list[int]] | None:
     integers in ``[0, 2**40)``), or for a tensor-list input (``aten::cat``'s, in torch traces)
     a list of shapes, as PyTorch's ``Input Dims`` has it.
     """
-    if len(text) > 100_000 or text.count("[") > 10_000:   # no deep or huge parse
+    if len(text) > 100_000:   # no huge parse
         return None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
+    value = loads_shallow(text)
     if not isinstance(value, list):
         return None
     for entry in value:
@@ -153,39 +185,66 @@ def validate_metadata(path, metadata) -> dict:
 # --------------------------------------------------------------------------- columns
 
 
-def _check_ids(path, events: dict, memory: dict, n_strings: int) -> None:
+def _windows(n: int, size: int | None):
+    """``(lo, hi)`` row windows covering ``range(n)`` (one window when ``size`` is None)."""
+    size = max(n, 1) if size is None else size
+    for lo in range(0, n, size):
+        yield lo, min(lo + size, n)
+
+
+def _part(table: dict, lo: int, hi: int) -> dict:
+    return {name: col[lo:hi] for name, col in table.items()}
+
+
+def _check_ids(path, events: dict, n_strings: int) -> None:
     """String ids must point into the string table (analysis indexes with them)."""
-    checks = [(events["name_id"], 0), (events["device_id"], 0), (events["shapes_id"], -1),
-              (events["dtypes_id"], -1), (events["stack_id"], -1), (memory["device_id"], 0)]
-    for col, low in checks:
+    for name, low in (("name_id", 0), ("device_id", 0), ("shapes_id", -1), ("dtypes_id", -1), ("stack_id", -1)):
+        col = events[name]
         if len(col) and (col.min() < low or col.max() >= n_strings):
             raise ProfileFormatError(path, "corrupted profile: a string id points outside the string table")
 
 
-def _check_times(path, events: dict, memory: dict) -> None:
+def _check_event_times(path, events: dict, before: int | None) -> list:
+    """Order and intervals of a window of events (``before``: the previous window's last
+    start); returns the window's times, whose overall span is checked at the end."""
     start, end = events["start_ns"], events["end_ns"]
     dev_start, dev_end = events["device_start_ns"], events["device_end_ns"]
     if np.any(end < start):
         raise ProfileFormatError(path, "corrupted profile: an event ends before it starts")
-    if np.any(np.diff(start) < 0):
+    if np.any(np.diff(start) < 0) or (before is not None and len(start) and start[0] < before):
         raise ProfileFormatError(path, "corrupted profile: events are not in start order")
-    if np.any(np.diff(memory["time_ns"]) < 0):
-        raise ProfileFormatError(path, "corrupted profile: memory records are not in time order")
     has_dev = dev_start != -1
     if np.any(has_dev != (dev_end != -1)) or np.any(dev_start[has_dev] < 0) or \
             np.any(dev_end[has_dev] < dev_start[has_dev]):
         raise ProfileFormatError(path, "corrupted profile: an event has an invalid device interval")
-    times = [c for c in (start, end, dev_start[has_dev], dev_end[has_dev], memory["time_ns"]) if len(c)]
-    if not times:
+    return [start, end, dev_start[has_dev], dev_end[has_dev]]
+
+
+def _extent(times: list, span: list) -> None:
+    """Widen ``span`` ([low, high] or [None, None]) to cover ``times``."""
+    for c in times:
+        if len(c):
+            low, high = int(c.min()), int(c.max())
+            span[0] = low if span[0] is None else min(span[0], low)
+            span[1] = high if span[1] is None else max(span[1], high)
+
+
+def _check_span(path, span: list) -> None:
+    low, high = span
+    if low is None:
         return
-    low = min(int(c.min()) for c in times)
-    high = max(int(c.max()) for c in times)
     if low < -_MAX_ABS_TIME_NS or high > _MAX_ABS_TIME_NS or high - low > MAX_TIME_SPAN_NS:
         raise ProfileFormatError(path, f"corrupted profile: its times span {high - low} ns, more than "
                                        f"the {MAX_TIME_SPAN_NS} ns (104 days) a profile may cover")
 
 
-def _check_memory(path, memory: dict) -> None:
+def _check_memory(path, memory: dict, n_strings: int, before: int | None) -> None:
+    device = memory["device_id"]
+    if len(device) and (device.min() < 0 or device.max() >= n_strings):
+        raise ProfileFormatError(path, "corrupted profile: a string id points outside the string table")
+    time = memory["time_ns"]
+    if np.any(np.diff(time) < 0) or (before is not None and len(time) and time[0] < before):
+        raise ProfileFormatError(path, "corrupted profile: memory records are not in time order")
     # Sizes beyond 2**48 bytes (256 TiB) are no allocation; the bound keeps sums in int64.
     for name in ("bytes", "total_allocated"):
         col = memory[name]
@@ -198,16 +257,19 @@ def _check_memory(path, memory: dict) -> None:
         raise ProfileFormatError(path, "corrupted profile: a memory record with a category has bytes")
 
 
+_SCOPES = np.array([int(s) for s in Scope])
+
+
 def _check_scopes(path, events: dict) -> None:
     scope = events["scope"]
-    if len(scope) and not np.all(np.isin(scope, [int(s) for s in Scope])):
-        bad = int(scope[~np.isin(scope, [int(s) for s in Scope])][0])
-        raise ProfileFormatError(path, f"corrupted profile: unknown event scope {bad}")
+    known = np.isin(scope, _SCOPES)
+    if not np.all(known):
+        raise ProfileFormatError(path, f"corrupted profile: unknown event scope {int(scope[~known][0])}")
 
 
-def _check_shapes(path, events: dict, strings: list[str]) -> dict[int, list]:
+def _check_shapes(path, shape_ids, strings: list[str]) -> dict[int, list]:
     shapes = {}
-    for sid in np.unique(events["shapes_id"]).tolist():
+    for sid in shape_ids:
         if sid < 0:
             continue
         parsed = parse_shapes(strings[sid])
@@ -216,6 +278,36 @@ def _check_shapes(path, events: dict, strings: list[str]) -> dict[int, list]:
                                            "a list of lists of sizes")
         shapes[sid] = parsed
     return shapes
+
+
+def _check_rows(path, events: dict, memory: dict, strings: list, window_rows, after_window) -> dict:
+    """Every per-row check of the events and memory tables, a window of rows at a time
+    (the temporaries stay the size of a window; ``after_window`` may release its pages);
+    returns the parsed input shapes."""
+    span: list = [None, None]
+    # Which shapes ids occur (ids are in [-1, len(strings)) once _check_ids passed): a table,
+    # not np.unique, which sorts or hashes every row.
+    has_shapes = np.zeros(len(strings) + 1, dtype=bool)
+    before = None
+    for lo, hi in _windows(len(events["start_ns"]), window_rows):
+        part = _part(events, lo, hi)
+        _check_ids(path, part, len(strings))
+        _check_scopes(path, part)
+        _extent(_check_event_times(path, part, before), span)
+        before = int(part["start_ns"][-1])
+        has_shapes[part["shapes_id"].astype(np.int64) + 1] = True
+        if after_window is not None:
+            after_window()
+    before = None
+    for lo, hi in _windows(len(memory["time_ns"]), window_rows):
+        part = _part(memory, lo, hi)
+        _check_memory(path, part, len(strings), before)
+        _extent([part["time_ns"]], span)
+        before = int(part["time_ns"][-1])
+        if after_window is not None:
+            after_window()
+    _check_span(path, span)
+    return _check_shapes(path, (np.flatnonzero(has_shapes[1:])).tolist(), strings)
 
 
 def _check_graph(path, events: dict, nodes: dict, edges: dict) -> None:
@@ -274,7 +366,8 @@ class ValidProfile(NamedTuple):
 
 
 def validate_profile(path, events: dict, memory: dict, strings, metadata, nodes: dict | None = None,
-                     edges: dict | None = None, gpu: dict | None = None):
+                     edges: dict | None = None, gpu: dict | None = None, *, window_rows: int | None = None,
+                     after_window=None):
     """Check a profile's parts: what every analysis, export and page trusts.
 
     Args:
@@ -286,6 +379,9 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata, nodes:
         nodes, edges: the backward graph (``records.NODE_COLUMNS`` / ``EDGE_COLUMNS``);
             None: the profile has none (schema 1, a torch trace).
         gpu: device activities (``records.GPU_COLUMNS``); None: none (schema < 4).
+        window_rows: check the events and memory rows this many at a time (None: all at
+            once); the result is the same, the temporaries are bounded.
+        after_window: called after each window (a mapped file hands the pages back).
     Returns:
         A :class:`ValidProfile`: the parts, strings made valid UTF-8 and input shapes parsed,
         ready for ``ProfileData(*parts)`` (:func:`profiler.load` builds it; this module stays
@@ -306,12 +402,8 @@ def validate_profile(path, events: dict, memory: dict, strings, metadata, nodes:
         if set(table) != set(schema) or len({len(c) for c in table.values()}) > 1:
             raise ProfileFormatError(path, f"corrupted profile: the {what} columns do not match the schema")
     metadata = validate_metadata(path, metadata)
-    _check_ids(path, events, memory, len(strings))
-    _check_scopes(path, events)
-    _check_times(path, events, memory)
-    _check_memory(path, memory)
+    strings = [valid_text(s) for s in strings]
+    shapes = _check_rows(path, events, memory, strings, window_rows, after_window)
     _check_graph(path, events, nodes, edges)
     _check_gpu(path, events, gpu)
-    strings = [valid_text(s) for s in strings]
-    shapes = _check_shapes(path, events, strings)
     return ValidProfile(events, memory, strings, metadata, shapes, nodes, edges, gpu)

@@ -23,7 +23,9 @@ import numpy as np
 
 from gradtrace import profiler
 from gradtrace.profiler import ProfileFormatError, Scope
+from gradtrace.profiler import mapped
 from gradtrace.profiler.fileformat import MAGIC
+from gradtrace.profiler.journal import Journal
 from gradtrace.profiler.synthetic import from_events, training_profile
 
 __all__ = ["seed_files", "mutate", "exercise", "MUTATORS"]
@@ -35,7 +37,8 @@ HOSTILE_VALUES = [None, True, False, 0, -1, 5, 2**31, -(2**31) - 1, 2**62, 2**63
                   1e400, -1e400, float("nan"), 0.5, "", "x", "\ud800", "cuda:0", [], [None], [1, 2],
                   [[1, 2]], {}, {"a": 1}, "raw", "delta", "minus:start_ns", "minus:end_ns", "|O", "<f8"]
 HOSTILE_STRINGS = ["[[8,", "5", "[[1e400]]", "[[-1, 2]]", "[[1.5]]", "[null]", "{}", "[[true]]",
-                   '[["a"]]', "[[" + "9" * 400 + "]]", "[" * 5000, "\ud800", "\udcff\n\udcfe", "",
+                   '[["a"]]', "[[" + "9" * 400 + "]]", "[" * 5000,
+                   "[" * 10_000 + "]" * 10_000, '[{"a":' * 3000 + "1" + "}]" * 3000, "\ud800", "\udcff\n\udcfe", "",
                    "ProfilerStep#x", "ProfilerStep#" + "9" * 40, "nn.Module: ", "nn.Module: \ud800",
                    "<script>alert(1)</script>", "a\x00b", "\u202e" * 3, "x" * 100_000]
 HOSTILE_INTS = [0, -1, 1, 2, 3, 127, -128, 2**31 - 1, -(2**31), 2**62, -(2**62), 2**63 - 1, -(2**63)]
@@ -59,22 +62,113 @@ def _cuda_profile():
              "sequence_nr": step, "fwd_thread_id": 1, "device": "cuda:0", "stream": 7,
              "device_start": t + 420, "device_end": t + 800},
         ]
-    memory = [{"time": 15, "bytes": 64, "device": "cuda:0"}, {"time": 450, "bytes": -64, "device": "cuda:0"},
-              {"time": 125, "bytes": 16, "thread": 2}]
+    # In time order, as a profile keeps them (out of order, the seed itself was refused).
+    memory = [{"time": 15, "bytes": 64, "device": "cuda:0"}, {"time": 125, "bytes": 16, "thread": 2},
+              {"time": 450, "bytes": -64, "device": "cuda:0"}]
     return from_events(events, memory, {"activities": ["cpu", "cuda"], "profile_memory": True,
                                          "record_shapes": True, "with_stack": True, "with_flops": True,
                                          "devices": ["cpu", "cuda:0"], "steps": [0, 2], "pid": 42})
 
 
 def seed_files(folder) -> list[bytes]:
-    """The bytes of a few real profiles (CPU training, CUDA with shapes/stacks/memory, empty)."""
+    """The bytes of a few real profiles (CPU training, CUDA with shapes/stacks/memory, empty),
+    each in the version-4 zlib layout and in the version-5 mapped layout."""
     folder = Path(folder)
     seeds = []
     for i, data in enumerate([training_profile(300, threads=2), _cuda_profile(), from_events([])]):
-        path = folder / f"seed{i}.gtprof"
-        data.save(path)
-        seeds.append(path.read_bytes())
+        for version in (4, 5):
+            path = folder / f"seed{i}-v{version}.gtprof"
+            data.save(path, version=version)
+            seeds.append(path.read_bytes())
+    path = folder / "seed-compressed.gtprof"          # version 5 with zlib blobs (transport)
+    _cuda_profile().save(path, compress=True)
+    seeds.append(path.read_bytes())
+    seeds.append(_journal_seed(folder / "seed-journal.gtprof"))
     return seeds
+
+
+def _journal_seed(path) -> bytes:
+    """A journal of three parts (a profile written step by step), the last one cut short."""
+    data = training_profile(300, threads=2)
+    journal = Journal(path)
+    events, memory = data.event_columns, data.memory_columns
+    n, m = data.n_events, data.n_memory_records
+    for k in range(3):
+        part = slice(k * n // 3, (k + 1) * n // 3)
+        mem = slice(k * m // 3, (k + 1) * m // 3)
+        journal.append({c: v[part] for c, v in events.items()}, {c: v[mem] for c, v in memory.items()},
+                       data.strings[journal.strings_written:] if k == 0 else [], dict(data.metadata))
+    journal.close()
+    blob = path.read_bytes()
+    return blob[:len(blob) - 50]
+
+
+# --------------------------------------------------------------------------- version 5
+
+
+def is_mapped(blob: bytes) -> bool:
+    return len(blob) >= 16 and _PREAMBLE.unpack_from(blob)[1] == mapped.VERSION
+
+
+def split_mapped(blob: bytes) -> tuple[dict, bytes]:
+    """(footer, the bytes before it) of a version-5 file (of a journal cut short: of its last
+    complete part)."""
+    end = blob.rfind(mapped.END_MAGIC) + len(mapped.END_MAGIC)
+    offset, length, _, _, _ = mapped.TRAILER.unpack_from(blob, end - mapped.TRAILER.size)
+    return json.loads(blob[offset:offset + length]), blob[:offset]
+
+
+def join_mapped(footer: dict, body: bytes) -> bytes:
+    """A version-5 file of ``body`` (preamble and blobs) and a new footer and trailer."""
+    body = body + b"\0" * (-len(body) % mapped.ALIGN)
+    text = mapped.footer_bytes(footer)
+    return body + text + mapped.trailer_bytes(len(body), text)
+
+
+def mapped_columns(footer: dict) -> list[dict]:
+    """Every column entry of a footer: the tables' (a journal's: its last part's) and the
+    stored analysis's."""
+    tables = list(footer["part"]["tables"].values()) if footer.get("journal") else list(footer["tables"].values())
+    out = [c for t in tables for c in t["columns"]]
+    analysis = footer.get("analysis") or {}
+    return out + [c for k in ("events", "memory", "overlaps") for c in analysis.get(k, {}).get("columns", [])]
+
+
+def _mapped_column_edit(rng, blob):
+    """Rewrite values of one column or stored analysis array in place (the footer unchanged:
+    a version-5 file has no checksum over raw columns, its values are checked instead)."""
+    footer, body = split_mapped(blob)
+    cols = [c for c in mapped_columns(footer) if c["length"] and c.get("codec") == "raw"]
+    if not cols:
+        return blob
+    info = rng.choice(cols)
+    dtype = np.dtype(info["dtype"])
+    values = np.frombuffer(body[info["offset"]:info["offset"] + info["length"]], dtype=dtype).copy()
+    if rng.random() < 0.7:
+        for _ in range(rng.choice([1, 2, 5])):
+            values[rng.randrange(len(values))] = np.array(rng.choice(HOSTILE_INTS)).astype(dtype)
+    else:
+        rng.shuffle(values)
+    body = body[:info["offset"]] + values.tobytes() + body[info["offset"] + info["length"]:]
+    return join_mapped(footer, body)
+
+
+def _mapped_footer_edit(rng, blob):
+    """A footer value replaced (offsets, lengths, dtypes, rows, stored tables, metadata)."""
+    footer, body = split_mapped(blob)
+    paths = [p for p in _walk(footer) if p]
+    path = rng.choice(paths)
+    target = footer
+    for k in path[:-1]:
+        target = target[k]
+    if rng.random() < 0.1 and isinstance(target, dict):
+        del target[path[-1]]
+    else:
+        value = rng.choice(HOSTILE_VALUES)
+        if isinstance(target[path[-1]], int) and rng.random() < 0.6:
+            value = target[path[-1]] + rng.choice([-1, 1, 8, -64, 64, 1 << 20])
+        target[path[-1]] = value
+    return join_mapped(footer, body)
 
 
 # --------------------------------------------------------------------------- the container
@@ -250,23 +344,30 @@ def _zeros_blob(size: int) -> tuple[bytes, int]:
 
 MUTATORS = {"flip": _flip, "truncate": _truncate, "splice": _splice, "garbage": _garbage,
             "header": _header_edit, "metadata": _metadata_edit, "column": _column_edit,
-            "string": _string_edit, "bomb": _bomb}
+            "string": _string_edit, "bomb": _bomb,
+            "mapped_footer": _mapped_footer_edit, "mapped_column": _mapped_column_edit}
 _WEIGHTS = {"flip": 3, "truncate": 2, "splice": 2, "garbage": 1, "header": 4, "metadata": 3,
-            "column": 5, "string": 3, "bomb": 0.3}
+            "column": 5, "string": 3, "bomb": 0.3, "mapped_footer": 4, "mapped_column": 5}
+# Which mutators edit which layout's structure (the others work on any bytes).
+_LEGACY_ONLY = {"header", "metadata", "column", "string", "bomb"}
+_MAPPED_ONLY = {"mapped_footer", "mapped_column"}
 
 
 def mutate(rng: random.Random, seeds: list[bytes]) -> tuple[str, bytes]:
     """One hostile file derived from a seed; returns (mutator name, bytes)."""
-    names = list(_WEIGHTS)
-    name = rng.choices(names, weights=[_WEIGHTS[n] for n in names])[0]
     blob = rng.choice(seeds)
+    skip = _LEGACY_ONLY if is_mapped(blob) else _MAPPED_ONLY
+    names = [n for n in _WEIGHTS if n not in skip]
+    name = rng.choices(names, weights=[_WEIGHTS[n] for n in names])[0]
     if name == "splice":
         return name, _splice(rng, blob, rng.choice(seeds))
     out = MUTATORS[name](rng, blob)
-    if rng.random() < 0.2 and name in ("header", "metadata", "column", "string"):
+    structured = [n for n in names if n not in ("flip", "truncate", "splice", "garbage", "bomb")]
+    if rng.random() < 0.2 and name in structured:
         try:   # a second edit, where the first left a container it can still parse
-            out = MUTATORS[rng.choice(["header", "metadata", "column", "string"])](rng, out)
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, zlib.error):
+            out = MUTATORS[rng.choice(structured)](rng, out)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, zlib.error,
+                struct.error):
             pass
     return name, out
 

@@ -83,7 +83,7 @@ def test_graph_round_trips_exactly(tmp_path):
 def test_version_1_file_loads_without_a_graph(tmp_path):
     data = _mlp_profile()
     path = tmp_path / "v2.gtprof"
-    data.save(path)
+    data.save(path, version=4)   # edited below as an older version
     blob = path.read_bytes()
     _, _, n = struct.unpack_from("<8sII", blob)
     header = json.loads(blob[16:16 + n])

@@ -64,11 +64,15 @@ def test_empty_profile_round_trips(tmp_path):
     assert "Self CPU time total: 0.000us" in loaded.table()
 
 
-def test_compact_on_disk(tmp_path):
+@pytest.mark.parametrize("how", [{"compress": True}, {"version": 4}])
+def test_compact_on_disk(tmp_path, how):
+    """The transport forms (version 5 compressed, analyses included; the version-4 zlib
+    layout) stay under 64 bytes per event; the mapped form trades size for opening fast."""
     data = training_profile(100_000, threads=4)
     path = tmp_path / "big.gtprof"
-    data.save(path)
+    data.save(path, **how)
     assert path.stat().st_size / data.n_events <= 64
+    assert profiler.load(path).key_averages().to_dicts() == data.key_averages().to_dicts()
 
 
 def test_no_pickle_anywhere():
@@ -78,8 +82,9 @@ def test_no_pickle_anywhere():
 
 
 def _saved(tmp_path) -> tuple[Path, bytes]:
+    """A version-4 file: the cases below edit that layout (test_mapped_format edits version 5)."""
     path = tmp_path / "good.gtprof"
-    training_profile(2_000).save(path)
+    training_profile(2_000).save(path, version=4)
     return path, path.read_bytes()
 
 
@@ -165,7 +170,7 @@ def test_rejects_string_ids_out_of_range(tmp_path):
     payload += packed
     header["payload_length"] = len(payload)
     head = json.dumps(header).encode()
-    path.write_bytes(MAGIC + struct.pack("<II", SCHEMA_VERSION, len(head)) + head + bytes(payload))
+    path.write_bytes(MAGIC + struct.pack("<II", 4, len(head)) + head + bytes(payload))
     _rejects(path, "string id points outside the string table")
 
 

@@ -45,7 +45,7 @@ def _good(tmp_path):
                         {"name": "add", "start": 2, "end": 4}],
                        memory=[{"time": 3, "bytes": 64}], metadata={"devices": ["cpu"], "pid": 7})
     path = tmp_path / "good.gtprof"
-    data.save(path)
+    data.save(path, version=4)       # the cases edit the version-4 layout
     return _parts(path.read_bytes())
 
 
@@ -313,3 +313,27 @@ def test_loading_does_not_import_the_engine(tmp_path):
     code = ("import sys; from gradtrace import profiler; profiler.load(sys.argv[1]).table(); "
             "assert 'gradtrace.autograd' not in sys.modules")
     subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+
+
+@pytest.mark.parametrize("column", ["shapes", "dtypes"])
+def test_deeply_nested_input_strings_export_without_recursion(tmp_path, column):
+    """Issue 31: ``[`` * 10,000 as an input description made the Chrome export (which
+    re-encodes shapes and dtypes) raise RecursionError. Too deep to parse is text."""
+    from gradtrace.cli.main import main
+
+    deep = "[" * 10_000 + "]" * 10_000
+    data = from_events([{"name": "mul", "start": 0, "end": 10, "shapes": [[2]], "dtypes": ["float32"]}])
+    sid = int(data.event_columns[f"{column}_id"][0])
+    data.strings[sid] = deep
+    data.export_chrome_trace(tmp_path / "t.json")
+    trace = json.loads((tmp_path / "t.json").read_text())
+    key = "Input Dims" if column == "shapes" else "Input type"
+    assert [e["args"][key] for e in trace["traceEvents"] if e.get("name") == "mul"] == [deep]
+    path = tmp_path / "p.gtprof"
+    data.save(path)
+    if column == "dtypes":     # dtypes are free text: the file loads, and exports the same way
+        assert main(["export", str(path), "--chrome", str(tmp_path / "c.json")]) == 0
+        json.loads((tmp_path / "c.json").read_text())
+    else:                      # shapes are checked: the loader refuses them in one line
+        with pytest.raises(ProfileFormatError, match="input shapes"):
+            profiler.load(path)

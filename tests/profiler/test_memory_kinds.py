@@ -106,7 +106,7 @@ def test_a_schema_2_file_without_kinds_still_loads(tmp_path):
                                                                        "category": int(K.GRADIENT)}],
                                  {"profile_memory": True})
     path = tmp_path / "v3.gtprof"
-    data.save(path)
+    data.save(path, version=4)   # edited below as an older version
     blob = path.read_bytes()
     _, _, n = struct.unpack_from("<8sII", blob)
     header = json.loads(blob[16:16 + n])
