@@ -190,3 +190,26 @@ def test_peak_memory_per_event_does_not_grow_with_the_trace(tmp_path):
     large_n, large = _peak(tmp_path / "large.json", 240_000)
     per_small, per_large = small / small_n, large / large_n
     assert per_large <= per_small * 1.15, (per_small, per_large)
+
+
+# --------------------------------------------------------------------------- the builder's nesting
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gradtrace.profiler.nesting import nest_intervals  # noqa: E402
+from gradtrace.profiler.torch_trace import _nest_in_pieces  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 400), st.integers(0, 60), st.integers(1, 3)), max_size=80),
+       st.integers(1, 12))
+def test_nesting_in_pieces_is_nesting_at_once(raw, piece):
+    """Parents and partial overlaps (as a set) of any intervals are those of one call."""
+    start = np.array([s for s, _, _ in raw], dtype=np.int64)
+    end = start + np.array([d for _, d, _ in raw], dtype=np.int64)
+    thread = np.array([t for _, _, t in raw], dtype=np.int64)
+    whole = nest_intervals(start, end, thread)
+    parent, overlaps = _nest_in_pieces(start, end, thread, piece=piece)
+    assert np.array_equal(parent, whole.parent)
+    assert sorted(map(tuple, overlaps.tolist())) == sorted(map(tuple, whole.partial_overlaps.tolist()))
