@@ -223,7 +223,8 @@ def write_torch_trace(path, n_events: int, *, gz: bool = False, layers: int = 8)
     Returns:
         The number of events written.
     """
-    opener = gzip.open if gz else open
+    # Level 6, as zlib's default (9 writes the file three times slower for 2% less).
+    opener = (lambda p, *a, **k: gzip.open(p, *a, compresslevel=6, **k)) if gz else open
     with opener(Path(path), "wt", encoding="utf-8", newline="\n") as out:
         out.write(_HEADER)
         w = _Writer(out, layers)
