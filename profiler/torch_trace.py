@@ -292,9 +292,12 @@ class _Builder:
         frame_stack = self._frame_stacks(frames)
         nest = nest_intervals(f_start, f_end, f_thread)
         wants = np.flatnonzero(scope != Scope.BACKWARD_FUNCTION)
-        inner = innermost_containing(nest, f_start, f_end, f_thread, start[wants], thread[wants])
-        found = inner >= 0
-        stack_id[wants[found]] = frame_stack[inner[found]]
+        # Queries are independent: a piece at a time bounds the lookup's temporaries.
+        for at in range(0, len(wants), _PIECE):
+            some = wants[at:at + _PIECE]
+            inner = innermost_containing(nest, f_start, f_end, f_thread, start[some], thread[some])
+            found = inner >= 0
+            stack_id[some[found]] = frame_stack[inner[found]]
         self.counts["python_frames"] = int(len(f_start))
         return stack_id
 

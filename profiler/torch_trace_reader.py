@@ -325,6 +325,8 @@ def read_trace(path, workers: int | None = None) -> RawTrace:
     if workers is None:
         workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
                       _MAX_WORKERS)
+    if multiprocessing.current_process().daemon:   # a pool's worker may not start processes
+        workers = 1
     if workers > 1:
         try:
             size = os.path.getsize(path)
@@ -486,7 +488,7 @@ def _parse_part(job) -> dict | None:
         if last and form == "object":
             _members(text, sink, header, path, seen_events=True)
         _end(text, path)
-    except (ProfileFormatError, RecursionError, ValueError):
+    except Exception:   # noqa: BLE001 - any failure: the one-process read decides and words it
         return None
     finally:
         text.close()
