@@ -329,7 +329,9 @@ def read_trace(path, workers: int | None = None) -> RawTrace:
         workers = 1
     if workers > 1:
         try:
-            size = os.path.getsize(path)
+            with open(path, "rb") as f:
+                # A gzip trace inflates 10-20 times: its text is taken as 10 times the file.
+                size = os.fstat(f.fileno()).st_size * (10 if f.read(2) == b"\x1f\x8b" else 1)
         except OSError:
             size = 0
         workers = min(workers, size // _PART_BYTES)
@@ -347,7 +349,7 @@ def read_trace(path, workers: int | None = None) -> RawTrace:
 def _read_file(path, workers: int) -> RawTrace:
     text = _Text(path)
     try:
-        return _read(text, path, _Parallel(path, workers) if workers > 1 and not text.gzip else None)
+        return _read(text, path, _Parallel(path, workers, text.gzip) if workers > 1 else None)
     finally:
         text.close()
 
@@ -433,10 +435,24 @@ class _Fallback(Exception):
     """The parallel read gave up: read the file again in one process."""
 
 
+def _context():
+    return multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+
+
 class _Parallel:
-    def __init__(self, path, workers: int):
+    """Parses the events after the header in worker processes.
+
+    A plain file is cut into one byte range per worker, each read by its worker. A gzip file
+    is inflated here and its text handed out in pieces of whole events, in turn, to the
+    workers (parsing costs several times inflating). Either way a worker parses its pieces
+    in file order into one :class:`Sink` and notes where each piece ends in it; the merge
+    puts the pieces back in file order.
+    """
+
+    def __init__(self, path, workers: int, gz: bool):
         self.path = path
         self.workers = workers
+        self.gz = gz
 
     def cuts(self, start: int) -> list[tuple[int, int | None]]:
         """[(part start, part stop)]: byte ranges of whole events from ``start``; the last one
@@ -457,32 +473,104 @@ class _Parallel:
         return parts
 
     def run(self, text: _Text, header: dict, form: str) -> RawTrace:
-        """Parse the events from ``text.pos`` (just after the array's '[') in parts."""
-        parts = self.cuts(text.byte_offset())
-        if len(parts) < 2:
-            raise _Fallback
+        """Parse the events from ``text.pos`` (just after the array's '[')."""
         folder = tempfile.mkdtemp(prefix="gradtrace-trace-")
         try:
-            method = "fork" if sys.platform.startswith("linux") else "spawn"
-            ctx = multiprocessing.get_context(method)
-            jobs = [(str(self.path), a, b, k == len(parts) - 1, form, folder, k) for k, (a, b) in enumerate(parts)]
-            with ctx.Pool(len(parts)) as pool:
-                results = pool.map(_parse_part, jobs, chunksize=1)
+            results = self._stream(text, form, folder) if self.gz else self._ranges(text, form, folder)
             if any(r is None for r in results):
                 raise _Fallback
-            return _merge(results, header, folder)
+            return _merge(results, header)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
+    def _ranges(self, text: _Text, form: str, folder: str) -> list:
+        parts = self.cuts(text.byte_offset())
+        if len(parts) < 2:
+            raise _Fallback
+        jobs = [(str(self.path), a, b, k == len(parts) - 1, form, folder, k) for k, (a, b) in enumerate(parts)]
+        with _context().Pool(len(parts)) as pool:
+            return pool.map(_parse_range, jobs, chunksize=1)
 
-def _parse_part(job) -> dict | None:
-    """In a worker: parse one part into column files; None when it does not parse."""
-    path, start, stop, last, form, folder, index = job
-    source = _Range(path, start, stop, suffix=b"" if last else b"]")
+    def _stream(self, text: _Text, form: str, folder: str) -> list:
+        ctx = _context()
+        results = ctx.Queue()
+        inboxes = [ctx.Queue(maxsize=2) for _ in range(self.workers)]   # at most 2 pieces waiting each
+        procs = [ctx.Process(target=_parse_pieces, args=(str(self.path), inbox, results, form, folder, k), daemon=True)
+                 for k, inbox in enumerate(inboxes)]
+        for proc in procs:
+            proc.start()
+        try:
+            try:
+                for index, (piece, last) in enumerate(_pieces(text)):
+                    _put(inboxes[index % self.workers], (index, piece, last), procs)
+                for inbox in inboxes:
+                    _put(inbox, None, procs)
+                out = [_get(results, procs) for _ in procs]
+            except Exception:    # noqa: BLE001 - a broken file or worker: the one-process read decides
+                for proc in procs:
+                    proc.terminate()
+                raise _Fallback from None
+        finally:
+            for proc in procs:
+                proc.join()
+        return [r for _, r in sorted(out, key=lambda item: item[0])]
+
+
+def _put(inbox, item, procs) -> None:
+    """``inbox.put(item)``, giving up when a worker has died (it would never take it)."""
+    while True:
+        try:
+            return inbox.put(item, timeout=1)
+        except queue.Full:
+            if not all(p.is_alive() for p in procs):
+                raise RuntimeError("a trace worker died") from None
+
+
+def _get(results, procs):
+    while True:
+        try:
+            return results.get(timeout=1)
+        except queue.Empty:
+            if any(p.exitcode not in (None, 0) for p in procs):
+                raise RuntimeError("a trace worker died") from None
+
+
+def _pieces(text: _Text):
+    """(bytes, last) pieces of the rest of ``text``'s file: runs of whole events cut after a
+    ``},`` + newline before a ``{``, each a few MB; the last piece runs to the end."""
+    buf = text.buf[text.pos:].encode("utf-8") + text.decoder.getstate()[0]
+    text.buf, text.pos = "", 0
+    while True:
+        data = text.file.read(_CHUNK)
+        if not data:
+            yield buf, True
+            return
+        buf += data
+        cut = _last_cut(buf, 0)
+        if cut is not None:
+            yield buf[:cut[0]], False
+            buf = buf[cut[1]:]
+        elif len(buf) > 16 * _CHUNK:     # no cut in 64 MB: not Kineto's layout
+            raise ValueError("no event boundary")
+
+
+def _last_cut(buf: bytes, floor: int):
+    """(end of the piece, start of the next) at the last cut in ``buf[floor:]``, or None."""
+    last = None
+    for start in (max(floor, len(buf) - (1 << 20)), floor):   # the last MB holds one, as a rule
+        for last in _CUT.finditer(buf, start):
+            pass
+        if last is not None:
+            return last.start() + 1, last.end() - 1
+    return None
+
+
+def _parse_text(path, source, last: bool, form: str, sink: Sink) -> dict | None:
+    """Parse one part (its events, and when ``last`` the rest of the file) into ``sink``;
+    the header keys met after the events; None when the part does not parse."""
     text = _Text(path, source)
+    header: dict = {}
     try:
-        sink = Sink()
-        header: dict = {}
         text.expect("[", "")
         _events(text, sink)
         if last and form == "object":
@@ -492,20 +580,76 @@ def _parse_part(job) -> dict | None:
         return None
     finally:
         text.close()
+    return header
+
+
+def _piece_record(index: int, sink: Sink, names_before: dict) -> dict:
+    """Where piece ``index`` ends in the worker's sink: column lengths, table sizes, and the
+    thread names it set."""
+    return {"index": index, "lengths": {(t, k): len(v) for t, b in (("cpu", sink.cpu), ("gpu", sink.gpu),
+                                                                    ("memory", sink.mem)) for k, v in b.items()},
+            "strings": len(sink.strings), "threads": len(sink.threads),
+            "names": {k: v for k, v in sink.thread_names.items() if names_before.get(k) != v}}
+
+
+def _worker_result(sink: Sink, pieces: list, header: dict, folder: str, worker: int) -> dict:
     files = {}
     for table, buffers in (("cpu", sink.cpu), ("gpu", sink.gpu), ("memory", sink.mem)):
         for name, buf in buffers.items():
-            file = os.path.join(folder, f"{index}-{table}-{name}")
+            file = os.path.join(folder, f"{worker}-{table}-{name}")
             with open(file, "wb") as f:
                 buf.tofile(f)
-            files[(table, name)] = (file, buf.typecode, len(buf))
-    return {"strings": sink.strings, "threads": sink.threads, "thread_names": sink.thread_names,
-            "skipped": sink.skipped, "n_events": sink.n_events, "header": header, "files": files}
+            files[(table, name)] = (file, buf.typecode)
+    return {"strings": sink.strings, "threads": sink.threads, "skipped": sink.skipped, "n_events": sink.n_events,
+            "header": header, "files": files, "pieces": pieces}
 
 
-def _merge(results: list[dict], header: dict, folder: str) -> RawTrace:
-    """One RawTrace from the parts, in file order: string and thread tables merged in order of
-    first use (what one pass gives), the parts' ids remapped, columns read into place."""
+def _parse_range(job) -> dict | None:
+    """In a worker: parse one byte range of a plain file into column files."""
+    path, start, stop, last, form, folder, index = job
+    sink = Sink()
+    header = _parse_text(path, _Range(path, start, stop, suffix=b"" if last else b"]"), last, form, sink)
+    if header is None:
+        return None
+    return _worker_result(sink, [_piece_record(index, sink, {})], header, folder, index)
+
+
+class _Bytes:
+    def __init__(self, *parts: bytes):
+        self.parts = [p for p in parts if p]
+
+    def read(self, n: int) -> bytes:
+        return self.parts.pop(0) if self.parts else b""
+
+    def close(self):
+        self.parts = []
+
+
+def _parse_pieces(path, inbox, results, form: str, folder: str, worker: int) -> None:
+    """In a worker: parse the pieces sent to ``inbox`` (until None), then put the result."""
+    sink, pieces, header, failed = Sink(), [], {}, False
+    while True:
+        item = inbox.get()
+        if item is None:
+            break
+        index, piece, last = item
+        if failed:
+            continue                          # keep draining: the sender must not block
+        names = dict(sink.thread_names)
+        got = _parse_text(path, _Bytes(b"[", piece, b"" if last else b"]"), last, form, sink)
+        del piece, item
+        if got is None:
+            failed = True
+            continue
+        header.update(got)
+        pieces.append(_piece_record(index, sink, names))
+    results.put((worker, None if failed else _worker_result(sink, pieces, header, folder, worker)))
+
+
+def _merge(results: list[dict], header: dict) -> RawTrace:
+    """One RawTrace from the workers' pieces put back in file order: strings and threads
+    interned in order of first use (what one pass gives: a piece's new entries are those it
+    met first, in its order), ids remapped, columns read into place."""
     strings: list = []
     string_ids: dict = {}
     threads: list = []
@@ -513,49 +657,56 @@ def _merge(results: list[dict], header: dict, folder: str) -> RawTrace:
     thread_names: dict = {}
     skipped: dict = {}
     n_events = 0
-    remaps = []
-    for r in results:
-        sremap = np.empty(len(r["strings"]), dtype=np.int32)
-        for k, s in enumerate(r["strings"]):
+    sremap = [[] for _ in results]
+    tremap = [[] for _ in results]
+    order = sorted((rec["index"], w) for w, r in enumerate(results) for rec in r["pieces"])
+    records = {(rec["index"], w): rec for w, r in enumerate(results) for rec in r["pieces"]}
+    slices = []                                  # (worker, {column: (from, to)}) in file order
+    done = [dict.fromkeys(results[0]["files"], 0) if results else {} for _ in results]
+    for index, w in order:
+        rec, r = records[(index, w)], results[w]
+        for s in r["strings"][len(sremap[w]):rec["strings"]]:
             sid = string_ids.get(s)
             if sid is None:
                 sid = string_ids[s] = len(strings)
                 strings.append(s)
-            sremap[k] = sid
-        tremap = np.empty(len(r["threads"]), dtype=np.int32)
-        for k, t in enumerate(r["threads"]):
+            sremap[w].append(sid)
+        for t in r["threads"][len(tremap[w]):rec["threads"]]:
             tid = thread_ids.get(t)
             if tid is None:
                 tid = thread_ids[t] = len(threads)
                 threads.append(t)
-            tremap[k] = tid
-        remaps.append((sremap, tremap))
-        thread_names.update(r["thread_names"])
+            tremap[w].append(tid)
+        thread_names.update(rec["names"])
+        slices.append((w, {key: (done[w][key], n) for key, n in rec["lengths"].items()}))
+        done[w] = dict(rec["lengths"])
+    for r in results:
         for cat, n in r["skipped"].items():
             skipped[cat] = skipped.get(cat, 0) + n
         n_events += r["n_events"]
         header.update(r["header"])
-        r["strings"] = r["threads"] = None
-    tables = {}
+    maps = [(np.array(sm, dtype=np.int32), np.array(tm, dtype=np.int32)) for sm, tm in zip(sremap, tremap)]
+    tables: dict = {"cpu": {}, "gpu": {}, "memory": {}}
     for table, names in (("cpu", CPU_FIELDS), ("gpu", GPU_FIELDS + GPU_FLOAT_FIELDS), ("memory", MEMORY_FIELDS)):
-        tables[table] = {}
         for name in names:
-            typecode = results[0]["files"][(table, name)][1]
-            total = sum(r["files"][(table, name)][2] for r in results)
-            column = np.empty(total, dtype=np.dtype(typecode))
+            key = (table, name)
+            dtype = np.dtype(results[0]["files"][key][1])
+            parts = [np.fromfile(r["files"][key][0], dtype=dtype) for r in results]   # this column only
+            for r in results:
+                os.unlink(r["files"][key][0])
+            column = np.empty(sum(len(p) for p in parts), dtype=dtype)
             at = 0
-            for r, (sremap, tremap) in zip(results, remaps):
-                file, _, n = r["files"][(table, name)]
-                with open(file, "rb") as f:
-                    f.readinto(memoryview(column[at:at + n]).cast("B"))
-                os.unlink(file)
-                part = column[at:at + n]
+            for w, spans in slices:
+                a, b = spans[key]
+                part = column[at:at + b - a]
+                part[:] = parts[w][a:b]
                 if name in _ID_COLUMNS[table]:
                     valid = part >= 0
-                    part[valid] = sremap[part[valid]]
+                    part[valid] = maps[w][0][part[valid]]
                 elif name == "thread":
-                    part[:] = tremap[part]
-                at += n
+                    part[:] = maps[w][1][part]
+                at += b - a
+            del parts
             tables[table][name] = column
     return RawTrace(strings=strings, threads=threads, thread_names=thread_names, header=header,
                     cpu=tables["cpu"], gpu=tables["gpu"], memory=tables["memory"],

@@ -69,7 +69,10 @@ def _parallel(path, workers):
 
 
 @pytest.mark.parametrize("gz", [False, True])
-def test_generated_trace_in_parts_as_in_one_pass(tmp_path, gz):
+def test_generated_trace_in_parts_as_in_one_pass(tmp_path, gz, monkeypatch):
+    """Plain: byte ranges read by the workers; gzip: pieces of ~100 events handed out in turn
+    (small chunks, so that the workers get many each)."""
+    monkeypatch.setattr(reader, "_CHUNK", 1 << 15)
     path = tmp_path / ("g.json.gz" if gz else "g.json")
     write_torch_trace(path, 20_000, gz=gz)
     old = reference.read_trace(path)
@@ -147,13 +150,14 @@ def test_errors_are_the_one_pass_errors(tmp_path, content, pattern):
         assert str(info.value).startswith(str(path) + ": ") and "\n" not in str(info.value)
 
 
-def test_truncated_gzip_with_the_reading_thread(tmp_path):
+def test_truncated_gzip_in_one_pass_and_in_pieces(tmp_path):
     path = tmp_path / "g.json.gz"
     write_torch_trace(path, 30_000, gz=True)
     blob = path.read_bytes()
     path.write_bytes(blob[:len(blob) * 2 // 3])
-    with pytest.raises(ProfileFormatError, match="truncated"):
-        reader.read_trace(path)
+    for read in (lambda: reader.read_trace(path, workers=1), lambda: _parallel(path, 3)):
+        with pytest.raises(ProfileFormatError, match="truncated"):
+            read()
 
 
 # --------------------------------------------------------------------------- memory
