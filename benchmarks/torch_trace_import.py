@@ -94,7 +94,6 @@ def compare_parsers(path: Path) -> list[dict]:
     import re
 
     import msgspec
-    import orjson
 
     sys.path.insert(0, _links(Path(__file__).resolve().parents[1]))
     from gradtrace.profiler.torch_trace_events import Event
@@ -110,10 +109,14 @@ def compare_parsers(path: Path) -> list[dict]:
         chunks.append(b"[" + body[pos:end] + b"]")
         pos = m.end() if m else len(body)
     typed = msgspec.json.Decoder(list[Event])
-    candidates = {"json.loads (stdlib)": lambda b: json.loads(b.decode()),
-                  f"orjson {orjson.__version__} (dicts)": orjson.loads,
-                  f"msgspec {msgspec.__version__} (dicts)": msgspec.json.decode,
-                  f"msgspec {msgspec.__version__} (typed Struct)": typed.decode}
+    candidates = {"json.loads (stdlib)": lambda b: json.loads(b.decode())}
+    try:   # optional: compared where installed
+        import orjson
+        candidates[f"orjson {orjson.__version__} (dicts)"] = orjson.loads
+    except ImportError:
+        pass
+    candidates[f"msgspec {msgspec.__version__} (dicts)"] = msgspec.json.decode
+    candidates[f"msgspec {msgspec.__version__} (typed Struct)"] = typed.decode
     rows = []
     for name, parse in candidates.items():
         c0 = time.process_time()
