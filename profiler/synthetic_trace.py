@@ -95,7 +95,8 @@ class _Writer:
             self.x("cuda_runtime", "cudaGetDevice" if k % 2 else "cudaStreamIsCapturing", start - 900 + 400 * k,
                    start - 700 + 400 * k, tid, f' "cbid": 17, "correlation": {self.corr},')
         self.corr += 1
-        self.x("cuda_runtime", "cudaLaunchKernel", start, start + 3000, tid, f' "cbid": 211, "correlation": {self.corr},')
+        self.x("cuda_runtime", "cudaLaunchKernel", start, start + 3000, tid,
+               f' "cbid": 211, "correlation": {self.corr},')
         k0 = start + 10_000
         k1 = k0 + (20_000 if gemm else 5_000)
         grid, block, regs = ((160, 1, 1), (128, 1, 1), 32) if gemm else ((1024, 1, 1), (256, 1, 1), 18)

@@ -163,21 +163,23 @@ class _Builder:
         np.negative(all_end, out=all_end)
         order = np.lexsort((np.arange(n + n_gpu), all_end, np.concatenate([start, gpu_events["start_ns"]])))
         del all_end
-        cpu_events = {
-            "name_id": lambda: self._take(cpu, "name_id", rows), "start_ns": lambda: start, "end_ns": lambda: end,
-            "thread_id": lambda: thread, "scope": lambda: scope, "sequence_nr": lambda: seq,
-            "fwd_thread_id": lambda: fwd_tid, "device_id": lambda: np.full(n, cpu_device),
-            "stream": lambda: np.zeros(n, np.int64), "device_start_ns": lambda: np.full(n, NO_DEVICE_TIME),
-            "device_end_ns": lambda: np.full(n, NO_DEVICE_TIME),
-            "shapes_id": lambda: self._take(cpu, "shapes_id", rows), "dtypes_id": lambda: self._take(cpu, "dtypes_id", rows),
-            "stack_id": lambda: stack_id,
-        }
+        # The CPU rows' parts: arrays made above (held only here, so each is freed once its
+        # column is made), or how to make them.
+        cpu_events = {"start_ns": start, "end_ns": end, "thread_id": thread, "scope": scope, "sequence_nr": seq,
+                      "fwd_thread_id": fwd_tid, "stack_id": stack_id}
+        del start, end, thread, scope, seq, fwd_tid, stack_id
+        make = {"name_id": lambda: self._take(cpu, "name_id", rows), "device_id": lambda: np.full(n, cpu_device),
+                "stream": lambda: np.zeros(n, np.int64), "device_start_ns": lambda: np.full(n, NO_DEVICE_TIME),
+                "device_end_ns": lambda: np.full(n, NO_DEVICE_TIME),
+                "shapes_id": lambda: self._take(cpu, "shapes_id", rows),
+                "dtypes_id": lambda: self._take(cpu, "dtypes_id", rows)}
         events = {}
         for name, dtype in EVENT_COLUMNS.items():
-            column = np.concatenate([cpu_events[name](), gpu_events.pop(name)]).astype(dtype, copy=False)
+            part = cpu_events.pop(name) if name in cpu_events else make[name]()
+            column = np.concatenate([part, gpu_events.pop(name)]).astype(dtype, copy=False)
+            del part
             events[name] = column.take(order)
             del column
-        del start, end, thread, scope, seq, fwd_tid, stack_id, cpu_events
         gpu = self._gpu_table(order, n)
         del order
         memory = self._memory(thread_of)
