@@ -1,6 +1,7 @@
 """The torch trace reader: the same columns as the reference reader (the json.loads one it
-replaced) on real and generated traces and on odd input; the parallel read the same as one
-pass; errors and fallbacks; peak memory per event flat in the trace's size."""
+replaced) on real and generated traces, odd values and mutated files; the parallel read (plain
+ranges, gzip pieces) the same as one pass; errors and fallbacks; peak memory per event flat in
+the trace's size; the builder's nesting in pieces the same as at once."""
 from __future__ import annotations
 
 import gzip
@@ -12,9 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gradtrace.profiler import ProfileFormatError
 from gradtrace.profiler import torch_trace_reader as reader
+from gradtrace.profiler.nesting import nest_intervals
+from gradtrace.profiler.torch_trace import _nest_in_pieces
 from gradtrace.profiler.synthetic_trace import write_torch_trace
 
 from . import reference_trace_reader as reference
@@ -197,13 +202,6 @@ def test_peak_memory_per_event_does_not_grow_with_the_trace(tmp_path):
 
 
 # --------------------------------------------------------------------------- the builder's nesting
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from gradtrace.profiler.nesting import nest_intervals  # noqa: E402
-from gradtrace.profiler.torch_trace import _nest_in_pieces  # noqa: E402
-
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 400), st.integers(0, 60), st.integers(1, 3)), max_size=80),
