@@ -476,13 +476,23 @@ class _Parallel:
         return parts
 
     def run(self, text: _Text, header: dict, form: str) -> RawTrace:
-        """Parse the events from ``text.pos`` (just after the array's '[')."""
-        folder = tempfile.mkdtemp(prefix="gradtrace-trace-")
+        """Parse the events from ``text.pos`` (just after the array's '[').
+
+        Raises:
+            _Fallback: the file does not cut, a part does not parse, or processes or temporary
+                files cannot be had: the caller reads the file in one process.
+        """
+        try:
+            folder = tempfile.mkdtemp(prefix="gradtrace-trace-")
+        except OSError:
+            raise _Fallback from None
         try:
             results = self._stream(text, form, folder) if self.gz else self._ranges(text, form, folder)
             if any(r is None for r in results):
                 raise _Fallback
             return _merge(results, header)
+        except (OSError, ValueError, RuntimeError, multiprocessing.ProcessError):
+            raise _Fallback from None      # no processes or no room for the columns' files
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

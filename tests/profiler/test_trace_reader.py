@@ -264,3 +264,15 @@ def test_mutated_traces_read_as_the_reference_reads_them(tmp_path):
             else:
                 _same(got, expected)
         path.unlink()
+
+
+@pytest.mark.parametrize("broken", ["tempfile", "processes"])
+def test_no_temporary_files_or_processes_reads_in_one_process(tmp_path, monkeypatch, broken):
+    path = tmp_path / "g.json"
+    write_torch_trace(path, 3_000)
+
+    def fail(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(*((reader.tempfile, "mkdtemp", fail) if broken == "tempfile" else (reader, "_context", fail)))
+    _same(_parallel(path, 3), reference.read_trace(path))
