@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from .fileformat import MAGIC
 from .nesting import innermost_containing, nest_intervals
-from .records import GPU_COLUMNS, NO_DEVICE_TIME, Scope
+from .records import EVENT_COLUMNS, GPU_COLUMNS, NO_DEVICE_TIME, Scope
 from .torch_trace_reader import CPU_OP, PYTHON_FUNCTION, RUNTIME, USER_ANNOTATION, read_trace
 from .validate import ProfileFormatError, ValidProfile, validate_profile
 
@@ -125,40 +125,70 @@ class _Builder:
         return sid
 
     def build(self) -> tuple:
+        # Memory: the raw columns are the import's largest object besides the result, so each
+        # is dropped (``_take``) once consumed, and each output column is made at its schema
+        # dtype and put in order on its own: at the peak, the raw columns left, the ones made
+        # and one column in the making.
         cpu = self.raw.cpu
-        thread_of = self.thread_of = self._thread_ids()
+        thread_of = self.thread_of = self._thread_ids().astype(np.int32)
         cat = cpu["cat"]
-        name_id = cpu["name_id"].copy()
-        is_frame, scope = self._scopes(cat, name_id, cpu["fwd_tid"])
+        is_frame, scope = self._scopes(cat, cpu["name_id"], cpu["fwd_tid"])
         rows = np.flatnonzero(~is_frame)
-        start = cpu["start_ns"][rows]
-        end = start + cpu["dur_ns"][rows]
-        thread = thread_of[cpu["thread"][rows]]
+        del is_frame
+        frames = np.flatnonzero(cat == PYTHON_FUNCTION)
+        frame_columns = {name: cpu[name][frames] for name in ("start_ns", "dur_ns", "thread", "name_id", "py_id",
+                                                               "py_parent")}
+        start = self._take(cpu, "start_ns", rows)
+        end = start + self._take(cpu, "dur_ns", rows)
+        thread = thread_of[self._take(cpu, "thread", rows)]
+        del cpu["py_id"], cpu["py_parent"]
         keep, end, parent = self._repair_nesting(start, end, thread)
-        rows, start, end, thread, parent = rows[keep], start[keep], end[keep], thread[keep], parent
+        rows, start, end, thread = rows[keep], start[keep], end[keep], thread[keep]
+        del keep
         scope = scope[rows]
-        seq = cpu["seq"][rows].copy()
+        seq = cpu["seq"][rows]
         fwd_tid = np.where(scope == Scope.BACKWARD_FUNCTION, cpu["fwd_tid"][rows], 0)
         self._keep_node_sequence_numbers(scope, seq, fwd_tid, parent)
-        stack_id = self._stacks(np.flatnonzero(cat == PYTHON_FUNCTION), start, thread, scope, thread_of)
-
-        cpu_events = {
-            "name_id": name_id[rows], "start_ns": start, "end_ns": end, "thread_id": thread,
-            "scope": scope, "sequence_nr": seq, "fwd_thread_id": fwd_tid,
-            "device_id": np.full(len(rows), self.intern("cpu")), "stream": np.zeros(len(rows), np.int64),
-            "device_start_ns": np.full(len(rows), NO_DEVICE_TIME),
-            "device_end_ns": np.full(len(rows), NO_DEVICE_TIME),
-            "shapes_id": cpu["shapes_id"][rows], "dtypes_id": cpu["dtypes_id"][rows], "stack_id": stack_id,
-        }
+        del parent
+        stack_id = self._stacks(frame_columns, start, thread, scope, thread_of)
+        del frame_columns
+        cpu_device = self.intern("cpu")    # interned before the GPUs' names: the string order is kept
         gpu_events = self._gpu_events(rows, cat[rows], start, thread, thread_of)
-        events = {k: np.concatenate([cpu_events[k], gpu_events[k]]) for k in cpu_events}
+        for name in ("cat", "seq", "fwd_tid", "ext_id", "correlation"):
+            del cpu[name]
+        n, n_gpu = len(rows), len(gpu_events["start_ns"])
         # Start order; of ranges starting together the longer (the parent) first, and a
         # runtime call before the zero-length GPU event placed at its start.
-        order = np.lexsort((np.arange(len(events["start_ns"])), -events["end_ns"], events["start_ns"]))
-        events = {k: v[order] for k, v in events.items()}
-        gpu = self._gpu_table(order, len(rows))
+        all_end = np.concatenate([end, gpu_events["end_ns"]])
+        np.negative(all_end, out=all_end)
+        order = np.lexsort((np.arange(n + n_gpu), all_end, np.concatenate([start, gpu_events["start_ns"]])))
+        del all_end
+        # The CPU rows' parts: arrays made above (held only here, so each is freed once its
+        # column is made), or how to make them.
+        cpu_events = {"start_ns": start, "end_ns": end, "thread_id": thread, "scope": scope, "sequence_nr": seq,
+                      "fwd_thread_id": fwd_tid, "stack_id": stack_id}
+        del start, end, thread, scope, seq, fwd_tid, stack_id
+        make = {"name_id": lambda: self._take(cpu, "name_id", rows), "device_id": lambda: np.full(n, cpu_device),
+                "stream": lambda: np.zeros(n, np.int64), "device_start_ns": lambda: np.full(n, NO_DEVICE_TIME),
+                "device_end_ns": lambda: np.full(n, NO_DEVICE_TIME),
+                "shapes_id": lambda: self._take(cpu, "shapes_id", rows),
+                "dtypes_id": lambda: self._take(cpu, "dtypes_id", rows)}
+        events = {}
+        for name, dtype in EVENT_COLUMNS.items():
+            part = cpu_events.pop(name) if name in cpu_events else make[name]()
+            column = np.concatenate([part, gpu_events.pop(name)]).astype(dtype, copy=False)
+            del part
+            events[name] = column.take(order)
+            del column
+        gpu = self._gpu_table(order, n)
+        del order
         memory = self._memory(thread_of)
         return events, memory, self.strings, self._metadata(events, memory), None, None, gpu
+
+    @staticmethod
+    def _take(table: dict, name: str, rows) -> np.ndarray:
+        """``table[name][rows]``, the raw column dropped."""
+        return table.pop(name)[rows]
 
     # ---- threads and scopes
 
@@ -204,7 +234,7 @@ class _Builder:
         is_python = cat == PYTHON_FUNCTION
         is_module = is_python & module_name[name_id]
         is_backward = (cat == CPU_OP) & ((fwd_tid > 0) | backward_name[name_id])
-        scope = np.full(len(cat), int(Scope.FUNCTION), dtype=np.int64)
+        scope = np.full(len(cat), int(Scope.FUNCTION), dtype=np.int8)
         scope[(cat == USER_ANNOTATION) | is_module] = Scope.USER_SCOPE
         scope[is_backward] = Scope.BACKWARD_FUNCTION
         return is_python & ~is_module, scope
@@ -223,10 +253,10 @@ class _Builder:
         clamped = set_aside = 0
         for round_ in range(_REPAIR_ROUNDS + 1):
             kept = np.flatnonzero(keep)
-            nest = nest_intervals(start[kept], end[kept], thread[kept])
-            if len(nest.partial_overlaps) == 0:
+            parent, overlaps = _nest_in_pieces(start[kept], end[kept], thread[kept])
+            if len(overlaps) == 0:
                 break
-            a, b = kept[nest.partial_overlaps[:, 0]], kept[nest.partial_overlaps[:, 1]]
+            a, b = kept[overlaps[:, 0]], kept[overlaps[:, 1]]
             small = (end[b] - end[a] <= OVERRUN_TOLERANCE_NS) & (round_ < _REPAIR_ROUNDS)
             np.minimum.at(end, b[small], end[a[small]])
             drop = np.unique(b[~small])
@@ -235,7 +265,7 @@ class _Builder:
             set_aside += len(drop)
         self.counts["clamped_into_parent"] = int(clamped)
         self.counts["set_aside_overlapping"] = int(set_aside)
-        return keep, end, nest.parent
+        return keep, end, parent
 
     @staticmethod
     def _keep_node_sequence_numbers(scope, seq, fwd_tid, parent) -> None:
@@ -248,36 +278,38 @@ class _Builder:
 
     # ---- stacks
 
-    def _stacks(self, frames, start, thread, scope, thread_of) -> np.ndarray:
-        """stack_id per event: the Python frames (raw rows ``frames``) around it, innermost first.
+    def _stacks(self, frames: dict, start, thread, scope, thread_of) -> np.ndarray:
+        """stack_id per event: the Python frames (``frames``: their raw columns) around it,
+        innermost first.
 
         Module ranges are links of the chain too (a module's ``forward`` has the module range as
         its Python parent) but are not shown as frames.
         """
-        cpu = self.raw.cpu
-        stack_id = np.full(len(start), -1, dtype=np.int64)
-        if len(frames) == 0:
+        stack_id = np.full(len(start), -1, dtype=np.int32)
+        if len(frames["start_ns"]) == 0:
             return stack_id
-        f_start = cpu["start_ns"][frames]
-        f_end = f_start + cpu["dur_ns"][frames]
-        f_thread = thread_of[cpu["thread"][frames]]
+        f_start = frames["start_ns"]
+        f_end = f_start + frames["dur_ns"]
+        f_thread = thread_of[frames["thread"]]
         frame_stack = self._frame_stacks(frames)
         nest = nest_intervals(f_start, f_end, f_thread)
         wants = np.flatnonzero(scope != Scope.BACKWARD_FUNCTION)
-        inner = innermost_containing(nest, f_start, f_end, f_thread, start[wants], thread[wants])
-        found = inner >= 0
-        stack_id[wants[found]] = frame_stack[inner[found]]
-        self.counts["python_frames"] = int(len(frames))
+        # Queries are independent: a piece at a time bounds the lookup's temporaries.
+        for at in range(0, len(wants), _PIECE):
+            some = wants[at:at + _PIECE]
+            inner = innermost_containing(nest, f_start, f_end, f_thread, start[some], thread[some])
+            found = inner >= 0
+            stack_id[some[found]] = frame_stack[inner[found]]
+        self.counts["python_frames"] = int(len(f_start))
         return stack_id
 
-    def _frame_stacks(self, frames) -> np.ndarray:
+    def _frame_stacks(self, frames: dict) -> np.ndarray:
         """stack string id per frame event, following ``Python parent id`` links."""
-        cpu = self.raw.cpu
-        names = [self.strings[i] for i in cpu["name_id"][frames].tolist()]
-        index = {p: k for k, p in enumerate(cpu["py_id"][frames].tolist()) if p >= 0}
-        parent_of = [index.get(p, -1) for p in cpu["py_parent"][frames].tolist()]
-        chains: list = [None] * len(frames)
-        for k in range(len(frames)):
+        names = [self.strings[i] for i in frames["name_id"].tolist()]
+        index = {p: k for k, p in enumerate(frames["py_id"].tolist()) if p >= 0}
+        parent_of = [index.get(p, -1) for p in frames["py_parent"].tolist()]
+        chains: list = [None] * len(names)
+        for k in range(len(names)):
             # Walk up to a frame whose chain is known, then fill the path in downwards. A frame
             # is marked () while on the path, so a cycle of parent ids ends the walk.
             path = []
@@ -292,7 +324,7 @@ class _Builder:
                     below = (names[j],) + below
                 chains[j] = below
         stack_ids: dict[tuple, int] = {(): -1}
-        out = np.empty(len(frames), dtype=np.int64)
+        out = np.empty(len(names), dtype=np.int64)
         for k, chain in enumerate(chains):
             sid = stack_ids.get(chain)
             if sid is None:
@@ -316,7 +348,15 @@ class _Builder:
         orphan_thread = int(thread_of.max()) + 1 if len(thread_of) else 1
         ev_start = np.where(orphan, g["start_ns"], start[np.maximum(launcher, 0)] if len(start) else 0)
         ev_thread = np.where(orphan, orphan_thread, thread[np.maximum(launcher, 0)] if len(thread) else 0)
-        devices = np.array([self.intern(f"cuda:{d}") for d in g["device"].tolist()], dtype=np.int64)
+        # Device names interned in order of first appearance, as one pass over the events would.
+        index = np.zeros(0, dtype=np.int64)
+        devices = np.zeros(0, dtype=np.int32)
+        if n:
+            values, first, index = np.unique(g["device"], return_index=True, return_inverse=True)
+            devices = np.empty(len(values), dtype=np.int32)
+            for k in np.argsort(first, kind="stable").tolist():
+                devices[k] = self.intern(f"cuda:{int(values[k])}")
+        devices = devices[index.reshape(-1)]
         self.counts["gpu_events"] = int(n)
         self.counts["gpu_events_without_launch"] = int(np.count_nonzero(orphan))
         if orphan.any():
@@ -324,7 +364,7 @@ class _Builder:
         return {
             "name_id": g["name_id"], "start_ns": ev_start, "end_ns": ev_start, "thread_id": ev_thread,
             "scope": np.full(n, int(Scope.FUNCTION)), "sequence_nr": np.full(n, -1),
-            "fwd_thread_id": np.zeros(n, np.int64), "device_id": devices.reshape(-1), "stream": g["stream"],
+            "fwd_thread_id": np.zeros(n, np.int64), "device_id": devices, "stream": g["stream"],
             "device_start_ns": g["start_ns"], "device_end_ns": g["start_ns"] + g["dur_ns"],
             "shapes_id": np.full(n, -1), "dtypes_id": np.full(n, -1), "stack_id": np.full(n, -1),
         }
@@ -340,7 +380,8 @@ class _Builder:
         by_event = np.argsort(event, kind="stable")
         table = {"event": event, "kind": g["cat"]}
         table.update((name, g[name]) for name in GPU_COLUMNS if name not in table)
-        return {name: np.asarray(col)[by_event].astype(GPU_COLUMNS[name]) for name, col in table.items()}
+        return {name: np.asarray(col).take(by_event).astype(GPU_COLUMNS[name], copy=False)
+                for name, col in table.items()}
 
     def _memory(self, thread_of) -> dict:
         m = self.raw.memory
@@ -389,6 +430,57 @@ class _Builder:
         if isinstance(header.get("deviceProperties"), list) and header["deviceProperties"]:
             meta["device_properties"] = [p for p in header["deviceProperties"] if isinstance(p, dict)]
         return meta
+
+
+_PIECE = 1 << 16
+
+
+def _nest_in_pieces(start, end, thread, piece: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``nest_intervals(start, end, thread)``'s parent and partial overlaps, computed a piece at
+    a time: its temporaries are a dozen int64 arrays of its input's length, the largest memory
+    of an import, while pieces keep them at ``piece`` events.
+
+    A thread's ranges, in start order, are cut where every earlier range has ended strictly
+    before the next one starts: no range contains or overlaps one across a cut, so each
+    piece nests on its own (a training step is such a piece; a piece holds whole ones).
+    """
+    n = len(start)
+    piece = piece or _PIECE
+    if n <= piece:
+        nest = nest_intervals(start, end, thread)
+        return nest.parent, nest.partial_overlaps
+    order = np.lexsort((start, thread))
+    bounds = [0]
+    t_sorted = thread[order]
+    threads_at = np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1
+    del t_sorted
+    for lo, hi in zip(np.concatenate([[0], threads_at]).tolist(), np.concatenate([threads_at, [n]]).tolist()):
+        s = start[order[lo:hi]]
+        reach = np.maximum.accumulate(end[order[lo:hi]])
+        cuts = np.flatnonzero(reach[:-1] < s[1:]) + 1 + lo
+        del s, reach
+        at = lo
+        while at < hi:
+            k = np.searchsorted(cuts, at + piece, side="right")
+            if k > 0 and cuts[k - 1] > at:   # the last cut within a piece's length
+                at = int(cuts[k - 1])
+            else:                            # none: this piece runs to the next cut
+                j = np.searchsorted(cuts, at, side="right")
+                at = int(cuts[j]) if j < len(cuts) else hi
+            bounds.append(at)
+    parent = np.full(n, -1, dtype=np.int64)
+    overlaps = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        if hi <= lo:
+            continue
+        idx = order[lo:hi]
+        nest = nest_intervals(start[idx], end[idx], thread[idx])
+        has = nest.parent >= 0
+        parent[idx[has]] = idx[nest.parent[has]]
+        if len(nest.partial_overlaps):
+            overlaps.append(idx[nest.partial_overlaps])
+    pairs = np.concatenate(overlaps) if overlaps else np.zeros((0, 2), dtype=np.int64)
+    return parent, pairs
 
 
 def _lookup(keys, eligible, wanted) -> np.ndarray:

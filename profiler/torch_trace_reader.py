@@ -1,10 +1,28 @@
 """Stream a PyTorch profiler (Kineto) Chrome trace into flat integer columns.
 
 The file (plain or gzip JSON: an object with ``traceEvents``, or a bare array of events) is
-read in chunks and decoded one event at a time with the C JSON scanner, so memory holds one
-chunk of text and the columns, never the whole list of event dicts. Each event is turned at
-once into a few integers appended to ``array`` buffers; strings (names, shapes, dtypes) are
-interned into one string table whose ids are the final ``*_id`` values of the profile.
+read in chunks of text, never whole; each chunk's complete events are decoded by one call of
+a C parser straight into typed structs (:mod:`.torch_trace_events`), whose few fields are
+appended at once to integer ``array`` columns; strings are interned. No event dict is kept,
+and none is built at all unless an event does not fit Kineto's types.
+
+**Parser.** msgspec's typed ``Struct`` decoding, chosen by measurement (``benchmarks/
+torch_trace_import.py --parsers``: parse only, CPU seconds, events per CPU second on a generated
+1M-event trace / the real ``gpu_5steps_rank0`` sample): json.loads 264k / 367k, orjson 3.8
+(dicts) 338k / 443k, msgspec to dicts 316k / 418k, ijson's yajl2_c backend 333k / 412k,
+msgspec to typed structs 1,138k / 1,833k. Building a dict per event is what the others pay
+for (a newer orjson cannot avoid it); the typed decoder skips unused keys in C and builds
+none, so parsing is a fifth of an import's time and the columns' Python work the rest.
+
+**Parallel.** Kineto writes one event after another, each closed by ``},`` and a newline. A
+plain file of some size is cut at such places into one part per core, each part parsed by a
+process into columns with a string table of its own; the parts are merged in file order by
+remapping ids, which gives the table a single pass gives (strings in order of first use). A
+newline is never inside a JSON string, so a cut either falls between two events or leaves a
+part that does not parse; then, and for any other layout or error, the file is read again
+in one process, which alone words the errors. A gzip file cannot be cut before it is
+inflated: it is inflated in this process and its text handed out to the workers in pieces;
+read in one process, it is inflated in a thread (zlib lets go of the GIL) while the parser runs.
 
 :mod:`profiler.torch_trace` turns the result (:class:`RawTrace`) into a ProfileData.
 """
@@ -13,30 +31,35 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+import multiprocessing
+import os
+import queue
 import re
+import shutil
+import sys
+import tempfile
+import threading
 import zlib
-from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .validate import ProfileFormatError, parse_shapes
+from .torch_trace_events import (CPU_CATEGORIES, CPU_FIELDS, GPU_CATEGORIES, GPU_FIELDS, GPU_FLOAT_FIELDS,
+                                 MEMORY_FIELDS, Sink, decode_events)
+from .validate import ProfileFormatError
 
 __all__ = ["RawTrace", "read_trace", "CPU_CATEGORIES", "GPU_CATEGORIES"]
 
-_CHUNK = 1 << 22               # characters of text decoded per read
+_CHUNK = 1 << 22               # bytes read per chunk (text decoded per read)
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
-_INT64_MAX = 2**63 - 1
-_TIME_LIMIT = 2**62              # ns; keeps start + duration inside int64
-_JSON_INT_LISTS = re.compile(r"[\[\]\d, -]*")
+# A cut between two events: "}", a comma, a newline, the next event's "{".
+_CUT = re.compile(rb"\}[ \t\r]*,[ \t\r]*\n[ \t\r\n]*\{")
+_PART_BYTES = 32 << 20           # a file below two of these is read in one process
+_MAX_WORKERS = 8
 
-# Category codes of CPU-side complete events (lower-cased "cat"; the capitalised names are
-# older traces' spellings).
-CPU_CATEGORIES = {"cpu_op": 0, "operator": 0, "user_annotation": 1, "python_function": 2,
-                  "cuda_runtime": 3, "runtime": 3, "cuda_driver": 3}
 CPU_OP, USER_ANNOTATION, PYTHON_FUNCTION, RUNTIME = 0, 1, 2, 3
-GPU_CATEGORIES = {"kernel": 0, "gpu_memcpy": 1, "memcpy": 1, "gpu_memset": 2, "memset": 2}
+_ID_COLUMNS = {"cpu": ("name_id", "shapes_id", "dtypes_id"), "gpu": ("name_id",), "memory": ("device_id",)}
 
 
 @dataclass
@@ -51,6 +74,8 @@ class RawTrace:
     (-1, or NaN for the float ones, where the event does not give them).
     ``memory`` columns (``[memory]`` instants): time_ns, bytes, total_allocated, device_id
     (string id), addr, thread.
+    Ids, thread indices and codes are int32/int8 (``torch_trace_events.CPU_FIELDS``...),
+    the rest int64 (float64 for the launch estimates).
     """
 
     strings: list = field(default_factory=list)
@@ -64,81 +89,111 @@ class RawTrace:
     n_events: int = 0
 
 
-_CPU_FIELDS = ("cat", "name_id", "thread", "start_ns", "dur_ns", "seq", "fwd_tid", "ext_id",
-               "shapes_id", "dtypes_id", "py_id", "py_parent", "correlation")
-_GPU_FIELDS = ("cat", "name_id", "start_ns", "dur_ns", "device", "stream", "correlation", "ext_id", "context",
-               "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
-               "shared_memory", "bytes")
-# Kineto's arg names of the launch values (CUPTI's activity records).
-_GPU_INT_ARGS = (("registers per thread", "registers_per_thread"), ("shared memory", "shared_memory"),
-                 ("bytes", "bytes"))
-_GPU_FLOAT_ARGS = (("blocks per SM", "blocks_per_sm"), ("warps per SM", "warps_per_sm"),
-                   ("est. achieved occupancy %", "occupancy_pct"), ("memory bandwidth (GB/s)", "bandwidth_gbps"))
-_GPU_FLOAT_FIELDS = tuple(field for _, field in _GPU_FLOAT_ARGS)
-_MEMORY_FIELDS = ("time_ns", "bytes", "total_allocated", "device_id", "addr", "thread")
+# --------------------------------------------------------------------------- bytes in
 
 
-def _int(value, default=-1) -> int:
-    """An id-like arg as an int: ints pass, hex/decimal strings are parsed, the rest is default."""
-    if value.__class__ is int:
-        return value if -_INT64_MAX <= value <= _INT64_MAX else default
-    if isinstance(value, str):
-        try:
-            v = int(value, 0)
-        except ValueError:
-            return default
-        return v if -_INT64_MAX <= v <= _INT64_MAX else default
-    if isinstance(value, float) and value == value and abs(value) < 2**62:
-        return int(value)
-    return default
+class _Range:
+    """The bytes ``[start, stop)`` of a file (to its end when ``stop`` is None), between
+    ``prefix`` and ``suffix``: one part of a cut file, given the brackets of an array."""
+
+    def __init__(self, path, start: int, stop: int | None, prefix=b"[", suffix=b"]"):
+        self.file = open(path, "rb")
+        self.file.seek(start)
+        self.left = None if stop is None else stop - start
+        self.head, self.tail = prefix, suffix
+
+    def read(self, n: int) -> bytes:
+        if self.head:
+            out, self.head = self.head, b""
+            return out
+        want = n if self.left is None else min(n, self.left)
+        data = self.file.read(want) if want else b""
+        if self.left is not None:
+            self.left -= len(data)
+        if not data:
+            out, self.tail = self.tail, b""
+            return out
+        return data
+
+    def close(self):
+        self.file.close()
 
 
-def _count(value) -> int:
-    """A launch value that counts something (threads, registers, bytes): an int in
-    [0, 2**48], else -1 (not given, or not a count)."""
-    if value.__class__ is int and 0 <= value <= 2**48:
-        return value
-    if isinstance(value, float) and value == value and 0 <= value <= 2**48 and value == int(value):
-        return int(value)
-    return -1
+class _Prefetch:
+    """Reads the chunks of ``file`` in a thread, a few ahead: gzip's inflating (which frees
+    the GIL) overlaps the parsing."""
+
+    def __init__(self, file):
+        self.file = file
+        self.chunks: queue.Queue = queue.Queue(maxsize=2)
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop:
+            try:
+                data = self.file.read(_CHUNK)
+            except BaseException as exc:   # noqa: BLE001 - handed to the reader, raised there
+                self.chunks.put(exc)
+                return
+            self.chunks.put(data)
+            if not data:
+                return
+
+    def read(self, n: int) -> bytes:
+        item = self.chunks.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self):
+        self.stop = True
+        try:                       # let a blocked put finish so the thread sees ``stop``
+            self.chunks.get_nowait()
+        except queue.Empty:
+            pass
+        self.thread.join()
 
 
-def _measure(value) -> float:
-    """A launch estimate (blocks per SM, occupancy %, GB/s): a finite non-negative number
-    below 1e12, else NaN."""
-    if value.__class__ in (int, float) and 0 <= value < 1e12:
-        return float(value)
-    return float("nan")
-
-
-def _thread_key(ev: dict) -> tuple:
-    """(pid, tid) as given when they are ints or strings (Kineto writes both), else as text."""
-    pid, tid = ev.get("pid"), ev.get("tid")
-    return (pid if isinstance(pid, (int, str)) else str(pid), tid if isinstance(tid, (int, str)) else str(tid))
+# --------------------------------------------------------------------------- text
 
 
 class _Text:
     """Decoded text of a (possibly gzip) file, read chunk by chunk; ``buf[pos:]`` is unread."""
 
-    def __init__(self, path):
+    def __init__(self, path, source=None):
         self.path = path
-        try:
-            raw = open(path, "rb")
-        except OSError as exc:
-            raise ProfileFormatError(path, f"cannot read file ({exc.strerror or exc})") from None
-        magic = raw.read(2)
-        raw.seek(0)
-        self.file = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
-        self._raw = raw
+        self._raw = None
+        if source is None:
+            try:
+                raw = open(path, "rb")
+            except OSError as exc:
+                raise ProfileFormatError(path, f"cannot read file ({exc.strerror or exc})") from None
+            magic = raw.read(2)
+            raw.seek(0)
+            self.gzip = magic == b"\x1f\x8b"
+            self._raw = raw
+            source = _Prefetch(gzip.GzipFile(fileobj=raw, mode="rb")) if self.gzip else raw
+        else:
+            self.gzip = False
+        self.file = source
         self.decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="strict")
         self.buf = ""
         self.pos = 0
         self.eof = False
+        self.bytes_read = 0
         self.slow_until = 0   # before this position, decode one event at a time (see batch)
 
     def close(self):
         self.file.close()
-        self._raw.close()
+        if self._raw is not None:
+            self._raw.close()
+
+    def byte_offset(self) -> int:
+        """The file offset of ``pos`` (plain files)."""
+        pending = self.decoder.getstate()[0]
+        return self.bytes_read - len(pending) - len(self.buf[self.pos:].encode("utf-8"))
 
     def more(self) -> bool:
         """Append the next chunk; False at the end of the file."""
@@ -148,6 +203,7 @@ class _Text:
             data = self.file.read(_CHUNK)
         except (EOFError, OSError, zlib.error) as exc:
             raise ProfileFormatError(self.path, f"truncated or corrupted gzip data ({exc})") from None
+        self.bytes_read += len(data)
         try:
             text = self.decoder.decode(data, final=not data)
         except UnicodeDecodeError:
@@ -177,16 +233,19 @@ class _Text:
         self.pos += 1
         return c
 
-    def batch(self) -> list | None:
-        """The complete events from ``pos`` to the last ``}`` followed by ``,`` in the buffer,
-        decoded by one ``json.loads`` (no Python work per event); None when there are none.
+    def batch(self, sink: Sink) -> bool:
+        """Add to ``sink`` the complete events from ``pos`` to the last ``}`` followed by ``,``
+        in the buffer, decoded by one call of the parser (no Python work per event but the
+        columns'); False when there are none.
 
         A cut inside an event or a string leaves an unclosed object or string, so a slice that
-        parses as an array is exactly a run of whole events. When it does not parse (a
-        ``},`` inside a string), the rest of the buffer goes one event at a time.
+        parses as an array is exactly a run of whole events. The typed decoder takes it unless
+        a value does not fit Kineto's types; then the standard library decodes dicts; when
+        that fails too (a ``},`` inside a string), the rest of the buffer goes one event at a
+        time.
         """
         if self.pos < self.slow_until:
-            return None
+            return False
         buf, pos = self.buf, self.pos
         cut = buf.rfind("}", pos)
         for _ in range(64):   # in Kineto's layout a "}," is among the last few "}"
@@ -200,14 +259,27 @@ class _Text:
             cut = -1
         if cut <= pos:
             self.slow_until = len(buf)
-            return None
+            return False
+        text = "[" + buf[pos:cut + 1] + "]"
+        events = decode_events(text)
+        if events is not None:
+            snap = sink.snapshot()
+            try:
+                sink.add_events(events)
+                self.pos = cut + 1
+                return True
+            except (ValueError, RecursionError):   # an Input Dims json refuses: the dict path
+                sink.rollback(snap)
+        del events
         try:
-            events = json.loads("[" + buf[pos:cut + 1] + "]")
+            events = json.loads(text)
         except (ValueError, RecursionError):
             self.slow_until = len(buf)
-            return None
+            return False
+        del text
+        _add_dicts(sink, events)
         self.pos = cut + 1
-        return events
+        return True
 
     def value(self, where: str):
         """Decode one JSON value, reading more text until it is complete."""
@@ -220,6 +292,8 @@ class _Text:
                     continue
                 raise ProfileFormatError(self.path, f"not a valid torch trace: bad JSON {where} "
                                                     f"({exc.msg}; truncated file?)") from None
+            except ValueError as exc:   # e.g. an integer of more digits than Python converts
+                raise ProfileFormatError(self.path, f"not a valid torch trace: bad value {where} ({exc})") from None
             # A number that ends the buffer may go on in the next chunk.
             if end == len(self.buf) and not self.eof and self.more():
                 continue
@@ -227,260 +301,426 @@ class _Text:
             return obj
 
 
-def read_trace(path) -> RawTrace:
+def _add_dicts(sink: Sink, events: list) -> None:
+    for ev in events:
+        if ev.__class__ is dict:
+            sink.add(ev)
+        else:
+            sink.skip("(not an object)")
+
+
+# --------------------------------------------------------------------------- one pass
+
+
+def read_trace(path, workers: int | None = None) -> RawTrace:
     """Read a torch trace file into a :class:`RawTrace`.
 
+    Args:
+        path: the trace (``.json``, or gzip).
+        workers: processes to parse a large plain file with; default: the environment's
+            ``GRADTRACE_TRACE_WORKERS``, else the usable cores (at most 8). 1 reads in this
+            process only.
     Raises:
         ProfileFormatError: the file is not a torch trace, or is truncated or malformed.
     """
-    text = _Text(path)
+    if workers is None and os.environ.get("GRADTRACE_TRACE_WORKERS", "").isdigit():
+        workers = int(os.environ["GRADTRACE_TRACE_WORKERS"])
+    if workers is None:
+        workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+                      _MAX_WORKERS)
+    if multiprocessing.current_process().daemon:   # a pool's worker may not start processes
+        workers = 1
+    if workers > 1:
+        try:
+            with open(path, "rb") as f:
+                # A gzip trace inflates 10-20 times: its text is taken as 10 times the file.
+                size = os.fstat(f.fileno()).st_size * (10 if f.read(2) == b"\x1f\x8b" else 1)
+        except OSError:
+            size = 0
+        workers = min(workers, size // _PART_BYTES)
     try:
-        return _read(text, path)
+        if workers > 1:
+            try:
+                return _read_file(path, workers)
+            except _Fallback:
+                pass
+        return _read_file(path, 1)
     except RecursionError:
         raise ProfileFormatError(path, "not a valid torch trace: nested too deeply") from None
+
+
+def _read_file(path, workers: int) -> RawTrace:
+    text = _Text(path)
+    try:
+        return _read(text, path, _Parallel(path, workers, text.gzip) if workers > 1 else None)
     finally:
         text.close()
 
 
-def _read(text: _Text, path) -> RawTrace:
-    sink = _Sink()
+def _read(text: _Text, path, parallel: "_Parallel | None") -> RawTrace:
+    sink = Sink()
+    header: dict = {}
     c = text.expect("{[", "at the start")
     if c == "[":
+        if parallel is not None:
+            return parallel.run(text, header, "array")
         _events(text, sink)
     else:
-        seen_events = False
         if text.skip_ws() == "}":
             text.pos += 1
-        else:
-            while True:
-                key = text.value("in the header")
-                if not isinstance(key, str):
-                    raise ProfileFormatError(path, "not a valid torch trace: a header key is not a string")
-                text.expect(":", f"after {key!r}")
-                if key == "traceEvents":
-                    text.expect("[", "at the start of traceEvents")
-                    _events(text, sink)
-                    seen_events = True
-                else:
-                    sink.raw.header[key] = text.value(f"in {key!r}")
-                if text.expect(",}", "between header keys") == "}":
-                    break
-        if not seen_events:
             raise ProfileFormatError(path, "not a gradtrace profile or torch trace (JSON without traceEvents)")
+        while True:
+            key = _key(text, path)
+            if key == "traceEvents":
+                text.expect("[", "at the start of traceEvents")
+                if parallel is not None:
+                    return parallel.run(text, header, "object")
+                _events(text, sink)
+                _members(text, sink, header, path, seen_events=True)
+                break
+            header[key] = text.value(f"in {key!r}")
+            if text.expect(",}", "between header keys") == "}":
+                raise ProfileFormatError(path, "not a gradtrace profile or torch trace (JSON without traceEvents)")
+    _end(text, path)
+    return _finish(sink, header)
+
+
+def _key(text: _Text, path) -> str:
+    key = text.value("in the header")
+    if not isinstance(key, str):
+        raise ProfileFormatError(path, "not a valid torch trace: a header key is not a string")
+    text.expect(":", f"after {key!r}")
+    return key
+
+
+def _members(text: _Text, sink: Sink, header: dict, path, seen_events: bool) -> None:
+    """The rest of the top-level object after a member's value, through its '}'."""
+    while text.expect(",}", "between header keys") == ",":
+        key = _key(text, path)
+        if key == "traceEvents":
+            text.expect("[", "at the start of traceEvents")
+            _events(text, sink)
+            seen_events = True
+        else:
+            header[key] = text.value(f"in {key!r}")
+    if not seen_events:
+        raise ProfileFormatError(path, "not a gradtrace profile or torch trace (JSON without traceEvents)")
+
+
+def _end(text: _Text, path) -> None:
     if text.skip_ws():
         raise ProfileFormatError(path, "not a valid torch trace: text after the end of the JSON")
-    return sink.finish()
 
 
-def _events(text: _Text, sink: "_Sink") -> None:
+def _events(text: _Text, sink: Sink) -> None:
     """Consume the events of an array whose '[' was just read, through its ']'."""
-    add = sink.add
     if text.skip_ws() == "]":
         text.pos += 1
         return
     while True:
-        events = text.batch() or [text.value("in traceEvents")]
-        for ev in events:
-            if ev.__class__ is dict:
-                add(ev)
-            else:
-                sink.skip("(not an object)")
+        if not text.batch(sink):
+            _add_dicts(sink, [text.value("in traceEvents")])
         if text.expect(",]", "between events") == "]":
             return
 
 
-class _Sink:
-    """Turns event dicts into column values as they are decoded."""
+def _finish(sink: Sink, header: dict) -> RawTrace:
+    cpu, gpu, memory = sink.columns()
+    return RawTrace(strings=sink.strings, threads=sink.threads, thread_names=sink.thread_names, header=header,
+                    cpu=cpu, gpu=gpu, memory=memory, skipped=dict(sorted(sink.skipped.items())),
+                    n_events=sink.n_events)
 
-    def __init__(self):
-        self.raw = RawTrace()
-        self.cpu = {k: array("q") for k in _CPU_FIELDS}
-        self.gpu = {k: array("q") for k in _GPU_FIELDS}
-        self.gpu.update({k: array("d") for k in _GPU_FLOAT_FIELDS})
-        self.mem = {k: array("q") for k in _MEMORY_FIELDS}
-        self.string_ids: dict[str, int] = {}
-        self.thread_ids: dict[tuple, int] = {}
-        self.dtypes_ids: dict[tuple, int] = {}
-        self.shapes_ids: dict[str, int] = {}
-        self.skipped: dict[str, int] = {}
 
-    def string(self, s: str) -> int:
-        sid = self.string_ids.get(s)
-        if sid is None:
-            sid = self.string_ids[s] = len(self.raw.strings)
-            self.raw.strings.append(s)
-        return sid
+# --------------------------------------------------------------------------- parts in parallel
 
-    def thread(self, ev: dict) -> int:
-        key = (ev.get("pid"), ev.get("tid"))
+
+class _Fallback(Exception):
+    """The parallel read gave up: read the file again in one process."""
+
+
+def _context():
+    return multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+
+
+class _Parallel:
+    """Parses the events after the header in worker processes.
+
+    A plain file is cut into one byte range per worker, each read by its worker. A gzip file
+    is inflated here and its text handed out in pieces of whole events, in turn, to the
+    workers (parsing costs several times inflating). Either way a worker parses its pieces
+    in file order into one :class:`Sink` and notes where each piece ends in it; the merge
+    puts the pieces back in file order.
+    """
+
+    def __init__(self, path, workers: int, gz: bool):
+        self.path = path
+        self.workers = workers
+        self.gz = gz
+
+    def cuts(self, start: int) -> list[tuple[int, int | None]]:
+        """[(part start, part stop)]: byte ranges of whole events from ``start``; the last one
+        runs to the end of the file."""
+        size = os.path.getsize(self.path)
+        parts, begin = [], start
+        with open(self.path, "rb") as f:
+            for k in range(1, self.workers):
+                target = max(start + (size - start) * k // self.workers, begin)
+                f.seek(target)
+                window = f.read(1 << 20)
+                m = _CUT.search(window)
+                if m is None:
+                    continue
+                parts.append((begin, target + m.start() + 1))
+                begin = target + m.end() - 1
+        parts.append((begin, None))
+        return parts
+
+    def run(self, text: _Text, header: dict, form: str) -> RawTrace:
+        """Parse the events from ``text.pos`` (just after the array's '[').
+
+        Raises:
+            _Fallback: the file does not cut, a part does not parse, or processes or temporary
+                files cannot be had: the caller reads the file in one process.
+        """
         try:
-            tid = self.thread_ids.get(key)
-        except TypeError:          # an unhashable pid or tid
-            key, tid = None, None
-        if tid is None:
-            norm = _thread_key(ev)
-            tid = self.thread_ids.get(norm)
+            folder = tempfile.mkdtemp(prefix="gradtrace-trace-")
+        except OSError:
+            raise _Fallback from None
+        try:
+            results = self._stream(text, form, folder) if self.gz else self._ranges(text, form, folder)
+            if any(r is None for r in results):
+                raise _Fallback
+            return _merge(results, header)
+        except (OSError, ValueError, RuntimeError, multiprocessing.ProcessError):
+            raise _Fallback from None      # no processes or no room for the columns' files
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _ranges(self, text: _Text, form: str, folder: str) -> list:
+        parts = self.cuts(text.byte_offset())
+        if len(parts) < 2:
+            raise _Fallback
+        jobs = [(str(self.path), a, b, k == len(parts) - 1, form, folder, k) for k, (a, b) in enumerate(parts)]
+        with _context().Pool(len(parts)) as pool:
+            return pool.map(_parse_range, jobs, chunksize=1)
+
+    def _stream(self, text: _Text, form: str, folder: str) -> list:
+        ctx = _context()
+        results = ctx.Queue()
+        inboxes = [ctx.Queue(maxsize=2) for _ in range(self.workers)]   # at most 2 pieces waiting each
+        procs = [ctx.Process(target=_parse_pieces, args=(str(self.path), inbox, results, form, folder, k), daemon=True)
+                 for k, inbox in enumerate(inboxes)]
+        for proc in procs:
+            proc.start()
+        try:
+            try:
+                for index, (piece, last) in enumerate(_pieces(text)):
+                    _put(inboxes[index % self.workers], (index, piece, last), procs)
+                for inbox in inboxes:
+                    _put(inbox, None, procs)
+                out = [_get(results, procs) for _ in procs]
+            except Exception:    # noqa: BLE001 - a broken file or worker: the one-process read decides
+                for proc in procs:
+                    proc.terminate()
+                raise _Fallback from None
+        finally:
+            for proc in procs:
+                proc.join()
+        return [r for _, r in sorted(out, key=lambda item: item[0])]
+
+
+def _put(inbox, item, procs) -> None:
+    """``inbox.put(item)``, giving up when a worker has died (it would never take it)."""
+    while True:
+        try:
+            return inbox.put(item, timeout=1)
+        except queue.Full:
+            if not all(p.is_alive() for p in procs):
+                raise RuntimeError("a trace worker died") from None
+
+
+def _get(results, procs):
+    while True:
+        try:
+            return results.get(timeout=1)
+        except queue.Empty:
+            if any(p.exitcode not in (None, 0) for p in procs):
+                raise RuntimeError("a trace worker died") from None
+
+
+def _pieces(text: _Text):
+    """(bytes, last) pieces of the rest of ``text``'s file: runs of whole events cut after a
+    ``},`` + newline before a ``{``, each a few MB; the last piece runs to the end."""
+    buf = text.buf[text.pos:].encode("utf-8") + text.decoder.getstate()[0]
+    text.buf, text.pos = "", 0
+    while True:
+        data = text.file.read(_CHUNK)
+        if not data:
+            yield buf, True
+            return
+        buf += data
+        cut = _last_cut(buf, 0)
+        if cut is not None:
+            yield buf[:cut[0]], False
+            buf = buf[cut[1]:]
+        elif len(buf) > 16 * _CHUNK:     # no cut in 64 MB: not Kineto's layout
+            raise ValueError("no event boundary")
+
+
+def _last_cut(buf: bytes, floor: int):
+    """(end of the piece, start of the next) at the last cut in ``buf[floor:]``, or None."""
+    last = None
+    for start in (max(floor, len(buf) - (1 << 20)), floor):   # the last MB holds one, as a rule
+        for last in _CUT.finditer(buf, start):
+            pass
+        if last is not None:
+            return last.start() + 1, last.end() - 1
+    return None
+
+
+def _parse_text(path, source, last: bool, form: str, sink: Sink) -> dict | None:
+    """Parse one part (its events, and when ``last`` the rest of the file) into ``sink``;
+    the header keys met after the events; None when the part does not parse."""
+    text = _Text(path, source)
+    header: dict = {}
+    try:
+        text.expect("[", "")
+        _events(text, sink)
+        if last and form == "object":
+            _members(text, sink, header, path, seen_events=True)
+        _end(text, path)
+    except Exception:   # noqa: BLE001 - any failure: the one-process read decides and words it
+        return None
+    finally:
+        text.close()
+    return header
+
+
+def _piece_record(index: int, sink: Sink, names_before: dict) -> dict:
+    """Where piece ``index`` ends in the worker's sink: column lengths, table sizes, and the
+    thread names it set."""
+    return {"index": index, "lengths": {(t, k): len(v) for t, b in (("cpu", sink.cpu), ("gpu", sink.gpu),
+                                                                    ("memory", sink.mem)) for k, v in b.items()},
+            "strings": len(sink.strings), "threads": len(sink.threads),
+            "names": {k: v for k, v in sink.thread_names.items() if names_before.get(k) != v}}
+
+
+def _worker_result(sink: Sink, pieces: list, header: dict, folder: str, worker: int) -> dict:
+    files = {}
+    for table, buffers in (("cpu", sink.cpu), ("gpu", sink.gpu), ("memory", sink.mem)):
+        for name, buf in buffers.items():
+            file = os.path.join(folder, f"{worker}-{table}-{name}")
+            with open(file, "wb") as f:
+                buf.tofile(f)
+            files[(table, name)] = (file, buf.typecode)
+    return {"strings": sink.strings, "threads": sink.threads, "skipped": sink.skipped, "n_events": sink.n_events,
+            "header": header, "files": files, "pieces": pieces}
+
+
+def _parse_range(job) -> dict | None:
+    """In a worker: parse one byte range of a plain file into column files."""
+    path, start, stop, last, form, folder, index = job
+    sink = Sink()
+    header = _parse_text(path, _Range(path, start, stop, suffix=b"" if last else b"]"), last, form, sink)
+    if header is None:
+        return None
+    return _worker_result(sink, [_piece_record(index, sink, {})], header, folder, index)
+
+
+class _Bytes:
+    def __init__(self, *parts: bytes):
+        self.parts = [p for p in parts if p]
+
+    def read(self, n: int) -> bytes:
+        return self.parts.pop(0) if self.parts else b""
+
+    def close(self):
+        self.parts = []
+
+
+def _parse_pieces(path, inbox, results, form: str, folder: str, worker: int) -> None:
+    """In a worker: parse the pieces sent to ``inbox`` (until None), then put the result."""
+    sink, pieces, header, failed = Sink(), [], {}, False
+    while True:
+        item = inbox.get()
+        if item is None:
+            break
+        index, piece, last = item
+        if failed:
+            continue                          # keep draining: the sender must not block
+        names = dict(sink.thread_names)
+        got = _parse_text(path, _Bytes(b"[", piece, b"" if last else b"]"), last, form, sink)
+        del piece, item
+        if got is None:
+            failed = True
+            continue
+        header.update(got)
+        pieces.append(_piece_record(index, sink, names))
+    results.put((worker, None if failed else _worker_result(sink, pieces, header, folder, worker)))
+
+
+def _merge(results: list[dict], header: dict) -> RawTrace:
+    """One RawTrace from the workers' pieces put back in file order: strings and threads
+    interned in order of first use (what one pass gives: a piece's new entries are those it
+    met first, in its order), ids remapped, columns read into place."""
+    strings: list = []
+    string_ids: dict = {}
+    threads: list = []
+    thread_ids: dict = {}
+    thread_names: dict = {}
+    skipped: dict = {}
+    n_events = 0
+    sremap = [[] for _ in results]
+    tremap = [[] for _ in results]
+    order = sorted((rec["index"], w) for w, r in enumerate(results) for rec in r["pieces"])
+    records = {(rec["index"], w): rec for w, r in enumerate(results) for rec in r["pieces"]}
+    slices = []                                  # (worker, {column: (from, to)}) in file order
+    done = [dict.fromkeys(results[0]["files"], 0) if results else {} for _ in results]
+    for index, w in order:
+        rec, r = records[(index, w)], results[w]
+        for s in r["strings"][len(sremap[w]):rec["strings"]]:
+            sid = string_ids.get(s)
+            if sid is None:
+                sid = string_ids[s] = len(strings)
+                strings.append(s)
+            sremap[w].append(sid)
+        for t in r["threads"][len(tremap[w]):rec["threads"]]:
+            tid = thread_ids.get(t)
             if tid is None:
-                tid = self.thread_ids[norm] = len(self.raw.threads)
-                self.raw.threads.append(norm)
-            if key is not None:
-                self.thread_ids[key] = tid
-        return tid
-
-    def skip(self, cat: str) -> None:
-        self.skipped[cat] = self.skipped.get(cat, 0) + 1
-
-    def add(self, ev: dict) -> None:
-        self.raw.n_events += 1
-        ph = ev.get("ph")
-        if ph == "X":
-            cat = str(ev.get("cat", "")).lower()
-            code = CPU_CATEGORIES.get(cat)
-            if code is not None:
-                return self._cpu(ev, code)
-            code = GPU_CATEGORIES.get(cat)
-            if code is not None:
-                return self._gpu(ev, code)
-        elif ph in ("i", "I") and ev.get("name") == "[memory]":
-            return self._memory(ev)
-        elif ph == "M":
-            if ev.get("name") == "thread_name":
-                args = ev.get("args")
-                if isinstance(args, dict) and isinstance(args.get("name"), str):
-                    self.raw.thread_names[_thread_key(ev)] = args["name"]
-            return None
-        self.skip(str(ev.get("cat") or f"ph={ph}"))
-        return None
-
-    def _times(self, ev: dict) -> tuple[int, int] | None:
-        """(start, duration) in ns, or None when ``ts``/``dur`` are not usable numbers."""
-        ts, dur = ev.get("ts"), ev.get("dur", 0)
-        # Microseconds, ints or floats carrying nanosecond fractions.
-        try:
-            start, dur = round(ts * 1000), max(round(dur * 1000), 0)
-        except (TypeError, ValueError, OverflowError):
-            return None
-        if not (-_TIME_LIMIT < start < _TIME_LIMIT and dur < _TIME_LIMIT):
-            return None
-        return start, dur
-
-    def _shapes(self, dims: list) -> int:
-        s = str(dims)
-        sid = self.shapes_ids.get(s)
-        if sid is None:
-            # str() of nested int lists is already JSON; anything else goes through json.
-            if not _JSON_INT_LISTS.fullmatch(s):
-                try:
-                    s = json.dumps(dims)
-                except (TypeError, ValueError):
-                    s = ""
-            if parse_shapes(s) is None:   # not sizes: the op keeps no shapes, counted
-                self.skip("(Input Dims that are not sizes)")
-                return -1
-            sid = self.shapes_ids[str(dims)] = self.string(s)
-        return sid
-
-    def _cpu(self, ev: dict, code: int) -> None:
-        times = self._times(ev)
-        name = ev.get("name")
-        if times is None or name.__class__ is not str:
-            return self.skip("(event without ts or name)")
-        args = ev.get("args")
-        if args.__class__ is not dict:
-            args = {}
-        # The hot loop of an import: one pass of dict lookups and appends per event; ids go
-        # through _int only when they are not plain ints (the common case skips the call).
-        ids = [args.get("Sequence number", -1), args.get("Fwd thread id", 0),
-               args.get("External id", args.get("external id", -1)), args.get("Python id", -1),
-               args.get("Python parent id", -1), args.get("correlation", -1)]
-        for k, v in enumerate(ids):
-            if v.__class__ is not int or not -_INT64_MAX <= v <= _INT64_MAX:
-                ids[k] = _int(v, 0 if k == 1 else -1)
-        dims = args.get("Input Dims")
-        types = args.get("Input type")
-        c = self.cpu
-        c["cat"].append(code)
-        c["name_id"].append(self.string(name))
-        c["thread"].append(self.thread(ev))
-        c["start_ns"].append(times[0])
-        c["dur_ns"].append(times[1])
-        c["seq"].append(ids[0])
-        c["fwd_tid"].append(ids[1])
-        c["ext_id"].append(ids[2])
-        c["shapes_id"].append(self._shapes(dims) if dims.__class__ is list else -1)
-        c["dtypes_id"].append(self._dtypes(types) if types.__class__ is list else -1)
-        c["py_id"].append(ids[3])
-        c["py_parent"].append(ids[4])
-        c["correlation"].append(ids[5])
-        return None
-
-    def _dtypes(self, types: list) -> int:
-        try:
-            key = tuple(types)
-            sid = self.dtypes_ids.get(key)
-        except TypeError:   # unhashable items: not a list of type names
-            return -1
-        if sid is None:
-            sid = self.dtypes_ids[key] = self.string(json.dumps(types))
-        return sid
-
-    def _gpu(self, ev: dict, code: int) -> None:
-        times = self._times(ev)
-        name = ev.get("name")
-        if times is None or not isinstance(name, str):
-            return self.skip("(event without ts or name)")
-        start, dur = times
-        args = ev.get("args")
-        if args.__class__ is not dict:
-            args = {}
-        g = self.gpu
-        g["cat"].append(code)
-        g["name_id"].append(self.string(name))
-        g["start_ns"].append(start)
-        g["dur_ns"].append(dur)
-        device = _int(args.get("device"))
-        g["device"].append(device if device >= 0 else max(_int(ev.get("pid"), 0), 0))
-        g["stream"].append(_int(args.get("stream"), _int(ev.get("tid"), 0)))
-        g["correlation"].append(_int(args.get("correlation")))
-        ext = args.get("External id")
-        g["ext_id"].append(_int(ext if ext is not None else args.get("external id")))
-        g["context"].append(_int(args.get("context")))
-        for key, axes in (("grid", ("grid_x", "grid_y", "grid_z")), ("block", ("block_x", "block_y", "block_z"))):
-            dims = args.get(key)
-            ok = dims.__class__ is list and len(dims) == 3
-            for k, axis in enumerate(axes):
-                g[axis].append(_count(dims[k]) if ok else -1)
-        for key, column in _GPU_INT_ARGS:
-            g[column].append(_count(args.get(key)))
-        for key, column in _GPU_FLOAT_ARGS:
-            g[column].append(_measure(args.get(key)))
-        return None
-
-    def _memory(self, ev: dict) -> None:
-        args = ev.get("args")
-        times = self._times(ev)
-        if args.__class__ is not dict or times is None:
-            return self.skip("[memory] (without args or ts)")
-        m = self.mem
-        m["time_ns"].append(times[0])
-        m["bytes"].append(_int(args.get("Bytes"), 0))
-        m["total_allocated"].append(_int(args.get("Total Allocated"), 0))
-        device_type = _int(args.get("Device Type"), 0)
-        device_index = max(_int(args.get("Device Id"), 0), 0)
-        # c10::DeviceType: 0 CPU, 1 CUDA; ROCm builds report their GPUs as CUDA too.
-        device = "cpu" if device_type == 0 else f"cuda:{device_index}"
-        m["device_id"].append(self.string(device))
-        m["addr"].append(_int(args.get("Addr"), 0))
-        m["thread"].append(self.thread(ev))
-        return None
-
-    def finish(self) -> RawTrace:
-        raw = self.raw
-        raw.cpu = {k: np.frombuffer(v, dtype=np.int64) if len(v) else np.zeros(0, np.int64)
-                   for k, v in self.cpu.items()}
-        raw.gpu = {k: np.frombuffer(v, dtype=np.dtype(v.typecode)) if len(v) else np.zeros(0, np.dtype(v.typecode))
-                   for k, v in self.gpu.items()}
-        raw.memory = {k: np.frombuffer(v, dtype=np.int64) if len(v) else np.zeros(0, np.int64)
-                      for k, v in self.mem.items()}
-        raw.skipped = dict(sorted(self.skipped.items()))
-        return raw
+                tid = thread_ids[t] = len(threads)
+                threads.append(t)
+            tremap[w].append(tid)
+        thread_names.update(rec["names"])
+        slices.append((w, {key: (done[w][key], n) for key, n in rec["lengths"].items()}))
+        done[w] = dict(rec["lengths"])
+    for r in results:
+        for cat, n in r["skipped"].items():
+            skipped[cat] = skipped.get(cat, 0) + n
+        n_events += r["n_events"]
+        header.update(r["header"])
+    maps = [(np.array(sm, dtype=np.int32), np.array(tm, dtype=np.int32)) for sm, tm in zip(sremap, tremap)]
+    tables: dict = {"cpu": {}, "gpu": {}, "memory": {}}
+    for table, names in (("cpu", CPU_FIELDS), ("gpu", GPU_FIELDS + GPU_FLOAT_FIELDS), ("memory", MEMORY_FIELDS)):
+        for name in names:
+            key = (table, name)
+            dtype = np.dtype(results[0]["files"][key][1])
+            parts = [np.fromfile(r["files"][key][0], dtype=dtype) for r in results]   # this column only
+            for r in results:
+                os.unlink(r["files"][key][0])
+            column = np.empty(sum(len(p) for p in parts), dtype=dtype)
+            at = 0
+            for w, spans in slices:
+                a, b = spans[key]
+                part = column[at:at + b - a]
+                part[:] = parts[w][a:b]
+                if name in _ID_COLUMNS[table]:
+                    valid = part >= 0
+                    part[valid] = maps[w][0][part[valid]]
+                elif name == "thread":
+                    part[:] = maps[w][1][part]
+                at += b - a
+            del parts
+            tables[table][name] = column
+    return RawTrace(strings=strings, threads=threads, thread_names=thread_names, header=header,
+                    cpu=tables["cpu"], gpu=tables["gpu"], memory=tables["memory"],
+                    skipped=dict(sorted(skipped.items())), n_events=n_events)
