@@ -36,7 +36,7 @@ from .records import COLUMN_DEFAULTS, EDGE_COLUMNS, EVENT_COLUMNS, GPU_COLUMNS, 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
-from . import mapped
+from . import journal, mapped
 from .validate import ProfileFormatError, ValidProfile, valid_text, validate_profile
 
 __all__ = ["MAGIC", "SCHEMA_VERSION", "FILE_SUFFIX", "ProfileFormatError", "save", "read",
@@ -265,7 +265,10 @@ def read(path, *, max_raw_bytes: int | None = None, defer_checks: bool = False):
     if len(blob) >= _PREAMBLE.size and blob[:len(MAGIC)] == MAGIC and \
             _PREAMBLE.unpack_from(blob)[1] == mapped.VERSION:
         try:
-            return mapped.read(path, blob, max_raw_bytes, defer_checks)
+            found = mapped.read_footer(path, blob)
+            if mapped.is_journal(found[3]):   # a rank's profile written step by step
+                return journal.read(path, blob, found[0], found[3], max_raw_bytes)
+            return mapped.read(path, blob, max_raw_bytes, defer_checks, found=found)
         except MemoryError:
             raise ProfileFormatError(path, "not enough memory to load this profile") from None
     return _read_legacy(path, blob, max_raw_bytes), None

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import mapped
 from .records import EVENT_COLUMNS, MEMORY_COLUMNS
-from .validate import ProfileFormatError, valid_text
+from .validate import ProfileFormatError, valid_text, validate_profile
 
 __all__ = ["Journal", "read_parts"]
 
@@ -164,3 +164,17 @@ def read_parts(mf, footer: dict) -> tuple[dict, dict, list, list]:
     by_time = np.argsort(memory["time_ns"], kind="stable")
     memory = {name: col[by_time] for name, col in memory.items()}
     return events, memory, strings, collectives
+
+
+def read(path, mm, footer_offset: int, footer: dict, max_raw_bytes: int | None):
+    """A journal: its parts joined, checked as any profile; no stored analysis (it is computed
+    on use). Bytes after the last complete part are the part being written when the process
+    ended, ignored. Returns (ValidProfile, None), as :func:`mapped.read`."""
+    mf = mapped.MappedFile(Path(path), mm, footer_offset, max_raw_bytes)
+    events, memory, strings, collectives = read_parts(mf, footer)
+    metadata = footer["metadata"]
+    if isinstance(metadata, dict):
+        metadata = dict(metadata, incomplete=True)
+        if collectives:
+            metadata["distributed_collectives"] = collectives
+    return validate_profile(path, events, memory, strings, metadata), None

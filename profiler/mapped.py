@@ -265,20 +265,31 @@ def _find_trailer(path, mm) -> tuple[int, int, bool]:
     raise ProfileFormatError(path, "truncated profile: no valid footer (the file was cut short or overwritten)")
 
 
-def read(path, mm, max_raw_bytes: int | None = None, defer_checks: bool = False):
-    """Check and read a mapped version-5 file; returns (ValidProfile, stored analysis or None).
-
-    Args:
-        defer_checks: check the stored per-event analysis on its first use rather than now
-            (:func:`stored.read_analysis`).
-    """
+def read_footer(path, mm) -> tuple[int, int, bool, object]:
+    """(offset, length, cut short?, decoded footer) of the last valid footer of a version-5
+    file: a journal's (:func:`is_journal`) or a profile's."""
     offset, length, cut_short = _find_trailer(path, mm)
     try:
         footer = json.loads(mm[offset:offset + length].decode("ascii"))
     except (ValueError, RecursionError) as exc:
         raise ProfileFormatError(path, f"corrupted profile: unreadable footer ({type(exc).__name__})") from None
-    if isinstance(footer, dict) and footer.get("journal") is True and "metadata" in footer:
-        return _read_journal(path, mm, offset, footer, max_raw_bytes)
+    return offset, length, cut_short, footer
+
+
+def is_journal(footer) -> bool:
+    """True for the footer of a journal (:mod:`profiler.journal`): read by it, not here."""
+    return isinstance(footer, dict) and footer.get("journal") is True and "metadata" in footer
+
+
+def read(path, mm, max_raw_bytes: int | None = None, defer_checks: bool = False, found=None):
+    """Check and read a mapped version-5 file; returns (ValidProfile, stored analysis or None).
+
+    Args:
+        defer_checks: check the stored per-event analysis on its first use rather than now
+            (:func:`stored.read_analysis`).
+        found: :func:`read_footer`'s answer when the caller has read it already.
+    """
+    offset, length, cut_short, footer = found or read_footer(path, mm)
     if not isinstance(footer, dict) or not isinstance(footer.get("tables"), dict) \
             or not isinstance(footer.get("strings"), dict) or "metadata" not in footer:
         raise ProfileFormatError(path, "corrupted profile: the footer lacks metadata, tables or strings")
@@ -304,17 +315,3 @@ def read(path, mm, max_raw_bytes: int | None = None, defer_checks: bool = False)
     return parts, kept
 
 
-def _read_journal(path, mm, footer_offset: int, footer: dict, max_raw_bytes: int | None):
-    """A journal (:mod:`profiler.journal`): its parts joined, checked as any profile; no
-    stored analysis (it is computed on use). Bytes after the last complete part are the part
-    being written when the process ended, ignored."""
-    from .journal import read_parts  # noqa: PLC0415 - journal imports this module
-
-    mf = MappedFile(Path(path), mm, footer_offset, max_raw_bytes)
-    events, memory, strings, collectives = read_parts(mf, footer)
-    metadata = footer["metadata"]
-    if isinstance(metadata, dict):
-        metadata = dict(metadata, incomplete=True)
-        if collectives:
-            metadata["distributed_collectives"] = collectives
-    return validate_profile(path, events, memory, strings, metadata), None

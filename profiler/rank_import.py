@@ -13,6 +13,7 @@ file, which the parent maps instead of unpickling columns.
 from __future__ import annotations
 
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -22,7 +23,20 @@ __all__ = ["import_one", "import_traces", "import_run", "mpi_world", "PARALLEL_M
 # Below this many bytes of traces, starting processes costs more than it saves.
 PARALLEL_MIN_BYTES = 64 << 20
 # The environment Open MPI (and other PMI launchers) give each rank.
+# ``rank1``, ``rank_1``, ``rank-1`` in a trace file name.
+RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 _WORLD_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE")
+
+
+def trace_rank(data, path: Path) -> int | None:
+    """The rank of a torch trace: ``distributedInfo.rank``, else ``rankN`` in its file name;
+    None when neither says."""
+    info = data.metadata.get("distributed_info")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+        return rank
+    m = RANK_IN_NAME.search(path.name)
+    return int(m.group(1)) if m else None
 
 
 def import_one(trace: str, out_dir: str, compress: bool = False) -> tuple[int, str, int, int]:
@@ -34,10 +48,9 @@ def import_one(trace: str, out_dir: str, compress: bool = False) -> tuple[int, s
         ProfileFormatError: the trace cannot be read; ValueError: it names no rank.
     """
     from .data import load  # noqa: PLC0415 - in the worker process
-    from .ranks import _trace_rank  # noqa: PLC0415
 
     data = load(trace)
-    rank = _trace_rank(data, Path(trace))
+    rank = trace_rank(data, Path(trace))
     if rank is None:
         raise ValueError(f"{trace}: no rank (no distributedInfo.rank in the trace, no rankN in its name)")
     out = Path(out_dir) / f".rank{rank}.{os.getpid()}.{Path(trace).name}.gtprof.part"

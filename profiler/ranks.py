@@ -41,7 +41,7 @@ import numpy as np
 from .data import load
 from .gpu import all_devices, device_figures
 from .kernel_names import COMMUNICATION_OP
-from .rank_import import PARALLEL_MIN_BYTES, import_run
+from .rank_import import PARALLEL_MIN_BYTES, import_run, trace_rank
 from .records import Scope
 from .torch_trace import is_torch_trace
 
@@ -50,7 +50,6 @@ __all__ = ["load_run", "run_files", "is_run_dir", "RunFolderError", "rank_steps"
 
 RUN_FILE = re.compile(r"^rank(\d+)\.gtprof$")
 TRACE_FILE = re.compile(r"\.json(\.gz)?$", re.IGNORECASE)
-RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 COMMUNICATION = COMMUNICATION_OP    # defined with the other name rules in kernel_names
 
 
@@ -149,7 +148,7 @@ def load_run(run_dir, nproc: int | None = None) -> dict:
         except (OSError, ValueError) as exc:   # ProfileFormatError is a ValueError
             raise RunFolderError(f"{run_dir}: {path.name} cannot be read ({exc})") from None
         m = RUN_FILE.match(path.name)
-        rank = int(m.group(1)) if m else _trace_rank(data, path)
+        rank = int(m.group(1)) if m else trace_rank(data, path)
         if rank is None:
             rankless.append(path)
         else:
@@ -168,15 +167,6 @@ def _load_imported(traces: list, nproc: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="gradtrace-ranks-") as tmp:
         imported = import_run(traces, tmp, nproc)
         return {rank: load(path) for rank, (path, _, _) in imported.items()}
-
-
-def _trace_rank(data, path: Path) -> int | None:
-    info = data.metadata.get("distributed_info")
-    rank = info.get("rank") if isinstance(info, dict) else None
-    if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
-        return rank
-    m = RANK_IN_NAME.search(path.name)
-    return int(m.group(1)) if m else None
 
 
 def merge(intervals) -> list:
