@@ -111,3 +111,37 @@ def test_a_bfloat16_model_state_dict_round_trips():
     m2.load_state_dict(torch.load(buf))
     np.testing.assert_array_equal(m2[0].weight.detach().float().numpy(),
                                   m[0].weight.detach().float().numpy())
+
+
+# --------------------------------------------------------------------------- rrelu
+
+def test_rrelu_eval_is_pytorchs_mean_slope_leaky_relu():
+    x = torch.tensor([-2.0, -0.5, 0.0, 1.5], dtype=torch.float64, requires_grad=True)
+    y = torch.nn.functional.rrelu(x)
+    y.sum().backward()
+    # torch.nn.functional.rrelu(x) and its gradient (PyTorch 2.13)
+    np.testing.assert_allclose(y.detach().numpy(), [-0.4583333333333333, -0.11458333333333333,
+                                                    0.0, 1.5], rtol=1e-15)
+    np.testing.assert_allclose(x.grad.numpy(), [0.22916666666666666] * 3 + [1.0], rtol=1e-15)
+
+
+def test_rrelu_module_draws_a_slope_per_entry_while_training():
+    m = nn.RReLU(0.1, 0.3)
+    assert repr(m) == "RReLU(lower=0.1, upper=0.3)"
+    x = torch.tensor(-np.ones(1000), requires_grad=True)
+    torch.manual_seed(0)
+    y = m(x)
+    y.sum().backward()
+    slopes = x.grad.numpy()
+    np.testing.assert_array_equal(-y.detach().numpy(), slopes)   # d(slope * x)/dx = slope
+    assert 0.1 <= slopes.min() and slopes.max() <= 0.3 and len(np.unique(slopes)) > 900
+    torch.manual_seed(0)
+    np.testing.assert_array_equal(m(x).detach().numpy(), y.detach().numpy())   # seeded
+    assert m.eval()(torch.tensor([-1.0])).item() == pytest.approx(-0.2)
+    z = torch.tensor([-1.0, 2.0])
+    assert torch.nn.functional.rrelu_(z) is z and z.tolist() == pytest.approx([-11 / 48, 2.0])
+
+
+def test_rrelu_lower_above_upper_is_pytorchs_error():
+    with pytest.raises(RuntimeError, match="Lower bound should be less than or equal to the upper"):
+        torch.nn.functional.rrelu(torch.tensor([1.0]), 0.5, 0.1, training=True)

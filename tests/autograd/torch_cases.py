@@ -31,7 +31,7 @@ MODULE_CASES = [
     ("PixelShuffle", (2,), {}), ("PixelUnshuffle", (2,), {}), ("Unfold", (2,), {}),
     ("ZeroPad2d", (1,), {}), ("ReflectionPad2d", (1,), {}), ("ReplicationPad2d", (1,), {}),
     ("CosineSimilarity", (), {}), ("PairwiseDistance", (), {}),
-    ("ELU", (), {}), ("SELU", (), {}), ("CELU", (), {}), ("ReLU6", (), {}), ("Hardtanh", (), {}),
+    ("ELU", (), {}), ("SELU", (), {}), ("CELU", (), {}), ("RReLU", (), {}), ("ReLU6", (), {}), ("Hardtanh", (), {}),
     ("Threshold", (0.1, 0.0), {}), ("Hardshrink", (), {}), ("Softshrink", (), {}),
     ("Tanhshrink", (), {}), ("PReLU", (), {}), ("PReLU", (3,), {}), ("Hardsigmoid", (), {}),
     ("Hardswish", (), {}), ("Mish", (), {}), ("LogSigmoid", (), {}), ("Softsign", (), {}),
