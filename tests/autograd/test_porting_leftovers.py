@@ -145,3 +145,20 @@ def test_rrelu_module_draws_a_slope_per_entry_while_training():
 def test_rrelu_lower_above_upper_is_pytorchs_error():
     with pytest.raises(RuntimeError, match="Lower bound should be less than or equal to the upper"):
         torch.nn.functional.rrelu(torch.tensor([1.0]), 0.5, 0.1, training=True)
+
+
+# --------------------------------------------------------------------------- attribute order
+
+def test_a_reassigned_child_keeps_its_place_as_in_pytorch():
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.decoder = nn.Linear(2, 2)
+            self.emb = nn.Embedding(3, 2)
+            self.decoder = nn.Linear(2, 3)   # nn.Transformer subclasses do this
+            self.scale = nn.Parameter(torch.ones(1))
+            self.scale = nn.Parameter(torch.zeros(1))
+
+    # torch: ['decoder.weight', 'decoder.bias', 'emb.weight', 'scale']
+    assert [n for n, _ in Model().named_parameters()] == [
+        "decoder.weight", "decoder.bias", "emb.weight", "scale"]

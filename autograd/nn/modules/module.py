@@ -45,10 +45,10 @@ class Module:
             raise AttributeError(f"cannot assign '{name}' before Module.__init__() is called")
         params, buffers, modules = d["_parameters"], d["_buffers"], d["_modules"]
         if isinstance(value, Parameter):
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             params[name] = value
         elif isinstance(value, Module):
-            self._forget(name)
+            self._forget(name, keep="_modules")
             modules[name] = value
         elif name in params or name in modules:
             if value is not None:
@@ -64,11 +64,15 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name):
+    def _forget(self, name, keep=None):
+        """Drop ``name`` from the other tables: one reassigned in its own table keeps its
+        place there, as PyTorch's (nn.Transformer's subclass that replaces ``self.decoder``
+        with a Linear lists it where the TransformerDecoder was, in parameters() too)."""
         d = self.__dict__
         d.pop(name, None)
         for table in ("_parameters", "_buffers", "_modules"):
-            d[table].pop(name, None)
+            if table != keep:
+                d[table].pop(name, None)
 
     def __getattr__(self, name):
         d = self.__dict__

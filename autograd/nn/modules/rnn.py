@@ -95,6 +95,10 @@ class _RNNBase(Module):
         out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         return out, (self._squeeze_state(state) if unbatched else state)
 
+    def flatten_parameters(self) -> None:
+        """PyTorch's: compact the weights into one buffer for cuDNN. Nothing to do here, as
+        in PyTorch on the CPU: the fused layers read each weight where it lies."""
+
     def _forward_packed(self, packed: PackedSequence, hx):
         """A packed batch: each sequence runs over its own length only, as PyTorch's.
 
