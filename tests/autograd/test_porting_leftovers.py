@@ -159,6 +159,6 @@ def test_a_reassigned_child_keeps_its_place_as_in_pytorch():
             self.scale = nn.Parameter(torch.ones(1))
             self.scale = nn.Parameter(torch.zeros(1))
 
-    # torch: ['decoder.weight', 'decoder.bias', 'emb.weight', 'scale']
+    # torch: ['scale', 'decoder.weight', 'decoder.bias', 'emb.weight']
     assert [n for n, _ in Model().named_parameters()] == [
-        "decoder.weight", "decoder.bias", "emb.weight", "scale"]
+        "scale", "decoder.weight", "decoder.bias", "emb.weight"]
