@@ -533,7 +533,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
 # composites of existing primitives: their gradients come from the op table.
 
 __all__ += [
-    "elu", "selu", "celu", "rrelu", "rrelu_", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "relu_",
+    "elu", "selu", "celu", "rrelu", "rrelu_", "relu6", "hardtanh", "hardtanh_", "threshold",
+    "threshold_", "relu_",
     "elu_", "selu_", "celu_", "leaky_relu_", "hardshrink", "softshrink", "tanhshrink", "prelu",
     "hardsigmoid", "hardswish", "mish",
     "logsigmoid", "softsign", "softmin", "glu", "normalize", "cosine_similarity",
@@ -640,8 +641,8 @@ def leaky_relu_(input, negative_slope: float = 0.01):  # noqa: A002
 
 
 @defcomposite("rrelu")
-def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,  # noqa: A002
-          inplace: bool = False, generator=None):
+def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3,  # noqa: A002
+          training: bool = False, inplace: bool = False, generator=None):
     """Randomized leaky ReLU. Training: each entry x <= 0 times its own slope drawn from
     U(lower, upper) (from ``generator`` or the device's seeded default), the gradient that
     slope (PyTorch's rrelu_with_noise); otherwise leaky_relu with the mean slope."""
@@ -663,8 +664,8 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
     return out
 
 
-def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,  # noqa: A002
-           generator=None):
+def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3,  # noqa: A002
+           training: bool = False, generator=None):
     """In-place :func:`rrelu`."""
     return rrelu(input, lower, upper, training, inplace=True, generator=generator)
 

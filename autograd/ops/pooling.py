@@ -4,8 +4,8 @@ NOTE: a primitive for PyTorch's names in a profile: as a composite (pad, im2col,
 window) max_pool2d showed ``im2col`` and ``max`` ranges and a MaxBackward0 node where a
 PyTorch user sees ``aten::max_pool2d`` > ``aten::max_pool2d_with_indices`` and
 MaxPool2DWithIndicesBackward0. The forward runs over the kernel's taps (strided views, no
-window copy); the backward sends each output's gradient to its arg-max, PyTorch's indices (offsets into the
-flattened, unpadded H*W plane), summed where windows overlap.
+window copy); the backward sends each output's gradient to its arg-max, PyTorch's indices
+(offsets into the flattened, unpadded H*W plane), summed where windows overlap.
 """
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def _max_pool2d_fwd(xp, x, kernel, stride, padding, dilation, extra=(0, 0)):
         padded[:, :, ph:ph + h, pw:pw + w] = x
         x = padded
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
-    out_hw = ((x.shape[2] - dh * (kh - 1) - 1) // sh + 1, (x.shape[3] - dw * (kw - 1) - 1) // sw + 1)
+    out_hw = ((x.shape[2] - dh * (kh - 1) - 1) // sh + 1,
+              (x.shape[3] - dw * (kw - 1) - 1) // sw + 1)
     # On a GPU the NaN-aware rule always (two more cheap kernels, where testing for a NaN
     # first would be a host sync per call).
     nan_aware = x.dtype.kind == "f" and xp is not numpy
@@ -65,7 +66,8 @@ def _max_pool2d_fwd(xp, x, kernel, stride, padding, dilation, extra=(0, 0)):
 
 
 def _running_max(xp, x, kernel, out_hw, stride, dilation, nan_aware):
-    """The max over each window and the (row-major) number of the first tap that holds it."""
+    """The max over each window and the (row-major) number of the tap PyTorch's kernel
+    picks there: the first of tied maxima, the last NaN (``nan_aware``)."""
     kh, kw = kernel
     values = _tap(x, 0, 0, out_hw, stride, dilation).copy()
     tap_type = numpy.min_scalar_type(kh * kw - 1)

@@ -75,7 +75,8 @@ def test_packed_bidirectional_lstm_matches_pytorch():
     assert lengths.tolist() == [2, 4, 1]
 
 
-@pytest.mark.parametrize("cls,kwargs", [("LSTM", {"num_layers": 2}), ("GRU", {"bidirectional": True}),
+@pytest.mark.parametrize("cls,kwargs", [("LSTM", {"num_layers": 2}),
+                                        ("GRU", {"bidirectional": True}),
                                         ("RNN", {"nonlinearity": "relu"}),
                                         ("LSTM", {"proj_size": 2, "bidirectional": True})])
 def test_packed_equals_each_sequence_alone(cls, kwargs):

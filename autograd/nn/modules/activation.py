@@ -6,7 +6,8 @@ from .. import functional as F
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["ELU", "SELU", "CELU", "RReLU", "ReLU6", "Hardtanh", "Threshold", "Hardshrink", "Softshrink",
+__all__ = ["ELU", "SELU", "CELU", "RReLU",
+           "ReLU6", "Hardtanh", "Threshold", "Hardshrink", "Softshrink",
            "Tanhshrink", "PReLU", "Hardsigmoid", "Hardswish", "Mish",
            "LogSigmoid", "Softsign", "Softmin", "GLU", "Softplus", "LogSoftmax"]
 
