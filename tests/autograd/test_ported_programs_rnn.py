@@ -451,8 +451,8 @@ def _write_corpus(path, seed=0):
             for _ in range(lines):
                 start = int(rng.integers(0, 30))
                 sentence = words[start:start + int(rng.integers(3, 9))]
-                noise = words[int(rng.integers(0, 40))]
-                sentence.insert(int(rng.integers(0, len(sentence))), noise)
+                at = int(rng.integers(0, len(sentence)))
+                sentence.insert(at, words[int(rng.integers(0, 40))])
                 f.write(" ".join(sentence) + "\n")
 
 
