@@ -73,6 +73,7 @@ def test_module_half_double_and_positional_device_dtype():
     m = _model()
     assert m.half()[0].bias.dtype == torch.float16
     assert m.to("cpu", torch.float64)[0].bias.dtype == torch.float64
+    assert m.to("cpu", torch.float32, True)[0].bias.dtype == torch.float32   # non_blocking
     assert m.double()[1].running_mean.dtype == torch.float64
 
 

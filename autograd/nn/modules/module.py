@@ -495,9 +495,11 @@ class ModuleDict(Module):
 
 def _to_args(args, device, dtype):
     """(device, dtype) from ``Module.to``'s positional forms, PyTorch's checks included."""
-    if len(args) > 2:
-        raise TypeError(f"to() takes at most 2 positional arguments ({len(args)} given)")
+    if len(args) > 3:
+        raise TypeError(f"to() takes at most 3 positional arguments ({len(args)} given)")
     for a in args:
+        if isinstance(a, bool):   # to(device, dtype, non_blocking) / to(tensor, non_blocking)
+            continue
         if isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
         elif _is_dtype(a):
