@@ -65,6 +65,7 @@ from .generator import Generator  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from . import distributed  # noqa: E402,F401 - collectives across processes (issue 19)
 from . import accelerator, backends  # noqa: E402,F401 - torch.accelerator, torch.backends
+from . import autograd  # noqa: E402,F401 - torch.autograd.Function, .grad, .functional...
 from .tensortype import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor,  # noqa: E402,F401
                          FloatTensor, HalfTensor, IntTensor, LongTensor, ShortTensor)
 from .threads import (get_num_interop_threads, get_num_threads,  # noqa: E402,F401

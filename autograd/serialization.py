@@ -28,6 +28,7 @@ from collections import OrderedDict
 import numpy
 
 from . import backend
+from .dtypes import BFLOAT16
 from .nn.parameter import Parameter
 from .tensor import Tensor
 
@@ -42,6 +43,8 @@ _DTYPES = {
     "F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
     "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?",
 }
+if BFLOAT16 is not None:   # ml_dtypes' bfloat16: the raw 16 bits, as safetensors' BF16
+    _DTYPES["BF16"] = BFLOAT16
 _DTYPE_NAMES = {numpy.dtype(v): k for k, v in _DTYPES.items()}
 
 # The header of a corrupt file can claim any length; refuse absurd ones before reading them.
@@ -184,7 +187,8 @@ def _write(out, text: bytes, blobs) -> None:
     out.write(len(text).to_bytes(8, "little"))
     out.write(text)
     for data in blobs:
-        out.write(memoryview(data).cast("B") if data.size else b"")
+        # As bytes: a buffer of bfloat16 (ml_dtypes) has no struct format to cast from.
+        out.write(data.reshape(-1).view(numpy.uint8).data if data.size else b"")
 
 
 # --------------------------------------------------------------------------- loading

@@ -533,7 +533,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
 # composites of existing primitives: their gradients come from the op table.
 
 __all__ += [
-    "elu", "selu", "celu", "relu6", "hardtanh", "hardtanh_", "threshold", "threshold_", "relu_",
+    "elu", "selu", "celu", "rrelu", "rrelu_", "relu6", "hardtanh", "hardtanh_", "threshold",
+    "threshold_", "relu_",
     "elu_", "selu_", "celu_", "leaky_relu_", "hardshrink", "softshrink", "tanhshrink", "prelu",
     "hardsigmoid", "hardswish", "mish",
     "logsigmoid", "softsign", "softmin", "glu", "normalize", "cosine_similarity",
@@ -637,6 +638,36 @@ def celu_(input, alpha: float = 1.0):  # noqa: A002
 def leaky_relu_(input, negative_slope: float = 0.01):  # noqa: A002
     """In-place :func:`leaky_relu` (LeakyReluBackward1)."""
     return leaky_relu(input, negative_slope, inplace=True)
+
+
+@defcomposite("rrelu")
+def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3,  # noqa: A002
+          training: bool = False, inplace: bool = False, generator=None):
+    """Randomized leaky ReLU. Training: each entry x <= 0 times its own slope drawn from
+    U(lower, upper) (from ``generator`` or the device's seeded default), the gradient that
+    slope (PyTorch's rrelu_with_noise); otherwise leaky_relu with the mean slope."""
+    if lower > upper:
+        raise RuntimeError(f"Lower bound should be less than or equal to the upper bound, got "
+                           f"lower={lower}, upper={upper}")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    gen = generator if generator is not None else default_generator(input.device)
+    u = gen.random(input.shape, dtype=numpy.float32 if input.dtype.itemsize <= 4
+                   else numpy.float64)
+    # A host generator (numpy's) for a GPU input draws on the host: move the slopes over.
+    slope = backend.to_device(lower + (upper - lower) * u, input.device)
+    xp = input.device.xp
+    noise = xp.where(input._data <= 0, slope, 1).astype(input.dtype)
+    out = input * Tensor._make(noise, False, None, 0, [0], input.device)
+    if inplace:
+        return input.copy_(out)
+    return out
+
+
+def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3,  # noqa: A002
+           training: bool = False, generator=None):
+    """In-place :func:`rrelu`."""
+    return rrelu(input, lower, upper, training, inplace=True, generator=generator)
 
 
 def hardsigmoid(input, inplace: bool = False):  # noqa: A002

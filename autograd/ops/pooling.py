@@ -3,9 +3,9 @@
 NOTE: a primitive for PyTorch's names in a profile: as a composite (pad, im2col, max over the
 window) max_pool2d showed ``im2col`` and ``max`` ranges and a MaxBackward0 node where a
 PyTorch user sees ``aten::max_pool2d`` > ``aten::max_pool2d_with_indices`` and
-MaxPool2DWithIndicesBackward0. The forward still reads the windows with im2col's strided copy;
-the backward sends each output's gradient to its arg-max, PyTorch's indices (offsets into the
-flattened, unpadded H*W plane), summed where windows overlap.
+MaxPool2DWithIndicesBackward0. The forward runs over the kernel's taps (strided views, no
+window copy); the backward sends each output's gradient to its arg-max, PyTorch's indices
+(offsets into the flattened, unpadded H*W plane), summed where windows overlap.
 """
 from __future__ import annotations
 
@@ -22,24 +22,69 @@ def _lowest(dtype):
     return -numpy.inf if dtype.kind in "fc" else numpy.iinfo(dtype).min
 
 
+def _tap(x, jh, jw, out_hw, stride, dilation):
+    """The strided view of ``x`` that kernel tap (jh, jw) reads in every window, (N, C, Ho, Wo)."""
+    (ho, wo), (sh, sw), (dh, dw) = out_hw, stride, dilation
+    return x[:, :, jh * dh:jh * dh + (ho - 1) * sh + 1:sh, jw * dw:jw * dw + (wo - 1) * sw + 1:sw]
+
+
 def _max_pool2d_fwd(xp, x, kernel, stride, padding, dilation, extra=(0, 0)):
     """(values, indices) of (N, C, H, W) ``x``: ``padding`` on each side (and ``extra`` more
-    on the bottom and right, for ceil_mode's last window) at the dtype's lowest value."""
+    on the bottom and right, for ceil_mode's last window) at the dtype's lowest value.
+
+    NOTE: one pass per kernel tap over its strided view, carrying the running max and the
+    winning tap, where an im2col copy of the windows then an argmax over them took ~6x as
+    long (NumPy's argmax over a short axis is a call per window). The winning tap is chosen
+    branch-free (k += upd * (j - k)); a masked assignment mispredicts on random data.
+    """
     n, c, h, w = x.shape
     (ph, pw), (eh, ew) = padding, extra
     if ph or pw or eh or ew:
         padded = xp.full((n, c, h + 2 * ph + eh, w + 2 * pw + ew), _lowest(x.dtype), x.dtype)
         padded[:, :, ph:ph + h, pw:pw + w] = x
         x = padded
-    cols = _im2col_fwd(xp, x, kernel, stride, dilation)
-    ho, wo = cols.shape[-2:]
-    cols = cols.reshape(n, c, kernel[0] * kernel[1], ho, wo)
-    # argmax takes a window's first NaN, so a NaN propagates with its index, as PyTorch's.
-    k = cols.argmax(axis=2)
-    values = xp.take_along_axis(cols, k[:, :, None], axis=2)[:, :, 0]
-    row = xp.arange(ho).reshape(ho, 1) * stride[0] - ph + (k // kernel[1]) * dilation[0]
-    col = xp.arange(wo).reshape(1, wo) * stride[1] - pw + (k % kernel[1]) * dilation[1]
-    return values, (row * w + col).astype(numpy.int64)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    out_hw = ((x.shape[2] - dh * (kh - 1) - 1) // sh + 1,
+              (x.shape[3] - dw * (kw - 1) - 1) // sw + 1)
+    # On a GPU the NaN-aware rule always (two more cheap kernels, where testing for a NaN
+    # first would be a host sync per call).
+    nan_aware = x.dtype.kind == "f" and xp is not numpy
+    values, tap = _running_max(xp, x, kernel, out_hw, stride, dilation, nan_aware)
+    if x.dtype.kind == "f" and not nan_aware and numpy.isnan(values).any():
+        # A NaN wins its window (maximum carries it) but ">" never picks it: redo the taps
+        # with the NaN-aware rule, so that the index is the window's last NaN, as PyTorch's.
+        values, tap = _running_max(xp, x, kernel, out_hw, stride, dilation, nan_aware=True)
+    ho, wo = out_hw
+    # An output's index is its window's top-left corner in the unpadded plane, plus the tap.
+    corner = ((xp.arange(ho, dtype=numpy.int64) * sh - ph).reshape(ho, 1) * w
+              + (xp.arange(wo, dtype=numpy.int64) * sw - pw).reshape(1, wo))
+    offsets = xp.asarray([jh * dh * w + jw * dw for jh in range(kh) for jw in range(kw)],
+                         dtype=numpy.int64)
+    indices = offsets.take(tap)
+    indices += corner
+    return values, indices
+
+
+def _running_max(xp, x, kernel, out_hw, stride, dilation, nan_aware):
+    """The max over each window and the (row-major) number of the tap PyTorch's kernel
+    picks there: the first of tied maxima, the last NaN (``nan_aware``)."""
+    kh, kw = kernel
+    values = _tap(x, 0, 0, out_hw, stride, dilation).copy()
+    tap_type = numpy.min_scalar_type(kh * kw - 1)
+    tap = xp.zeros(values.shape, dtype=tap_type)
+    upd = xp.empty(values.shape, dtype=bool)
+    step = xp.empty(values.shape, dtype=tap_type)
+    for j in range(1, kh * kw):
+        xj = _tap(x, j // kw, j % kw, out_hw, stride, dilation)
+        if nan_aware:   # PyTorch's CPU kernel: take xj when it is larger or NaN
+            upd = (xj > values) | (xj != xj)
+        else:
+            xp.greater(xj, values, out=upd)
+        xp.maximum(values, xj, out=values)
+        xp.subtract(tap_type.type(j), tap, out=step)
+        xp.multiply(step, upd, out=step)
+        tap += step
+    return values, tap
 
 
 def _overlapping(kernel, stride, dilation) -> bool:

@@ -1151,6 +1151,15 @@ CASES += [
     OpCase("selu", AF.selu, lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x)),
            ins(_away(3, 4))),
     OpCase("celu", lambda x: AF.celu(x, 2.0), lambda x: np.where(x > 0, x, 2 * np.expm1(x / 2)), ins(_away(3, 4))),
+    # Training: the slope of each x <= 0 from U(lower, upper) with the generator, the gradient
+    # that slope (PyTorch's rrelu_with_noise); eval: leaky_relu with the mean slope.
+    OpCase("rrelu",
+           lambda x: AF.rrelu(x, 0.1, 0.3, training=True, generator=np.random.default_rng(3)),
+           lambda x: x * np.where(x <= 0, 0.1 + 0.2 * np.random.default_rng(3).random(x.shape),
+                                  1.0),
+           ins(_away(3, 4))),
+    OpCase("rrelu", lambda x: AF.rrelu(x, 0.1, 0.3), lambda x: np.where(x > 0, x, 0.2 * x),
+           ins(_away(3, 4)), name="rrelu_eval"),
     OpCase("hardtanh", lambda x: AF.hardtanh(x, -2.0, 2.0), lambda x: np.clip(x, -2, 2), ins(_away(3, 4)),
            covers=()),
     OpCase("hardtanh", lambda x: AF.hardtanh(x * 1.0, -1.0, 1.5, inplace=True) * x,

@@ -6,7 +6,8 @@ from .. import functional as F
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["ELU", "SELU", "CELU", "ReLU6", "Hardtanh", "Threshold", "Hardshrink", "Softshrink",
+__all__ = ["ELU", "SELU", "CELU", "RReLU",
+           "ReLU6", "Hardtanh", "Threshold", "Hardshrink", "Softshrink",
            "Tanhshrink", "PReLU", "Hardsigmoid", "Hardswish", "Mish",
            "LogSigmoid", "Softsign", "Softmin", "GLU", "Softplus", "LogSoftmax"]
 
@@ -26,6 +27,22 @@ class ELU(Module):
 class CELU(ELU):
     def forward(self, input):  # noqa: A002
         return F.celu(input, self.alpha, self.inplace)
+
+
+class RReLU(Module):
+    """Leaky ReLU with a random slope from U(lower, upper) per entry while training, the mean
+    slope in eval mode (:func:`F.rrelu`)."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace
+                                                             else "")
 
 
 class SELU(Module):

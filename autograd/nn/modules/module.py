@@ -9,7 +9,8 @@ from ... import backend
 from ... import memory as _memory
 from ... import record_function as _rf
 from ...hooks import register
-from ...tensor import Tensor
+from ...dtypes import BFLOAT16
+from ...tensor import Tensor, _is_dtype, _is_float
 from ..parameter import Parameter
 
 __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict"]
@@ -44,10 +45,10 @@ class Module:
             raise AttributeError(f"cannot assign '{name}' before Module.__init__() is called")
         params, buffers, modules = d["_parameters"], d["_buffers"], d["_modules"]
         if isinstance(value, Parameter):
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             params[name] = value
         elif isinstance(value, Module):
-            self._forget(name)
+            self._forget(name, keep="_modules")
             modules[name] = value
         elif name in params or name in modules:
             if value is not None:
@@ -63,11 +64,15 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name):
+    def _forget(self, name, keep=None):
+        """Drop ``name`` from the other tables: one reassigned in its own table keeps its
+        place there, as PyTorch's (nn.Transformer's subclass that replaces ``self.decoder``
+        with a Linear lists it where the TransformerDecoder was, in parameters() too)."""
         d = self.__dict__
         d.pop(name, None)
         for table in ("_parameters", "_buffers", "_modules"):
-            d[table].pop(name, None)
+            if table != keep:
+                d[table].pop(name, None)
 
     def __getattr__(self, name):
         d = self.__dict__
@@ -223,14 +228,21 @@ class Module:
                         fn(t)
         return self
 
-    def to(self, device=None, dtype=None):
+    def to(self, *args, device=None, dtype=None, non_blocking: bool = False):
         """Move (and/or cast) every parameter and buffer in place: the Parameter objects stay
-        the same, so an optimizer built before still holds them."""
+        the same, so an optimizer built before still holds them.
+
+        PyTorch's forms: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
+        ``to(tensor)`` (its device and dtype), the keywords, and ``non_blocking`` (accepted;
+        copies follow the stream order anyway). A dtype casts the floating-point and complex
+        tensors only (bfloat16 included, both ways); integer buffers keep theirs.
+        """
+        device, dtype = _to_args(args, device, dtype)
         dev = backend.device(device) if device is not None else None
 
         def move(t):
             data = t._data
-            if dtype is not None and data.dtype.kind == "f":
+            if dtype is not None and _is_float(data.dtype) and data.dtype != dtype:
                 data = data.astype(dtype)
             if dev is not None and dev is not t._device:
                 data = backend.to_device(data, dev)
@@ -252,10 +264,16 @@ class Module:
         return self.to(device or "cuda")
 
     def float(self):
-        return self.to(dtype="float32")
+        return self.to(dtype=numpy.float32)
 
     def double(self):
-        return self.to(dtype="float64")
+        return self.to(dtype=numpy.float64)
+
+    def half(self):
+        return self.to(dtype=numpy.float16)
+
+    def bfloat16(self):
+        return self.to(dtype=BFLOAT16)
 
     def apply(self, fn):
         for m in self.children():
@@ -473,3 +491,24 @@ class ModuleDict(Module):
         items = modules.items() if hasattr(modules, "items") else modules
         for k, m in items:
             self.add_module(k, m)
+
+
+def _to_args(args, device, dtype):
+    """(device, dtype) from ``Module.to``'s positional forms, PyTorch's checks included."""
+    if len(args) > 3:
+        raise TypeError(f"to() takes at most 3 positional arguments ({len(args)} given)")
+    for a in args:
+        if isinstance(a, bool):   # to(device, dtype, non_blocking) / to(tensor, non_blocking)
+            continue
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif _is_dtype(a):
+            dtype = a
+        elif a is not None:
+            device = a
+    if dtype is not None:
+        dtype = numpy.dtype(dtype)
+        if not _is_float(dtype):
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype=torch.{dtype.name}")
+    return device, dtype

@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 
 from ... import ops
-from ...tensor import zeros as _zeros
+from ...tensor import tensor as _tensor, zeros as _zeros
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from ..utils.rnn import PackedSequence, _ints, _lengths, _packed_positions, pad_packed_sequence
 from ...tensor import empty as _empty_t
 from .module import Module
 from .rnn_layers import gru as _gru, lstm as _lstm
@@ -75,6 +76,8 @@ class _RNNBase(Module):
         return hx
 
     def forward(self, input, hx=None):  # noqa: A002
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         unbatched = input.ndim == 2
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: expected a 2-D (unbatched) or 3-D input, "
@@ -91,6 +94,51 @@ class _RNNBase(Module):
         x, state = self._run(x, hx)   # each subclass's fused layers (rnn_layers.py)
         out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         return out, (self._squeeze_state(state) if unbatched else state)
+
+    def flatten_parameters(self) -> None:
+        """PyTorch's: compact the weights into one buffer for cuDNN. Nothing to do here, as
+        in PyTorch on the CPU: the fused layers read each weight where it lies."""
+
+    def _forward_packed(self, packed: PackedSequence, hx):
+        """A packed batch: each sequence runs over its own length only, as PyTorch's.
+
+        The sequences come sorted longest first, so those of one length are a contiguous
+        slice of the batch; each such group runs through the fused layers over its length
+        (exact: nothing past a sequence's end reaches its states, forward or reverse). The
+        cost is one fused call per distinct length. Returns ``(PackedSequence, h_n)``, h_n
+        in the caller's batch order.
+        """
+        lengths = _lengths(_ints(packed.batch_sizes))
+        x, _ = pad_packed_sequence(packed._replace(sorted_indices=None, unsorted_indices=None))
+        if x.shape[-1] != self.input_size:
+            raise RuntimeError(f"{type(self).__name__}: input.size(-1) must be equal to "
+                               f"input_size. Expected {self.input_size}, got {x.shape[-1]}")
+        steps, batch = x.shape[0], x.shape[1]
+        states = hx if isinstance(hx, tuple) else (hx,)
+        if hx is not None and packed.sorted_indices is not None:   # into the sorted order
+            states = tuple(ops.index_select(h, 1, packed.sorted_indices) for h in states)
+        outs, finals = [], []
+        start = 0
+        for length in sorted(set(lengths.tolist()), reverse=True):
+            stop = start + int((lengths == length).sum())
+            group = None if hx is None else tuple(h[:, start:stop] for h in states)
+            out, state = self._run(x[:length, start:stop],
+                                   None if group is None else
+                                   (group if isinstance(hx, tuple) else group[0]))
+            if length < steps:   # the packed rows never read these: any value will do
+                out = ops.cat([out, _zeros(steps - length, *out.shape[1:], dtype=out.dtype,
+                                           device=out.device)], 0)
+            outs.append(out)
+            finals.append(state if isinstance(state, tuple) else (state,))
+            start = stop
+        out = ops.cat(outs, 1)
+        rows = _packed_positions(_ints(packed.batch_sizes), batch)
+        data = ops.index_select(out.reshape(steps * batch, out.shape[-1]), 0,
+                                _tensor(rows, device=out.device))
+        state = [ops.cat([f[k] for f in finals], 1) for k in range(len(finals[0]))]
+        if packed.unsorted_indices is not None:   # back to the caller's order
+            state = [ops.index_select(h, 1, packed.unsorted_indices) for h in state]
+        return packed._replace(data=data), (tuple(state) if len(state) > 1 else state[0])
 
     def _flat_weights_names(self):
         """Parameter names in PyTorch's order: per layer and direction, w_ih, w_hh, b_ih,
