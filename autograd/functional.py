@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import forward_ad
 from .engine import grad
 from .grad_mode import enable_grad
-from .ops.api import stack
+from .ops.shape_api import stack
 from .tensor import Tensor, zeros
 
 __all__ = ["jvp", "vjp", "jacobian", "hessian"]

@@ -4,8 +4,10 @@ Importing this package registers every op. Each submodule holds one family; an o
 ``defop`` entry there: its forward, one reverse rule per input, its forward-mode rule (or a
 declared property: ``SELF_ADJOINT``, ``linear_in``), and the public function and Tensor
 methods that call it, which are generated from the forward's signature. A function that must
-check or normalise its arguments first is written once in ``api.py`` with ``@expose``, and a
-composite declares its names on ``@defcomposite``. Adding an op is that entry plus one case in
+check or normalise its arguments first is written once, with ``@expose``, in the wrappers
+module beside its family (``shape_api``, ``elementwise_api``, ``indexing_api``,
+``reduction_api``, ``linalg_api``, ``casts``), and a composite declares its names on
+``@defcomposite``. Adding an op is that entry plus one case in
 ``tests/autograd/op_cases.py``.
 
 This module then attaches every declared name, in one loop: the public functions become its
@@ -18,11 +20,13 @@ import warnings
 from ..dispatch import FUNCTIONS, METHODS, OPS, apply_op
 from ..tensor import Tensor
 from . import decompositions, elementwise, indexing, linalg, losses, nn, reduction, shape  # noqa: F401 - registers ops
-from . import api
-from . import counting, elman, factories, gru, layout, products, rnn  # noqa: F401 - composites over api's functions
-from . import special  # noqa: F401 - after api: its namespace names api's functions too
+# The wrappers, each beside its family; in this order because each imports those before it.
+from . import shape_api, elementwise_api, indexing_api, reduction_api, linalg_api, casts  # noqa: F401
+from . import counting, elman, factories, gru, layout, products, rnn  # noqa: F401 - composites over the wrappers
+from . import special  # noqa: F401 - after the wrappers: its namespace names their functions too
 from . import pooling  # noqa: F401 - max_pool2d_with_indices, avg_pool2d (issue 28)
-from .api import _call, index_put_  # noqa: F401 - used by nn.functional and tests
+from .arguments import _call  # noqa: F401 - used by nn.functional
+from .indexing_api import index_put_  # noqa: F401 - used by tests
 
 # PyTorch's forward arithmetic is silent where it gives inf or NaN (log(0), x / 0, sqrt(-1),
 # exp overflow), and so are these ops: NumPy's floating-point RuntimeWarnings raised from this

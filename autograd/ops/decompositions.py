@@ -1,6 +1,6 @@
 """The decompositions of torch.linalg and what is built on them: solve_triangular, cholesky,
 cholesky_solve, qr, eigh, svd, matrix_exp, pinv, lstsq (composites on them, matrix_norm and
-matrix_rank among them, are in api.py). Batched over leading dims; PyTorch's node names,
+matrix_rank among them, are in linalg_api.py). Batched over leading dims; PyTorch's node names,
 gradients (FunctionsManual.cpp's formulas) and error texts.
 
 Their rules are written with the ops themselves (F.linalg_solve_triangular, F.matmul), so they

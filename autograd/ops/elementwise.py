@@ -17,7 +17,7 @@ from ..tensor import Tensor
 
 # Arithmetic. ``a``/``b`` may be tensors or Python scalars; the engine sums each gradient
 # back to its input's shape, so rules ignore broadcasting.
-# (add_ and sub_, which take ``alpha``, are written in api.py.)
+# (add_ and sub_, which take ``alpha``, are written in elementwise_api.py.)
 defop("add", lambda xp, a, b: a + b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: g),
       jvp=SELF_ADJOINT, methods="__add__", reflected="__radd__")
 defop("sub", lambda xp, a, b: a - b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g),

@@ -5,8 +5,8 @@
 ``index_copy``, ``masked_scatter`` and ``select_scatter``/``slice_scatter``/
 ``diagonal_scatter``.
 
-Each is built from the views and joins in api.py (their nodes are those primitives': rot90 shows
-FlipBackward0 or TransposeBackward0 where PyTorch has its own Rot90Backward0).
+Each is built from the views and joins in shape_api.py (their nodes are those primitives':
+rot90 shows FlipBackward0 or TransposeBackward0 where PyTorch has its own Rot90Backward0).
 """
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ import itertools
 from ..dispatch import defcomposite, expose, expose_inplace
 from ..dtypes import is_floating
 from ..tensor import Tensor, tensor
-from .api import _dim, cat, diag, pad, stack, tensor_split
+from .arguments import _dim
+from .linalg_api import diag
+from .shape_api import cat, pad, stack, tensor_split
 
 
 @defcomposite("rot90", public="rot90", methods="rot90")

@@ -4,7 +4,8 @@
 ``nn.functional``.
 
 All are composites of the public functions: they need no backward code, and their nodes are
-the primitives' (``addmv`` shows AddBackward0 over MvBackward0, as the composites in api.py).
+the primitives' (``addmv`` shows AddBackward0 over MvBackward0, as the composites in
+linalg_api.py).
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import itertools
 from ..dispatch import defcomposite, expose, expose_inplace
 from ..dtypes import is_floating
 from ..tensor import Tensor, tensor
-from .api import _dim, _scaled_sum, cat, bmm, dot, linalg, mv, outer, slogdet, tensordot
+from .arguments import _dim
+from .linalg_api import _scaled_sum, bmm, dot, linalg, mv, outer, slogdet, tensordot
+from .shape_api import cat
 from .reduction import std, vector_norm
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ...grad_mode import no_grad
-from ...ops.api import cat
+from ...ops.shape_api import cat
 from ...tensor import Tensor, tensor
 from . import rnn  # noqa: F401 - nn.utils.rnn: pad_sequence, packed sequences
 

@@ -12,7 +12,8 @@ from typing import NamedTuple
 
 import numpy
 
-from ...ops.api import cat, index_select, stack
+from ...ops.indexing_api import index_select
+from ...ops.shape_api import cat, stack
 from ...tensor import Tensor, full, tensor
 
 __all__ = ["PackedSequence", "pad_sequence", "pack_padded_sequence", "pad_packed_sequence",

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy
 
-from ...ops.api import stack
+from ...ops.shape_api import stack
 from ...tensor import Tensor, as_tensor, tensor
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
