@@ -559,7 +559,8 @@ defop("frac", lambda xp, x: x - xp.trunc(x), (lambda F, g, out, x: g,), jvp=SELF
 defop("hypot", lambda xp, input, other: xp.hypot(input, other),  # noqa: A006 - PyTorch's names
       (lambda F, g, out, input, other: g * input / out,
        lambda F, g, out, input, other: g * other / out), jvp=SELF_ADJOINT,
-      public="hypot", methods="hypot", doc="``sqrt(input² + other²)`` (torch.hypot).")
+      public="hypot", methods="hypot", inplace="hypot_",
+      doc="``sqrt(input² + other²)`` (torch.hypot).")
 # d/da log(e^a + e^b) = sigmoid(a - b): never overflows, 1/2 at a tie.
 defop("logaddexp", lambda xp, input, other: xp.logaddexp(input, other),  # noqa: A006
       (lambda F, g, out, input, other: g * F.sigmoid(input - other),

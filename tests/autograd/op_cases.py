@@ -435,6 +435,10 @@ CASES += [
     OpCase("atan2", lambda y, x: y.atan2(x), np.arctan2, ins(away0(3, 4), away0(4))),
     OpCase("atan2", lambda y, x: (y * 1.0).atan2_(x) * y, lambda y, x: np.arctan2(y, x) * y,
            ins(away0(3, 4), away0(3, 4)), name="atan2_inplace"),
+    # hypot_ as PyTorch's: written into a non-leaf, recorded as HypotBackward0; x ≠ 0 keeps it
+    # away from the origin, where hypot has no gradient.
+    OpCase("hypot", lambda x, y: (x * 1.0).hypot_(y) * x, lambda x, y: np.hypot(x, y) * x,
+           ins(away0(3, 4), rnd(4)), name="hypot_inplace"),
     OpCase("leaky_relu", lambda a: ag.leaky_relu(a, 0.1), lambda a: np.where(a > 0, a, 0.1 * a),
            ins(away0(3, 4))),
     OpCase("gelu", lambda a: AF.gelu(a), lambda a: a * 0.5 * (1 + _erf(a / np.sqrt(2))), ins(rnd(3, 4))),

@@ -225,6 +225,30 @@ def test_logaddexp_hypot_at_infinity_match_torch(name, fn, values, grad_a, grad_
     np.testing.assert_allclose(gb, grad_b, rtol=1e-15)
 
 
+def test_hypot_inplace_matches_torch_and_bumps_the_version():
+    # torch 2.13: x = a * 1; x.hypot_(b) returns x, its version up by one, grad_fn
+    # HypotBackward0, and hypot's values and gradients (above) at the same points.
+    a, b = leaf(INF_PAIRS_A), leaf(INF_PAIRS_B)
+    x = a * 1.0
+    version = x._version
+    y = x.hypot_(b)
+    assert y is x and x._version == version + 1
+    assert y.grad_fn.name() == "HypotBackward0"
+    y.backward(ag.tensor(np.full(7, 2.0)))
+    _, values, grad_a, grad_b = next(r[1:] for r in AT_INFINITY if r[0] == "hypot")
+    np.testing.assert_allclose(y.detach().numpy(), values, rtol=1e-15)
+    np.testing.assert_allclose(a.grad.numpy(), grad_a, rtol=1e-15)
+    np.testing.assert_allclose(b.grad.numpy(), grad_b, rtol=1e-15)
+
+
+def test_hypot_inplace_keeps_the_dtype_of_self():
+    # torch: a float32 tensor hypot_ a float64 one stays float32 (values 5 and 13)
+    x = ag.tensor(np.array([3.0, 5.0], dtype=np.float32))
+    x.hypot_(ag.tensor(np.array([4.0, 12.0])))
+    assert x.dtype == np.float32
+    np.testing.assert_array_equal(x.numpy(), [5.0, 13.0])
+
+
 def test_remainder_divisor_gradient_uses_floor_division():
     # torch: remainder = [inf, -inf, 1.5, 0.5, nan]; d/dother = -(a // b) = [1, 1, -2, 3, nan]
     # (-1 // inf is -1, as Python's; floor(-1 / inf) would give 0)
