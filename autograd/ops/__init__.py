@@ -19,7 +19,8 @@ import warnings
 
 from ..dispatch import FUNCTIONS, METHODS, OPS, apply_op
 from ..tensor import Tensor
-from . import decompositions, elementwise, indexing, linalg, losses, nn, reduction, shape  # noqa: F401 - registers ops
+from . import (decompositions, elementwise, indexing, linalg, losses, nn,  # noqa: F401 - registers ops
+               reduction, scans, shape)
 # The wrappers, each beside its family; in this order because each imports those before it.
 from . import shape_api, elementwise_api, indexing_api, reduction_api, linalg_api, casts  # noqa: F401
 from . import counting, elman, factories, gru, layout, products, rnn  # noqa: F401 - composites over the wrappers
