@@ -12,7 +12,6 @@ def _channel_shape(x, n):
     return (1, n) + (1,) * (x.ndim - 2)
 
 
-@defcomposite("batch_norm")
 def _update_running(running_mean, running_var, mean, unbiased_var, momentum: float) -> None:
     """Move the running statistics (arrays updated in place, versions bumped) toward this
     batch's: ``running = (1 - momentum) * running + momentum * batch``, as PyTorch."""
@@ -36,6 +35,7 @@ def _affine(out, weight, bias, shape):
     return out
 
 
+@defcomposite("batch_norm")   # the whole op is one range, as PyTorch's aten::batch_norm
 def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5):
     """Normalize over every dim but the channel dim (1). In training, batch statistics are
