@@ -13,7 +13,7 @@ from .profile_diff import ProfileDiff, diff
 from .fileformat import FILE_SUFFIX, SCHEMA_VERSION, ProfileFormatError
 from .profiler import ProfilerActivity, current, profile, save_profile_handler
 from .records import Scope
-from .schedule import ProfilerAction, schedule
+from .step_schedule import ProfilerAction, schedule
 
 __all__ = [
     "profile", "schedule", "ProfilerAction", "ProfilerActivity", "record_function",

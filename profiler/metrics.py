@@ -278,10 +278,9 @@ def event_value(m: Metric, analysis, index: int):
 def group_reduce(how: str, group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
     """Σ (``how="sum"``) or max of the integer ``values`` per group, as int64."""
     if how == "max":
-        out = np.zeros(n_groups, dtype=np.int64)
-        if len(values):
-            out[:] = np.iinfo(np.int64).min
-            np.maximum.at(out, group, values.astype(np.int64, copy=False))
+        out = np.full(n_groups, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(out, group, values.astype(np.int64, copy=False))
+        out[out == np.iinfo(np.int64).min] = 0      # a group without events
         return out
     if values.ndim == 1 and len(values) and values.strides[0] == 0:
         # One value repeated without memory (a version-5 file's arrays that are all zeros).

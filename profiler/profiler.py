@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 
 from .data import ProfileData
 from .fileformat import FILE_SUFFIX
-from .schedule import ProfilerAction
+from .step_schedule import ProfilerAction
 
 __all__ = ["profile", "ProfilerActivity", "save_profile_handler"]
 
