@@ -22,6 +22,7 @@ it is a new quantity); ``tests/profiler/test_metrics.py`` shows that nothing els
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -51,7 +52,8 @@ class Metric:
         aggregate: how a row combines its events: "sum", "max", "mean" (per call), "count"
             (the events themselves), "share" (a percentage column, no row field: ``of``'s
             value as a share of the Σ of ``whole`` over the events averaged).
-        of, whole: for a share, the field it shows and the metric whose sum is the 100%.
+        of, whole: for a share, the field it shows and the metric whose Σ over the events
+            averaged is the 100% (self CPU or self CUDA time: the sums a table keeps).
         sortable: ``sort_by``/``--sort`` accept it.
         drop: narrow terminals leave the column out in ascending ``drop`` (None: never).
         secondary: may be left out to keep every header on one line (torch's headers greppable).
@@ -96,33 +98,26 @@ class Need:
         name: the key metrics name in ``needs``.
         what: the data, as a message says it ("FLOP estimates").
         how: how to record it, with the CLI flag and the ``profiler.profile`` argument.
+        met: ``met(data)`` is true when a ProfileData holds the data.
         requires: a need checked first (GPU memory is memory).
     """
 
     name: str
     what: str
     how: str
+    met: Callable[[object], bool]
     requires: str | None = None
 
-    def met(self, data) -> bool:
-        """True when ``data`` (a ProfileData) holds this data."""
-        return _MET[self.name](data)
-
-
-_MET = {
-    "cuda": lambda d: bool(d.has_device_time),
-    "memory": lambda d: bool(d.n_memory_records),
-    "cuda_memory": lambda d: bool(d.has_cuda_memory),
-    "flops": lambda d: bool(d.metadata.get("with_flops") or d.analysis.flops.any()),
-}
 
 NEEDS: dict[str, Need] = {n.name: n for n in (
     Need("cuda", "GPU (CUDA) times", "on a GPU with the cuda activity (the default when a GPU is usable; "
-         "profiler.profile(activities=['cpu', 'cuda']))"),
-    Need("memory", "memory records", "with --memory (profiler.profile(profile_memory=True))"),
+         "profiler.profile(activities=['cpu', 'cuda']))", lambda d: bool(d.has_device_time)),
+    Need("memory", "memory records", "with --memory (profiler.profile(profile_memory=True))",
+         lambda d: bool(d.n_memory_records)),
     Need("cuda_memory", "GPU memory records", "on a GPU with --memory (profiler.profile(profile_memory=True))",
-         requires="memory"),
-    Need("flops", "FLOP estimates", "with --with-flops (profiler.profile(with_flops=True))"),
+         lambda d: bool(d.has_cuda_memory), requires="memory"),
+    Need("flops", "FLOP estimates", "with --with-flops (profiler.profile(with_flops=True))",
+         lambda d: bool(d.metadata.get("with_flops") or d.analysis.flops.any())),
 )}
 
 
