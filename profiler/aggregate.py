@@ -27,14 +27,16 @@ __all__ = ["FunctionEvent", "EventList", "FunctionEventAvg", "KeyAverages",
 
 STEP_PREFIX = "ProfilerStep#"
 
+
 class FunctionEventAvg:
     """One row of :meth:`ProfileData.key_averages`: the sums over a group of events.
 
-    Attributes (times in microseconds): key, count, cpu_time_total, self_cpu_time_total,
-    cuda_time_total, self_cuda_time_total, cpu_time and cuda_time (averages per call),
-    cpu_memory_usage, self_cpu_memory_usage, cuda_memory_usage, self_cuda_memory_usage
-    (bytes), flops, input_shapes (list of shapes or None), stack (list of frames), scope;
-    module and device (the nn.Module class and the device, when the rows are grouped by them).
+    Attributes (times in microseconds): key; one per metric of :mod:`profiler.metrics`
+    (count, cpu_time_total, self_cpu_time_total, cuda_time_total, self_cuda_time_total,
+    cpu_time and cuda_time (averages per call), cpu_memory_usage, self_cpu_memory_usage,
+    cuda_memory_usage, self_cuda_memory_usage (bytes), flops); input_shapes (list of shapes or
+    None), stack (list of frames), scope; module and device (the nn.Module class and the
+    device, when the rows are grouped by them).
     """
 
     def __init__(self, key: str, **values):
@@ -99,16 +101,11 @@ class FunctionEvent:
     stack = property(lambda self: self._data.stack_of(int(self._data.analysis.stack_id[self.id])))
 
     def __getattr__(self, name):
-        # The metrics (profiler.metrics): cpu_time_total, self_cuda_memory_usage, count (1), and
-        # the "device" spellings; each event's own value, in the rows' units.
-        field = _metrics.sort_keys().get(name, name)
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            m = _metrics.metric(field)
-        except KeyError:
-            raise AttributeError(f"'FunctionEvent' object has no attribute {name!r}") from None
-        if m.aggregate == "share":
+        # The metrics are read through the registry (profiler.metrics), so a new one needs no
+        # property here: cpu_time_total, self_cuda_memory_usage, count (1), the "device"
+        # spellings; each the event's own value, in the rows' units.
+        m = None if name.startswith("_") else _metrics.row_metric(_metrics.sort_keys().get(name, name))
+        if m is None:
             raise AttributeError(f"'FunctionEvent' object has no attribute {name!r}")
         return _metrics.event_value(m, self._data.analysis, self.id)
 
@@ -140,7 +137,7 @@ class FunctionEvent:
             "sequence_nr": self.sequence_nr, "fwd_thread": self.fwd_thread,
             "device": self.device, "stream": self.stream,
             "parent": int(a.parent[self.id]), "forward_event": int(a.forward_event[self.id]),
-            **{f: _metrics.event_value(_metrics.metric(f), a, self.id) for f in _metrics.event_fields()},
+            **{f: _metrics.event_value(_metrics.row_metric(f), a, self.id) for f in _metrics.event_fields()},
             "input_shapes": self.input_shapes, "stack": self.stack,
         }
 

@@ -26,9 +26,10 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Metric", "Need", "METRICS", "NEEDS", "FIELD_ORDER_V5", "metric", "row_metrics", "row_fields",
-           "event_fields", "sort_keys", "forward_backward_metrics", "forward_backward_fields", "forward_backward_row_fields", "group_reduce", "percent_totals", "aggregate_values",
-           "total_values", "event_value"]
+__all__ = ["Metric", "Need", "METRICS", "NEEDS", "FIELD_ORDER_V5", "metric", "row_metric", "row_metrics",
+           "row_fields", "event_fields", "sort_keys", "forward_backward_metrics", "forward_backward_fields",
+           "forward_backward_row_fields", "percent_totals", "event_value", "group_reduce", "aggregate_values",
+           "total_values"]
 
 AGGREGATES = ("sum", "max", "mean", "count", "share")
 CLOCKS = ("cpu", "cuda", None)
@@ -208,6 +209,12 @@ def _derive(entries: tuple) -> _Derived:
 def metric(name: str) -> Metric:
     """The metric of a row field or share column (KeyError: none)."""
     return _derived().by_name[name]
+
+
+def row_metric(name: str) -> Metric | None:
+    """The metric of a row field (None: not one; a share is a column, not a field)."""
+    m = _derived().by_name.get(name)
+    return m if m is not None and m.aggregate != "share" else None
 
 
 def row_metrics() -> tuple[Metric, ...]:
