@@ -476,7 +476,8 @@ def cmd_diff(args) -> int:
     if gate is not None and not 0.0 <= gate < 1000.0:
         raise CLIError(f"--fail-on-regression {gate:g}: give a slowdown in percent, 0 or more (5 = 5% slower)")
     try:
-        result = profiler.diff(a, b, by=by, sort_by=args.sort, merge_steps=not args.per_step, min_share=min_share / 100.0)
+        result = profiler.diff(a, b, by=by, sort_by=args.sort, merge_steps=not args.per_step,
+                               min_share=min_share / 100.0)
     except ValueError as exc:
         raise CLIError(f"{exc}") from None
     if gate is not None:
