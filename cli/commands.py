@@ -15,14 +15,6 @@ __all__ = ["cmd_table", "cmd_export", "cmd_view", "cmd_diff", "profile_tables", 
 GROUPS = ("name", "shape", "stack", "module", "forward-op")
 
 
-# What ``--group-by forward-op`` (and ``diff --by forward-op``) rows can be sorted by: the
-# table's spellings of the fields these rows have, and their own fields.
-FORWARD_OP_SORT_FIELDS = ("count", "self_cpu_time_total", "cpu_time_total", "self_cuda_time_total",
-                          "cuda_time_total", "backward_self_cpu_time_total", "backward_cpu_time_total",
-                          "backward_self_cuda_time_total", "backward_cuda_time_total",
-                          "forward_backward_self_cpu_time_total", "forward_backward_cpu_time_total",
-                          "forward_backward_self_cuda_time_total", "forward_backward_cuda_time_total",
-                          "backward_count")
 FORWARD_OP_EXPLAINED = ("Self: the op's own time and that of the backward nodes it created itself; over "
                         "all rows it adds up to at most the profile total. Total: with the ops inside "
                         "it and their backward nodes (cross_entropy includes its log_softmax), so rows overlap, as CPU "
@@ -31,24 +23,33 @@ FORWARD_OP_EXPLAINED = ("Self: the op's own time and that of the backward nodes 
 
 def sort_field(sort_by: str | None, group_by: str = "name") -> str | None:
     """The row field a ``--sort`` key orders by, for a table grouping (one spelling everywhere:
-    PyTorch's ``sort_by`` names, :data:`profiler.aggregate.SORT_KEYS`).
+    PyTorch's ``sort_by`` names, :func:`profiler.metrics.sort_keys`).
 
     Raises:
         CLIError: a key that is not a column of these rows.
     """
-    from gradtrace.profiler.aggregate import SORT_KEYS  # noqa: PLC0415
+    from gradtrace.profiler.metrics import sort_keys  # noqa: PLC0415
 
     if sort_by is None:
         return None
+    keys = sort_keys()
     if group_by == "forward-op":
-        field = SORT_KEYS.get(sort_by, sort_by)
-        if field not in FORWARD_OP_SORT_FIELDS:
-            raise CLIError(f"unknown sort key {sort_by!r} for forward-op rows; use one of: "
-                           f"{', '.join(FORWARD_OP_SORT_FIELDS)}")
+        field = keys.get(sort_by, sort_by)
+        fields = forward_op_sort_fields()
+        if field not in fields:
+            raise CLIError(f"unknown sort key {sort_by!r} for forward-op rows; use one of: {', '.join(fields)}")
         return field
-    if sort_by not in SORT_KEYS:
-        raise CLIError(f"unknown sort key {sort_by!r}; use one of: {', '.join(sorted(SORT_KEYS))}")
-    return SORT_KEYS[sort_by]
+    if sort_by not in keys:
+        raise CLIError(f"unknown sort key {sort_by!r}; use one of: {', '.join(sorted(keys))}")
+    return keys[sort_by]
+
+
+def forward_op_sort_fields() -> tuple[str, ...]:
+    """What ``--group-by forward-op`` (and ``diff --by forward-op``) rows can be sorted by: the
+    table's spellings of the fields these rows have, and their own fields."""
+    from gradtrace.profiler.metrics import forward_backward_row_fields  # noqa: PLC0415
+
+    return ("count", *forward_backward_row_fields(), "backward_count")
 
 
 def _check_sort(sort_by: str | None, group_by: str = "name") -> None:
@@ -57,28 +58,24 @@ def _check_sort(sort_by: str | None, group_by: str = "name") -> None:
 
 def check_sort_data(data, sort_by: str | None) -> None:
     """A sort key the profile has no data for orders rows arbitrarily: refuse it, naming the
-    option that records that data.
+    option that records that data (the metric's ``needs``, :data:`profiler.metrics.NEEDS`).
 
     Raises:
         CLIError: e.g. ``--sort flops`` on a profile recorded without ``--with-flops``.
     """
-    from gradtrace.profiler.aggregate import SORT_KEYS  # noqa: PLC0415
+    from gradtrace.profiler.columns import COLUMNS  # noqa: PLC0415
+    from gradtrace.profiler.metrics import NEEDS, sort_keys  # noqa: PLC0415
 
-    field = SORT_KEYS.get(sort_by or "", sort_by or "")
-    meta = data.metadata
-    if field == "flops" and not (meta.get("with_flops") or data.analysis.flops.any()):
-        raise CLIError(f"--sort {sort_by}: this profile has no FLOP estimates; record it with "
-                       "--with-flops (profiler.profile(with_flops=True))")
-    if "memory" in field and not data.n_memory_records:
-        raise CLIError(f"--sort {sort_by}: this profile has no memory records; record it with "
-                       "--memory (profiler.profile(profile_memory=True))")
-    if "cuda" in field and "memory" in field and not data.has_cuda_memory:
-        raise CLIError(f"--sort {sort_by}: this profile has no GPU memory records; record it on a "
-                       "GPU with --memory (profiler.profile(profile_memory=True))")
-    if "cuda" in field and "memory" not in field and not data.has_device_time:
-        raise CLIError(f"--sort {sort_by}: this profile has no GPU (CUDA) times; record it on a GPU "
-                       "with the cuda activity (the default when a GPU is usable; "
-                       "profiler.profile(activities=['cpu', 'cuda']))")
+    field = sort_keys().get(sort_by or "", sort_by or "")
+    spec = COLUMNS.get(field)
+    need = NEEDS.get(spec.needs) if spec is not None else None
+    chain = []
+    while need is not None:
+        chain.insert(0, need)
+        need = NEEDS.get(need.requires)
+    for need in chain:
+        if not need.met(data):
+            raise CLIError(f"--sort {sort_by}: this profile has no {need.what}; record it {need.how}")
 
 
 def _has_modules(data) -> bool:
@@ -259,7 +256,7 @@ def _memory_rows(data, group_by: str, limit: int):
         peaks.append(f"peak on {device}: {format_bytes(total)}{where}")
         kinds += [SimpleNamespace(**dict(vars(r), memory_device=device, kind=r.label)) for r in rows]
     rows = memory_table(data, "module" if group_by == "module" else "op")
-    shown = [k for k in columns.MEMORY_COLUMNS if rows and k in rows[0]]
+    shown = [k for k in columns.MEMORY_BY_OP_COLUMNS if rows and k in rows[0]]
     specs = [columns.COLUMNS[k] for k in shown]
     if group_by == "module":
         specs[0] = columns.COLUMNS["module"]
@@ -364,26 +361,6 @@ def _cmd_memory_table(args, data) -> int:
 # --------------------------------------------------------------------------- export
 
 
-def _exporter(name: str):
-    """The profile-file method or profiler function for an export, or a CLIError if missing."""
-    from gradtrace import profiler  # noqa: PLC0415
-
-    fn = None
-    try:
-        import importlib  # noqa: PLC0415
-
-        module = {"export_chrome_trace": "gradtrace.profiler.chrome_trace",
-                  "export_stacks": "gradtrace.profiler.stacks",
-                  "export_speedscope": "gradtrace.profiler.stacks"}[name]
-        mod = importlib.import_module(module)
-        fn = getattr(mod, name, None)
-    except ImportError:
-        pass
-    if fn is None:
-        fn = getattr(profiler, name, None)
-    return fn
-
-
 def cmd_export(args) -> int:
     from .render import make_console  # noqa: PLC0415
 
@@ -396,22 +373,13 @@ def cmd_export(args) -> int:
         out, method = check_output_path(args.stacks), "export_stacks"
     else:
         out, method = check_output_path(args.speedscope), "export_speedscope"
-    bound = getattr(data, method, None)
     kwargs = {}
     if method == "export_stacks" and args.metric:
         kwargs["metric"] = args.metric
-    if bound is None:
-        fn = _exporter(method)
-        if fn is None:
-            raise CLIError(f"this gradtrace has no {method} (the exports of profiler issue 6 are "
-                           "not installed); upgrade gradtrace")
-        call = lambda: fn(data, str(out), **kwargs)  # noqa: E731
-    else:
-        call = lambda: bound(str(out), **kwargs)  # noqa: E731
     if not out.parent.is_dir():
         raise CLIError(f"{out}: the folder {out.parent} does not exist; create it first or write elsewhere")
     try:
-        call()
+        getattr(data, method)(str(out), **kwargs)
     except (ValueError, KeyError) as exc:
         raise CLIError(f"{method}: {exc}") from None
     except OSError as exc:
@@ -437,9 +405,6 @@ def cmd_view(args) -> int:
     except ImportError as exc:
         raise CLIError(f"the dashboard cannot start: {exc}; install gradtrace with its dependencies "
                        "(pip install -e .)") from None
-    serve = getattr(viewer, "serve", None)
-    if serve is None:
-        raise CLIError("this gradtrace has no viewer.serve (the dashboard of issue 8 is not installed)")
     if not 0 < args.port < 65536:
         raise CLIError(f"--port {args.port}: give a port between 1 and 65535")
     from gradtrace.profiler.ranks import RunFolderError, is_run_dir, run_files  # noqa: PLC0415
@@ -460,7 +425,7 @@ def cmd_view(args) -> int:
 
         open_browser = webbrowser.open
     try:
-        serve(args.file, host=args.host, port=args.port, compare=args.compare, store=store,
+        viewer.serve(args.file, host=args.host, port=args.port, compare=args.compare, store=store,
               verbose=args.verbose, on_listening=open_browser)
     except RunFolderError as exc:     # found on loading: ranks missing or repeated in the traces
         raise CLIError(str(exc)) from None
@@ -496,9 +461,6 @@ def cmd_diff(args) -> int:
 
     from .render import diff_table, emit, make_console  # noqa: PLC0415
 
-    diff = getattr(profiler, "diff", None)
-    if diff is None:
-        raise CLIError("this gradtrace has no profiler.diff; upgrade gradtrace")
     sort_field(args.sort, args.by)          # the table's spellings, checked the same way
     a = load_profile(args.a)
     b = load_profile(args.b)
@@ -514,7 +476,8 @@ def cmd_diff(args) -> int:
     if gate is not None and not 0.0 <= gate < 1000.0:
         raise CLIError(f"--fail-on-regression {gate:g}: give a slowdown in percent, 0 or more (5 = 5% slower)")
     try:
-        result = diff(a, b, by=by, sort_by=args.sort, merge_steps=not args.per_step, min_share=min_share / 100.0)
+        result = profiler.diff(a, b, by=by, sort_by=args.sort, merge_steps=not args.per_step,
+                               min_share=min_share / 100.0)
     except ValueError as exc:
         raise CLIError(f"{exc}") from None
     if gate is not None:

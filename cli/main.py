@@ -50,6 +50,15 @@ def _limit(text: str) -> int:
     return value
 
 
+def _sort_help() -> str:
+    """``table --sort``'s keys: the sortable metrics (profiler.metrics), in table order."""
+    from gradtrace.profiler.metrics import METRICS  # noqa: PLC0415 - the profiler, never the engine
+
+    names = [m.name for m in METRICS if m.sortable]
+    return (f"{names[0]} (default; self_cuda_time_total with GPU times), {', '.join(names[1:])}; "
+            "CUDA spelled 'device' as newer PyTorch does (self_device_time_total)")
+
+
 class _Help(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog):
         super().__init__(prog, max_help_position=30, width=100)
@@ -124,9 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "  gradtrace table run.gtprof --memory          bytes by kind and op\n"
                               "  gradtrace table run.gtprof --json | jq '.[0]'")
     p.add_argument("file", metavar="FILE", help=_PROFILE_HELP)
-    p.add_argument("--sort", metavar="KEY", default=None,
-                   help="self_cpu_time_total (default), cpu_time_total, self_cuda_time_total, "
-                        "cuda_time_total, count, cpu_memory_usage, flops, ...")
+    p.add_argument("--sort", metavar="KEY", default=None, help=_sort_help())
     p.add_argument("--limit", type=_limit, default=20, help="at most N rows (0: all; default 20)")
     p.add_argument("--group-by", default="name", metavar="{" + ",".join(GROUPS) + "}",
                    help="rows per op name (default), name+input shape, name+call site, "

@@ -134,26 +134,15 @@ def _row_styles(values: Sequence[float], plain: bool) -> list[str]:
 
 def sort_metric(sort_by: str | None) -> str:
     """The row attribute a sort key measures (``self_cpu_time_total`` when none is given)."""
-    from gradtrace.profiler.aggregate import SORT_KEYS  # noqa: PLC0415 - keep module import cheap
+    from gradtrace.profiler.metrics import sort_keys  # noqa: PLC0415 - keep module import cheap
 
-    return SORT_KEYS.get(sort_by or "self_cpu_time_total", "self_cpu_time_total")
+    return sort_keys().get(sort_by or "self_cpu_time_total", "self_cpu_time_total")
 
 
-# Left out first when a table would be wider than the terminal (the per-call averages, then
-# the inclusive memory and shares, ...); ``--json`` always has every column.
-_DROP_ORDER = ("cuda_time", "cpu_time", "cuda_memory_usage", "cpu_memory_usage", "cpu_time_total_percent",
-               "self_cuda_memory_usage", "self_cpu_memory_usage", "backward_count",
-               "backward_self_cpu_time_total", "backward_self_cuda_time_total", "cuda_time_total",
-               "self_cuda_time_total", "cpu_time_total", "self_cpu_time_total",
-               # table --memory: the counts and what rarely occurs go first
-               "allocations", "max_live", "net", "unknown", "input", "autograd_detail", "freed")
-# Columns that may be left out so that every header fits on one line (a script greps for
-# torch's "Self CPU %"): the per-call averages, memory, the inclusive share, the backward
-# counts. Leaving out a main time column instead would cost more than wrapping its name.
-_ONE_LINE_DROPS = frozenset(("cuda_time", "cpu_time", "cuda_memory_usage", "cpu_memory_usage",
-                             "cpu_time_total_percent", "self_cuda_memory_usage", "self_cpu_memory_usage",
-                             "backward_count", "allocations", "max_live", "unknown", "input",
-                             "autograd_detail"))
+# Which columns a narrow terminal leaves out first (the per-call averages, then the inclusive
+# memory and shares, ...; ``--json`` always has every column), and which may be left out so
+# that every header fits on one line (a script greps for torch's "Self CPU %"), are the column
+# specs' ``drop`` and ``secondary`` (profiler.columns, from profiler.metrics for the metrics).
 # With one-line headers, the name column keeps at least this many characters (when its
 # names are that long): a greppable header is not worth unreadable op names.
 _ONE_LINE_NAME = 32
@@ -217,7 +206,7 @@ def _need(cols, name_floor: int = 0) -> int:
 
 def fit_columns(columns: list, width: int = WIDTH, name_floor: int = 0) -> tuple[list, list, dict]:
     """Fit columns in ``width`` characters: text columns shrink (down to a minimum), then
-    numeric columns are left out in :data:`_DROP_ORDER` until the rest fit.
+    numeric columns are left out in :func:`profiler.columns.drop_order` until the rest fit.
 
     Args:
         columns: (spec, header, cells, natural width) tuples.
@@ -226,11 +215,13 @@ def fit_columns(columns: list, width: int = WIDTH, name_floor: int = 0) -> tuple
     Returns:
         (kept, left out, spec id -> width of each text column), in their original order.
     """
+    from gradtrace.profiler.columns import drop_order  # noqa: PLC0415 - keep module import cheap
+
     def need(cols) -> int:
         return _need(cols, name_floor)
 
     kept = list(columns)
-    for drop in _DROP_ORDER:
+    for drop in drop_order():
         if need(kept) <= width:
             break
         kept = [c for c in kept if c[0].id != drop]
@@ -260,7 +251,7 @@ def spec_table(rows: Sequence, specs: list, totals: dict | None = None, *, title
     """Rows as a rich table with one column per :class:`profiler.columns.ColumnSpec`.
 
     Headers are the spec's (PyTorch's) headers, each on one line when the width allows it
-    (secondary columns are left out first, see :data:`_ONE_LINE_DROPS`), else broken into
+    (secondary columns are left out first, see :func:`profiler.columns.one_line_drops`), else broken into
     lines; each time column picks its own unit from its largest value and states it in the
     header (``Self CPU (ms)``), so cells are bare numbers.
     Text cells too long for their column are shortened by :func:`shorten` (never wrapped
@@ -278,6 +269,8 @@ def spec_table(rows: Sequence, specs: list, totals: dict | None = None, *, title
     Returns:
         A rich renderable: the table, then the footer lines.
     """
+    from gradtrace.profiler import columns as C  # noqa: PLC0415 - keep module import cheap
+
     totals = totals or {}
     width = width or WIDTH
 
@@ -297,7 +290,8 @@ def spec_table(rows: Sequence, specs: list, totals: dict | None = None, *, title
         # Headers stay on one line (torch's names, greppable) unless that leaves out a main
         # column (not a secondary one) that wrapped names would keep.
         kept_wrapped = {c[0].id for c in wrapped[0]}
-        if _need(kept, _ONE_LINE_NAME) > width or any(c[0].id not in _ONE_LINE_DROPS and c[0].id in kept_wrapped
+        secondary = C.one_line_drops()
+        if _need(kept, _ONE_LINE_NAME) > width or any(c[0].id not in secondary and c[0].id in kept_wrapped
                                       for c in left_out):
             kept, left_out, text_widths = wrapped
         columns = kept

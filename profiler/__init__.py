@@ -9,11 +9,11 @@ from __future__ import annotations
 from .aggregate import (EventList, ForwardBackwardRow, ForwardBackwardSummary, FunctionEvent,
                         FunctionEventAvg, KeyAverages)
 from .data import ProfileData, load
-from .diff import ProfileDiff, diff
+from .profile_diff import ProfileDiff, diff
 from .fileformat import FILE_SUFFIX, SCHEMA_VERSION, ProfileFormatError
-from .profile import ProfilerActivity, current, profile, save_profile_handler
+from .profiler import ProfilerActivity, current, profile, save_profile_handler
 from .records import Scope
-from .schedule import ProfilerAction, schedule
+from .step_schedule import ProfilerAction, schedule
 
 __all__ = [
     "profile", "schedule", "ProfilerAction", "ProfilerActivity", "record_function",

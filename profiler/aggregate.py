@@ -3,7 +3,8 @@
 Attribute names and units follow PyTorch's ``FunctionEvent``/``FunctionEventAvg``: times are
 floats in **microseconds** (``cpu_time_total``, ``self_cuda_time_total``...), memory in bytes.
 Aggregation is vectorised: events are grouped with ``np.unique`` and summed with
-``np.bincount``; Python objects are only made for the resulting rows.
+``np.bincount``; Python objects are only made for the resulting rows. Which numbers a row
+holds, and how each is aggregated, is the metric registry's (:mod:`profiler.metrics`).
 """
 from __future__ import annotations
 
@@ -12,53 +13,35 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import metrics as _metrics
+from . import columns as _columns
 from . import table as _table
-from .columns import FORWARD_BACKWARD_COLUMNS, available, operator_columns, select
+from .columns import available, operator_columns, select
 from .records import Scope
 
 if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
 __all__ = ["FunctionEvent", "EventList", "FunctionEventAvg", "KeyAverages",
-           "ForwardBackwardRow", "ForwardBackwardSummary", "SORT_KEYS", "STEP_PREFIX", "sort_rows"]
+           "ForwardBackwardRow", "ForwardBackwardSummary", "STEP_PREFIX", "sort_rows"]
 
 STEP_PREFIX = "ProfilerStep#"
-
-# sort_by name -> row attribute (PyTorch's names plus the newer "device" spellings).
-SORT_KEYS = {
-    "cpu_time": "cpu_time", "cuda_time": "cuda_time", "device_time": "cuda_time",
-    "cpu_time_total": "cpu_time_total", "cuda_time_total": "cuda_time_total",
-    "device_time_total": "cuda_time_total",
-    "self_cpu_time_total": "self_cpu_time_total", "self_cuda_time_total": "self_cuda_time_total",
-    "self_device_time_total": "self_cuda_time_total",
-    "cpu_memory_usage": "cpu_memory_usage", "self_cpu_memory_usage": "self_cpu_memory_usage",
-    "cuda_memory_usage": "cuda_memory_usage", "self_cuda_memory_usage": "self_cuda_memory_usage",
-    "device_memory_usage": "cuda_memory_usage", "self_device_memory_usage": "self_cuda_memory_usage",
-    "count": "count", "flops": "flops",
-}
-
-_ROW_FIELDS = ("key", "count", "cpu_time_total", "self_cpu_time_total", "cuda_time_total",
-               "self_cuda_time_total", "cpu_time", "cuda_time", "cpu_memory_usage",
-               "self_cpu_memory_usage", "cuda_memory_usage", "self_cuda_memory_usage", "flops",
-               "input_shapes", "stack", "module", "device")
 
 
 class FunctionEventAvg:
     """One row of :meth:`ProfileData.key_averages`: the sums over a group of events.
 
-    Attributes (times in microseconds): key, count, cpu_time_total, self_cpu_time_total,
-    cuda_time_total, self_cuda_time_total, cpu_time and cuda_time (averages per call),
-    cpu_memory_usage, self_cpu_memory_usage, cuda_memory_usage, self_cuda_memory_usage
-    (bytes), flops, input_shapes (list of shapes or None), stack (list of frames), scope;
-    module and device (the nn.Module class and the device, when the rows are grouped by them).
+    Attributes (times in microseconds): key; one per metric of :mod:`profiler.metrics`
+    (count, cpu_time_total, self_cpu_time_total, cuda_time_total, self_cuda_time_total,
+    cpu_time and cuda_time (averages per call), cpu_memory_usage, self_cpu_memory_usage,
+    cuda_memory_usage, self_cuda_memory_usage (bytes), flops); input_shapes (list of shapes or
+    None), stack (list of frames), scope; module and device (the nn.Module class and the
+    device, when the rows are grouped by them).
     """
-
-    __slots__ = _ROW_FIELDS + ("scope",)
 
     def __init__(self, key: str, **values):
         self.key = key
-        self.count = 0
-        for name in _ROW_FIELDS[2:]:
+        for name in _metrics.row_fields():
             setattr(self, name, 0)
         self.input_shapes = None
         self.stack = []
@@ -72,16 +55,18 @@ class FunctionEventAvg:
     def name(self) -> str:
         return self.key
 
-    # Newer PyTorch spells CUDA as "device"; both read the same numbers.
-    device_time_total = property(lambda self: self.cuda_time_total)
-    self_device_time_total = property(lambda self: self.self_cuda_time_total)
-    device_time = property(lambda self: self.cuda_time)
+    def __getattr__(self, name):
+        # Newer PyTorch spells CUDA as "device" (device_time_total): the same numbers.
+        field = _metrics.sort_keys().get(name)
+        if field is None or field == name or name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(self, field)
 
     def to_dict(self) -> dict:
         """Plain-dict form (times in microseconds), for data frames and JSON."""
-        d = {name: getattr(self, name) for name in _ROW_FIELDS}
-        d["name"] = d.pop("key")
-        d["scope"] = Scope(self.scope).name if self.scope is not None else None
+        d = {name: getattr(self, name) for name in _metrics.row_fields()}
+        d.update(input_shapes=self.input_shapes, stack=self.stack, module=self.module, device=self.device,
+                 name=self.key, scope=Scope(self.scope).name if self.scope is not None else None)
         return d
 
     def __repr__(self):
@@ -112,22 +97,17 @@ class FunctionEvent:
     end_ns = property(lambda self: int(self._col("end_ns")))
     device = property(lambda self: self._data.strings[int(self._col("device_id"))])
     stream = property(lambda self: int(self._col("stream")))
-    count = property(lambda self: 1)
-    cpu_time_total = property(lambda self: self._data.analysis.cpu_total_ns[self.id] / 1e3)
-    self_cpu_time_total = property(lambda self: self._data.analysis.self_cpu_ns[self.id] / 1e3)
-    cuda_time_total = property(lambda self: self._data.analysis.cuda_total_ns[self.id] / 1e3)
-    self_cuda_time_total = property(lambda self: self._data.analysis.self_cuda_ns[self.id] / 1e3)
-    cpu_time = cpu_time_total
-    cuda_time = cuda_time_total
-    device_time_total = cuda_time_total
-    self_device_time_total = self_cuda_time_total
-    cpu_memory_usage = property(lambda self: int(self._data.analysis.cpu_memory[self.id]))
-    self_cpu_memory_usage = property(lambda self: int(self._data.analysis.self_cpu_memory[self.id]))
-    cuda_memory_usage = property(lambda self: int(self._data.analysis.cuda_memory[self.id]))
-    self_cuda_memory_usage = property(lambda self: int(self._data.analysis.self_cuda_memory[self.id]))
-    flops = property(lambda self: int(self._data.analysis.flops[self.id]))
     input_shapes = property(lambda self: self._data.input_shapes_of(int(self._data.analysis.shapes_id[self.id])))
     stack = property(lambda self: self._data.stack_of(int(self._data.analysis.stack_id[self.id])))
+
+    def __getattr__(self, name):
+        # The metrics are read through the registry (profiler.metrics), so a new one needs no
+        # property here: cpu_time_total, self_cuda_memory_usage, count (1), the "device"
+        # spellings; each the event's own value, in the rows' units.
+        m = None if name.startswith("_") else _metrics.row_metric(_metrics.sort_keys().get(name, name))
+        if m is None:
+            raise AttributeError(f"'FunctionEvent' object has no attribute {name!r}")
+        return _metrics.event_value(m, self._data.analysis, self.id)
 
     @property
     def time_range(self) -> tuple[float, float]:
@@ -157,12 +137,8 @@ class FunctionEvent:
             "sequence_nr": self.sequence_nr, "fwd_thread": self.fwd_thread,
             "device": self.device, "stream": self.stream,
             "parent": int(a.parent[self.id]), "forward_event": int(a.forward_event[self.id]),
-            "cpu_time_total": self.cpu_time_total, "self_cpu_time_total": self.self_cpu_time_total,
-            "cuda_time_total": self.cuda_time_total, "self_cuda_time_total": self.self_cuda_time_total,
-            "cpu_memory_usage": self.cpu_memory_usage, "self_cpu_memory_usage": self.self_cpu_memory_usage,
-            "cuda_memory_usage": self.cuda_memory_usage,
-            "self_cuda_memory_usage": self.self_cuda_memory_usage,
-            "flops": self.flops, "input_shapes": self.input_shapes, "stack": self.stack,
+            **{f: _metrics.event_value(_metrics.row_metric(f), a, self.id) for f in _metrics.event_fields()},
+            "input_shapes": self.input_shapes, "stack": self.stack,
         }
 
     def __eq__(self, other):
@@ -246,8 +222,7 @@ class KeyAverages(list):
     @property
     def totals(self) -> dict[str, float]:
         """Field -> the 100% of its percentage column (us), for :func:`profiler.columns.value`."""
-        return {"self_cpu_time_total": self.self_cpu_time_total, "cpu_time_total": self.self_cpu_time_total,
-                "self_cuda_time_total": self.self_cuda_time_total}
+        return _metrics.percent_totals(self.self_cpu_time_total, self.self_cuda_time_total)
 
     def columns(self, scope: bool = False) -> list:
         """The operator columns for these rows (:func:`profiler.columns.operator_columns`).
@@ -269,7 +244,8 @@ class KeyAverages(list):
         """Render like PyTorch's ``key_averages().table()``.
 
         Args:
-            sort_by: a key of :data:`SORT_KEYS` (descending), or None for first-seen order.
+            sort_by: a key of :func:`profiler.metrics.sort_keys` (descending), or None for
+                first-seen order.
             row_limit: at most this many rows (<= 0: all).
             max_name_column_width: names longer than this are cut with ``...``.
             header: a title line printed above the table.
@@ -295,13 +271,14 @@ def sort_rows(rows, sort_by: str | None, limit: int | None = None) -> list:
     """Rows sorted descending by a PyTorch sort key (None keeps their order), cut to ``limit``.
 
     Raises:
-        ValueError: ``sort_by`` is not a key of :data:`SORT_KEYS`.
+        ValueError: ``sort_by`` is not a key of :func:`profiler.metrics.sort_keys`.
     """
     rows = list(rows)
     if sort_by is not None:
-        if sort_by not in SORT_KEYS:
-            raise ValueError(f"sort_by={sort_by!r} is not one of: {', '.join(sorted(SORT_KEYS))}")
-        attr = SORT_KEYS[sort_by]
+        keys = _metrics.sort_keys()
+        if sort_by not in keys:
+            raise ValueError(f"sort_by={sort_by!r} is not one of: {', '.join(sorted(keys))}")
+        attr = keys[sort_by]
         rows.sort(key=lambda r: getattr(r, attr), reverse=True)
     if limit is not None and limit > 0:
         rows = rows[:limit]
@@ -374,10 +351,7 @@ def _stack_prefix_ids(data: "ProfileData", stack_ids: np.ndarray, n: int) -> tup
 
 
 def _group_sums(group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
-    if values.ndim == 1 and len(values) and values.strides[0] == 0:
-        # One value repeated without memory (a version-5 file's arrays that are all zeros).
-        return np.bincount(group, minlength=n_groups).astype(np.int64) * int(values[0])
-    return np.rint(np.bincount(group, weights=values, minlength=n_groups)).astype(np.int64)
+    return _metrics.group_reduce("sum", group, n_groups, values)
 
 
 def _name_keys(data: "ProfileData", name_id: np.ndarray, merge_steps: bool) -> tuple[np.ndarray, list[str]]:
@@ -442,35 +416,21 @@ def key_averages(data: "ProfileData", group_by_input_shape: bool = False, group_
 
     count = np.bincount(group, minlength=n_groups)
     # All events: the arrays themselves (a gather of every row would copy each one).
-    sums = {name: _group_sums(group, n_groups, arr if indices is None else arr[idx]) for name, arr in (
-        ("cpu_time_total", a.cpu_total_ns), ("self_cpu_time_total", a.self_cpu_ns),
-        ("cuda_time_total", a.cuda_total_ns), ("self_cuda_time_total", a.self_cuda_ns),
-        ("cpu_memory_usage", a.cpu_memory), ("self_cpu_memory_usage", a.self_cpu_memory),
-        ("cuda_memory_usage", a.cuda_memory), ("self_cuda_memory_usage", a.self_cuda_memory),
-        ("flops", a.flops))}
+    values = _metrics.aggregate_values(a, None if indices is None else idx, group, n_groups, count)
+    fields = list(values)
     rows = []
     for g in range(n_groups):
         ev = int(idx[first[g]])
-        c = int(count[g])
         row = FunctionEventAvg(
-            names[int(name_key[first[g]])], count=c,
-            cpu_time_total=sums["cpu_time_total"][g] / 1e3,
-            self_cpu_time_total=sums["self_cpu_time_total"][g] / 1e3,
-            cuda_time_total=sums["cuda_time_total"][g] / 1e3,
-            self_cuda_time_total=sums["self_cuda_time_total"][g] / 1e3,
-            cpu_time=sums["cpu_time_total"][g] / 1e3 / c,
-            cuda_time=sums["cuda_time_total"][g] / 1e3 / c,
-            cpu_memory_usage=int(sums["cpu_memory_usage"][g]),
-            self_cpu_memory_usage=int(sums["self_cpu_memory_usage"][g]),
-            cuda_memory_usage=int(sums["cuda_memory_usage"][g]),
-            self_cuda_memory_usage=int(sums["self_cuda_memory_usage"][g]),
-            flops=int(sums["flops"][g]),
+            names[int(name_key[first[g]])],
             input_shapes=data.input_shapes_of(int(a.shapes_id[ev])),
             stack=prefixes[int(prefix_id[first[g]])] if prefix_id is not None else [],
             scope=int(cols["scope"][ev]),
             module=module_labels[int(module_id[first[g]])] if module_id is not None else None,
             device=data.strings[int(cols["device_id"][ev])] if group_by_device else None,
         )
+        for f in fields:
+            setattr(row, f, values[f][g])
         rows.append(row)
     grouping = {"group_by_input_shape": group_by_input_shape, "group_by_stack_n": group_by_stack_n,
                 "group_by_module": group_by_module, "group_by_device": group_by_device,
@@ -481,18 +441,8 @@ def key_averages(data: "ProfileData", group_by_input_shape: bool = False, group_
 
 def total_average(data: "ProfileData", indices: np.ndarray | None = None) -> FunctionEventAvg:
     """Sums over all events (like PyTorch's ``EventList.total_average()``; key "Total")."""
-    a = data.analysis
     idx = np.arange(data.n_events) if indices is None else np.asarray(indices, dtype=np.int64)
-    c = len(idx)
-    cpu = int(a.cpu_total_ns[idx].sum())
-    cuda = int(a.cuda_total_ns[idx].sum())
-    return FunctionEventAvg(
-        "Total", count=c, cpu_time_total=cpu / 1e3, self_cpu_time_total=int(a.self_cpu_ns[idx].sum()) / 1e3,
-        cuda_time_total=cuda / 1e3, self_cuda_time_total=int(a.self_cuda_ns[idx].sum()) / 1e3,
-        cpu_time=cpu / 1e3 / c if c else 0.0, cuda_time=cuda / 1e3 / c if c else 0.0,
-        cpu_memory_usage=int(a.cpu_memory[idx].sum()), self_cpu_memory_usage=int(a.self_cpu_memory[idx].sum()),
-        cuda_memory_usage=int(a.cuda_memory[idx].sum()),
-        self_cuda_memory_usage=int(a.self_cuda_memory[idx].sum()), flops=int(a.flops[idx].sum()))
+    return FunctionEventAvg("Total", **_metrics.total_values(data.analysis, idx))
 
 
 # --------------------------------------------------------------------------- forward + backward
@@ -517,26 +467,19 @@ class ForwardBackwardRow:
             both), as CPU total does in the operator table.
     """
 
-    __slots__ = ("name", "call_site", "count", "backward_count", "backward_names",
-                 "self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total",
-                 "backward_self_cpu_time_total", "backward_cpu_time_total",
-                 "backward_self_cuda_time_total", "backward_cuda_time_total",
-                 "forward_backward_self_cpu_time_total", "forward_backward_cpu_time_total",
-                 "forward_backward_self_cuda_time_total", "forward_backward_cuda_time_total")
-
     def __init__(self, **values):
         for name, value in values.items():
             setattr(self, name, value)
-        self.forward_backward_self_cpu_time_total = self.self_cpu_time_total + self.backward_self_cpu_time_total
-        self.forward_backward_self_cuda_time_total = (self.self_cuda_time_total
-                                                      + self.backward_self_cuda_time_total)
-        self.forward_backward_cpu_time_total = self.cpu_time_total + self.backward_cpu_time_total
-        self.forward_backward_cuda_time_total = self.cuda_time_total + self.backward_cuda_time_total
+        for field in _metrics.forward_backward_metrics():
+            setattr(self, "forward_backward_" + field.name,
+                    getattr(self, field.name) + getattr(self, "backward_" + field.name))
 
     key = property(lambda self: self.name)
 
     def to_dict(self) -> dict:
-        return {name: getattr(self, name) for name in self.__slots__}
+        fields = ("name", "call_site", "count", "backward_count", "backward_names",
+                  *_metrics.forward_backward_row_fields())
+        return {name: getattr(self, name) for name in fields}
 
     def __repr__(self):
         return (f"<ForwardBackwardRow {self.name!r} calls={self.count} "
@@ -552,7 +495,7 @@ class ForwardBackwardSummary(list):
 
     def columns(self) -> list:
         """The columns for these rows (:data:`profiler.columns.FORWARD_BACKWARD_COLUMNS`)."""
-        return select(FORWARD_BACKWARD_COLUMNS, available(self._data, stack=any(r.call_site for r in self)))
+        return select(_columns.FORWARD_BACKWARD_COLUMNS, available(self._data, stack=any(r.call_site for r in self)))
 
     def table(self, row_limit: int = 100, max_name_column_width: int = 55,
               time_unit: str | None = None, header: str | None = None) -> str:
@@ -608,13 +551,17 @@ def forward_backward_summary(data: "ProfileData") -> ForwardBackwardSummary:
     def bsum(arr):
         return _group_sums(bwd_group, n_groups, arr[bwd])
 
-    f_self_cpu, f_cpu = fsum(a.self_cpu_ns), fsum(a.cpu_total_ns)
-    f_self_cuda, f_cuda = fsum(a.self_cuda_ns), fsum(a.cuda_total_ns)
+    # The forward op's own value, and its backward nodes': an inclusive metric (CPU total) of
+    # every node it caused, its parts' included; an exclusive one (self time) of the nodes it
+    # created itself.
     def dsum(arr):
         return _group_sums(direct_g, n_groups, arr[direct_b])
 
-    b_cpu, b_cuda = bsum(a.cpu_total_ns), bsum(a.cuda_total_ns)
-    b_self_cpu, b_self_cuda = dsum(a.self_cpu_ns), dsum(a.self_cuda_ns)
+    times = {}
+    for m in _metrics.forward_backward_metrics():
+        arr, unit = getattr(a, m.source), 1e3 if m.kind == "time" else 1
+        times[m.name] = fsum(arr) / unit
+        times["backward_" + m.name] = (bsum(arr) if m.inclusive else dsum(arr)) / unit
     f_count = np.bincount(group, minlength=n_groups)
     b_count = np.bincount(bwd_group, minlength=n_groups)
     names_by_group: list[set] = [set() for _ in range(n_groups)]
@@ -629,10 +576,7 @@ def forward_backward_summary(data: "ProfileData") -> ForwardBackwardSummary:
             call_site=(sites[int(site_id[first[g]])] or [None])[0] if site_id is not None else None,
             count=int(f_count[g]), backward_count=int(b_count[g]),
             backward_names=sorted(names_by_group[g]),
-            self_cpu_time_total=f_self_cpu[g] / 1e3, cpu_time_total=f_cpu[g] / 1e3,
-            self_cuda_time_total=f_self_cuda[g] / 1e3, cuda_time_total=f_cuda[g] / 1e3,
-            backward_self_cpu_time_total=b_self_cpu[g] / 1e3, backward_cpu_time_total=b_cpu[g] / 1e3,
-            backward_self_cuda_time_total=b_self_cuda[g] / 1e3, backward_cuda_time_total=b_cuda[g] / 1e3,
+            **{f: v[g] for f, v in times.items()},
         ))
     rows.sort(key=lambda r: r.forward_backward_cpu_time_total, reverse=True)
     return ForwardBackwardSummary(rows, data)

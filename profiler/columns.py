@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from . import metrics as _metrics
+
 from .format import (format_bytes, format_flops_column, format_interval, format_p_value, format_percent,
                      format_ratio, format_time)
 
@@ -26,7 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
 __all__ = ["ColumnSpec", "COLUMNS", "OPERATOR_COLUMNS", "FORWARD_BACKWARD_COLUMNS", "MODULE_COLUMNS",
-           "MODULE_TREE_COLUMNS", "MEMORY_COLUMNS", "STAT_COLUMNS", "STAT_OP_COLUMNS", "MEMORY_KIND_COLUMNS", "KINDS", "operator_columns", "value", "row_values", "cells"]
+           "MODULE_TREE_COLUMNS", "MEMORY_BY_OP_COLUMNS", "STAT_COLUMNS", "STAT_OP_COLUMNS", "MEMORY_KIND_COLUMNS",
+           "KINDS", "operator_columns", "value", "row_values", "cells", "drop_order", "one_line_drops"]
 
 KINDS = ("text", "time", "percent", "bytes", "count", "flops", "ratio", "interval", "p_value")
 PERCENT_SUFFIX = "_percent"
@@ -43,92 +46,73 @@ class ColumnSpec:
         needs: what the profile must hold for the column to show: "" (always), "cuda",
             "memory", "memory_kinds", "cuda_memory", "shapes", "stack", "flops", "module",
             "device", "scope".
+        clock: "cpu" or "cuda" for a column of one side of the machine, None otherwise.
+        drop: a narrow terminal leaves the column out in ascending ``drop`` (None: never).
+        secondary: may be left out so that every header fits on one line.
     """
 
     id: str
     header: str
     kind: str
     needs: str = ""
+    clock: str | None = None
+    drop: int | None = None
+    secondary: bool = False
 
     @property
     def field(self) -> str:
         """The row attribute read for this column (a percentage reads the time it is a share of)."""
         return self.id[:-len(PERCENT_SUFFIX)] if self.kind == "percent" else self.id
 
-    @property
-    def clock(self) -> str | None:
-        """"cpu" or "cuda" for time, percent and memory columns; None otherwise."""
-        if "cuda" in self.id:
-            return "cuda"
-        if "cpu" in self.id:
-            return "cpu"
-        return None
+
+def _spec(*args, **kwargs) -> ColumnSpec:
+    return ColumnSpec(*args, **kwargs)
 
 
-def _spec(*args) -> ColumnSpec:
-    return ColumnSpec(*args)
+def _metric_spec(m: "_metrics.Metric") -> ColumnSpec:
+    return ColumnSpec(m.name, m.header, m.kind, m.needs, m.clock, m.drop, m.secondary)
 
 
-COLUMNS: dict[str, ColumnSpec] = {c.id: c for c in (
-    # key_averages() rows, in PyTorch's table() order.
+_CPU, _CUDA = {"clock": "cpu"}, {"clock": "cuda"}
+# Every column that is not a per-op metric's (those come from profiler.metrics).
+_OTHER_COLUMNS: tuple[ColumnSpec, ...] = (
+    # key_averages() rows: the keys, before the metrics.
     _spec("name", "Name", "text"),
     _spec("device", "Device", "text", "device"),
     _spec("module", "Module", "text", "module"),
     _spec("scope", "Scope", "text", "scope"),
-    _spec("self_cpu_time_total_percent", "Self CPU %", "percent"),
-    _spec("self_cpu_time_total", "Self CPU", "time"),
-    _spec("cpu_time_total_percent", "CPU total %", "percent"),
-    _spec("cpu_time_total", "CPU total", "time"),
-    _spec("cpu_time", "CPU time avg", "time"),
-    _spec("self_cuda_time_total", "Self CUDA", "time", "cuda"),
-    _spec("self_cuda_time_total_percent", "Self CUDA %", "percent", "cuda"),
-    _spec("cuda_time_total", "CUDA total", "time", "cuda"),
-    _spec("cuda_time", "CUDA time avg", "time", "cuda"),
-    _spec("cpu_memory_usage", "CPU Mem", "bytes", "memory"),
-    _spec("self_cpu_memory_usage", "Self CPU Mem", "bytes", "memory"),
-    _spec("cuda_memory_usage", "CUDA Mem", "bytes", "cuda_memory"),
-    _spec("self_cuda_memory_usage", "Self CUDA Mem", "bytes", "cuda_memory"),
-    _spec("count", "# of Calls", "count"),
     _spec("input_shapes", "Input Shapes", "text", "shapes"),
     _spec("stack", "Source Location", "text", "stack"),
-    _spec("flops", "Total FLOPs", "flops", "flops"),
-    # forward_backward_summary() rows: a forward op and the backward nodes it caused.
+    # forward_backward_summary() rows: a forward op and the backward nodes it caused (their
+    # time columns are made from the metrics with ``forward_backward``).
     _spec("call_site", "Call Site", "text", "stack"),
-    _spec("backward_self_cpu_time_total", "Bwd Self CPU", "time"),
-    _spec("backward_cpu_time_total", "Bwd CPU total", "time"),
-    _spec("forward_backward_self_cpu_time_total", "Fwd+Bwd Self CPU", "time"),
-    _spec("forward_backward_cpu_time_total", "Fwd+Bwd CPU total", "time"),
-    _spec("backward_self_cuda_time_total", "Bwd Self CUDA", "time", "cuda"),
-    _spec("backward_cuda_time_total", "Bwd CUDA total", "time", "cuda"),
-    _spec("forward_backward_self_cuda_time_total", "Fwd+Bwd Self CUDA", "time", "cuda"),
-    _spec("forward_backward_cuda_time_total", "Fwd+Bwd CUDA total", "time", "cuda"),
-    _spec("backward_count", "# Bwd Calls", "count"),
+    _spec("backward_count", "# Bwd Calls", "count", drop=8, secondary=True),
     _spec("backward_names", "Backward Nodes", "text"),
     # module_summary() rows: self time split by the phase it ran in.
-    _spec("forward_self_cpu_time_total", "Fwd Self CPU", "time"),
+    _spec("forward_self_cpu_time_total", "Fwd Self CPU", "time", **_CPU),
     # module_tree() nodes: forward and backward time of a module, self and with its children.
-    _spec("forward_cpu_time_total", "Fwd CPU total", "time"),
-    _spec("forward_backward_cpu_time_total_percent", "Fwd+Bwd CPU %", "percent"),
-    _spec("forward_self_cuda_time_total", "Fwd Self CUDA", "time", "cuda"),
-    _spec("forward_cuda_time_total", "Fwd CUDA total", "time", "cuda"),
+    _spec("forward_cpu_time_total", "Fwd CPU total", "time", **_CPU),
+    _spec("forward_backward_cpu_time_total_percent", "Fwd+Bwd CPU %", "percent", **_CPU),
+    _spec("forward_self_cuda_time_total", "Fwd Self CUDA", "time", "cuda", **_CUDA),
+    _spec("forward_cuda_time_total", "Fwd CUDA total", "time", "cuda", **_CUDA),
     # profiler.memory rows: bytes allocated inside an op or module, split by kind (torch's
     # memory-profiler categories), and per kind on a device: allocated, freed, at the peak.
     _spec("allocated", "Allocated", "bytes", "memory"),
-    _spec("freed", "Freed", "bytes", "memory"),
-    _spec("net", "Net", "bytes", "memory"),
-    _spec("allocations", "# of Allocations", "count", "memory"),
+    _spec("freed", "Freed", "bytes", "memory", drop=21),
+    _spec("net", "Net", "bytes", "memory", drop=17),
+    _spec("allocations", "# of Allocations", "count", "memory", drop=15, secondary=True),
     _spec("parameter", "Parameter", "bytes", "memory_kinds"),
     _spec("optimizer_state", "Optimizer state", "bytes", "memory_kinds"),
     _spec("gradient", "Gradient", "bytes", "memory_kinds"),
     _spec("activation", "Activation", "bytes", "memory_kinds"),
-    _spec("input", "Input", "bytes", "memory_kinds"),
-    _spec("autograd_detail", "Autograd detail", "bytes", "memory_kinds"),
+    _spec("input", "Input", "bytes", "memory_kinds", drop=19, secondary=True),
+    _spec("autograd_detail", "Autograd detail", "bytes", "memory_kinds", drop=20, secondary=True),
     _spec("temporary", "Temporary", "bytes", "memory_kinds"),
-    _spec("unknown", "Unknown", "bytes", "memory_kinds"),
+    _spec("unknown", "Unknown", "bytes", "memory_kinds", drop=18, secondary=True),
     _spec("memory_device", "Device", "text", "memory"),
     _spec("kind", "Kind", "text", "memory_kinds"),
     _spec("at_peak", "At peak", "bytes", "memory_kinds"),
-    _spec("max_live", "Max live", "bytes", "memory_kinds"),
+    _spec("max_live", "Max live", "bytes", "memory_kinds", drop=16, secondary=True),
     # profiler.stats rows (the statistical diff): per-step medians in A and B, the ratio of
     # medians with its bootstrap interval, the Benjamini-Hochberg adjusted p-value, the verdict.
     _spec("median_a", "Median/step A", "time"),
@@ -138,24 +122,75 @@ COLUMNS: dict[str, ColumnSpec] = {c.id: c for c in (
     _spec("ci", "95% CI", "interval"),
     _spec("q_value", "p (BH)", "p_value"),
     _spec("verdict", "Verdict", "text"),
-)}
+)
+# The backward columns of a forward+backward table that narrow terminals leave out before the
+# main times (the per-call averages and memory go first; see each metric's ``drop``).
+_BACKWARD_DROP = {"backward_self_cpu_time_total": 9, "backward_self_cuda_time_total": 10}
 
-OPERATOR_COLUMNS = ("name", "device", "module", "scope",
-                    "self_cpu_time_total_percent", "self_cpu_time_total", "cpu_time_total_percent",
-                    "cpu_time_total", "cpu_time", "self_cuda_time_total", "self_cuda_time_total_percent",
-                    "cuda_time_total", "cuda_time", "cpu_memory_usage", "self_cpu_memory_usage",
-                    "cuda_memory_usage", "self_cuda_memory_usage", "count", "input_shapes", "stack",
-                    "flops")
-FORWARD_BACKWARD_COLUMNS = ("name", "call_site", "count",
-                            "self_cpu_time_total", "cpu_time_total", "backward_self_cpu_time_total",
-                            "backward_cpu_time_total", "forward_backward_self_cpu_time_total",
-                            "forward_backward_cpu_time_total",
-                            "self_cuda_time_total", "cuda_time_total", "backward_self_cuda_time_total",
-                            "backward_cuda_time_total", "forward_backward_self_cuda_time_total",
-                            "forward_backward_cuda_time_total",
-                            "backward_count", "backward_names")
+
+def _forward_backward_specs() -> list[ColumnSpec]:
+    """The backward and forward+backward time columns: "Bwd " and "Fwd+Bwd " before the
+    forward metric's header, on its clock."""
+    out = []
+    for field in _metrics.forward_backward_fields():
+        for prefix, title in (("forward_backward_", "Fwd+Bwd "), ("backward_", "Bwd ")):
+            if field.startswith(prefix):
+                m = _metrics.metric(field[len(prefix):])
+                out.append(ColumnSpec(field, title + m.header, m.kind, m.needs, m.clock,
+                                      _BACKWARD_DROP.get(field)))
+                break
+    return out
+
+
+_cache: list = [None, None]
+
+
+def _tables() -> tuple[dict, tuple, tuple]:
+    """(every column by id, the operator table's ids, the forward+backward table's ids), made
+    from the metrics once (again when the metric registry is replaced)."""
+    if _cache[0] is not _metrics.METRICS:
+        entries = _metrics.METRICS
+        specs = {c.id: c for c in _OTHER_COLUMNS}
+        specs.update((m.name, _metric_spec(m)) for m in entries)
+        specs.update((c.id, c) for c in _forward_backward_specs())
+        # PyTorch's table() order: the keys, the metrics, the grouping's text columns after
+        # "# of Calls", then the rest (Total FLOPs last).
+        operator = ["name", "device", "module", "scope"]
+        for m in entries:
+            operator.append(m.name)
+            if m.name == "count":
+                operator += ["input_shapes", "stack"]
+        forward_backward = ["name", "call_site", "count", *_metrics.forward_backward_fields(), "backward_count",
+                            "backward_names"]
+        _cache[1] = (specs, tuple(operator), tuple(forward_backward))
+        _cache[0] = entries
+    return _cache[1]
+
+
+def __getattr__(name: str):
+    # COLUMNS and the metric tables follow profiler.metrics.METRICS (see _tables).
+    if name == "COLUMNS":
+        return _tables()[0]
+    if name == "OPERATOR_COLUMNS":
+        return _tables()[1]
+    if name == "FORWARD_BACKWARD_COLUMNS":
+        return _tables()[2]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def drop_order() -> tuple[str, ...]:
+    """Column ids in the order a narrow terminal leaves them out."""
+    specs = [c for c in _tables()[0].values() if c.drop is not None]
+    return tuple(c.id for c in sorted(specs, key=lambda c: c.drop))
+
+
+def one_line_drops() -> frozenset[str]:
+    """Column ids that may be left out so that every header fits on one line."""
+    return frozenset(c.id for c in _tables()[0].values() if c.secondary)
+
+
 # Memory by op (or module): totals, then one column per kind (those that occur are shown).
-MEMORY_COLUMNS = ("name", "allocated", "freed", "net", "allocations", "parameter", "optimizer_state",
+MEMORY_BY_OP_COLUMNS = ("name", "allocated", "freed", "net", "allocations", "parameter", "optimizer_state",
                   "gradient", "activation", "input", "autograd_detail", "temporary", "unknown")
 # Memory by kind, per device: what each kind allocated and freed, held at the peak, at most.
 MEMORY_KIND_COLUMNS = ("memory_device", "kind", "allocated", "freed", "at_peak", "max_live")
@@ -209,7 +244,8 @@ def available(data: "ProfileData", *, shapes: bool = False, stack: bool = False,
 
 def select(ids, have: set[str]) -> list[ColumnSpec]:
     """The columns of ``ids`` whose needs are in ``have``, in the order of ``ids``."""
-    return [COLUMNS[i] for i in ids if COLUMNS[i].needs in have]
+    specs = _tables()[0]
+    return [specs[i] for i in ids if specs[i].needs in have]
 
 
 def operator_columns(data: "ProfileData", *, shapes: bool = False, stack: bool = False,
@@ -219,7 +255,7 @@ def operator_columns(data: "ProfileData", *, shapes: bool = False, stack: bool =
     Returns:
         ColumnSpecs, from "Name" to "Total FLOPs".
     """
-    return select(OPERATOR_COLUMNS, available(data, shapes=shapes, stack=stack, module=module,
+    return select(_tables()[1], available(data, shapes=shapes, stack=stack, module=module,
                                               device=device, scope=scope))
 
 

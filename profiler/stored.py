@@ -25,12 +25,13 @@ import json
 
 import numpy as np
 
+from . import metrics as _metrics
 from .aggregate import ForwardBackwardRow, ForwardBackwardSummary, FunctionEventAvg, KeyAverages, key_averages
 from .analysis import EventAnalysis
 from .records import Scope
 from .validate import ProfileFormatError, parse_shapes
 
-__all__ = ["write_analysis", "read_analysis", "StoredAnalysis", "SUMMARY_FIELDS"]
+__all__ = ["write_analysis", "read_analysis", "StoredAnalysis"]
 
 # Per-event arrays: name -> dtype, stored always / only when some value is non-zero.
 _ALWAYS = {"parent": np.int32, "depth": np.int32, "self_cpu_ns": np.int64, "forward_event": np.int32,
@@ -55,14 +56,21 @@ def summary_name(group_by_input_shape: bool, group_by_device: bool, merge_steps:
         if {k: grouping.get(k, False) for k in wanted} == wanted:
             return name
     return None
-SUMMARY_FIELDS = ("count", "cpu_time_total", "self_cpu_time_total", "cuda_time_total", "self_cuda_time_total",
-                  "cpu_time", "cuda_time", "cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
-                  "self_cuda_memory_usage", "flops")
 _COUNTERS = ("cpu_clock_skew", "cuda_clock_skew", "unlinked_backward")
-# The forward + backward table (``gradtrace table --group-by forward-op``): its row fields.
-FB_TIMES = ("self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total",
-            "backward_self_cpu_time_total", "backward_cpu_time_total", "backward_self_cuda_time_total",
-            "backward_cuda_time_total")
+# A stored table names the row fields its values are (``fields``: the metrics of
+# profiler.metrics when it was written); a file written before tables named them holds these,
+# in this order. A table that lacks a metric of today's registry is not used: the rows are
+# computed from the stored per-event analysis instead. Never edit (old files must load).
+_FIELDS_UNNAMED = _metrics.FIELD_ORDER_V5
+_FORWARD_BACKWARD_UNNAMED = ("self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total",
+                             "backward_self_cpu_time_total", "backward_cpu_time_total",
+                             "backward_self_cuda_time_total", "backward_cuda_time_total")
+
+
+def _forward_backward_stored() -> tuple[str, ...]:
+    """The forward + backward fields a file keeps: the forward op's and its backward nodes'
+    (their sums are computed on reading)."""
+    return tuple(f for f in _metrics.forward_backward_row_fields() if not f.startswith("forward_backward_"))
 
 
 def _table_entry(writer, columns: dict, rows: int) -> dict:
@@ -74,8 +82,9 @@ def _table_entry(writer, columns: dict, rows: int) -> dict:
 
 
 def _summary(ka) -> dict:
-    rows = [[r.key, [getattr(r, f) for f in SUMMARY_FIELDS], r.input_shapes, r.scope, r.device] for r in ka]
-    return {"rows": rows, "self_cpu_ns": ka._self_cpu_ns, "self_cuda_ns": ka._self_cuda_ns}
+    fields = _metrics.row_fields()
+    rows = [[r.key, [getattr(r, f) for f in fields], r.input_shapes, r.scope, r.device] for r in ka]
+    return {"rows": rows, "self_cpu_ns": ka._self_cpu_ns, "self_cuda_ns": ka._self_cuda_ns, "fields": list(fields)}
 
 
 def write_analysis(data, writer) -> dict:
@@ -83,6 +92,7 @@ def write_analysis(data, writer) -> dict:
     footer's ``analysis`` entry."""
     a = data.analysis
     n = data.n_events
+    fb_fields = _forward_backward_stored()
     per_event = {name: getattr(a, name).astype(dt, copy=False) for name, dt in _ALWAYS.items()}
     per_event.update({name: getattr(a, name).astype(dt, copy=False) for name, dt in _WHEN_SET.items()
                       if getattr(a, name).any()})
@@ -97,7 +107,8 @@ def write_analysis(data, writer) -> dict:
                       if name != "shape_merged" or data.metadata.get("record_shapes")
                       or data.metadata.get("with_flops")},
         "forward_backward": [[r.name, r.call_site, r.count, r.backward_count, r.backward_names,
-                              [getattr(r, f) for f in FB_TIMES]] for r in data.forward_backward_summary()],
+                              [getattr(r, f) for f in fb_fields]] for r in data.forward_backward_summary()],
+        "forward_backward_fields": list(fb_fields),
         "has_device_time": bool(data.has_device_time),
         "has_cuda_memory": bool(data.has_cuda_memory),
     }
@@ -110,35 +121,54 @@ def write_analysis(data, writer) -> dict:
 class StoredAnalysis:
     """What a file kept: the per-event analysis and the default tables' rows."""
 
-    def __init__(self, analysis, summaries: dict, flags: dict, forward_backward: list):
+    def __init__(self, analysis, summaries: dict, flags: dict, forward_backward: tuple | None):
+        """Args:
+            summaries: the stored tables that hold every metric of today's registry.
+            forward_backward: (fields, rows) of the forward + backward table, None when it
+                lacks one of today's fields.
+        """
         self.analysis, self.summaries, self.flags = analysis, summaries, flags
         self.forward_backward = forward_backward
 
 
-def stored_forward_backward(data, rows: list) -> ForwardBackwardSummary:
+def stored_forward_backward(data, table: tuple) -> ForwardBackwardSummary:
+    fields, rows = table
     return ForwardBackwardSummary(
         [ForwardBackwardRow(name=name, call_site=site, count=count, backward_count=b_count,
-                            backward_names=list(names), **dict(zip(FB_TIMES, times)))
+                            backward_names=list(names), **dict(zip(fields, times)))
          for name, site, count, b_count, names, times in rows], data)
 
 
-def _check_forward_backward(path, rows, n_events: int) -> list:
-    """The stored forward + backward rows: types and ranges (counts within the profile)."""
+def _field_names(path, names, unnamed: tuple, what: str) -> tuple[str, ...]:
+    """The fields a stored table says its values are (``unnamed`` when it names none)."""
+    if names is None:
+        return unnamed
+    if not isinstance(names, list) or not all(type(f) is str for f in names) or len(set(names)) != len(names):
+        raise _bad(path, f"has a {what} with malformed field names")
+    return tuple(names)
+
+
+def _check_forward_backward(path, rows, n_events: int, fields: tuple) -> tuple | None:
+    """The stored forward + backward rows: types and ranges (counts within the profile).
+
+    Returns:
+        (fields, rows), or None when the table lacks a field of today's registry.
+    """
     if not isinstance(rows, list) or not all(
             type(r) is list and len(r) == 6 and type(r[0]) is str and (r[1] is None or type(r[1]) is str)
             and type(r[2]) is int and type(r[3]) is int and type(r[4]) is list
-            and all(type(x) is str for x in r[4]) and type(r[5]) is list and len(r[5]) == len(FB_TIMES)
+            and all(type(x) is str for x in r[4]) and type(r[5]) is list and len(r[5]) == len(fields)
             for r in rows):
         raise _bad(path, "has a malformed forward + backward table")
     if any(r[2] < 1 or r[3] < 0 for r in rows) or sum(r[2] for r in rows) > n_events:
         raise _bad(path, "has a forward + backward table with invalid counts")
     try:
-        times = np.array([r[5] for r in rows], dtype=np.float64).reshape(len(rows), len(FB_TIMES))
+        times = np.array([r[5] for r in rows], dtype=np.float64).reshape(len(rows), len(fields))
     except (TypeError, ValueError, OverflowError):
         raise _bad(path, "has a forward + backward row with a value that is not a number") from None
     if not np.all(np.isfinite(times)) or np.any(times < 0):
         raise _bad(path, "has a forward + backward row with a value out of range")
-    return rows
+    return (fields, rows) if set(_forward_backward_stored()) <= set(fields) else None
 
 
 class StoredKeyAverages(KeyAverages):
@@ -158,7 +188,9 @@ class StoredKeyAverages(KeyAverages):
 
 
 def stored_key_averages(data, summary: dict, name: str) -> StoredKeyAverages:
-    rows = [FunctionEventAvg(key, **dict(zip(SUMMARY_FIELDS, values)), input_shapes=shapes, scope=scope,
+    fields = summary.get("fields", _FIELDS_UNNAMED)
+    keep = [k for k, f in enumerate(fields) if f in set(_metrics.row_fields())]
+    rows = [FunctionEventAvg(key, **{fields[k]: values[k] for k in keep}, input_shapes=shapes, scope=scope,
                              device=device)
             for key, values, shapes, scope, device in summary["rows"]]
     grouping = {"group_by_input_shape": False, "group_by_stack_n": 0, "group_by_module": False,
@@ -180,20 +212,28 @@ def _check_summary(path, summary, n_events: int) -> dict:
         if type(summary.get(key)) is not int or summary[key] < 0:
             raise _bad(path, f"table has an invalid {key}")
     rows = summary["rows"]
+    fields = _field_names(path, summary.get("fields"), _FIELDS_UNNAMED, "table")
+    if "count" not in fields:
+        raise _bad(path, "has a table without its counts")
+    if fields is not _FIELDS_UNNAMED:
+        summary = dict(summary, fields=fields)
     if not all(type(r) is list and len(r) == 5 and type(r[0]) is str and type(r[1]) is list
-               and len(r[1]) == len(SUMMARY_FIELDS) and (r[4] is None or type(r[4]) is str) for r in rows):
+               and len(r[1]) == len(fields) and (r[4] is None or type(r[4]) is str) for r in rows):
         raise _bad(path, "has a malformed table row")
     try:
-        values = np.array([r[1] for r in rows], dtype=np.float64).reshape(len(rows), len(SUMMARY_FIELDS))
+        values = np.array([r[1] for r in rows], dtype=np.float64).reshape(len(rows), len(fields))
     except (TypeError, ValueError, OverflowError):
         raise _bad(path, "has a table row with a value that is not a number") from None
-    counts = [r[1][0] for r in rows]
-    if not all(type(c) is int for c in counts) or (len(rows) and values[:, 0].min() < 1):
+    count = fields.index("count")
+    counts = [r[1][count] for r in rows]
+    if not all(type(c) is int for c in counts) or (len(rows) and values[:, count].min() < 1):
         raise _bad(path, "has a table row with an invalid count")
     if sum(counts) != n_events:
         raise _bad(path, f"table counts {sum(counts)} events, the profile has {n_events}")
-    # Times (columns 1-6) are sums of non-negative durations; memory sums may be negative.
-    if not np.all(np.isfinite(values)) or np.any(values[:, 1:7] < 0):
+    # Times are sums of non-negative durations; memory sums may be negative.
+    time_fields = {m.name for m in _metrics.row_metrics() if m.kind == "time"}
+    times = [k for k, f in enumerate(fields) if f in time_fields]
+    if not np.all(np.isfinite(values)) or np.any(values[:, times] < 0):
         raise _bad(path, "has a table row with a value out of range")
     scopes = {int(s) for s in Scope}
     if not all(type(r[3]) is int and r[3] in scopes for r in rows):
@@ -254,6 +294,9 @@ def read_analysis(mf, entry, parts, window_rows: int, defer: bool = False) -> St
     if not isinstance(summaries, dict) or not _REQUIRED <= set(summaries) <= set(_SUMMARIES):
         raise _bad(path, "lacks its tables or has unknown ones")
     summaries = {k: _check_summary(path, v, n) for k, v in summaries.items()}
+    # Tables written before a metric of today's registry existed cannot answer for it.
+    current = set(_metrics.row_fields())
+    usable = {k: v for k, v in summaries.items() if current <= set(v.get("fields", _FIELDS_UNNAMED))}
     flags = {k: entry.get(k) for k in ("has_device_time", "has_cuda_memory")}
     if not all(isinstance(v, bool) for v in flags.values()):
         raise _bad(path, "has invalid flags")
@@ -267,8 +310,10 @@ def read_analysis(mf, entry, parts, window_rows: int, defer: bool = False) -> St
     analysis = LazyAnalysis(check, events, per_event, mem_event, pairs, counters)
     if not defer:
         analysis.materialize()
-    forward_backward = _check_forward_backward(path, entry.get("forward_backward"), n)
-    return StoredAnalysis(analysis, summaries, flags, forward_backward)
+    fb_fields = _field_names(path, entry.get("forward_backward_fields"), _FORWARD_BACKWARD_UNNAMED,
+                             "forward + backward table")
+    forward_backward = _check_forward_backward(path, entry.get("forward_backward"), n, fb_fields)
+    return StoredAnalysis(analysis, usable, flags, forward_backward)
 
 
 class LazyAnalysis:

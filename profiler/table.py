@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import columns as _columns
+from . import metrics as _metrics
 from .format import format_time
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,8 +96,7 @@ def operator_table(data: "ProfileData", rows, specs: list, self_cpu_ns: int, sel
         self_cpu_ns, self_cuda_ns: Σ self time of the events averaged: the 100% of the
             percentage columns, printed in the footer.
     """
-    totals = {"self_cpu_time_total": self_cpu_ns / 1e3, "cpu_time_total": self_cpu_ns / 1e3,
-              "self_cuda_time_total": self_cuda_ns / 1e3}
+    totals = _metrics.percent_totals(self_cpu_ns / 1e3, self_cuda_ns / 1e3)
     return plain_table(rows, specs, totals, max_name_column_width, header, time_unit,
                        footer=table_footer(data, self_cpu_ns / 1e3, self_cuda_ns / 1e3, time_unit))
 

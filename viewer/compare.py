@@ -26,7 +26,7 @@ def metric_options(by: str, has_cuda: bool) -> dict[str, str]:
 
 
 def _metrics(by: str) -> dict[str, str]:
-    from gradtrace.profiler.diff import FORWARD_BACKWARD_METRICS, NAME_METRICS  # noqa: PLC0415
+    from gradtrace.profiler.profile_diff import FORWARD_BACKWARD_METRICS, NAME_METRICS  # noqa: PLC0415
 
     return NAME_METRICS if by == "name" else FORWARD_BACKWARD_METRICS
 

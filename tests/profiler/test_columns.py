@@ -179,5 +179,5 @@ def test_every_column_kind_and_need_is_known():
     for spec in columns.COLUMNS.values():
         assert spec.kind in columns.KINDS and spec.needs in needs, spec
     for ids in (columns.OPERATOR_COLUMNS, columns.FORWARD_BACKWARD_COLUMNS, columns.MODULE_COLUMNS,
-                columns.MEMORY_COLUMNS, columns.MEMORY_KIND_COLUMNS):
+                columns.MEMORY_BY_OP_COLUMNS, columns.MEMORY_KIND_COLUMNS):
         assert all(i in columns.COLUMNS for i in ids)

@@ -3,7 +3,7 @@ import pytest
 
 from gradtrace import profiler
 from gradtrace.profiler import Scope, synthetic
-from gradtrace.profiler.diff import ProfileDiff
+from gradtrace.profiler.profile_diff import ProfileDiff
 
 from .test_chrome_trace import make_mlp, mlp_step
 

@@ -3,7 +3,8 @@
 It owns the schedule state machine and hands collection to :class:`profiler.collector.Collector`
 (imported only when profiling starts, so ``import profiler`` does not import the engine). The
 result of each recorded cycle is a :class:`~profiler.data.ProfileData`, exactly the class
-:func:`profiler.load` returns; the analysis methods on ``prof`` delegate to it.
+:func:`profiler.load` returns; every public attribute of it (``key_averages``, ``table``,
+``module_summary``, ``save``...) is reached on ``prof`` itself, with the same signature.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Callable, Iterable
 
 from .data import ProfileData
 from .fileformat import FILE_SUFFIX
-from .schedule import ProfilerAction
+from .step_schedule import ProfilerAction
 
 __all__ = ["profile", "ProfilerActivity", "save_profile_handler"]
 
@@ -258,46 +259,16 @@ class profile:
                                "RECORD_AND_SAVE step")
         return self.profile_data
 
-    def events(self):
-        """All events of the last recorded cycle (see :meth:`ProfileData.events`)."""
-        return self._data().events()
+    def __getattr__(self, name: str):
+        # Every analysis of the last recorded cycle is ProfileData's, reached through this one
+        # door so the two never drift: prof.key_averages(group_by_module=True), prof.table(),
+        # prof.module_summary(), prof.save(path)... take the saved profile's arguments.
+        if name.startswith("_") or not hasattr(ProfileData, name):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(self._data(), name)
 
-    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0):
-        """See :meth:`ProfileData.key_averages`."""
-        return self._data().key_averages(group_by_input_shape, group_by_stack_n)
-
-    def table(self, *args, **kwargs) -> str:
-        """See :meth:`ProfileData.table`."""
-        return self._data().table(*args, **kwargs)
-
-    def forward_backward_summary(self):
-        """See :meth:`ProfileData.forward_backward_summary`."""
-        return self._data().forward_backward_summary()
-
-    def total_average(self):
-        return self._data().total_average()
-
-    def rows(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> list[dict]:
-        return self._data().rows(group_by_input_shape, group_by_stack_n)
-
-    def save(self, path, *, compress: bool = False, version: int | None = None) -> None:
-        """Write the last recorded cycle to a profile file (read it back with profiler.load);
-        ``compress`` and ``version`` as :meth:`ProfileData.save`."""
-        self._data().save(path, compress=compress, version=version)
-
-    def export_chrome_trace(self, path, distributed_info: dict | None = None,
-                            trace_name: str | None = None):
-        """See :meth:`ProfileData.export_chrome_trace`."""
-        return self._data().export_chrome_trace(path, distributed_info=distributed_info,
-                                                trace_name=trace_name)
-
-    def export_stacks(self, path, metric: str = "self_cpu_time_total") -> None:
-        """See :meth:`ProfileData.export_stacks`."""
-        self._data().export_stacks(path, metric)
-
-    def export_speedscope(self, path) -> None:
-        """See :meth:`ProfileData.export_speedscope`."""
-        self._data().export_speedscope(path)
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | {n for n in dir(ProfileData) if not n.startswith("_")})
 
 
 def save_profile_handler(dir_name, worker_name: str | None = None) -> Callable[[profile], str]:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from . import metrics as _metrics
 from . import stats
-from .aggregate import SORT_KEYS
 from .columns import COLUMNS, STAT_OP_COLUMNS, cells
 from .data import ProfileData, load
 from .format import format_time
@@ -32,14 +32,11 @@ from .table import Column, render, truncate
 
 __all__ = ["diff", "ProfileDiff", "DiffRow", "NAME_METRICS", "FORWARD_BACKWARD_METRICS"]
 
-# metric (a column id of profiler.columns, the row field) -> its header there
-NAME_METRICS = {m: COLUMNS[m].header for m in (
-    "self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total")}
-FORWARD_BACKWARD_METRICS = {m: COLUMNS[m].header for m in (
-    "self_cpu_time_total", "cpu_time_total", "backward_self_cpu_time_total", "backward_cpu_time_total",
-    "forward_backward_self_cpu_time_total", "forward_backward_cpu_time_total",
-    "self_cuda_time_total", "cuda_time_total", "backward_self_cuda_time_total", "backward_cuda_time_total",
-    "forward_backward_self_cuda_time_total", "forward_backward_cuda_time_total")}
+# metric (a column id of profiler.columns, the row field) -> its header there: the times the
+# forward+backward rows carry (profiler.metrics), per op name and per forward op with its
+# backward nodes.
+NAME_METRICS = {m.name: COLUMNS[m.name].header for m in _metrics.forward_backward_metrics()}
+FORWARD_BACKWARD_METRICS = {f: COLUMNS[f].header for f in _metrics.forward_backward_fields()}
 _TABLE_METRICS = {  # shown by default (all are in rows())
     "name": ["self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total"],
     "forward_backward": ["forward_backward_cpu_time_total", "backward_cpu_time_total",
@@ -203,7 +200,7 @@ class ProfileDiff:
         """
         rows = self._rows[:row_limit] if row_limit and row_limit > 0 else list(self._rows)
         if metrics is None:
-            metrics = [m for m in _TABLE_METRICS[self.by] if self.has_cuda or "cuda" not in m]
+            metrics = [m for m in _TABLE_METRICS[self.by] if self.has_cuda or COLUMNS[m].clock != "cuda"]
         unknown = [m for m in metrics if m not in self.metrics]
         if unknown:
             raise ValueError(f"unknown metrics {unknown}: expected some of {list(self.metrics)}")
@@ -289,7 +286,7 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
             call site, with the cost of the backward nodes it caused).
         sort_by: metric whose absolute change orders the rows (default ``self_cpu_time_total``
             by name, ``forward_backward_cpu_time_total`` for forward_backward); the table's
-            spellings (:data:`profiler.aggregate.SORT_KEYS`, e.g. ``self_device_time_total``).
+            spellings (:func:`profiler.metrics.sort_keys`, e.g. ``self_device_time_total``).
         merge_steps: one "ProfilerStep#*" row for all ``ProfilerStep#N`` ranges, as the
             tables show them (False: a row per step).
         min_share: rows whose per-step median is under this fraction of the step are shown
@@ -300,7 +297,7 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
     """
     if by not in _VIEWS:
         raise ValueError(f"by={by!r}: expected one of {list(_VIEWS)}")
-    sort_by = SORT_KEYS.get(sort_by, sort_by) if sort_by else _DEFAULT_SORT[by]
+    sort_by = _metrics.sort_keys().get(sort_by, sort_by) if sort_by else _DEFAULT_SORT[by]
     if sort_by not in _VIEWS[by] and sort_by != "count":
         raise ValueError(f"sort_by={sort_by!r}: expected 'count' or one of {list(_VIEWS[by])}")
     if not 0.0 <= min_share < 1.0:
@@ -316,7 +313,7 @@ def diff(profile_a, profile_b, by: str = "name", sort_by: str | None = None,
         status = "both" if in_a and in_b else "only_a" if in_a else "only_b"
         rows.append(DiffRow(name, site, status, count_a, count_b, va, vb))
     # The per-step test, on the sort metric's clock (self time: nested ops never count twice).
-    clock = "cuda" if "cuda" in sort_by else "cpu"
+    clock = COLUMNS[sort_by].clock or "cpu"
     sa, sb = stats.step_samples(a, clock, by), stats.step_samples(b, clock, by)
     tested = stats.compare(sa, sb, min_share=min_share, alpha=alpha)
     per_op = {t.name: t for t in tested if t.kind == "op"}
