@@ -339,7 +339,7 @@ def defop(name: str, fwd, vjp=(), *, jvp=None, nout: int = 1, view=False, meta=(
 
 def defcomposite(name: str, *, public=(), methods=()):
     """Register a composite built from primitives: it needs no backward code and no forward-mode
-    rule. Under the profiler it shows as one FUNCTION range (``"hypot"``) around its
+    rule. Under the profiler it shows as one FUNCTION range (``"cosine_similarity"``) around its
     primitives' ranges.
 
     Args:
