@@ -18,8 +18,9 @@ Definitions (all times integer nanoseconds):
   device intervals on concurrent streams) is clamped to 0 and counted.
 * A backward event links to the forward event with the same (sequence_nr, thread): its
   ``sequence_nr`` and ``fwd_thread_id`` against the forward op's ``sequence_nr`` and
-  ``thread_id`` (the latest-starting one when several share them, as PyTorch decides). It inherits that op's input shapes and stack; ops run inside a backward node
-  inherit the node's stack.
+  ``thread_id`` (the latest-starting one when several share them, as PyTorch decides; see
+  :mod:`profiler.pairing`). It inherits that op's input shapes and stack; ops run inside a
+  backward node inherit the node's stack.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import numpy as np
 
 from .flops import estimate_flops
 from .nesting import Nesting, innermost_containing, nest_intervals
+from .pairing import pair_backward
 from .records import Scope
 
 __all__ = ["EventAnalysis", "analyze", "depth_levels"]
@@ -164,33 +166,6 @@ def _cuda_times(dev_start, dev_end, parent, levels):
     return total, np.maximum(self_cuda, 0), skew
 
 
-def _link_backward(cols) -> tuple[np.ndarray, int]:
-    """forward_event[i] for each backward event i, matched on (sequence_nr, thread)."""
-    scope = cols["scope"]
-    seq = cols["sequence_nr"].astype(np.int64)
-    n = len(seq)
-    forward_event = np.full(n, -1, dtype=np.int64)
-    fwd = np.flatnonzero((scope == Scope.FUNCTION) & (seq >= 0))
-    bwd = np.flatnonzero((scope == Scope.BACKWARD_FUNCTION) & (seq >= 0))
-    if len(bwd) == 0:
-        return forward_event, 0
-    threads = np.unique(np.concatenate([cols["thread_id"][fwd], cols["fwd_thread_id"][bwd]]))
-    n_threads = len(threads)
-    fwd_key = seq[fwd] * n_threads + np.searchsorted(threads, cols["thread_id"][fwd])
-    bwd_key = seq[bwd] * n_threads + np.searchsorted(threads, cols["fwd_thread_id"][bwd])
-    if len(fwd) == 0:
-        return forward_event, len(bwd)
-    by_key = np.argsort(fwd_key, kind="stable")
-    sorted_keys = fwd_key[by_key]
-    # Of several forward ops with one key (torch traces: the sequence number is read, not
-    # taken, by ops that create no node), the latest-starting one created the node, as
-    # PyTorch pairs them; events are in start order, so that is the last of its key.
-    slot = np.maximum(np.searchsorted(sorted_keys, bwd_key, side="right") - 1, 0)
-    found = sorted_keys[slot] == bwd_key
-    forward_event[bwd[found]] = fwd[by_key[slot[found]]]
-    return forward_event, int(np.count_nonzero(~found))
-
-
 def _backward_ancestor(scope, parent, levels) -> np.ndarray:
     is_bwd = scope == Scope.BACKWARD_FUNCTION
     anc = np.where(is_bwd, np.arange(len(scope)), -1)
@@ -243,7 +218,8 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False,
         cols["device_start_ns"].astype(np.int64), cols["device_end_ns"].astype(np.int64),
         parent, levels)
 
-    forward_event, unlinked = _link_backward(cols)
+    pairing = pair_backward(cols)
+    forward_event, unlinked = pairing.forward_event(n), pairing.matched_none
     linked = np.flatnonzero(forward_event >= 0)
     shapes_id = cols["shapes_id"].astype(np.int64)
     if len(linked):

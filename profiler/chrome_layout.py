@@ -11,10 +11,11 @@ so that trace tools read the result unchanged:
   ``user_annotation``; memory records are ``[memory]`` instant events on the allocating thread.
 * **GPU process** per device (``pid`` = device index + 1, because a pid of 0 reads as "no
   process" in Perfetto; ``args.device`` holds the index itself): one row per stream (``tid`` =
-  a small stream id, 7 for the default stream as in Kineto, named "cuda:0 stream 7"). Device
-  intervals of ops are ``kernel`` events; a device interval that contains other ones (a
-  composite op, a backward node around its ops) is ``gpu_user_annotation``, so that summing
-  ``kernel`` durations does not count time twice. No ``cuda_runtime`` events: the profile
+  a small stream id, 7 for the default stream as in Kineto, named "cuda:0 stream 7"). The
+  device work (:mod:`.device`: a torch trace's activities, a gradtrace profile's innermost op
+  intervals) is ``kernel`` events; a device interval that contains other ones (a composite op,
+  a backward node around its ops) is ``gpu_user_annotation``, so that summing ``kernel``
+  durations does not count time twice. No ``cuda_runtime`` events: the profile
   records no launch calls, so the ``ac2g`` flow starts at the CPU op itself.
 * **Flows**: ``fwdbwd`` from each forward op to every backward node that ran its node (the
   profile's exact (sequence_nr, thread) correlation), ``ac2g`` from each CPU op to its device
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .device import device_work_rows, has_device_interval
 from .nesting import nest_rows
 from .records import Scope, device_index
 
@@ -185,7 +187,7 @@ def chrome_layout(data: "ProfileData", distributed_info: dict | None = None,
     # ---- Devices: events with a device interval, and the devices of them and of memory.
     dev_start = cols["device_start_ns"].astype(np.int64)
     dev_end = cols["device_end_ns"].astype(np.int64)
-    gpu = np.flatnonzero((dev_start >= 0) & (dev_end >= dev_start))
+    gpu = np.flatnonzero(has_device_interval(cols))
     dev_name = {int(d): strings[int(d)] for d in np.unique(cols["device_id"][gpu])}
     gpu_dev = np.array([device_index(dev_name[int(d)]) for d in cols["device_id"][gpu]],
                        dtype=np.int64).reshape(-1)
@@ -222,9 +224,9 @@ def chrome_layout(data: "ProfileData", distributed_info: dict | None = None,
     prev = _siblings(iv_start, iv_end, parent, row)
     rounding = _fix_reader_rounding(iv_start, iv_end, parent, prev)
     iv_dur = iv_end - iv_start
-    # Device intervals containing other device intervals are annotations, not kernels.
-    has_gpu_child = np.zeros(m, dtype=bool)
-    has_gpu_child[gpu_parent[gpu_parent >= 0]] = True
+    # The device work is kernels; a device interval around others is an annotation
+    # (profiler.device), so that summing ``kernel`` durations counts no time twice.
+    is_kernel = np.isin(gpu, device_work_rows(cols, data.gpu_columns))
 
     # ---- Flows: fwdbwd (forward op -> backward node), ac2g (CPU op -> device interval).
     bwd = np.flatnonzero(a.forward_event >= 0)
@@ -252,7 +254,7 @@ def chrome_layout(data: "ProfileData", distributed_info: dict | None = None,
         stack_id=a.stack_id.astype(np.int64) if with_stack else None, correlation=correlation)
     device = DeviceEvents(event=gpu, pid=iv_pid[n:], tid=stream_tid, device=gpu_dev, ts=iv_start[n:],
                           dur=iv_dur[n:], name_id=cols["name_id"][gpu].astype(np.int64),
-                          is_kernel=~has_gpu_child)
+                          is_kernel=is_kernel)
     memory, counters = _memory(mem, mem_thread, base_ns, mem_dev_names, cpu_pid, gpu_pid,
                                stream_rows, stream_base, cpu_threads)
 

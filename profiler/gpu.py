@@ -4,9 +4,9 @@ length — each as its anchor defines it (DESIGN §4; ``docs/gpu-analysis.md`` l
 figure with its definition and its anchor: the TensorBoard profiler plugin, "TB", or
 Holistic Trace Analysis, "HTA").
 
-The device work of a profile (:func:`device_work`): in a torch trace, its kernels, memcpys and
-memsets (the gpu table); in a gradtrace profile, the ops' device intervals that contain no
-other one (a composite op around its ops is not a kernel: ``profiler.chrome_layout``'s rule).
+The device work of a profile (:func:`device_work`) is :mod:`profiler.device`'s: in a torch
+trace, its kernels, memcpys and memsets (the gpu table); in a gradtrace profile, the ops'
+device intervals that contain no other one (a composite op around its ops is not a kernel).
 
 Figures are taken over **windows**: each step (``ProfileData.step_ranges()``, device-aligned
 as TB aligns them) and the span of all steps, from the first step's start to the last one's
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .kernel_names import COMMUNICATION, COMMUNICATION_OP, COMPUTATION, MEMORY, kernel_type, uses_tensor_cores
-from .nesting import nest_intervals
+from .device import device_work_rows
 from .records import GpuKind, Scope, device_index
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -119,8 +119,7 @@ def device_work(data: "ProfileData") -> dict[str, DeviceWork]:
     """``{device: DeviceWork}`` of a profile (computed once per profile, then cached).
 
     A torch trace's work is its gpu table; a gradtrace profile's is the ops' device intervals
-    that contain no other device interval of their stream (the kernels of
-    ``profiler.chrome_layout``).
+    that contain no other device interval of their stream (:func:`.device.device_work_rows`).
     """
     if data not in _WORK_CACHE:
         _WORK_CACHE[data] = _device_work(data)
@@ -129,10 +128,9 @@ def device_work(data: "ProfileData") -> dict[str, DeviceWork]:
 
 def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
     cols, g, strings = data.event_columns, data.gpu_columns, data.strings
-    n_gpu = len(g["event"])
+    rows = device_work_rows(cols, g)
     parent = data.analysis.parent
-    if n_gpu:
-        rows = g["event"].astype(np.int64)
+    if len(g["event"]):    # the gpu table, in event order as ``rows``
         kind = g["kind"].astype(np.int8)
         blocks = g["blocks_per_sm"].astype(np.float64)
         occupancy = g["occupancy_pct"].astype(np.float64)
@@ -161,7 +159,6 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
         launch_end = np.where(call >= 0, cols["end_ns"][np.maximum(call, 0)], -1)
         has_args = True
     else:
-        rows = _op_level_kernels(cols)
         kind = np.full(len(rows), int(GpuKind.KERNEL), dtype=np.int8)
         blocks = occupancy = np.full(len(rows), np.nan)
         call = np.full(len(rows), -1, dtype=np.int64)
@@ -203,19 +200,6 @@ def all_devices(data: "ProfileData") -> DeviceWork | None:
     joined = {f: np.concatenate([getattr(w, f) for w in works]) for f in _ARRAYS}
     order = np.argsort(joined["start"], kind="stable")
     return DeviceWork("all", *(joined[f][order] for f in _ARRAYS), all(w.has_launch_args for w in works))
-
-
-def _op_level_kernels(cols: dict) -> np.ndarray:
-    """Rows of device intervals containing no other device interval of their (device, stream)."""
-    dev = np.flatnonzero((cols["device_start_ns"] >= 0) & (cols["device_end_ns"] >= cols["device_start_ns"]))
-    if len(dev) == 0:
-        return dev.astype(np.int64)
-    _, row = np.unique(np.stack([cols["device_id"][dev].astype(np.int64), cols["stream"][dev].astype(np.int64)]),
-                       axis=1, return_inverse=True)
-    nest = nest_intervals(cols["device_start_ns"][dev], cols["device_end_ns"][dev], row.reshape(-1))
-    has_child = np.zeros(len(dev), dtype=bool)
-    has_child[nest.parent[nest.parent >= 0]] = True
-    return dev[~has_child].astype(np.int64)
 
 
 # ---------------------------------------------------------------- windows

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .device import activity_mask
 from .phases import BACKWARD, FORWARD, NO_PHASE, OPTIMIZER, PHASES, phase_of_events
 from .records import Scope
 
@@ -144,8 +145,9 @@ def step_samples(data, clock: str = "cpu", by: str = "name") -> StepSamples:
         steps = [s for s, keep in zip(steps, occupied) if keep]
         n, starts, ends = len(steps), starts[occupied], ends[occupied]
     is_module = user & np.isin(name_id, [i for i, s in enumerate(strings) if s.startswith("nn.Module:")])
-    # A kernel (memcpy, memset) of a torch trace: device time only, placed at its launch.
-    is_kernel = (cols["device_start_ns"] >= 0) & (cols["end_ns"] == ev_start) & (scope == Scope.FUNCTION)
+    # A kernel (memcpy, memset) of a torch trace (profiler.device): device time only, placed at
+    # its launch. A gradtrace profile's device work is its ops, sampled as ops.
+    is_kernel = activity_mask(len(ev_start), data.gpu_columns)
 
     names: dict[str, list[str]] = {}
     values: dict[str, np.ndarray] = {}

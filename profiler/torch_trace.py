@@ -38,7 +38,6 @@ order of their first event, which is that order in practice; see :func:`_thread_
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +46,7 @@ from typing import TYPE_CHECKING
 
 from .fileformat import MAGIC
 from .nesting import innermost_containing, nest_intervals
+from .pairing import Pairing, pair_backward
 from .records import EVENT_COLUMNS, GPU_COLUMNS, NO_DEVICE_TIME, Scope
 from .torch_trace_reader import CPU_OP, PYTHON_FUNCTION, RUNTIME, USER_ANNOTATION, read_trace
 from .validate import ProfileFormatError, ValidProfile, validate_profile
@@ -500,72 +500,10 @@ def _lookup(keys, eligible, wanted) -> np.ndarray:
 # --------------------------------------------------------------------------- pairing
 
 
-@dataclass(frozen=True)
-class Pairing:
-    """How backward ops pair with forward ops through (sequence number, forward thread).
-
-    PyTorch gives several forward ops one sequence number (the op that created the node and
-    the ops around it or before it, such as ``linear`` around ``t``, or ``matmul`` and
-    ``mm``); like PyTorch, the latest-starting candidate is taken as the node's creator.
-
-    Attributes:
-        backward: indices of backward events with a sequence number.
-        candidates_start, candidates_stop: ``forward_sorted[start:stop]`` are each backward
-            event's candidate forward events.
-        forward_sorted: forward event indices ordered by key, then start.
-        chosen: the forward event used (``data.analysis.forward_event``), -1 when none.
-    """
-
-    backward: np.ndarray
-    candidates_start: np.ndarray
-    candidates_stop: np.ndarray
-    forward_sorted: np.ndarray
-    chosen: np.ndarray
-
-    @property
-    def n_candidates(self) -> np.ndarray:
-        return self.candidates_stop - self.candidates_start
-
-    @property
-    def matched_one(self) -> int:
-        return int(np.count_nonzero(self.n_candidates == 1))
-
-    @property
-    def matched_several(self) -> int:
-        return int(np.count_nonzero(self.n_candidates > 1))
-
-    @property
-    def matched_none(self) -> int:
-        return int(np.count_nonzero(self.n_candidates == 0))
-
-    def candidates(self, k: int) -> np.ndarray:
-        """Forward event indices that the k-th backward event could belong to."""
-        return self.forward_sorted[self.candidates_start[k]:self.candidates_stop[k]]
-
-    def summary(self) -> str:
-        n = len(self.backward)
-        return (f"{n} backward ops: {self.matched_one} matched one forward op, {self.matched_several} "
-                f"matched several (the latest-starting one is used, as PyTorch does), "
-                f"{self.matched_none} none")
-
-
 def forward_backward_pairing(data: ProfileData) -> Pairing:
-    """Candidates and choice of forward op for every backward event with a sequence number."""
-    cols = data.event_columns
-    scope = cols["scope"]
-    seq = cols["sequence_nr"].astype(np.int64)
-    fwd = np.flatnonzero((scope == Scope.FUNCTION) & (seq >= 0))
-    bwd = np.flatnonzero((scope == Scope.BACKWARD_FUNCTION) & (seq >= 0))
-    threads = np.unique(np.concatenate([cols["thread_id"][fwd], cols["fwd_thread_id"][bwd]]).astype(np.int64))
-    width = max(len(threads), 1)
-    fwd_key = seq[fwd] * width + np.searchsorted(threads, cols["thread_id"][fwd])
-    bwd_key = seq[bwd] * width + np.searchsorted(threads, cols["fwd_thread_id"][bwd])
-    order = np.argsort(fwd_key, kind="stable")
-    sorted_keys = fwd_key[order]
-    lo = np.searchsorted(sorted_keys, bwd_key, side="left")
-    hi = np.searchsorted(sorted_keys, bwd_key, side="right")
-    chosen = data.analysis.forward_event[bwd].astype(np.int64)
-    return Pairing(bwd, lo, hi, fwd[order], chosen)
+    """Candidates and choice of forward op for every backward event with a sequence number
+    (:func:`.pairing.pair_backward`, the analysis' own pairing)."""
+    return pair_backward(data.event_columns)
 
 
 def import_warnings(data: ProfileData) -> list[str]:

@@ -2,6 +2,13 @@
 
 An elementwise op's Jacobian is diagonal, so its forward-mode rule is its reverse rule applied
 to the tangent: the entries declare ``jvp=SELF_ADJOINT``.
+
+Where PyTorch's type promotion differs from NumPy's, an entry says so with ``promote=``
+(applied in ``dispatch.apply_op``): an int64 tensor with a float32 one, or with 2.5, is float32
+in PyTorch (NumPy: float64), so mixed-dtype ops declare ``ELEMENTWISE``; ``FLOATING`` ops
+also make integer and bool inputs the default float (``torch.sqrt(torch.tensor([4]))`` is
+float32). clamp with number bounds promotes in its forward (``_bounded``): its bounds are
+attributes.
 """
 from __future__ import annotations
 
@@ -19,34 +26,35 @@ from ..tensor import Tensor
 # back to its input's shape, so rules ignore broadcasting.
 # (add_ and sub_, which take ``alpha``, are written in elementwise_api.py.)
 defop("add", lambda xp, a, b: a + b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: g),
-      jvp=SELF_ADJOINT, methods="__add__", reflected="__radd__")
+      jvp=SELF_ADJOINT, methods="__add__", reflected="__radd__", promote=ELEMENTWISE)
 defop("sub", lambda xp, a, b: a - b, (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g),
-      jvp=SELF_ADJOINT, methods="__sub__")
+      jvp=SELF_ADJOINT, methods="__sub__", promote=ELEMENTWISE)
 # ``add(a, b, alpha=k)``, ``sub(a, b, alpha=k)``: a +- k b under one node, AddBackward0 /
 # SubBackward0, as PyTorch's (its add.Tensor carries alpha). Overloads, so that the usual
 # alpha = 1 pays nothing for it; ``rsub(input, other, alpha)`` is other - alpha input
 # (RsubBackward0).
 defop("add.alpha", lambda xp, a, b, alpha: a + b * alpha,
       (lambda F, g, out, a, b, alpha: g, lambda F, g, out, a, b, alpha: g * alpha),
-      jvp=SELF_ADJOINT, node_name="AddBackward0")
+      jvp=SELF_ADJOINT, node_name="AddBackward0", promote=ELEMENTWISE)
 defop("sub.alpha", lambda xp, a, b, alpha: a - b * alpha,
       (lambda F, g, out, a, b, alpha: g, lambda F, g, out, a, b, alpha: -(g * alpha)),
-      jvp=SELF_ADJOINT, node_name="SubBackward0")
+      jvp=SELF_ADJOINT, node_name="SubBackward0", promote=ELEMENTWISE)
 defop("rsub.Tensor", lambda xp, x, other, alpha=1: other - x * alpha if alpha != 1 else other - x,
       (lambda F, g, out, x, other, alpha=1: -(g * alpha) if alpha != 1 else -g,
        lambda F, g, out, x, other, alpha=1: g),
-      jvp=SELF_ADJOINT, node_name="RsubBackward0")
+      jvp=SELF_ADJOINT, node_name="RsubBackward0", promote=ELEMENTWISE)
 # ``2 - x``: PyTorch's aten::rsub.Scalar, whose node is RsubBackward1.
 defop("rsub", lambda xp, x, other: other - x,
       (lambda F, g, out, x, other: -g, lambda F, g, out, x, other: g),
-      jvp=SELF_ADJOINT, methods="__rsub__", node_name="RsubBackward1")
+      jvp=SELF_ADJOINT, methods="__rsub__", node_name="RsubBackward1", promote=ELEMENTWISE)
 defop("mul", lambda xp, a, b: a * b,
       (lambda F, g, out, a, b: g * b, lambda F, g, out, a, b: g * a),
       jvp=SELF_ADJOINT, public="mul", methods=("mul", "__mul__"), reflected="__rmul__",
-      inplace="mul_")
+      inplace="mul_", promote=ELEMENTWISE)
 defop("div", lambda xp, a, b: a / b,
       (lambda F, g, out, a, b: g / b, lambda F, g, out, a, b: -g * out / b),
-      jvp=SELF_ADJOINT, methods="__truediv__", reflected="__rtruediv__", inplace="div_")
+      jvp=SELF_ADJOINT, methods="__truediv__", reflected="__rtruediv__", inplace="div_",
+      promote=FLOATING)
 defop("neg", lambda xp, x: -x, (lambda F, g, out, x: -g,), jvp=SELF_ADJOINT,
       public="neg", methods=("neg", "__neg__"), inplace="neg_")
 
@@ -76,11 +84,12 @@ def _pow_fwd(xp, a, b):
 # One rule set under PyTorch's three nodes: a number exponent PowBackward0 (aten::pow.Tensor_
 # Scalar), a tensor one PowBackward1 (pow.Tensor_Tensor), a number base PowBackward2
 # (pow.Scalar); :func:`pow` picks by the operands.
-_POW = defop("pow", _pow_fwd, (_pow_grad_base, _pow_grad_exponent), jvp=SELF_ADJOINT)
+_POW = defop("pow", _pow_fwd, (_pow_grad_base, _pow_grad_exponent), jvp=SELF_ADJOINT,
+             promote=ELEMENTWISE)
 _POW_TENSOR = defop("pow.Tensor_Tensor", _pow_fwd, (_pow_grad_base, _pow_grad_exponent),
-                    jvp=SELF_ADJOINT, node_name="PowBackward1")
+                    jvp=SELF_ADJOINT, node_name="PowBackward1", promote=ELEMENTWISE)
 _POW_SCALAR = defop("pow.Scalar", _pow_fwd, (_pow_grad_base, _pow_grad_exponent),
-                    jvp=SELF_ADJOINT, node_name="PowBackward2")
+                    jvp=SELF_ADJOINT, node_name="PowBackward2", promote=ELEMENTWISE)
 
 
 @expose(public="pow", methods=("pow", "__pow__"))
@@ -113,11 +122,12 @@ def _lerp_fwd(xp, input, end, weight):  # noqa: A002 - PyTorch's names
 
 # A number weight is an attribute (LerpBackward0), a tensor one an input (LerpBackward1).
 defop("lerp", _lerp_fwd, (lambda F, g, out, input, end, weight: g * (1 - weight),
-                          lambda F, g, out, input, end, weight: g * weight), jvp=SELF_ADJOINT)
+                          lambda F, g, out, input, end, weight: g * weight), jvp=SELF_ADJOINT,
+      promote=ELEMENTWISE)
 defop("lerp.Tensor", _lerp_fwd, (lambda F, g, out, input, end, weight: g * (1 - weight),
                                  lambda F, g, out, input, end, weight: g * weight,
                                  lambda F, g, out, input, end, weight: g * (end - input)),
-      jvp=SELF_ADJOINT, node_name="LerpBackward1")
+      jvp=SELF_ADJOINT, node_name="LerpBackward1", promote=ELEMENTWISE)
 
 
 def _addcmul_fwd(xp, input, tensor1, tensor2, value=1):  # noqa: A002
@@ -133,17 +143,17 @@ defop("addcmul", _addcmul_fwd,
       (lambda F, g, out, input, tensor1, tensor2, value=1: g,
        lambda F, g, out, input, tensor1, tensor2, value=1: _scaled(g * tensor2, value),
        lambda F, g, out, input, tensor1, tensor2, value=1: _scaled(g * tensor1, value)),
-      jvp=SELF_ADJOINT)
+      jvp=SELF_ADJOINT, promote=ELEMENTWISE)
 
 # Unary math.
 defop("exp", lambda xp, x: xp.exp(x), (lambda F, g, out, x: g * out,), jvp=SELF_ADJOINT,
-      public="exp", methods="exp", inplace="exp_")
+      public="exp", methods="exp", inplace="exp_", promote=FLOATING)
 defop("log", lambda xp, x: xp.log(x), (lambda F, g, out, x: g / x,), jvp=SELF_ADJOINT,
-      public="log", methods="log", inplace="log_")
+      public="log", methods="log", inplace="log_", promote=FLOATING)
 defop("sqrt", lambda xp, x: xp.sqrt(x), (lambda F, g, out, x: g / (out * 2),), jvp=SELF_ADJOINT,
-      public="sqrt", methods="sqrt", inplace="sqrt_")
+      public="sqrt", methods="sqrt", inplace="sqrt_", promote=FLOATING)
 defop("tanh", lambda xp, x: xp.tanh(x), (lambda F, g, out, x: g * (1 - out * out),),
-      jvp=SELF_ADJOINT, public="tanh", methods="tanh", inplace="tanh_")
+      jvp=SELF_ADJOINT, public="tanh", methods="tanh", inplace="tanh_", promote=FLOATING)
 
 # --------------------------------------------------------------------------- threshold-style rules
 
@@ -256,18 +266,18 @@ _SQRT_PI = 1.7724538509055159
 
 defop("log1p", lambda xp, x: xp.log1p(x), (lambda F, g, out, x: g / (x + 1),),
       jvp=SELF_ADJOINT, public="log1p", methods="log1p", inplace="log1p_",
-      node_name="Log1PBackward0")
+      node_name="Log1PBackward0", promote=FLOATING)
 defop("expm1", lambda xp, x: xp.expm1(x), (lambda F, g, out, x: g * (out + 1),),
-      jvp=SELF_ADJOINT, public="expm1", methods="expm1", inplace="expm1_")
+      jvp=SELF_ADJOINT, public="expm1", methods="expm1", inplace="expm1_", promote=FLOATING)
 defop("sin", lambda xp, x: xp.sin(x), (lambda F, g, out, x: g * F.cos(x),), jvp=SELF_ADJOINT,
-      public="sin", methods="sin", inplace="sin_")
+      public="sin", methods="sin", inplace="sin_", promote=FLOATING)
 defop("cos", lambda xp, x: xp.cos(x), (lambda F, g, out, x: -g * F.sin(x),), jvp=SELF_ADJOINT,
-      public="cos", methods="cos", inplace="cos_")
+      public="cos", methods="cos", inplace="cos_", promote=FLOATING)
 defop("rsqrt", lambda xp, x: 1 / xp.sqrt(x), (lambda F, g, out, x: g * out * out * out * -0.5,),
-      jvp=SELF_ADJOINT, public="rsqrt", methods="rsqrt", inplace="rsqrt_")
+      jvp=SELF_ADJOINT, public="rsqrt", methods="rsqrt", inplace="rsqrt_", promote=FLOATING)
 defop("reciprocal", lambda xp, x: 1 / x, (lambda F, g, out, x: -g * out * out,),
       jvp=SELF_ADJOINT, public="reciprocal", methods="reciprocal",
-      inplace="reciprocal_")
+      inplace="reciprocal_", promote=FLOATING)
 defop("abs", lambda xp, x: xp.abs(x), (lambda F, g, out, x: g * F.sign(x),), jvp=SELF_ADJOINT,
       public="abs", methods=("abs", "__abs__"), inplace="abs_")
 # sign is piecewise constant: its gradient is zero, but it is differentiable (as PyTorch's),
@@ -299,7 +309,7 @@ def _sigmoid_fwd(xp, x):
 # its precision for negative x, and one node instead of four keeps the backward cheap.
 defop("sigmoid", _sigmoid_fwd,
       (lambda F, g, out, x: g * out * (1 - out),), jvp=SELF_ADJOINT,
-      public="sigmoid", methods="sigmoid", inplace="sigmoid_")
+      public="sigmoid", methods="sigmoid", inplace="sigmoid_", promote=FLOATING)
 
 
 # NOTE: glu is a primitive for PyTorch's node (GluBackward0) and one node instead of four.
@@ -442,7 +452,7 @@ def _logsigmoid_fwd(xp, x):
 
 
 defop("logsigmoid", _logsigmoid_fwd, (lambda F, g, out, x: g * F.sigmoid(-x),),
-      jvp=SELF_ADJOINT, node_name="LogSigmoidBackward0")
+      jvp=SELF_ADJOINT, node_name="LogSigmoidBackward0", promote=FLOATING)
 
 
 def _mish_fwd(xp, x):
@@ -493,7 +503,7 @@ defop("atan2", lambda xp, input, other: xp.arctan2(input, other),  # noqa: A006 
        lambda F, g, out, input, other: -g * input * _atan2_recip(F, input, other)),
       jvp=SELF_ADJOINT, public=("atan2", "arctan2"), methods=("atan2", "arctan2"),
       inplace=("atan2_", "arctan2_"), doc="Elementwise arctangent of ``input / other`` in the "
-      "quadrant of the point ``(other, input)`` (torch.atan2).")
+      "quadrant of the point ``(other, input)`` (torch.atan2).", promote=FLOATING)
 
 
 def erf_array(xp, x):
@@ -512,43 +522,43 @@ def _erfc_fwd(xp, x):
 
 defop("erf", erf_array,
       (lambda F, g, out, x: g * F.exp(-(x * x)) * (2 / _SQRT_PI),), jvp=SELF_ADJOINT,
-      public="erf", methods="erf")
+      public="erf", methods="erf", promote=FLOATING)
 
 # NOTE: erfc is a primitive for precision: 1 - erf(x) is 0 in double precision from x = 6,
 # where erfc(6) = 2.15e-17 (and PyTorch gives that).
 defop("erfc", _erfc_fwd,
       (lambda F, g, out, x: g * F.exp(-(x * x)) * (-2 / _SQRT_PI),), jvp=SELF_ADJOINT,
-      public="erfc", methods="erfc")
+      public="erfc", methods="erfc", promote=FLOATING)
 
 # More unary math. Each is a primitive: numpy's function is the precise one (log2(8) is 3
 # exactly, where log(8) / log(2) is not; tan near pi/2 and atanh near 1 lose digits as ratios).
 defop("tan", lambda xp, x: xp.tan(x), (lambda F, g, out, x: g * (1 + out * out),),
-      jvp=SELF_ADJOINT, public="tan", methods="tan", inplace="tan_")
+      jvp=SELF_ADJOINT, public="tan", methods="tan", inplace="tan_", promote=FLOATING)
 defop("atan", lambda xp, x: xp.arctan(x), (lambda F, g, out, x: g / (1 + x * x),),
       jvp=SELF_ADJOINT, public=("atan", "arctan"), methods=("atan", "arctan"),
-      inplace=("atan_", "arctan_"))
+      inplace=("atan_", "arctan_"), promote=FLOATING)
 defop("asin", lambda xp, x: xp.arcsin(x), (lambda F, g, out, x: g * F.rsqrt(1 - x * x),),
       jvp=SELF_ADJOINT, public=("asin", "arcsin"), methods=("asin", "arcsin"),
-      inplace=("asin_", "arcsin_"))
+      inplace=("asin_", "arcsin_"), promote=FLOATING)
 defop("acos", lambda xp, x: xp.arccos(x), (lambda F, g, out, x: -g * F.rsqrt(1 - x * x),),
       jvp=SELF_ADJOINT, public=("acos", "arccos"), methods=("acos", "arccos"),
-      inplace=("acos_", "arccos_"))
+      inplace=("acos_", "arccos_"), promote=FLOATING)
 defop("sinh", lambda xp, x: xp.sinh(x), (lambda F, g, out, x: g * F.cosh(x),),
-      jvp=SELF_ADJOINT, public="sinh", methods="sinh", inplace="sinh_")
+      jvp=SELF_ADJOINT, public="sinh", methods="sinh", inplace="sinh_", promote=FLOATING)
 defop("cosh", lambda xp, x: xp.cosh(x), (lambda F, g, out, x: g * F.sinh(x),),
-      jvp=SELF_ADJOINT, public="cosh", methods="cosh", inplace="cosh_")
+      jvp=SELF_ADJOINT, public="cosh", methods="cosh", inplace="cosh_", promote=FLOATING)
 defop("asinh", lambda xp, x: xp.arcsinh(x), (lambda F, g, out, x: g * F.rsqrt(x * x + 1),),
       jvp=SELF_ADJOINT, public=("asinh", "arcsinh"), methods=("asinh", "arcsinh"),
-      inplace=("asinh_", "arcsinh_"))
+      inplace=("asinh_", "arcsinh_"), promote=FLOATING)
 defop("atanh", lambda xp, x: xp.arctanh(x), (lambda F, g, out, x: g / (1 - x * x),),
       jvp=SELF_ADJOINT, public=("atanh", "arctanh"), methods=("atanh", "arctanh"),
-      inplace=("atanh_", "arctanh_"))
+      inplace=("atanh_", "arctanh_"), promote=FLOATING)
 defop("log2", lambda xp, x: xp.log2(x), (lambda F, g, out, x: g / (x * math.log(2.0)),),
-      jvp=SELF_ADJOINT, public="log2", methods="log2", inplace="log2_")
+      jvp=SELF_ADJOINT, public="log2", methods="log2", inplace="log2_", promote=FLOATING)
 defop("log10", lambda xp, x: xp.log10(x), (lambda F, g, out, x: g / (x * math.log(10.0)),),
-      jvp=SELF_ADJOINT, public="log10", methods="log10", inplace="log10_")
+      jvp=SELF_ADJOINT, public="log10", methods="log10", inplace="log10_", promote=FLOATING)
 defop("exp2", lambda xp, x: xp.exp2(x), (lambda F, g, out, x: g * out * math.log(2.0),),
-      jvp=SELF_ADJOINT, public="exp2", methods="exp2", inplace="exp2_")
+      jvp=SELF_ADJOINT, public="exp2", methods="exp2", inplace="exp2_", promote=FLOATING)
 
 # NOTE: frac, hypot and logaddexp are primitives for PyTorch's nodes (FracBackward0,
 # HypotBackward0, LogaddexpBackward0) and its values at infinities: hypot(inf, nan) is inf and
@@ -560,13 +570,13 @@ defop("hypot", lambda xp, input, other: xp.hypot(input, other),  # noqa: A006 - 
       (lambda F, g, out, input, other: g * input / out,
        lambda F, g, out, input, other: g * other / out), jvp=SELF_ADJOINT,
       public="hypot", methods="hypot", inplace="hypot_",
-      doc="``sqrt(input² + other²)`` (torch.hypot).")
+      doc="``sqrt(input² + other²)`` (torch.hypot).", promote=FLOATING)
 # d/da log(e^a + e^b) = sigmoid(a - b): never overflows, 1/2 at a tie.
 defop("logaddexp", lambda xp, input, other: xp.logaddexp(input, other),  # noqa: A006
       (lambda F, g, out, input, other: g * F.sigmoid(input - other),
        lambda F, g, out, input, other: g * F.sigmoid(other - input)), jvp=SELF_ADJOINT,
       public="logaddexp", methods="logaddexp",
-      doc="``log(exp(input) + exp(other))`` without overflow (torch.logaddexp).")
+      doc="``log(exp(input) + exp(other))`` without overflow (torch.logaddexp).", promote=FLOATING)
 
 # Rounding: piecewise constant, so a zero gradient (PyTorch's), but differentiable.
 defop("floor", lambda xp, x: xp.floor(x), (lambda F, g, out, x: F.zeros_like(g),),
@@ -590,7 +600,8 @@ defop("round", lambda xp, x, decimals=0: xp.round(x, decimals),
 defop("floor_divide", lambda xp, a, b: xp.floor_divide(a, b), public="floor_divide",
       methods=("floor_divide", "__floordiv__"), reflected="__rfloordiv__",
       inplace="floor_divide_",
-      doc="Python's floor division, rounding towards -inf (torch.floor_divide and ``//``).")
+      doc="Python's floor division, rounding towards -inf (torch.floor_divide and ``//``).",
+      promote=ELEMENTWISE)
 
 
 def _fmod_fwd(xp, a, b):
@@ -601,15 +612,17 @@ def _remainder_fwd(xp, a, b):
     return xp.remainder(a, b)
 
 
-_FMOD = defop("fmod", _fmod_fwd, (lambda F, g, out, a, b: g,), jvp=SELF_ADJOINT)
+_FMOD = defop("fmod", _fmod_fwd, (lambda F, g, out, a, b: g,), jvp=SELF_ADJOINT,
+              promote=ELEMENTWISE)
 _FMOD_T = defop("fmod.Tensor", _fmod_fwd,
                 (lambda F, g, out, a, b: g, lambda F, g, out, a, b: -g * F.trunc(a / b)),
-                jvp=SELF_ADJOINT, node_name="FmodBackward1")
-_REMAINDER = defop("remainder", _remainder_fwd, (lambda F, g, out, a, b: g,), jvp=SELF_ADJOINT)
+                jvp=SELF_ADJOINT, node_name="FmodBackward1", promote=ELEMENTWISE)
+_REMAINDER = defop("remainder", _remainder_fwd, (lambda F, g, out, a, b: g,), jvp=SELF_ADJOINT,
+                   promote=ELEMENTWISE)
 _REMAINDER_T = defop("remainder.Tensor", _remainder_fwd,
                      (lambda F, g, out, a, b: g,
                       lambda F, g, out, a, b: -g * F.floor_divide(a, b)),
-                     jvp=SELF_ADJOINT, node_name="RemainderBackward1")
+                     jvp=SELF_ADJOINT, node_name="RemainderBackward1", promote=ELEMENTWISE)
 
 
 @expose(public="fmod", methods="fmod")
@@ -635,13 +648,14 @@ def _xlogy_fwd(xp, x, y):
 # and y <= 0 (log(2) at x == 0, y == 2); d/dy = x / y.
 defop("xlogy", _xlogy_fwd,
       (lambda F, g, out, x, y: grad_unless(F, F.xlogy(g, y), (x == 0) & (y <= 0)),
-       lambda F, g, out, x, y: g * x / y), jvp=SELF_ADJOINT, public="xlogy", methods="xlogy")
+       lambda F, g, out, x, y: g * x / y), jvp=SELF_ADJOINT, public="xlogy", methods="xlogy",
+      promote=FLOATING)
 
 # Selections: the gradient goes to the input that was picked; maximum/minimum split a tie
 # evenly between the operands, as PyTorch does.
 defop("where", lambda xp, cond, a, b: xp.where(cond, a, b),
       (None, lambda F, g, out, cond, a, b: F.where(cond, g, 0.0),
-       lambda F, g, out, cond, a, b: F.where(cond, 0.0, g)), jvp=SELF_ADJOINT)
+       lambda F, g, out, cond, a, b: F.where(cond, 0.0, g)), jvp=SELF_ADJOINT, promote=ELEMENTWISE)
 
 
 def _picked(F, g, mine, other, bigger: bool):
@@ -655,11 +669,11 @@ def _picked(F, g, mine, other, bigger: bool):
 defop("maximum", lambda xp, a, b: xp.maximum(a, b),
       (lambda F, g, out, a, b: _picked(F, g, a, b, True),
        lambda F, g, out, a, b: _picked(F, g, b, a, True)), jvp=SELF_ADJOINT,
-      public="maximum", methods="maximum")
+      public="maximum", methods="maximum", promote=ELEMENTWISE)
 defop("minimum", lambda xp, a, b: xp.minimum(a, b),
       (lambda F, g, out, a, b: _picked(F, g, a, b, False),
        lambda F, g, out, a, b: _picked(F, g, b, a, False)), jvp=SELF_ADJOINT,
-      public="minimum", methods="minimum")
+      public="minimum", methods="minimum", promote=ELEMENTWISE)
 defop("masked_fill", lambda xp, x, mask, value: xp.where(mask, xp.asarray(value, x.dtype), x),
       (lambda F, g, out, x, mask, value: F.where(mask, 0.0, g), None, None), jvp=SELF_ADJOINT)
 
@@ -715,7 +729,7 @@ def _clamp_tensor_vjp_max(F, g, out, x, min, max):  # noqa: A002
 
 defop("clamp.Tensor", _clamp_tensor_fwd,
       (_clamp_vjp, _clamp_tensor_vjp_min, _clamp_tensor_vjp_max), jvp=SELF_ADJOINT,
-      node_name="ClampBackward0")
+      node_name="ClampBackward0", promote=ELEMENTWISE)
 
 # clamp_min / clamp_max: one bound, their own nodes in PyTorch (ClampMinBackward0 for a number,
 # ClampMinBackward1 for a tensor bound, likewise for max); the input's gradient passes where
@@ -741,11 +755,11 @@ _CLAMP_MAX = defop("clamp_max", _clamp_max_fwd,
 _CLAMP_MIN_T = defop("clamp_min.Tensor", _clamp_min_fwd,
                      (lambda F, g, out, x, min: F.where(x >= min, g, 0.0),
                       lambda F, g, out, x, min: F.where(x < min, g, 0.0)), jvp=SELF_ADJOINT,
-                     node_name="ClampMinBackward1")
+                     node_name="ClampMinBackward1", promote=ELEMENTWISE)
 _CLAMP_MAX_T = defop("clamp_max.Tensor", _clamp_max_fwd,
                      (lambda F, g, out, x, max: F.where(x <= max, g, 0.0),
                       lambda F, g, out, x, max: F.where(x > max, g, 0.0)), jvp=SELF_ADJOINT,
-                     node_name="ClampMaxBackward1")
+                     node_name="ClampMaxBackward1", promote=ELEMENTWISE)
 
 
 @expose(public="clamp_min", methods="clamp_min")
@@ -793,11 +807,11 @@ def _fmin_first(a, b, F):
 defop("fmax", lambda xp, a, b: xp.fmax(a, b),
       (lambda F, g, out, a, b: grad_unless(F, g, ~_fmax_first(a, b, F)),
        lambda F, g, out, a, b: grad_unless(F, g, _fmax_first(a, b, F))), jvp=SELF_ADJOINT,
-      public="fmax", methods="fmax")
+      public="fmax", methods="fmax", promote=ELEMENTWISE)
 defop("fmin", lambda xp, a, b: xp.fmin(a, b),
       (lambda F, g, out, a, b: grad_unless(F, g, ~_fmin_first(a, b, F)),
        lambda F, g, out, a, b: grad_unless(F, g, _fmin_first(a, b, F))), jvp=SELF_ADJOINT,
-      public="fmin", methods="fmin")
+      public="fmin", methods="fmin", promote=ELEMENTWISE)
 
 
 # prelu: leaky relu with a learned slope per channel (the weight reshaped by
@@ -909,24 +923,6 @@ defop("copy", _copy_fwd, (lambda F, g, out, x, src: F.zeros_like(g),
       node_name="CopyBackwards", inplace="copy_")
 defop("zeros", lambda xp, shape, dtype, device: device.xp.zeros(shape, dtype),
       moves_device=True, doc="Zeros of a shape on a device (fills missing gradients).")
-
-
-# PyTorch's type promotion where NumPy's differs (dispatch.apply_op): an int64 tensor with a
-# float32 one, or with 2.5, is float32 there (NumPy: float64); the FLOATING ops also make
-# integer and bool inputs the default float (torch.sqrt(torch.tensor([4])) is float32).
-# clamp with number bounds promotes in its forward (_bounded): its bounds are attributes.
-for _name in ("add", "sub", "rsub", "add.alpha", "sub.alpha", "rsub.Tensor", "mul",
-              "pow", "pow.Tensor_Tensor", "pow.Scalar", "maximum",
-              "minimum", "fmax", "fmin", "fmod", "fmod.Tensor", "remainder", "remainder.Tensor",
-              "floor_divide", "where", "lerp", "lerp.Tensor", "addcmul", "clamp.Tensor",
-              "clamp_min.Tensor", "clamp_max.Tensor"):
-    OPS[_name].promote = ELEMENTWISE
-for _name in ("div", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
-              "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-              "asinh", "atanh", "atan2", "hypot", "logaddexp", "xlogy", "sigmoid", "logsigmoid",
-              "erf", "erfc"):
-    OPS[_name].promote = FLOATING
-del _name
 
 
 # --------------------------------------------------------------------------- more torch names

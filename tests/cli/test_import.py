@@ -13,7 +13,7 @@ from tests.cli.conftest import run_cli
 DATA = Path(__file__).parents[1] / "profiler" / "data"
 TRACE = DATA / "torch_mlp_cpu.json.gz"
 PLAIN = DATA / "torch_mlp_cpu_plain.json"
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "kineto-samples"
+AMD = DATA / "amd_mi250_minitoy_train.json.gz"      # a real GPU trace (data/KINETO_SAMPLES.md)
 
 
 def _ok(res):
@@ -67,9 +67,8 @@ def test_export_a_torch_trace(tmp_path, flag, suffix):
     assert (tmp_path / suffix).stat().st_size > 100
 
 
-@pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/kineto-samples not present")
 def test_table_on_a_gpu_trace_has_cuda_columns():
-    out = _ok(run_cli("table", SAMPLES / "amd_mi250_minitoy_train.json.gz", "--sort", "self_cuda_time_total",
+    out = _ok(run_cli("table", AMD, "--sort", "self_cuda_time_total",
                       "--limit", "5")).stdout
     assert "Self CUDA time total: 149.042us" in out
 
@@ -114,8 +113,7 @@ def test_dashboard_pages_build_on_a_torch_trace():
     from gradtrace.viewer.loading import load_path
     from gradtrace.viewer.model import ProfileView
 
-    paths = [TRACE] + ([SAMPLES / "amd_mi250_minitoy_train.json.gz"] if SAMPLES.is_dir() else [])
-    for path in paths:
+    for path in (TRACE, AMD):
         data = load_path(path)
         view = ProfileView(data, path.name)
         registry = _Registry()

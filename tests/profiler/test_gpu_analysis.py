@@ -17,9 +17,8 @@ from gradtrace.profiler.kernels import (collective_table, kernel_table, memcpy_k
 from gradtrace.profiler.synthetic import from_events
 
 from . import gpu_traces as gt
+from . import kineto_samples as ks
 
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "kineto-samples"
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/kineto-samples is absent")
 
 
 def _load(tmp_path, doc, name="trace.json"):
@@ -315,11 +314,10 @@ def test_short_names_keep_template_arguments_apart():
         assert labels[0] != labels[1] and all(len(s) <= width for s in labels)
 
 
-@needs_samples
 def test_top_kernels_distinct_at_100_columns():
     from gradtrace.cli.gpu import kernel_name_width
 
-    data = load(SAMPLES / "gpu_5steps_rank0.json.gz")
+    data = load(ks.GPU_1STEP)
     rows = kernel_table(data)[:10]
     width = kernel_name_width(rows, width=100)
     assert width >= 20
@@ -330,11 +328,7 @@ def test_top_kernels_distinct_at_100_columns():
 
 # ---------------------------------------------------------------- invariants on every trace
 
-def _traces():
-    return sorted(SAMPLES.glob("*.json.gz")) if SAMPLES.is_dir() else []
-
-
-@pytest.mark.parametrize("path", ["fixture", *_traces()], ids=lambda p: getattr(p, "name", p))
+@pytest.mark.parametrize("path", ["fixture", *ks.gpu_traces()], ids=lambda p: getattr(p, "name", p))
 def test_invariants(path, tmp_path):
     data = load(gt.write_gpu_trace(tmp_path / "t.json") if path == "fixture" else path)
     summary = data.gpu_summary()

@@ -16,7 +16,6 @@ comparison takes them out first (see docs/gpu-analysis.md, "gradtrace and HTA"):
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,9 +24,10 @@ from gradtrace.profiler import load
 from gradtrace.profiler import gpu as G
 
 from . import gpu_traces as gt
+from . import kineto_samples as ks
 
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "kineto-samples"
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/kineto-samples is absent")
+# The real traces by name: kept in data/, and the five-step original where ../shared has it.
+TRACES = {p.name: p for p in ks.gpu_traces()}
 
 # HTA's figures (microseconds), printed by data/record_hta_figures.py.
 HTA = {
@@ -38,6 +38,15 @@ HTA = {
                            "MEMORY": 7.0},
         "queue_length_max": {"20": 1, "7": 2},
         "launch": {"count": 5, "short_kernels": 0, "launch_delay_sum_us": 38.0, "cpu_duration_sum_us": 13.0}},
+    "gpu_1step.json.gz": {
+        "comm_comp_overlap_pct": 1.08, "compute_us": 67035.0, "non_compute_us": 65914.0, "idle_us": 237696.0,
+        "kernel_span_us": 370645.0,
+        "idle_breakdown_us": {"host_wait": 173997.0, "kernel_wait": 8104.0, "other": 888900.0},
+        "kernel_type_us": {"COMMUNICATION": 55654.0, "COMMUNICATION overlapping MEMORY": 142.0,
+                           "COMPUTATION": 64871.0, "COMPUTATION overlapping COMMUNICATION": 611.0,
+                           "COMPUTATION overlapping MEMORY": 1553.0, "MEMORY": 10118.0},
+        "queue_length_max": {"25": 4, "27": 17, "285": 4, "363": 4, "7": 917, "84": 3},
+        "launch": {"count": 1306, "short_kernels": 415, "launch_delay_sum_us": 157401234.0, "cpu_duration_sum_us": 167134.0}},
     "gpu_5steps_rank0.json.gz": {
         "comm_comp_overlap_pct": 1.47, "compute_us": 179676.0, "non_compute_us": 201180.0, "idle_us": 848216.0,
         "kernel_span_us": 1229072.0,
@@ -89,16 +98,11 @@ def _launch(data, device: str) -> dict:
             "cpu_duration_sum_us": float(stats["cpu_duration_us"].sum())}
 
 
-@pytest.mark.parametrize("name", ["gpu_traces", *(n for n in HTA if n.endswith(".gz") and not n.startswith("amd"))])
+@pytest.mark.parametrize("name", ["gpu_traces", *(n for n in HTA if n in TRACES and not n.startswith("amd"))])
 def test_launch_statistics_equal_hta(name, tmp_path):
     """HTA's cuda_kernel_launch_stats: the launches of cudaLaunchKernel, cudaMemcpyAsync and
     cudaMemsetAsync, their delays (start − call end, clipped at 0) and short kernels."""
-    if name == "gpu_traces":
-        data = load(gt.write_gpu_trace(tmp_path / "trace.json"))
-    elif not SAMPLES.is_dir():
-        pytest.skip("../shared/kineto-samples is absent")
-    else:
-        data = load(SAMPLES / name)
+    data = load(gt.write_gpu_trace(tmp_path / "trace.json") if name == "gpu_traces" else TRACES[name])
     assert _launch(data, "cuda:0") == HTA[name]["launch"]
 
 
@@ -119,23 +123,26 @@ def test_generated_trace_equals_hta(tmp_path):
     assert _queue_max(data, work) == HTA["gpu_traces"]["queue_length_max"]
 
 
-@needs_samples
-def test_five_steps_equal_hta():
-    data = load(SAMPLES / "gpu_5steps_rank0.json.gz")
+@pytest.mark.parametrize("name", [n for n in ("gpu_1step.json.gz", "gpu_5steps_rank0.json.gz") if n in TRACES])
+def test_training_steps_equal_hta(name):
+    data = load(TRACES[name])
     work, ours = _hta_selection(data)
-    hta = HTA["gpu_5steps_rank0.json.gz"]
+    hta = HTA[name]
     _check_same_definition(ours, hta)
     assert _queue_max(data, work) == hta["queue_length_max"]
     # gradtrace's own figures (every activity, over the steps) differ from HTA's as the module
-    # docstring says: more work (the kernels without a runtime call) over a longer window.
+    # docstring says: with two or more steps, more work (the kernels without a runtime call)
+    # over a longer window; with one, HTA too keeps every activity.
     dev = data.gpu_summary()["devices"]["cuda:0"]
-    assert dev["temporal"]["compute_us"] > hta["compute_us"]
+    if len(data.step_ranges()) >= 2:
+        assert dev["temporal"]["compute_us"] > hta["compute_us"]
+    else:
+        assert dev["temporal"]["compute_us"] == hta["compute_us"]
 
 
-@needs_samples
 @pytest.mark.parametrize("name", ["simple_add_trace.json.gz", "alexnet_cuda_sync.json.gz"])
 def test_traces_with_sync_events_against_hta(name):
-    data = load(SAMPLES / name)
+    data = load(TRACES[name])
     work, ours = _hta_selection(data)
     hta = HTA[name]
     # Same: the memcpy/memset time, the idle breakdown (sync events sit on streams of their own
@@ -148,12 +155,11 @@ def test_traces_with_sync_events_against_hta(name):
     assert ours["kernel_span_us"] <= hta["kernel_span_us"]
 
 
-@needs_samples
 def test_amd_trace_against_hta():
     """HTA rounds each activity's start up to a whole microsecond and drops the fraction of its
     duration; the MI250 trace's times have fractions, so HTA's figures are smaller, by less
     than 2 us an activity. gradtrace keeps the fractions."""
-    data = load(SAMPLES / "amd_mi250_minitoy_train.json.gz")
+    data = load(ks.AMD)
     work, ours = _hta_selection(data)
     hta = HTA["amd_mi250_minitoy_train.json.gz"]
     n = len(work.start)

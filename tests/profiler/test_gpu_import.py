@@ -14,8 +14,8 @@ from gradtrace.profiler.records import GPU_COLUMNS, GpuKind, Scope
 from gradtrace.profiler.validate import ProfileFormatError, validate_profile
 
 from . import gpu_traces as gt
+from . import kineto_samples as ks
 
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "kineto-samples"
 DATA = Path(__file__).parent / "data"
 
 
@@ -75,8 +75,7 @@ def test_graph_kernels_each_count_once(data):
 
 
 def _all_traces():
-    paths = sorted(SAMPLES.glob("*.json.gz")) if SAMPLES.is_dir() else []
-    return paths + sorted(DATA.glob("*.json*"))
+    return sorted(DATA.glob("*.json*")) + ([ks.FIVE_STEPS] if ks.FIVE_STEPS.exists() else [])
 
 
 @pytest.mark.parametrize("path", _all_traces(), ids=lambda p: p.name)
@@ -116,13 +115,14 @@ def test_device_aligned_steps(data):
     assert len(us) == 2
 
 
-def test_aligned_steps_never_overlap_and_cover_host_ranges():
-    path = SAMPLES / "gpu_5steps_rank0.json.gz"
-    if not path.exists():
-        pytest.skip("../shared/kineto-samples not present (the generated trace above covers the rule)")
+@pytest.mark.parametrize("path", [ks.GPU_1STEP] + ([ks.FIVE_STEPS] if ks.FIVE_STEPS.exists() else []),
+                         ids=lambda p: p.name)
+def test_aligned_steps_never_overlap_and_cover_host_ranges(path):
+    """On a real trace (the generated one above has two steps; the one-step cut keeps its
+    device tail; the five-step original, where ../shared has it, all five)."""
     data = load(path)
     aligned, host = data.step_ranges(), data.step_ranges(device_aligned=False)
-    assert len(aligned) == len(host) == 5
+    assert len(aligned) == len(host) == (1 if path == ks.GPU_1STEP else 5)
     for (_, s, e), (_, hs, he) in zip(aligned, host):
         assert s >= hs and e >= he
     assert all(a[2] <= b[1] for a, b in zip(aligned, aligned[1:]))

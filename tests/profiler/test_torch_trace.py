@@ -14,11 +14,11 @@ from gradtrace.profiler.torch_trace import (OVERRUN_TOLERANCE_NS, forward_backwa
                                             import_warnings, is_torch_trace)
 from gradtrace.profiler import load as load_torch_trace
 
+from . import kineto_samples as ks
+
 DATA = Path(__file__).parent / "data"
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "kineto-samples"
 FIXTURE = DATA / "torch_mlp_cpu.json.gz"          # record_shapes, with_stack, with_modules, memory
 PLAIN = DATA / "torch_mlp_cpu_plain.json"         # no options
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/kineto-samples not present")
 
 
 def _raw(path):
@@ -114,9 +114,8 @@ def test_plain_and_gzip_and_options_off():
     assert "aten::addmm" in data.table(row_limit=0)
 
 
-@needs_samples
 def test_amd_sample_kernels_attributed_and_pairs_match_flows():
-    path = SAMPLES / "amd_mi250_minitoy_train.json.gz"
+    path = ks.AMD
     data = profiler.load(path)
     counts = data.metadata["torch_trace"]
     assert counts["gpu_events"] == 16 and counts["gpu_events_without_launch"] == 0
@@ -136,10 +135,9 @@ def test_amd_sample_kernels_attributed_and_pairs_match_flows():
     assert data.metadata["torch_trace"]["threads"]["1"]["name"].endswith("(python3)")
 
 
-@needs_samples
-@pytest.mark.parametrize("name", ["cupti_profiler_trace.json.gz", "simple_add_trace.json.gz"])
-def test_cuda_samples_load_and_tabulate(name):
-    data = profiler.load(SAMPLES / name)
+@pytest.mark.parametrize("path", [ks.CUPTI, ks.SIMPLE_ADD], ids=lambda p: p.name)
+def test_cuda_samples_load_and_tabulate(path):
+    data = profiler.load(path)
     counts = data.metadata["torch_trace"]
     assert counts["events"] == data.n_events > 100
     assert counts["gpu_events_without_launch"] == 0

@@ -22,12 +22,10 @@ from gradtrace.profiler.nesting import nest_intervals
 from gradtrace.profiler.torch_trace import _nest_in_pieces
 from gradtrace.profiler.synthetic_trace import write_torch_trace
 
+from . import kineto_samples as ks
 from . import reference_trace_reader as reference
 
 DATA = Path(__file__).parent / "data"
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "kineto-samples"
-_SAMPLE_NAMES = ["gpu_5steps_rank0.json.gz", "amd_mi250_minitoy_train.json.gz", "cupti_profiler_trace.json.gz",
-                 "simple_add_trace.json.gz", "alexnet_cuda_sync.json.gz"]
 
 
 def _same(new: reader.RawTrace, old) -> None:
@@ -47,11 +45,8 @@ def _plain(tmp_path, gz_path: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("name", _SAMPLE_NAMES)
-def test_samples_read_as_the_reference_reads_them(tmp_path, name):
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip("../shared/kineto-samples not present")
+@pytest.mark.parametrize("path", ks.gpu_traces(), ids=lambda p: p.name)
+def test_samples_read_as_the_reference_reads_them(tmp_path, path):
     _same(reader.read_trace(path), reference.read_trace(path))
     # The same file plain, cut into parts read by two processes.
     plain = _plain(tmp_path, path)

@@ -11,11 +11,12 @@ from gradtrace import profiler, viewer
 from gradtrace.viewer import figures, kernels_page, pages
 from gradtrace.viewer.app import MAIN, PAGES
 from gradtrace.viewer.model import ProfileView
-from tests.profiler import gpu_traces
+from tests.profiler import gpu_traces, kineto_samples
 from tests.profiler.gpu_traces import write_gpu_trace
 
 CPU_TRACE = Path(__file__).resolve().parents[1] / "profiler" / "data" / "torch_mlp_cpu.json.gz"
-SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "kineto-samples" / "gpu_5steps_rank0.json.gz"
+# A real trace: one step of a training job, kept in tests/profiler/data (KINETO_SAMPLES.md).
+SAMPLE = kineto_samples.GPU_1STEP
 
 
 @pytest.fixture(scope="module")
@@ -25,15 +26,13 @@ def gpu_trace(tmp_path_factory):
 
 def _sources(gpu_trace):
     """Profiles by kind: a torch GPU trace, a CPU-only one, a gradtrace profile with device
-    times but no kernel table (no launch arguments), an empty one, the real trace if here."""
+    times but no kernel table (no launch arguments), an empty one, a real trace."""
     from gradtrace.profiler import synthetic
 
     from .test_app import _cuda_profile
 
-    out = {"gpu": gpu_trace, "cpu": CPU_TRACE, "native_cuda": _cuda_profile(), "empty": synthetic.from_events([])}
-    if SAMPLE.exists():
-        out["sample"] = SAMPLE
-    return out
+    return {"gpu": gpu_trace, "cpu": CPU_TRACE, "native_cuda": _cuda_profile(), "empty": synthetic.from_events([]),
+            "sample": SAMPLE}
 
 
 def _callback(app, output: str, inputs: list, state: list = (), changed: str | None = None):
@@ -80,8 +79,6 @@ def _ids(tree) -> set:
 @pytest.mark.parametrize("which", ["gpu", "cpu", "native_cuda", "empty", "sample"])
 def test_every_page_answers_on_gpu_and_cpu_profiles(gpu_trace, which):
     sources = _sources(gpu_trace)
-    if which not in sources:
-        pytest.skip(f"{SAMPLE} is not here")
     app = viewer.create_app(sources[which])
     for path, _ in PAGES:
         status, body = _page(app, path)
@@ -102,8 +99,6 @@ def test_every_page_answers_on_gpu_and_cpu_profiles(gpu_trace, which):
 @pytest.mark.parametrize("which", ["gpu", "cpu", "native_cuda", "sample"])
 def test_kernels_callbacks_answer(gpu_trace, which):
     sources = _sources(gpu_trace)
-    if which not in sources:
-        pytest.skip(f"{SAMPLE} is not here")
     app = viewer.create_app(sources[which])
     for group in ([], ["op"], ["launch"], ["op", "launch"], None):
         status, body = _callback(app, "kn-grid.rowData", [("kn-group", "value", group)],
@@ -202,10 +197,9 @@ def test_gpu_figures_are_the_summary(gpu_trace):
     assert list(idle.data[0].x) == pytest.approx([v / 1e3 for v in device["idle_breakdown"].values()])
 
 
-SAMPLES = sorted(SAMPLE.parent.glob("*.json.gz")) if SAMPLE.parent.exists() else []
+SAMPLES = kineto_samples.gpu_traces()
 
 
-@pytest.mark.skipif(not SAMPLES, reason="../shared/kineto-samples is not here")
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])
 def test_every_page_answers_on_every_kineto_sample(path):
     """Real traces (AMD, CUPTI profiler, CUDA sync, tiny ones): no page or grouping fails."""

@@ -6,8 +6,9 @@ HolisticTraceAnalysis (a venv of its own, as it pulls pandas and plotly)::
     python -m venv /work/venv-hta && /work/venv-hta/bin/pip install HolisticTraceAnalysis
     /work/venv-hta/bin/python tests/profiler/data/record_hta_figures.py > hta_figures.json
 
-It runs, on each trace of ``../shared/kineto-samples`` that has GPU work and on the generated
-trace of ``tests/profiler/gpu_traces.py``: the temporal breakdown, the idle-time breakdown
+It runs, on each real trace that has GPU work (kept here, and the five-step original of
+``gpu_1step.json.gz`` when ``../shared/kineto-samples`` has it: see ``KINETO_SAMPLES.md``)
+and on the generated trace of ``tests/profiler/gpu_traces.py``: the temporal breakdown, the idle-time breakdown
 (default 30 us threshold, summed over streams), the communication/computation overlap, the
 kernel-type breakdown (memory kernels included), the queue-length summary and the kernel
 launch statistics. HTA wants a
@@ -27,8 +28,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE.parents[2].parent / "shared" / "kineto-samples"
-TRACES = ("gpu_5steps_rank0.json.gz", "simple_add_trace.json.gz", "alexnet_cuda_sync.json.gz",
-          "amd_mi250_minitoy_train.json.gz")
+TRACES = (HERE / "gpu_1step.json.gz", HERE / "simple_add_trace.json.gz", HERE / "alexnet_cuda_sync.json.gz",
+          HERE / "amd_mi250_minitoy_train.json.gz", SAMPLES / "gpu_5steps_rank0.json.gz")
 
 
 def figures(trace: Path) -> dict:
@@ -77,9 +78,9 @@ def main() -> None:
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         out["gpu_traces"] = figures(gpu_traces.write_gpu_trace(Path(tmp) / "trace.json"))
-    for name in TRACES:
-        if (SAMPLES / name).exists():
-            out[name] = figures(SAMPLES / name)
+    for path in TRACES:
+        if path.exists():
+            out[path.name] = figures(path)
     json.dump(out, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
 
