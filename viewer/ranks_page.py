@@ -10,18 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import plotly.graph_objects as go
-from dash import dcc, html
+from dash import Dash, dcc, html
 
 from gradtrace.profiler.ranks import is_run_dir, load_run, summarize_run
 
 from .figures import FONT, esc
 from .model import ProfileView
-from .pages import GRAPH_CONFIG, section, text_table
+from .cache import cached
+from .components import GRAPH_CONFIG, section, text_table
 
-__all__ = ["PATH", "PAGE", "is_run_dir", "open_run", "page", "step_figure", "breakdown_figure", "summary_of"]
+__all__ = ["PATH", "TITLE", "layout", "register_callbacks", "is_run_dir", "open_run", "page", "step_figure", "breakdown_figure", "summary_of"]
 
 PATH = "/ranks"
-PAGE = (PATH, "Ranks")
+TITLE = "Ranks"
 # The parts add up to the step (profiler.ranks): memcpy/memset time is neither compute nor idle
 # on the device (HTA's definitions), 0 where the breakdown is the host's.
 PARTS = (("compute_ns", "compute", "#3b82f6"), ("exposed_ns", "exposed communication", "#ef4444"),
@@ -42,11 +43,20 @@ def open_run(run_dir) -> tuple[ProfileView, dict]:
 
 def summary_of(view: ProfileView) -> dict:
     """A one-rank summary of a single profile (its rank from the metadata, else 0)."""
-    if "_rank_summary" not in view.__dict__:
-        info = view.data.metadata.get("distributed_info") or {}
-        rank = info.get("rank", view.data.metadata.get("rank", 0))
-        view.__dict__["_rank_summary"] = summarize_run({rank if isinstance(rank, int) else 0: view.data})
-    return view.__dict__["_rank_summary"]
+    info = view.data.metadata.get("distributed_info") or {}
+    rank = info.get("rank", view.data.metadata.get("rank", 0))
+    return cached(view, "rank_summary", lambda: summarize_run({rank if isinstance(rank, int) else 0: view.data}))
+
+
+def layout(ctx) -> html.Div:
+    """The page for :class:`viewer.registry.PageContext` ``ctx``: the run folder's ranks, or the
+    open profile as one rank."""
+    run = ctx.registry.ranks
+    return page(run or summary_of(ctx.view), single=run is None)
+
+
+def register_callbacks(app: Dash, registry) -> None:
+    """None: the page is drawn once, with its data in place."""
 
 
 def step_figure(summary: dict) -> go.Figure:

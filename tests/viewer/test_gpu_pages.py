@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gradtrace import profiler, viewer
-from gradtrace.viewer import figures, kernels_page, pages
+from gradtrace.viewer import figures, kernels_page
+from gradtrace.viewer import overview_page as pages
 from gradtrace.viewer.app import MAIN, PAGES
 from gradtrace.viewer.model import ProfileView
 from tests.profiler import gpu_traces
@@ -83,7 +84,7 @@ def test_every_page_answers_on_gpu_and_cpu_profiles(gpu_trace, which):
     if which not in sources:
         pytest.skip(f"{SAMPLE} is not here")
     app = viewer.create_app(sources[which])
-    for path, _ in PAGES:
+    for path in (p.PATH for p in PAGES):
         status, body = _page(app, path)
         assert status == 200, (which, path)
     status, body = _page(app, "/kernels")
@@ -210,7 +211,7 @@ SAMPLES = sorted(SAMPLE.parent.glob("*.json.gz")) if SAMPLE.parent.exists() else
 def test_every_page_answers_on_every_kineto_sample(path):
     """Real traces (AMD, CUPTI profiler, CUDA sync, tiny ones): no page or grouping fails."""
     app = viewer.create_app(path)
-    for page, _ in PAGES:
+    for page in (p.PATH for p in PAGES):
         assert _page(app, page)[0] == 200, page
     for group in ([], ["op", "launch"]):
         status, _ = _callback(app, "kn-grid.rowData", [("kn-group", "value", group)], [("profile-key", "data", MAIN)])

@@ -55,7 +55,7 @@ def test_rows_agree_with_key_averages(mlp):
 
 
 @pytest.mark.parametrize("group_by, field", [("shape", "input_shapes"), ("module", "module"),
-                                             ("call_site", "stack")])
+                                             ("stack", "stack"), ("call_site", "stack")])
 def test_groupings_split_name_rows(mlp, group_by, field):
     by_name = {r["name"]: r["count"] for r in mlp.rows("name")}
     rows = mlp.rows(group_by)

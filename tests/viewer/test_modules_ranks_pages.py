@@ -29,7 +29,7 @@ def _find(component, id_):
 
 
 def test_nav_has_modules_after_forward_backward_and_ranks_last():
-    paths = [p for p, _ in PAGES]
+    paths = [p.PATH for p in PAGES]
     assert paths[paths.index("/forward-backward") + 1] == "/modules" and paths[-1] == "/ranks"
     app = viewer.create_app(profiler.load(TRACE))
     assert _find(app.layout, "nav-modules") is not None and _find(app.layout, "nav-ranks") is not None
