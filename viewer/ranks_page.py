@@ -12,7 +12,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 from dash import Dash, dcc, html
 
-from gradtrace.profiler.ranks import is_run_dir, load_run, summarize_run
+from gradtrace.profiler.ranks import is_run_dir, load_run, rank_table, step_table, summarize_run
 
 from .figures import FONT, esc
 from .model import ProfileView
@@ -102,18 +102,10 @@ def breakdown_figure(summary: dict) -> go.Figure:
     return fig
 
 
-def _ms(ns) -> str:
-    return f"{ns / 1e6:.3f}"
-
-
 def page(summary: dict, single: bool = False) -> html.Div:
     """The Ranks page of a run's summary (``single``: the summary of the one open profile)."""
-    rank_rows = [[r["rank"], r["steps"], _ms(r["step_ns"]), _ms(r["compute_ns"]), _ms(r["communication_ns"]),
-                  _ms(r["exposed_ns"]), _ms(r["hidden_ns"]),
-                  "-" if r["hidden_share"] is None else f"{100 * r['hidden_share']:.1f}",
-                  _ms(r["idle_ns"]), r["slowest_in"]] for r in summary["ranks"]]
-    step_rows = [[s["step"], s["slowest_rank"], _ms(s["step_ns"]), _ms(s["spread_ns"]),
-                  _ms(s.get("start_spread_ns", 0))] for s in summary["steps"]]
+    rank_cols, rank_rows = rank_table(summary)        # the rows of gradtrace table RUN_DIR
+    step_cols, step_rows = step_table(summary)
     basis = set(summary.get("basis", {}).values())
     how = ("device kernels: communication is NCCL and other collective kernels, compute the other kernels"
            if basis == {"device"} else "host ranges: communication ranges (record_param_comms, collectives, "
@@ -131,12 +123,11 @@ def page(summary: dict, single: bool = False) -> html.Div:
                 dcc.Graph(id="rk-breakdown", figure=breakdown_figure(summary), config=GRAPH_CONFIG)]),
         ]),
         section("Ranks (mean per step, ms)",
-                text_table(["Rank", "Steps", "Step", "Compute", "Communication", "Exposed comm", "Hidden comm",
-                            "Hidden %", "Idle", "Slowest in"], rank_rows),
+                text_table([c.header for c in rank_cols], rank_rows),
                 note=f"From the {how}. Exposed: communication nothing else overlapped; hidden: overlapped "
                      f"with compute. Common clock: {summary.get('clock', '-')}.", id="rk-table"),
         section("Slowest rank per step",
-                text_table(["Step", "Slowest rank", "Its step (ms)", "Spread (ms)", "Start spread (ms)"], step_rows),
+                text_table([c.header for c in step_cols], step_rows),
                 note="Spread: slowest minus fastest rank's step time; start spread: how far apart the "
                      "ranks started the step on the common clock.", id="rk-slowest"),
     ]
