@@ -9,6 +9,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from . import figures
+from .cache import cached
 from .compare import VIEWS, compare_tables, metric_options
 from .components import GRAPH_CONFIG, control, error_box, grid, per_step_toggle, radio
 from .loading import UploadError, decode_upload
@@ -93,10 +94,12 @@ def register_callbacks(app: Dash, registry) -> None:
 
     @app.callback(Output("cmp-body", "children"), Input("compare-key", "data"), Input("cmp-metric", "value"),
                   Input("cmp-by", "value"), Input("cmp-steps", "value"), State("profile-key", "data"))
-    def compare_body(compare_key, metric, by, steps, key):
+    def compare_redraw(compare_key, metric, by, steps, key):
         a, b = registry.get(key), registry.get(compare_key)
         if a is None or b is None:
             return html.Div("Upload profile B to compare it with A.", className="gt-note")
         if metric not in metric_options(by, True):
             raise PreventUpdate  # the metric list is being switched to the other view
-        return compare_body(a, b, by, metric, "per_step" in (steps or []))
+        per_step = "per_step" in (steps or [])
+        # Once per pair and view, kept with B (an upload): it goes when B does.
+        return cached(b, ("diff_of", key, by, metric, per_step), lambda: compare_body(a, b, by, metric, per_step))

@@ -149,7 +149,7 @@ def register_callbacks(app: Dash, registry) -> None:
     @app.callback(Output("ops-details", "children"), Input("ops-grid", "cellClicked"),
                   State("ops-group", "value"), State("ops-steps", "value"), State("profile-key", "data"),
                   prevent_initial_call=True)
-    def operator_details(cell, group_by, steps, key):
+    def operators_row_clicked(cell, group_by, steps, key):
         view = registry.get(key)
         if view is None or not cell or cell.get("rowId") is None:
             raise PreventUpdate

@@ -185,3 +185,56 @@ def test_every_registered_page_is_routed_with_a_tab(profiles):
         assert res.status_code == 200, page.PATH
         root = res.get_json()["response"]["page"]["children"]["props"]["id"]
         assert root.startswith("page-"), (page.PATH, root)
+
+
+# Each registered page's main interactions, as the browser sends them: (output "id.prop",
+# changed input, values by "id.prop"; the rest None, profile-key the startup profile).
+INTERACTIONS = {
+    "/": [],
+    "/operators": [("ops-grid.rowData", "ops-group.value", {"ops-group.value": "stack", "ops-metric.value": "self",
+                                                             "ops-device.value": "cpu", "ops-steps.value": []}),
+                   ("ops-grid.rowData", "ops-group.value", {"ops-group.value": "call_site", "ops-metric.value": "total",
+                                                             "ops-device.value": "both", "ops-steps.value": []}),
+                   ("ops-details.children", "ops-grid.cellClicked",
+                    {"ops-grid.cellClicked": {"rowId": "0"}, "ops-group.value": "name", "ops-steps.value": []})],
+    "/forward-backward": [("fb-grid.rowData", "fb-by.value", {"fb-by.value": "name", "fb-clock.value": "cpu",
+                                                              "fb-topn.value": 15})],
+    "/modules": [("mod-figure.figure", "mod-phase.value", {"mod-phase.value": "backward", "mod-clock.value": "cpu"})],
+    "/timeline": [("tl-graph.figure", "tl-graph.relayoutData",
+                   {"tl-graph.relayoutData": {"xaxis.range[0]": 0.1, "xaxis.range[1]": 0.3}}),
+                  ("tl-graph.figure", "tl-step.value", {"tl-step.value": 0})],
+    "/graph": [("gr-cyto.elements", "gr-step.value", {"gr-step.value": 0, "gr-clock.value": "cpu",
+                                                      "gr-colour-by.value": "self"})],
+    "/memory": [],
+    "/compare": [("cmp-body.children", "compare-key.data", {"compare-key.data": "main", "cmp-by.value": "name",
+                                                            "cmp-metric.value": "self_cpu_time_total",
+                                                            "cmp-steps.value": []})],
+    "/kernels": [("kn-grid.rowData", "kn-group.value", {"kn-group.value": ["op"]})],
+    "/history": [],
+    "/ranks": [],
+}
+
+
+def test_every_registered_page_answers_its_interactions(profiles):
+    """Each page's main callbacks answer 200 with a body (a new page must be listed here)."""
+    from gradtrace.viewer.app import MAIN, PAGES
+
+    assert sorted(INTERACTIONS) == sorted(p.PATH for p in PAGES)
+    app = viewer.create_app(profiles["mlp"])
+    client = app.server.test_client()
+    deps = {out: d for d in client.get("/_dash-dependencies").get_json()
+            for out in d["output"].strip(".").split("...")}
+    for path, calls in INTERACTIONS.items():
+        for output, changed, values in calls:
+            dep = deps[output]
+            outs = [dict(zip(("id", "property"), o.rsplit(".", 1))) for o in dep["output"].strip(".").split("...")]
+
+            def value(item):
+                name = f"{item['id']}.{item['property']}"
+                return MAIN if name == "profile-key.data" else values.get(name)
+
+            body = {"output": dep["output"], "outputs": outs if dep["output"].startswith("..") else outs[0],
+                    "inputs": [dict(i, value=value(i)) for i in dep["inputs"]],
+                    "state": [dict(s, value=value(s)) for s in dep["state"]], "changedPropIds": [changed]}
+            res = client.post("/_dash-update-component", json=body)
+            assert res.status_code == 200 and res.data, (path, output, res.status_code)
