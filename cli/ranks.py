@@ -17,7 +17,8 @@ __all__ = ["cmd_rank_table", "rank_tables"]
 
 def rank_tables(summary: dict, plain: bool = False) -> Group:
     """Two tables: per rank (means over steps, milliseconds) and the slowest rank per step."""
-    from gradtrace.profiler.ranks import rank_table, step_table  # noqa: PLC0415 - the profiler loads only when a command runs
+    # noqa: PLC0415 below - the profiler loads only when a command runs
+    from gradtrace.profiler.ranks import rank_table, step_table  # noqa: PLC0415
 
     table_box = None if plain else box.SIMPLE
     t, s = (_table(title, *build(summary), table_box) for title, build in (

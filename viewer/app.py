@@ -79,7 +79,7 @@ def create_app(profile_or_path: ProfileData | str | Path | None = None, *, compa
 
 def warm_up(app: Dash):
     """Start computing the expensive analyses of the startup profile in a background thread
-    (the Overview's, the operator table's, the timeline index), so the first visitors do not
+    (the Overview's, the operator table's, the timeline index, the ranks summary), so the first visitors do not
     wait for them. Requests that need one before it is done wait for it: nothing is computed
     twice (:mod:`viewer.cache`).
 
@@ -89,8 +89,10 @@ def warm_up(app: Dash):
     view = app.gradtrace_registry.get(MAIN)
     if view is None:
         return None
+    # Ranks last: its summary of a single profile is the slowest (seconds at 1M events).
     return warm([lambda: overview_page.warm(view), lambda: operators_page.warm(view),
-                 lambda: timeline_page.warm(view)])
+                 lambda: timeline_page.warm(view),
+                 lambda: ranks_page.layout(PageContext(view, app.gradtrace_registry))])
 
 
 def _as_view(profile_or_path) -> ProfileView:

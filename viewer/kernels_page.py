@@ -133,8 +133,9 @@ def _collective_section(view: ProfileView):
 
 
 def layout(ctx) -> html.Div:
-    """The page for :class:`viewer.registry.PageContext` ``ctx``."""
-    return page(ctx.view)
+    """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
+    depends on nothing else; requests share it)."""
+    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
 
 
 def page(view: ProfileView) -> html.Div:

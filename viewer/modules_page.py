@@ -112,8 +112,9 @@ def _whole(view: ProfileView, clock: str) -> float:
 
 
 def layout(ctx) -> html.Div:
-    """The page for :class:`viewer.registry.PageContext` ``ctx``."""
-    return page(ctx.view)
+    """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
+    depends on nothing else; requests share it)."""
+    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
 
 
 def page(view: ProfileView) -> html.Div:

@@ -10,6 +10,7 @@ from dash.exceptions import PreventUpdate
 from gradtrace.profiler import columns as C
 from gradtrace.profiler.format import format_time
 
+from .cache import cached
 from .components import (INT_FMT, clip_stack, control, fit_height, grid, grid_column, num_col, per_step_toggle, radio,
                          row_data, text_table)
 from .model import GROUPINGS, ProfileView
@@ -22,13 +23,14 @@ TITLE = "Operators"
 
 
 def layout(ctx) -> html.Div:
-    """The page for :class:`viewer.registry.PageContext` ``ctx``."""
-    return page(ctx.view)
+    """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
+    depends on nothing else; requests share it)."""
+    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
 
 
 def warm(view: ProfileView) -> None:
     """Compute the tables the page opens with (run at load, in the background)."""
-    page(view)
+    cached(view, ("layout", PATH), lambda: page(view))
 
 
 def operator_columns(view: ProfileView, group_by: str, device: str, metric: str) -> list[dict]:

@@ -23,8 +23,9 @@ TITLE = "Overview"
 
 
 def layout(ctx) -> html.Div:
-    """The page for :class:`viewer.registry.PageContext` ``ctx``."""
-    return page(ctx.view)
+    """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
+    depends on nothing else; requests share it)."""
+    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
 
 
 def register_callbacks(app: Dash, registry) -> None:
@@ -33,7 +34,7 @@ def register_callbacks(app: Dash, registry) -> None:
 
 def warm(view: ProfileView) -> None:
     """Compute what the page reads (run at load, in the background)."""
-    page(view)
+    cached(view, ("layout", PATH), lambda: page(view))
 
 
 def page(view: ProfileView) -> html.Div:

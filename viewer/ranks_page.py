@@ -19,7 +19,8 @@ from .model import ProfileView
 from .cache import cached
 from .components import GRAPH_CONFIG, section, text_table
 
-__all__ = ["PATH", "TITLE", "layout", "register_callbacks", "is_run_dir", "open_run", "page", "step_figure", "breakdown_figure", "summary_of"]
+__all__ = ["PATH", "TITLE", "layout", "register_callbacks",
+           "is_run_dir", "open_run", "page", "step_figure", "breakdown_figure", "summary_of"]
 
 PATH = "/ranks"
 TITLE = "Ranks"
@@ -50,9 +51,9 @@ def summary_of(view: ProfileView) -> dict:
 
 def layout(ctx) -> html.Div:
     """The page for :class:`viewer.registry.PageContext` ``ctx``: the run folder's ranks, or the
-    open profile as one rank."""
-    run = ctx.registry.ranks
-    return page(run or summary_of(ctx.view), single=run is None)
+    open profile as one rank (built once per profile; requests share it)."""
+    run = ctx.registry.ranks       # fixed when the app is made: the page is built once per profile
+    return cached(ctx.view, ("layout", PATH), lambda: page(run or summary_of(ctx.view), single=run is None))
 
 
 def register_callbacks(app: Dash, registry) -> None:

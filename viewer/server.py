@@ -15,10 +15,12 @@ from .model import ProfileView
 
 __all__ = ["serve", "THREADS"]
 
-# waitress worker threads: requests served at once. Analyses are shared and computed once
-# (viewer.cache), so more threads than cores only queue on the GIL; fewer make a slow
-# callback (a first graph layout) hold up quick ones. benchmarks/viewer_concurrency.py
-# measured 16 clients against 4, 8 and 16 threads (README, "The dashboard").
+# waitress worker threads: requests served at once. Analyses and page layouts are computed once
+# per profile and shared (viewer.cache), so requests mostly serialize JSON under the GIL: more
+# threads than cores do not add speed, but a request waiting for a cold analysis holds its
+# thread, and too few threads then stall the quick pages behind it. 16 clients on a 1M-event
+# profile (benchmarks/viewer_concurrency.py, 2 cores): warm p95 <= 2 s on every page with 4,
+# 8 or 16 threads (within noise); 8 keeps cold waits from blocking the other pages.
 THREADS = 8
 
 

@@ -30,13 +30,14 @@ def index_of(view: ProfileView) -> TimelineIndex:
 
 
 def warm(view: ProfileView) -> None:
-    """Build the index and the whole-profile levels (run at load, in the background)."""
-    index_of(view).query(budget=BAR_BUDGET)
+    """Build the index, its levels and the page (run at load, in the background)."""
+    cached(view, ("layout", PATH), lambda: page(view))
 
 
 def layout(ctx) -> html.Div:
-    """The page for :class:`viewer.registry.PageContext` ``ctx``."""
-    return page(ctx.view)
+    """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
+    depends on nothing else; requests share it)."""
+    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
 
 
 def page(view: ProfileView) -> html.Div:
