@@ -17,7 +17,7 @@ __all__ = ["cmd_rank_table", "rank_tables"]
 
 def rank_tables(summary: dict, plain: bool = False) -> Group:
     """Two tables: per rank (means over steps, milliseconds) and the slowest rank per step."""
-    # noqa: PLC0415 below - the profiler loads only when a command runs
+    # The profiler is imported when a command runs, not when the CLI starts.
     from gradtrace.profiler.ranks import rank_table, step_table  # noqa: PLC0415
 
     table_box = None if plain else box.SIMPLE

@@ -150,6 +150,12 @@ class TimelineIndex:
         duration = self.end - self.start
         self.by_duration = np.argsort(-duration).astype(np.int32)
         self._neg_sorted_duration = -duration[self.by_duration]   # ascending, for searchsorted
+        # Where each lane (row and kind) begins, and its longest range: a window's ranges in a
+        # lane start between ``lo - longest`` and ``hi``, two binary searches in its starts.
+        first = np.flatnonzero(np.r_[True, self.lane_key[1:] != self.lane_key[:-1]]) if len(duration) else \
+            np.zeros(0, np.int64)
+        self._lane_first = np.r_[first, len(duration)]
+        self._lane_longest = np.maximum.reduceat(duration, first) if len(first) else np.zeros(0, np.int64)
         self._levels: dict = {}
         self._levels_lock = threading.Lock()
 
@@ -190,14 +196,15 @@ class TimelineIndex:
 
     def _segments(self, lo: int, hi: int, pixel: int, resolution: int):
         """(ranges drawn one by one, merged runs, ranges in the window) for one pixel size."""
-        long = self.by_duration[:self._longer_than(pixel)]
-        big = np.sort(long[(self.start[long] < hi) & (self.end[long] > lo)])
         level = self._level_for(pixel, resolution)
-        if level is None:   # a narrow window: its short ranges, merged now
-            in_win = np.flatnonzero((self.start < hi) & (self.end > lo))
-            small = in_win[(self.end[in_win] - self.start[in_win]) < pixel]
+        if level is None:   # a narrow window: its ranges, the short ones merged now
+            in_win = self._in_window(lo, hi)
+            short = (self.end[in_win] - self.start[in_win]) < pixel
+            big, small = in_win[~short], in_win[short]
             runs = _merge_runs(self.start[small], self.end[small], self.lane_key[small], pixel)
             return big, runs, len(in_win)
+        long = self.by_duration[:self._longer_than(pixel)]
+        big = np.sort(long[(self.start[long] < hi) & (self.end[long] > lo)])
         lvl_pixel, (rs, re, rk, rc) = level
         pick = (rs < hi) & (re > lo)
         # Ranges long at the level's pixel but short at this one are not in its runs.
@@ -210,6 +217,19 @@ class TimelineIndex:
         order = np.lexsort((start, key))
         runs = _merge_runs(start[order], end[order], key[order], pixel, count[order])
         return big, runs, int(count.sum()) + len(big)
+
+    def _in_window(self, lo: int, hi: int) -> np.ndarray:
+        """Indices (ascending) of the ranges that overlap ``[lo, hi)``, found lane by lane
+        without reading the ranges outside the window."""
+        parts = []
+        for k in range(len(self._lane_first) - 1):
+            a, b = int(self._lane_first[k]), int(self._lane_first[k + 1])
+            starts = self.start[a:b]
+            i = a + int(np.searchsorted(starts, lo - int(self._lane_longest[k]), side="left"))
+            j = a + int(np.searchsorted(starts, hi, side="left"))
+            if j > i:
+                parts.append(i + np.flatnonzero(self.end[i:j] > lo))
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def _longer_than(self, pixel: int) -> int:
         """How many ranges last at least ``pixel`` ns (a prefix of ``by_duration``)."""

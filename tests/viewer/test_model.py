@@ -164,6 +164,18 @@ def test_timeline_window_is_bounded():
     assert [lane.label for lane in index.lanes] == ["thread 1", "thread 2", "thread 3", "thread 4"]
 
 
+def test_timeline_window_search_finds_exactly_the_overlapping_ranges():
+    """The lane-by-lane binary search returns what a scan of every range would."""
+    view = ProfileView(synthetic.training_profile(50_000), "mid")
+    index = TimelineIndex(view)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        lo = int(rng.integers(-1_000, index.x_max))
+        hi = lo + int(rng.choice([1, 1_000, 100_000, index.x_max]))
+        found = index._in_window(lo, hi)
+        assert np.array_equal(found, np.flatnonzero((index.start < hi) & (index.end > lo))), (lo, hi)
+
+
 def test_timeline_levels_cover_every_range():
     """The precomputed zoom levels draw the same long ranges as merging on the fly, and every
     short range of the window lies inside a merged run of its row and kind."""
