@@ -10,6 +10,7 @@ reads a path that came from the browser; uploads are parsed from memory (:mod:`v
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
@@ -25,12 +26,15 @@ from .loading import DEFAULT_MAX_UPLOAD_MB, UploadError, decode_upload, load_pat
 from .model import ProfileView
 from .registry import MAIN, PageContext, Registry
 
-__all__ = ["create_app", "PAGES", "MAIN", "ASSETS", "warm_up"]
+__all__ = ["create_app", "PAGES", "WARM_AT_LOAD", "MAIN", "ASSETS", "warm_up"]
 
 ASSETS = Path(__file__).with_name("assets")
 # The pages, in tab order (Ranks last).
 PAGES = [overview_page, operators_page, fwdbwd_page, modules_page, timeline_page, graph_page, memory_page,
          compare_page, kernels_page, history_page, ranks_page]
+# The pages whose layouts (and the analyses under them) are built at load, in this order: the
+# first page a visitor sees, then the costliest (the ranks summary of a 1M-event profile: seconds).
+WARM_AT_LOAD = [overview_page, operators_page, timeline_page, ranks_page]
 
 
 def create_app(profile_or_path: ProfileData | str | Path | None = None, *, compare=None,
@@ -78,21 +82,20 @@ def create_app(profile_or_path: ProfileData | str | Path | None = None, *, compa
 
 
 def warm_up(app: Dash):
-    """Start computing the expensive analyses of the startup profile in a background thread
-    (the Overview's, the operator table's, the timeline index, the ranks summary), so the first visitors do not
-    wait for them. Requests that need one before it is done wait for it: nothing is computed
-    twice (:mod:`viewer.cache`).
+    """Start building the pages of :data:`WARM_AT_LOAD` for the startup profile in a background
+    thread (the Overview, the operator table, the timeline index, the ranks summary), so the
+    first visitors do not wait for them. A request that needs one before it is done waits for
+    it: nothing is computed twice (:mod:`viewer.cache`).
 
     Returns:
         The thread, or None without a profile.
     """
-    view = app.gradtrace_registry.get(MAIN)
+    registry = app.gradtrace_registry
+    view = registry.get(MAIN)
     if view is None:
         return None
-    # Ranks last: its summary of a single profile is the slowest (seconds at 1M events).
-    return warm([lambda: overview_page.warm(view), lambda: operators_page.warm(view),
-                 lambda: timeline_page.warm(view),
-                 lambda: ranks_page.layout(PageContext(view, app.gradtrace_registry))])
+    ctx = PageContext(view, registry)
+    return warm([functools.partial(page.layout, ctx) for page in WARM_AT_LOAD])
 
 
 def _as_view(profile_or_path) -> ProfileView:

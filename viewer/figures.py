@@ -68,14 +68,15 @@ def step_phase_figure(steps: list[dict]) -> go.Figure:
         steps: :meth:`ProfileView.step_phases` rows (ns).
     """
     fig = go.Figure()
-    x = [s["step"].rsplit("#", 1)[-1] for s in steps]
+    # Arrays and one hover template per trace: plotly checks a Python list item by item, which
+    # took seconds for the ~70,000 steps of a 10M-event profile.
+    x = np.array([s["step"].rsplit("#", 1)[-1] for s in steps], dtype=object)
+    duration = np.maximum(np.array([s["duration"] for s in steps], dtype=np.float64), 1)
     for phase in PHASES:
-        ms = [s[phase] / 1e6 for s in steps]
-        pct = [100 * s[phase] / max(s["duration"], 1) for s in steps]
+        ns = np.array([s[phase] for s in steps], dtype=np.float64)
         fig.add_trace(go.Bar(
-            x=x, y=ms, name=phase, marker_color=PHASE_COLOURS[phase],
-            hovertemplate=[f"step {n}<br>{phase}: {m:.3f} ms ({p:.1f}% of the step)<extra></extra>"
-                           for n, m, p in zip(x, ms, pct)]))
+            x=x, y=ns / 1e6, customdata=100 * ns / duration, name=phase, marker_color=PHASE_COLOURS[phase],
+            hovertemplate=f"step %{{x}}<br>{phase}: %{{y:.3f}} ms (%{{customdata:.1f}}% of the step)<extra></extra>"))
     fig.update_layout(barmode="stack", bargap=0.15 if len(steps) < 50 else 0.0,
                       legend=dict(LEGEND, traceorder="normal"))
     fig.update_xaxes(title_text="step (ProfilerStep#N)", type="category",

@@ -16,7 +16,7 @@ from .components import (INT_FMT, clip_stack, control, fit_height, grid, grid_co
 from .model import GROUPINGS, ProfileView
 
 __all__ = ["PATH", "TITLE", "layout", "register_callbacks", "page", "operator_columns", "operator_rows",
-           "operator_details", "warm"]
+           "operator_details"]
 
 PATH = "/operators"
 TITLE = "Operators"
@@ -26,11 +26,6 @@ def layout(ctx) -> html.Div:
     """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
     depends on nothing else; requests share it)."""
     return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
-
-
-def warm(view: ProfileView) -> None:
-    """Compute the tables the page opens with (run at load, in the background)."""
-    cached(view, ("layout", PATH), lambda: page(view))
 
 
 def operator_columns(view: ProfileView, group_by: str, device: str, metric: str) -> list[dict]:

@@ -16,7 +16,7 @@ from .components import GRAPH_CONFIG, card, section, text_table
 from .model import PHASES, PhaseSplit, ProfileView
 
 __all__ = ["PATH", "TITLE", "layout", "register_callbacks", "page", "gpu_summary", "gpu_cards",
-           "recommendation_box", "warm"]
+           "recommendation_box"]
 
 PATH = "/"
 TITLE = "Overview"
@@ -30,11 +30,6 @@ def layout(ctx) -> html.Div:
 
 def register_callbacks(app: Dash, registry) -> None:
     """None: the Overview has no interaction beyond its charts' own."""
-
-
-def warm(view: ProfileView) -> None:
-    """Compute what the page reads (run at load, in the background)."""
-    cached(view, ("layout", PATH), lambda: page(view))
 
 
 def page(view: ProfileView) -> html.Div:

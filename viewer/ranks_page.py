@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import plotly.graph_objects as go
 from dash import Dash, dcc, html
 
@@ -65,17 +66,20 @@ def step_figure(summary: dict) -> go.Figure:
     # A step whose ranks took the same time has no straggler to outline.
     slowest = {s["step"]: s["slowest_rank"] for s in summary["steps"] if s["spread_ns"] > 0}
     steps = [s["step"] for s in summary["steps"]]
+    labels = np.array([esc(s) for s in steps], dtype=object)
     fig = go.Figure()
+    # Arrays and one hover template per rank: plotly checks Python lists item by item, seconds
+    # for the tens of thousands of steps of a long profile. A step the rank lacks is NaN (no bar).
     for r in summary["ranks"]:
         rows = {t["step"]: t for t in summary["step_times"] if t["rank"] == r["rank"]}
-        ms = [rows[s]["step_ns"] / 1e6 if s in rows else None for s in steps]
+        ms = np.array([rows[s]["step_ns"] / 1e6 if s in rows else np.nan for s in steps])
+        start_ms = np.array([rows[s]["start_ns"] / 1e6 if s in rows else np.nan for s in steps])
         fig.add_trace(go.Bar(
-            x=[esc(s) for s in steps], y=ms, name=f"rank {r['rank']}",
-            marker_line_width=[3 if slowest.get(s) == r["rank"] else 0 for s in steps],
+            x=labels, y=ms, name=f"rank {r['rank']}", customdata=start_ms,
+            marker_line_width=np.array([3 if slowest.get(s) == r["rank"] else 0 for s in steps]),
             marker_line_color="#111827",
-            hovertemplate=[f"rank {r['rank']} · {esc(s)}<br>step {m:.3f} ms<br>starts at "
-                           f"{rows[s]['start_ns'] / 1e6:.3f} ms<extra></extra>" if s in rows else ""
-                           for s, m in zip(steps, ms)]))
+            hovertemplate=f"rank {r['rank']} · %{{x}}<br>step %{{y:.3f}} ms<br>starts at %{{customdata:.3f}} ms"
+                          "<extra></extra>"))
     fig.update_layout(barmode="group", template="plotly_white", font=FONT, height=340,
                       margin=dict(l=10, r=20, t=36, b=30), legend=dict(orientation="h", y=-0.2),
                       title=dict(text="Step time per rank (outlined: the slowest rank of the step)", font_size=14))

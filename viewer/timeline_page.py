@@ -18,7 +18,7 @@ from .model import ProfileView
 from .timeline import TimelineIndex
 from .timeline_figure import BAR_BUDGET, timeline_figure
 
-__all__ = ["PATH", "TITLE", "layout", "register_callbacks", "page", "index_of", "warm"]
+__all__ = ["PATH", "TITLE", "layout", "register_callbacks", "page", "index_of"]
 
 PATH = "/timeline"
 TITLE = "Timeline"
@@ -27,11 +27,6 @@ TITLE = "Timeline"
 def index_of(view: ProfileView) -> TimelineIndex:
     """The profile's timeline index (built once per profile)."""
     return cached(view, "timeline_index", lambda: TimelineIndex(view))
-
-
-def warm(view: ProfileView) -> None:
-    """Build the index, its levels and the page (run at load, in the background)."""
-    cached(view, ("layout", PATH), lambda: page(view))
 
 
 def layout(ctx) -> html.Div:
@@ -48,12 +43,10 @@ def page(view: ProfileView) -> html.Div:
     fwd_names = np.unique(cols["name_id"][(cols["scope"] == 0) & (cols["sequence_nr"] >= 0)])
     options = [{"label": view.data.strings[int(n)], "value": int(n)} for n in fwd_names]
     step_options = [{"label": s.label, "value": k} for k, s in enumerate(steps(view))]
-    return _page(view, fig, status, options, step_options)
+    return _page(fig, status, options, step_options)
 
 
-
-def _page(view: ProfileView, figure, status: str, link_options: list[dict],
-                  step_options: list[dict] = ()) -> html.Div:
+def _page(figure, status: str, link_options: list[dict], step_options: list[dict] = ()) -> html.Div:
     return html.Div(id="page-timeline", children=[
         dcc.Store(id="tl-window"),
         html.Div(className="gt-toolbar", children=[
