@@ -31,8 +31,8 @@ def register_callbacks(app: Dash, registry) -> None:
 
 
 def page(view: ProfileView) -> html.Div:
-    """The page of a profile (its series computed once per profile)."""
-    return memory_page(view, *cached(view, "memory_page", lambda: _memory_data(view)))
+    """The page of a profile."""
+    return memory_page(view, *_memory_data(view))
 
 
 def _memory_data(view: ProfileView) -> tuple:
