@@ -15,27 +15,14 @@ from .errors import CLIError
 __all__ = ["cmd_rank_table", "rank_tables"]
 
 
-def _ms(ns) -> str:
-    return f"{ns / 1e6:.3f}"
-
-
 def rank_tables(summary: dict, plain: bool = False) -> Group:
     """Two tables: per rank (means over steps, milliseconds) and the slowest rank per step."""
+    # The profiler is imported when a command runs, not when the CLI starts.
+    from gradtrace.profiler.ranks import rank_table, step_table  # noqa: PLC0415
+
     table_box = None if plain else box.SIMPLE
-    t = Table(title="Ranks (mean per step, ms)", box=table_box)
-    for col in ("Rank", "Steps", "Step", "Compute", "Communication", "Exposed comm", "Hidden comm",
-                "Hidden %", "Idle", "Slowest in"):
-        t.add_column(col, justify="right")
-    for r in summary["ranks"]:
-        share = "-" if r["hidden_share"] is None else f"{100 * r['hidden_share']:.1f}"
-        t.add_row(str(r["rank"]), str(r["steps"]), _ms(r["step_ns"]), _ms(r["compute_ns"]),
-                  _ms(r["communication_ns"]), _ms(r["exposed_ns"]), _ms(r["hidden_ns"]), share,
-                  _ms(r["idle_ns"]), str(r["slowest_in"]))
-    s = Table(title="Slowest rank per step", box=table_box)
-    for col in ("Step", "Slowest rank", "Its step (ms)", "Spread (ms)"):
-        s.add_column(col, justify="right")
-    for row in summary["steps"]:
-        s.add_row(row["step"], str(row["slowest_rank"]), _ms(row["step_ns"]), _ms(row["spread_ns"]))
+    t, s = (_table(title, *build(summary), table_box) for title, build in (
+        ("Ranks (mean per step, ms)", rank_table), ("Slowest rank per step", step_table)))
     basis = set(summary.get("basis", {}).values())
     notes = []
     if "device" in basis:
@@ -47,6 +34,15 @@ def rank_tables(summary: dict, plain: bool = False) -> Group:
     if summary.get("clock"):
         notes.append(f"common clock: {summary['clock']}")
     return Group(t, s, Text("\n".join(notes), style="" if plain else "dim"))
+
+
+def _table(title: str, columns, rows, table_box) -> Table:
+    table = Table(title=title, box=table_box)
+    for col in columns:
+        table.add_column(col.header, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def cmd_rank_table(args) -> int:

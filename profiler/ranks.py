@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,8 @@ from .records import Scope
 from .torch_trace import is_torch_trace
 
 __all__ = ["load_run", "run_files", "is_run_dir", "RunFolderError", "rank_steps", "summarize_run", "common_clock",
-           "merge", "overlap_ns", "intersect", "RUN_FILE", "COMMUNICATION"]
+           "merge", "overlap_ns", "intersect", "RUN_FILE", "COMMUNICATION", "RankColumn", "RANK_COLUMNS",
+           "STEP_COLUMNS", "rank_table", "step_table"]
 
 RUN_FILE = re.compile(r"^rank(\d+)\.gtprof$")
 TRACE_FILE = re.compile(r"\.json(\.gz)?$", re.IGNORECASE)
@@ -351,3 +353,54 @@ def summarize_run(profiles: dict) -> dict:
                       "slowest_in": slowest_count[rank]})
     basis = {rank: "device" if _device_mode(data) else "host" for rank, data in profiles.items()}
     return {"ranks": ranks, "steps": steps, "step_times": step_times, "clock": clock, "basis": basis}
+
+
+# --------------------------------------------------------------------------- tables
+# The two tables of a run's summary, as ``gradtrace table RUN_DIR`` and the dashboard's Ranks
+# page both show them: one set of columns and one row builder, so the two cannot drift.
+
+
+@dataclass(frozen=True)
+class RankColumn:
+    """One column of a ranks table: the summary field it shows and its header (times in ms)."""
+
+    id: str
+    header: str
+
+
+RANK_COLUMNS = (
+    RankColumn("rank", "Rank"), RankColumn("steps", "Steps"), RankColumn("step_ns", "Step"),
+    RankColumn("compute_ns", "Compute"), RankColumn("communication_ns", "Communication"),
+    RankColumn("exposed_ns", "Exposed comm"), RankColumn("hidden_ns", "Hidden comm"),
+    RankColumn("hidden_share", "Hidden %"), RankColumn("idle_ns", "Idle"), RankColumn("slowest_in", "Slowest in"),
+)
+STEP_COLUMNS = (
+    RankColumn("step", "Step"), RankColumn("slowest_rank", "Slowest rank"), RankColumn("step_ns", "Its step (ms)"),
+    RankColumn("spread_ns", "Spread (ms)"), RankColumn("start_spread_ns", "Start spread (ms)"),
+)
+
+
+def _cell(field: str, value) -> str:
+    if field == "hidden_share":
+        return "-" if value is None else f"{100 * value:.1f}"
+    if field.endswith("_ns"):
+        return f"{(value or 0) / 1e6:.3f}"      # ms; a start spread is 0 without a common clock
+    return str(value)
+
+
+def rank_table(summary: dict) -> tuple[tuple[RankColumn, ...], list[list[str]]]:
+    """Per rank, the mean step (ms) split as :func:`summarize_run` defines it.
+
+    Returns:
+        (columns, rows): each row the cells' text in column order.
+    """
+    return RANK_COLUMNS, [[_cell(c.id, r.get(c.id)) for c in RANK_COLUMNS] for r in summary["ranks"]]
+
+
+def step_table(summary: dict) -> tuple[tuple[RankColumn, ...], list[list[str]]]:
+    """Per step, the slowest rank, its step, the spread of step times and of step starts (ms).
+
+    Returns:
+        (columns, rows): each row the cells' text in column order.
+    """
+    return STEP_COLUMNS, [[_cell(c.id, s.get(c.id)) for c in STEP_COLUMNS] for s in summary["steps"]]

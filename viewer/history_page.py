@@ -27,12 +27,12 @@ from gradtrace.profiler.history import HistoryError, RunStore, trend
 
 from .compare import stat_columns, stat_rows
 from .figures import FONT, esc
-from .pages import GRAPH_CONFIG, control, grid, radio, section
+from .components import GRAPH_CONFIG, control, grid, radio, section
 
-__all__ = ["PATH", "PAGE", "page", "trend_figure", "series_options", "register_callbacks"]
+__all__ = ["PATH", "TITLE", "layout", "page", "trend_figure", "series_options", "register_callbacks"]
 
 PATH = "/history"
-PAGE = (PATH, "History")
+TITLE = "History"
 STEP = json.dumps(["step", stats.STEP_ROW])
 
 
@@ -98,6 +98,12 @@ def trend_figure(result: dict, selected: tuple = ()) -> go.Figure:
                       title={"text": f"{esc(result['kind'])} {esc(result['name'])} ({result['clock']})", "font_size": 14},
                       clickmode="event", legend={"orientation": "h", "y": -0.25})
     return fig
+
+
+def layout(ctx) -> html.Div:
+    """The page for :class:`viewer.registry.PageContext` ``ctx`` (its run store, not the
+    profile; read on every visit, as runs are added while the server runs)."""
+    return page(ctx.registry.history)
 
 
 def page(store_path) -> html.Div:
@@ -168,8 +174,8 @@ def _error(text: str) -> html.Div:
     return html.Div(text, className="gt-error")
 
 
-def register_callbacks(app: Dash, store_path) -> None:
-    """The page's callbacks; ``store_path()`` gives the run store's path (or None)."""
+def register_callbacks(app: Dash, registry) -> None:
+    """The page's callbacks; ``registry.history`` is the run store's path (or None)."""
 
     @app.callback(Output("hist-trend", "figure"), Output("hist-cps", "children"), Input("hist-series", "value"),
                   Input("hist-clock", "value"), Input("hist-a", "value"), Input("hist-b", "value"))
@@ -177,7 +183,7 @@ def register_callbacks(app: Dash, store_path) -> None:
         if not isinstance(series, str) or clock not in ("cpu", "cuda"):
             raise PreventUpdate
         try:
-            return _trend_body(store_path(), series, clock, (a, b))
+            return _trend_body(registry.history, series, clock, (a, b))
         except (HistoryError, ValueError, sqlite3.Error) as exc:
             return go.Figure(), _error(str(exc))
 
@@ -201,7 +207,7 @@ def register_callbacks(app: Dash, store_path) -> None:
         if clock not in ("cpu", "cuda"):
             raise PreventUpdate
         try:
-            return _diff_body(store_path(), a, b, clock)
+            return _diff_body(registry.history, a, b, clock)
         except (HistoryError, ValueError, sqlite3.Error) as exc:
             return _error(str(exc))
 

@@ -16,12 +16,13 @@ from dash.exceptions import PreventUpdate
 from gradtrace.profiler.kernels import collective_table, kernel_table, memcpy_table, readable_kernel_name
 
 from .model import ProfileView
-from .pages import INT_FMT, PCT_FMT, TIME_FMT, control, fit_height, grid, num_col, section
+from .cache import cached
+from .components import INT_FMT, PCT_FMT, TIME_FMT, control, fit_height, grid, num_col, section
 
-__all__ = ["PATH", "PAGE", "GROUPINGS", "page", "kernel_rows", "kernel_columns", "register_callbacks"]
+__all__ = ["PATH", "TITLE", "layout", "GROUPINGS", "page", "kernel_rows", "kernel_columns", "register_callbacks"]
 
 PATH = "/kernels"
-PAGE = (PATH, "Kernels")
+TITLE = "Kernels"
 # Besides the kernel name, what a row may be keyed by (kernel_table's arguments).
 GROUPINGS = {"op": " + launching op", "launch": " + grid/block"}
 NUM_FMT = {"function": "gtNum(params.value)"}                        # "—" for null
@@ -34,18 +35,10 @@ DEVICE_COL = {"field": "device", "headerName": "Device", "width": 100}
 _NAME_PX = (260, 600)
 
 
-def _cached(view: ProfileView, key: str, build):
-    # Once per loaded profile, on the view (as the Modules and Ranks pages cache theirs).
-    if key not in view.__dict__:
-        view.__dict__[key] = build()
-    return view.__dict__[key]
-
-
 def _kernels(view: ProfileView, by_op: bool, by_launch: bool) -> list[dict]:
-    tables = _cached(view, "_kernel_rows", dict)
-    if (by_op, by_launch) not in tables:
-        tables[by_op, by_launch] = kernel_rows(kernel_table(view.data, by_op=by_op, by_launch=by_launch))
-    return tables[by_op, by_launch]
+    # Once per profile and grouping.
+    return cached(view, ("kernel_rows", by_op, by_launch),
+                  lambda: kernel_rows(kernel_table(view.data, by_op=by_op, by_launch=by_launch)))
 
 
 def kernel_rows(rows) -> list[dict]:
@@ -98,7 +91,7 @@ def kernel_columns(rows: list[dict], by_op: bool, by_launch: bool, several_devic
 
 def _memcpy_section(view: ProfileView):
     rows = [dict(r, id=k, host_memory=r["host_memory"] or "—")
-            for k, r in enumerate(_cached(view, "_memcpy_rows", lambda: memcpy_table(view.data)))]
+            for k, r in enumerate(cached(view, "memcpy_rows", lambda: memcpy_table(view.data)))]
     if not rows:
         return html.Div("No memcpy or memset in this profile.", className="gt-note", id="kn-memcpy")
     cols = [{"field": "kind", "headerName": "Kind", "minWidth": 120, "flex": 1},
@@ -115,7 +108,7 @@ def _memcpy_section(view: ProfileView):
 
 
 def _collective_section(view: ProfileView):
-    table = _cached(view, "_collective_rows", lambda: collective_table(view.data))
+    table = cached(view, "collective_rows", lambda: collective_table(view.data))
     # NCCL's algorithm and protocol in one column ("RING / SIMPLE"): the grid keeps its numbers
     # in view beside a full kernel name.
     rows = [dict(r, id=k, full_name=r["name"], name=readable_kernel_name(r["name"]),
@@ -137,6 +130,12 @@ def _collective_section(view: ProfileView):
                         "name); bytes from the launching op's input, bus bandwidth as nccl-tests defines it "
                         "(— where the trace lacks the sizes or the world size).",
                    id="kn-collectives")
+
+
+def layout(ctx) -> html.Div:
+    """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
+    depends on nothing else; requests share it)."""
+    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
 
 
 def page(view: ProfileView) -> html.Div:
@@ -167,16 +166,13 @@ def page(view: ProfileView) -> html.Div:
     ])
 
 
-def register_callbacks(app: Dash, get_view) -> None:
-    """The page's interactions: the grouping toggles and the search box.
-
-    Args:
-        get_view: profile key -> :class:`ProfileView` or None (the app's registry).
-    """
+def register_callbacks(app: Dash, registry) -> None:
+    """The page's interactions: the grouping toggles and the search box (``registry``: the
+    app's :class:`viewer.registry.Registry`)."""
     @app.callback(Output("kn-grid", "rowData"), Output("kn-grid", "columnDefs"), Output("kn-caption", "children"),
                   Input("kn-group", "value"), State("profile-key", "data"), prevent_initial_call=True)
     def kernels_grouped(group, key):
-        view = get_view(key)
+        view = registry.get(key)
         if view is None:
             raise PreventUpdate
         group = group if isinstance(group, list) else []

@@ -8,7 +8,6 @@ for the grids, like ``key_averages()``.
 """
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 
@@ -24,15 +23,32 @@ from gradtrace.profiler.phases import NO_PHASE as _NO_PHASE
 from gradtrace.profiler.phases import OPTIMIZER as _OPTIMIZER
 from gradtrace.profiler.phases import PHASES, phase_of_events
 
-__all__ = ["ProfileView", "GROUPINGS", "PHASES", "phase_of_events", "group_rows"]
+from .cache import AnalysisCache
+
+__all__ = ["ProfileView", "GROUPINGS", "grouping", "PHASES", "phase_of_events", "group_rows"]
 
 SCOPE_LABELS = {int(Scope.FUNCTION): "op", int(Scope.BACKWARD_FUNCTION): "backward node",
                 int(Scope.USER_SCOPE): "user scope"}
 # Operators page: how rows are keyed, besides the op name, and the key_averages() arguments
 # that group them so (a call site is the innermost stack frame).
-GROUPINGS = {"name": "Name", "shape": "Input shape", "module": "Module", "call_site": "Call site"}
+# "stack" is the CLI's name (gradtrace table --group-by stack) and PyTorch's (group_by_stack_n).
+GROUPINGS = {"name": "Name", "shape": "Input shape", "module": "Module", "stack": "Stack (call site)"}
 _KEY_AVERAGES_ARGS = {"name": {}, "shape": {"group_by_input_shape": True},
-                      "module": {"group_by_module": True}, "call_site": {"group_by_stack_n": 1}}
+                      "module": {"group_by_module": True}, "stack": {"group_by_stack_n": 1}}
+# Names a grouping had before, still accepted.
+_GROUPING_ALIASES = {"call_site": "stack"}
+
+
+def grouping(value: str) -> str:
+    """The Operators grouping ``value`` names (an old name such as "call_site" accepted).
+
+    Raises:
+        ValueError: not a grouping.
+    """
+    value = _GROUPING_ALIASES.get(value, value)
+    if value not in GROUPINGS:
+        raise ValueError(f"group_by={value!r}: expected one of {', '.join(GROUPINGS)}")
+    return value
 
 
 def group_rows(key_averages) -> list[dict]:
@@ -83,22 +99,26 @@ class ProfileView:
     def __init__(self, data: ProfileData, label: str = "profile"):
         self.data = data
         self.label = label
-        self._key_averages: dict[str, object] = {}
-        self._rows: dict[str, list[dict]] = {}
+        # Every analysis of this profile, computed once and shared by all requests.
+        self.cache = AnalysisCache()
 
     # ------------------------------------------------------------ basics
 
-    @functools.cached_property
+    @property
     def phase(self) -> np.ndarray:
-        return phase_of_events(self.data)
+        return self.cache.get("phase", lambda: phase_of_events(self.data))
 
-    @functools.cached_property
+    @property
     def threads(self) -> list[int]:
-        return sorted(int(t) for t in np.unique(self.data.event_columns["thread_id"]))
+        return self.cache.get("threads", lambda: sorted(
+            int(t) for t in np.unique(self.data.event_columns["thread_id"])))
 
-    @functools.cached_property
+    @property
     def time_origin_ns(self) -> int:
         """Start of the profile: the timeline's zero."""
+        return self.cache.get("time_origin_ns", self._time_origin_ns)
+
+    def _time_origin_ns(self) -> int:
         cols = self.data.event_columns
         starts = [int(cols["start_ns"].min())] if self.data.n_events else []
         if self.data.n_memory_records:
@@ -108,9 +128,12 @@ class ProfileView:
             starts.append(meta_start)
         return min(starts) if starts else 0
 
-    @functools.cached_property
+    @property
     def span_ns(self) -> int:
         """Wall time from the first event's start to the last event's end."""
+        return self.cache.get("span_ns", self._span_ns)
+
+    def _span_ns(self) -> int:
         cols = self.data.event_columns
         if not self.data.n_events:
             return 0
@@ -118,6 +141,9 @@ class ProfileView:
 
     def summary(self) -> dict:
         """Run metadata for the Overview page."""
+        return self.cache.get("summary", self._summary)
+
+    def _summary(self) -> dict:
         meta = self.data.metadata
         steps = self.data.step_ranges()
         devices = meta.get("devices") or sorted({self.data.strings[int(d)] for d in
@@ -151,6 +177,9 @@ class ProfileView:
     def phase_split(self, clock: str = "cpu") -> PhaseSplit:
         """Self time per phase (Σ self time of the events in it), plus "other": time inside
         ProfilerStep ranges (or, without them, top-level time) that no phase claims."""
+        return self.cache.get(("phase_split", clock), lambda: self._phase_split(clock))
+
+    def _phase_split(self, clock: str) -> PhaseSplit:
         a = self.data.analysis
         self_ns = a.self_cpu_ns if clock == "cpu" else a.self_cuda_ns
         phase = self.phase
@@ -167,6 +196,9 @@ class ProfileView:
             One dict per step, in order: ``step`` (its name), ``duration`` and each phase of
             :data:`PHASES`. Empty when the profile has no step ranges.
         """
+        return self.cache.get("step_phases", self._step_phases)
+
+    def _step_phases(self) -> list[dict]:
         steps = self.data.step_ranges()
         if not steps:
             return []
@@ -223,20 +255,15 @@ class ProfileView:
         """The profiler's ``key_averages()`` for an Operators grouping (cached); the
         ``ProfilerStep#N`` rows merged into one ``ProfilerStep#*`` row unless ``per_step``,
         as in ``gradtrace table``."""
-        if group_by not in GROUPINGS:
-            raise ValueError(f"group_by={group_by!r}: expected one of {', '.join(GROUPINGS)}")
-        key = (group_by, bool(per_step))
-        if key not in self._key_averages:
-            self._key_averages[key] = self.data.key_averages(merge_steps=not per_step,
-                                                             **_KEY_AVERAGES_ARGS[group_by])
-        return self._key_averages[key]
+        group_by = grouping(group_by)
+        return self.cache.get(("key_averages", group_by, bool(per_step)), lambda: self.data.key_averages(
+            merge_steps=not per_step, **_KEY_AVERAGES_ARGS[group_by]))
 
     def rows(self, group_by: str = "name", per_step: bool = False) -> list[dict]:
         """Grid rows for a grouping (see :func:`group_rows`)."""
-        key = (group_by, bool(per_step))
-        if key not in self._rows:
-            self._rows[key] = group_rows(self.key_averages(group_by, per_step))
-        return self._rows[key]
+        group_by = grouping(group_by)
+        return self.cache.get(("rows", group_by, bool(per_step)),
+                              lambda: group_rows(self.key_averages(group_by, per_step)))
 
     def events_of_row(self, group_by: str, row_id: int, per_step: bool = False) -> np.ndarray:
         return self.key_averages(group_by, per_step).events_of(int(row_id))
@@ -289,22 +316,21 @@ class ProfileView:
 
     # ------------------------------------------------------------ forward + backward
 
-    @functools.cached_property
+    @property
     def fwdbwd_summary(self):
         """The profiler's ``forward_backward_summary()`` (computed once)."""
-        return self.data.forward_backward_summary()
-
-    @functools.cached_property
-    def _fwdbwd_summary(self) -> list[dict]:
-        return self.fwdbwd_summary.to_dicts()
+        return self.cache.get("fwdbwd_summary", self.data.forward_backward_summary)
 
     def fwdbwd_rows(self, by: str = "call_site") -> list[dict]:
         """One row per forward op (``by="name"``) or per op and call site (``"call_site"``):
         forward cost, cost of the backward nodes it caused, and the sum (us), under the column
         ids of ``profiler.columns.FORWARD_BACKWARD_COLUMNS``."""
+        return self.cache.get(("fwdbwd_rows", by), lambda: self._fwdbwd_rows(by))
+
+    def _fwdbwd_rows(self, by: str) -> list[dict]:
         summed = [c for c in columns.FORWARD_BACKWARD_COLUMNS if columns.COLUMNS[c].kind in ("time", "count")]
         merged: dict[tuple, dict] = {}
-        for r in self._fwdbwd_summary:
+        for r in self.cache.get("fwdbwd_dicts", self.fwdbwd_summary.to_dicts):
             key = (r["name"], r["call_site"] if by == "call_site" else None)
             m = merged.setdefault(key, dict({c: 0 for c in summed}, name=r["name"], call_site=key[1] or "",
                                             backward_names=set()))
@@ -326,7 +352,7 @@ class ProfileView:
         how much of that was freed before the profile ended (wherever the free happened: a
         tensor is usually freed outside the op that made it), what was still held (net), and
         the number of allocations (:func:`profiler.memory.memory_table`)."""
-        return memory_table(self.data, "op")
+        return self.cache.get("memory_by_op", lambda: memory_table(self.data, "op"))
 
     def memory_devices(self) -> list[str]:
         dev = self.data.memory_columns["device_id"]

@@ -17,22 +17,21 @@ from gradtrace.profiler.module_tree import ModuleNode, flatten, module_tree
 
 from .figures import FONT, esc
 from .model import ProfileView
-from .pages import GRAPH_CONFIG, control, grid, grid_column, radio, section
+from .cache import cached
+from .components import GRAPH_CONFIG, control, grid, grid_column, radio, section
 
-__all__ = ["PATH", "PAGE", "page", "tree_rows", "tree_columns", "icicle_figure", "register_callbacks"]
+__all__ = ["PATH", "TITLE", "layout", "page", "tree_rows", "tree_columns", "icicle_figure", "register_callbacks"]
 
 PATH = "/modules"
-PAGE = (PATH, "Modules")
+TITLE = "Modules"
 ALL = "all (Σ self time)"
 PHASES = {"forward_backward": "Fwd+Bwd", "forward": "Forward", "backward": "Backward"}
 _INDENT = "\u2003"          # an em space per level: HTML collapses plain spaces
 
 
 def _tree(view: ProfileView) -> list[ModuleNode]:
-    # Cached on the view: the page and its callbacks read one tree.
-    if "_module_tree" not in view.__dict__:
-        view.__dict__["_module_tree"] = module_tree(view.data)
-    return view.__dict__["_module_tree"]
+    # Once per profile: the page and its callbacks read one tree.
+    return cached(view, "module_tree", lambda: module_tree(view.data))
 
 
 def tree_rows(roots: list[ModuleNode], whole_us: float) -> list[dict]:
@@ -112,6 +111,12 @@ def _whole(view: ProfileView, clock: str) -> float:
     return avg.self_cuda_time_total if clock == "cuda" else avg.self_cpu_time_total
 
 
+def layout(ctx) -> html.Div:
+    """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
+    depends on nothing else; requests share it)."""
+    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
+
+
 def page(view: ProfileView) -> html.Div:
     """The Modules page of a profile (a note when it has no module ranges)."""
     roots = _tree(view)
@@ -138,16 +143,13 @@ def page(view: ProfileView) -> html.Div:
     ])
 
 
-def register_callbacks(app: Dash, get_view) -> None:
-    """The page's one interaction: the icicle's phase and clock.
-
-    Args:
-        get_view: profile key -> :class:`ProfileView` or None (the app's registry).
-    """
+def register_callbacks(app: Dash, registry) -> None:
+    """The page's one interaction: the icicle's phase and clock (``registry``: the app's
+    :class:`viewer.registry.Registry`)."""
     @app.callback(Output("mod-figure", "figure"), Input("mod-phase", "value"), Input("mod-clock", "value"),
                   State("profile-key", "data"), prevent_initial_call=True)
     def modules_figure(phase, clock, key):
-        view = get_view(key)
+        view = registry.get(key)
         if view is None or phase not in PHASES or clock not in ("cpu", "cuda"):
             raise PreventUpdate
         return icicle_figure(_tree(view), _whole(view, clock), phase, clock)

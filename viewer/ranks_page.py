@@ -9,19 +9,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import plotly.graph_objects as go
-from dash import dcc, html
+from dash import Dash, dcc, html
 
-from gradtrace.profiler.ranks import is_run_dir, load_run, summarize_run
+from gradtrace.profiler.ranks import is_run_dir, load_run, rank_table, step_table, summarize_run
 
 from .figures import FONT, esc
 from .model import ProfileView
-from .pages import GRAPH_CONFIG, section, text_table
+from .cache import cached
+from .components import GRAPH_CONFIG, section, text_table
 
-__all__ = ["PATH", "PAGE", "is_run_dir", "open_run", "page", "step_figure", "breakdown_figure", "summary_of"]
+__all__ = ["PATH", "TITLE", "layout", "register_callbacks",
+           "is_run_dir", "open_run", "page", "step_figure", "breakdown_figure", "summary_of"]
 
 PATH = "/ranks"
-PAGE = (PATH, "Ranks")
+TITLE = "Ranks"
 # The parts add up to the step (profiler.ranks): memcpy/memset time is neither compute nor idle
 # on the device (HTA's definitions), 0 where the breakdown is the host's.
 PARTS = (("compute_ns", "compute", "#3b82f6"), ("exposed_ns", "exposed communication", "#ef4444"),
@@ -42,11 +45,20 @@ def open_run(run_dir) -> tuple[ProfileView, dict]:
 
 def summary_of(view: ProfileView) -> dict:
     """A one-rank summary of a single profile (its rank from the metadata, else 0)."""
-    if "_rank_summary" not in view.__dict__:
-        info = view.data.metadata.get("distributed_info") or {}
-        rank = info.get("rank", view.data.metadata.get("rank", 0))
-        view.__dict__["_rank_summary"] = summarize_run({rank if isinstance(rank, int) else 0: view.data})
-    return view.__dict__["_rank_summary"]
+    info = view.data.metadata.get("distributed_info") or {}
+    rank = info.get("rank", view.data.metadata.get("rank", 0))
+    return cached(view, "rank_summary", lambda: summarize_run({rank if isinstance(rank, int) else 0: view.data}))
+
+
+def layout(ctx) -> html.Div:
+    """The page for :class:`viewer.registry.PageContext` ``ctx``: the run folder's ranks, or the
+    open profile as one rank (built once per profile; requests share it)."""
+    run = ctx.registry.ranks       # fixed when the app is made: the page is built once per profile
+    return cached(ctx.view, ("layout", PATH), lambda: page(run or summary_of(ctx.view), single=run is None))
+
+
+def register_callbacks(app: Dash, registry) -> None:
+    """None: the page is drawn once, with its data in place."""
 
 
 def step_figure(summary: dict) -> go.Figure:
@@ -54,17 +66,20 @@ def step_figure(summary: dict) -> go.Figure:
     # A step whose ranks took the same time has no straggler to outline.
     slowest = {s["step"]: s["slowest_rank"] for s in summary["steps"] if s["spread_ns"] > 0}
     steps = [s["step"] for s in summary["steps"]]
+    labels = np.array([esc(s) for s in steps], dtype=object)
     fig = go.Figure()
+    # Arrays and one hover template per rank: plotly checks Python lists item by item, seconds
+    # for the tens of thousands of steps of a long profile. A step the rank lacks is NaN (no bar).
     for r in summary["ranks"]:
         rows = {t["step"]: t for t in summary["step_times"] if t["rank"] == r["rank"]}
-        ms = [rows[s]["step_ns"] / 1e6 if s in rows else None for s in steps]
+        ms = np.array([rows[s]["step_ns"] / 1e6 if s in rows else np.nan for s in steps])
+        start_ms = np.array([rows[s]["start_ns"] / 1e6 if s in rows else np.nan for s in steps])
         fig.add_trace(go.Bar(
-            x=[esc(s) for s in steps], y=ms, name=f"rank {r['rank']}",
-            marker_line_width=[3 if slowest.get(s) == r["rank"] else 0 for s in steps],
+            x=labels, y=ms, name=f"rank {r['rank']}", customdata=start_ms,
+            marker_line_width=np.array([3 if slowest.get(s) == r["rank"] else 0 for s in steps]),
             marker_line_color="#111827",
-            hovertemplate=[f"rank {r['rank']} · {esc(s)}<br>step {m:.3f} ms<br>starts at "
-                           f"{rows[s]['start_ns'] / 1e6:.3f} ms<extra></extra>" if s in rows else ""
-                           for s, m in zip(steps, ms)]))
+            hovertemplate=f"rank {r['rank']} · %{{x}}<br>step %{{y:.3f}} ms<br>starts at %{{customdata:.3f}} ms"
+                          "<extra></extra>"))
     fig.update_layout(barmode="group", template="plotly_white", font=FONT, height=340,
                       margin=dict(l=10, r=20, t=36, b=30), legend=dict(orientation="h", y=-0.2),
                       title=dict(text="Step time per rank (outlined: the slowest rank of the step)", font_size=14))
@@ -92,18 +107,10 @@ def breakdown_figure(summary: dict) -> go.Figure:
     return fig
 
 
-def _ms(ns) -> str:
-    return f"{ns / 1e6:.3f}"
-
-
 def page(summary: dict, single: bool = False) -> html.Div:
     """The Ranks page of a run's summary (``single``: the summary of the one open profile)."""
-    rank_rows = [[r["rank"], r["steps"], _ms(r["step_ns"]), _ms(r["compute_ns"]), _ms(r["communication_ns"]),
-                  _ms(r["exposed_ns"]), _ms(r["hidden_ns"]),
-                  "-" if r["hidden_share"] is None else f"{100 * r['hidden_share']:.1f}",
-                  _ms(r["idle_ns"]), r["slowest_in"]] for r in summary["ranks"]]
-    step_rows = [[s["step"], s["slowest_rank"], _ms(s["step_ns"]), _ms(s["spread_ns"]),
-                  _ms(s.get("start_spread_ns", 0))] for s in summary["steps"]]
+    rank_cols, rank_rows = rank_table(summary)        # the rows of gradtrace table RUN_DIR
+    step_cols, step_rows = step_table(summary)
     basis = set(summary.get("basis", {}).values())
     how = ("device kernels: communication is NCCL and other collective kernels, compute the other kernels"
            if basis == {"device"} else "host ranges: communication ranges (record_param_comms, collectives, "
@@ -121,12 +128,11 @@ def page(summary: dict, single: bool = False) -> html.Div:
                 dcc.Graph(id="rk-breakdown", figure=breakdown_figure(summary), config=GRAPH_CONFIG)]),
         ]),
         section("Ranks (mean per step, ms)",
-                text_table(["Rank", "Steps", "Step", "Compute", "Communication", "Exposed comm", "Hidden comm",
-                            "Hidden %", "Idle", "Slowest in"], rank_rows),
+                text_table([c.header for c in rank_cols], rank_rows),
                 note=f"From the {how}. Exposed: communication nothing else overlapped; hidden: overlapped "
                      f"with compute. Common clock: {summary.get('clock', '-')}.", id="rk-table"),
         section("Slowest rank per step",
-                text_table(["Step", "Slowest rank", "Its step (ms)", "Spread (ms)", "Start spread (ms)"], step_rows),
+                text_table([c.header for c in step_cols], step_rows),
                 note="Spread: slowest minus fastest rank's step time; start spread: how far apart the "
                      "ranks started the step on the common clock.", id="rk-slowest"),
     ]

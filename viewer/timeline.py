@@ -23,6 +23,7 @@ fast (a trace per event or ``px.timeline`` bars are orders of magnitude slower).
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,53 +93,76 @@ class TimelineIndex:
     """
 
     def __init__(self, view: ProfileView, max_depth: int = 8):
+        # Built for ten-million-event profiles: narrow integer columns (rows, kinds and event
+        # numbers fit in 32 bits or less), one sort on a combined key, no per-event Python.
         data, a, cols = view.data, view.data.analysis, view.data.event_columns
         origin = view.time_origin_ns
         self.view = view
         threads = np.asarray(view.threads, dtype=np.int64)
-        depth = np.minimum(a.depth.astype(np.int64), max_depth) - 1  # 0-based
-        thread_rank = np.searchsorted(threads, cols["thread_id"].astype(np.int64))
-        # Rows: each thread gets as many rows as its deepest range needs.
+        depth = (np.minimum(a.depth, max_depth) - 1).astype(np.int32)  # 0-based
+        thread_rank = np.searchsorted(threads, cols["thread_id"]).astype(np.int32)
+        # Rows: each thread gets as many rows as its deepest range needs (a count per
+        # thread and depth, rather than a slow np.maximum.at).
         rows_per_thread = np.ones(len(threads), dtype=np.int64)
         if data.n_events:
-            np.maximum.at(rows_per_thread, thread_rank, depth + 1)
+            seen = np.bincount(thread_rank.astype(np.int64) * max_depth + np.clip(depth, 0, max_depth - 1),
+                               minlength=len(threads) * max_depth).reshape(len(threads), max_depth) > 0
+            rows_per_thread = np.maximum(max_depth - np.argmax(seen[:, ::-1], axis=1), 1)
         first_row = np.concatenate([[0], np.cumsum(rows_per_thread)[:-1]]) if len(threads) else np.zeros(0, np.int64)
         self.lanes = [Lane(f"thread {t}", int(first_row[k]), int(rows_per_thread[k]))
                       for k, t in enumerate(threads.tolist())]
-        row = first_row[thread_rank] + depth if data.n_events else np.zeros(0, np.int64)
+        row = (first_row.astype(np.int32)[thread_rank] + depth if data.n_events else np.zeros(0, np.int32))
         kind = np.where(cols["scope"] == Scope.FUNCTION, 0,
                         np.where(cols["scope"] == Scope.BACKWARD_FUNCTION, 1, 2)).astype(np.int8)
-        start = cols["start_ns"].astype(np.int64) - origin
-        end = cols["end_ns"].astype(np.int64) - origin
-        event = np.arange(data.n_events, dtype=np.int64)
+        start = cols["start_ns"] - origin
+        end = cols["end_ns"] - origin
+        event = np.arange(data.n_events, dtype=np.int32)
 
         # Device intervals: one lane per (device, stream), a single row.
         has_dev = np.flatnonzero((cols["device_start_ns"] >= 0) & (cols["device_end_ns"] >= 0))
         next_row = int(first_row[-1] + rows_per_thread[-1]) if len(threads) else 0
         if len(has_dev):
             key = cols["device_id"][has_dev].astype(np.int64) * (1 << 40) + cols["stream"][has_dev].astype(np.int64)
-            uniq, inv = np.unique(key, return_inverse=True)
-            for k, u in enumerate(uniq.tolist()):
-                first = has_dev[np.flatnonzero(inv.reshape(-1) == k)[0]]
-                dev_name = data.strings[int(cols["device_id"][first])]
-                self.lanes.append(Lane(f"{dev_name} stream {int(cols['stream'][first])}", next_row + k, 1))
-            row = np.concatenate([row, next_row + inv.reshape(-1)])
+            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            for k, at in enumerate(has_dev[first].tolist()):
+                dev_name = data.strings[int(cols["device_id"][at])]
+                self.lanes.append(Lane(f"{dev_name} stream {int(cols['stream'][at])}", next_row + k, 1))
+            row = np.concatenate([row, (next_row + inv.reshape(-1)).astype(np.int32)])
             kind = np.concatenate([kind, np.full(len(has_dev), 3, np.int8)])
-            start = np.concatenate([start, cols["device_start_ns"][has_dev].astype(np.int64) - origin])
-            end = np.concatenate([end, cols["device_end_ns"][has_dev].astype(np.int64) - origin])
-            event = np.concatenate([event, has_dev])
+            start = np.concatenate([start, cols["device_start_ns"][has_dev] - origin])
+            end = np.concatenate([end, cols["device_end_ns"][has_dev] - origin])
+            event = np.concatenate([event, has_dev.astype(np.int32)])
         self.n_rows = sum(lane.rows for lane in self.lanes)
-        # Sorted by row, then kind, then start: short ranges merge with their own kind only.
-        order = np.lexsort((start, kind, row))
+        start, end = start.astype(np.int64, copy=False), end.astype(np.int64, copy=False)
+        # Sorted by row, then kind, then start (short ranges merge with their own kind only):
+        # one argsort of a combined key; the lane's number sits above any start time.
+        lane_key = row * 8 + kind
+        self.x_max = int(end.max()) if len(end) else 1
+        shift = max(int(start.max()) + 1, 1) if len(start) else 1
+        if len(start) and int(lane_key.max()) < (np.iinfo(np.int64).max // shift):
+            order = np.argsort(lane_key.astype(np.int64) * shift + start)
+        else:       # a span too long to pack beside the lane: three keys
+            order = np.lexsort((start, kind, row))
         self.start, self.end = start[order], end[order]
         self.row, self.kind, self.event = row[order], kind[order], event[order]
-        self.duration = self.end - self.start
-        self.x_max = int(self.end.max()) if len(self.end) else 1
-        self.lane_key = self.row * 8 + self.kind
+        self.lane_key = lane_key[order]
         # Ranges longest first: those at least one pixel long are a prefix.
-        self.by_duration = np.argsort(-self.duration)
-        self._neg_sorted_duration = -self.duration[self.by_duration]   # ascending, for searchsorted
+        duration = self.end - self.start
+        self.by_duration = np.argsort(-duration).astype(np.int32)
+        self._neg_sorted_duration = -duration[self.by_duration]   # ascending, for searchsorted
+        # Where each lane (row and kind) begins, and its longest range: a window's ranges in a
+        # lane start between ``lo - longest`` and ``hi``, two binary searches in its starts.
+        first = np.flatnonzero(np.r_[True, self.lane_key[1:] != self.lane_key[:-1]]) if len(duration) else \
+            np.zeros(0, np.int64)
+        self._lane_first = np.r_[first, len(duration)]
+        self._lane_longest = np.maximum.reduceat(duration, first) if len(first) else np.zeros(0, np.int64)
         self._levels: dict = {}
+        self._levels_lock = threading.Lock()
+
+    @property
+    def duration(self) -> np.ndarray:
+        """Each range's length (ns), in index order (computed: not kept beside start and end)."""
+        return self.end - self.start
 
     def __len__(self) -> int:
         return len(self.start)
@@ -172,14 +196,15 @@ class TimelineIndex:
 
     def _segments(self, lo: int, hi: int, pixel: int, resolution: int):
         """(ranges drawn one by one, merged runs, ranges in the window) for one pixel size."""
-        long = self.by_duration[:self._longer_than(pixel)]
-        big = np.sort(long[(self.start[long] < hi) & (self.end[long] > lo)])
         level = self._level_for(pixel, resolution)
-        if level is None:   # a narrow window: its short ranges, merged now
-            in_win = np.flatnonzero((self.start < hi) & (self.end > lo))
-            small = in_win[self.duration[in_win] < pixel]
+        if level is None:   # a narrow window: its ranges, the short ones merged now
+            in_win = self._in_window(lo, hi)
+            short = (self.end[in_win] - self.start[in_win]) < pixel
+            big, small = in_win[~short], in_win[short]
             runs = _merge_runs(self.start[small], self.end[small], self.lane_key[small], pixel)
             return big, runs, len(in_win)
+        long = self.by_duration[:self._longer_than(pixel)]
+        big = np.sort(long[(self.start[long] < hi) & (self.end[long] > lo)])
         lvl_pixel, (rs, re, rk, rc) = level
         pick = (rs < hi) & (re > lo)
         # Ranges long at the level's pixel but short at this one are not in its runs.
@@ -192,6 +217,19 @@ class TimelineIndex:
         order = np.lexsort((start, key))
         runs = _merge_runs(start[order], end[order], key[order], pixel, count[order])
         return big, runs, int(count.sum()) + len(big)
+
+    def _in_window(self, lo: int, hi: int) -> np.ndarray:
+        """Indices (ascending) of the ranges that overlap ``[lo, hi)``, found lane by lane
+        without reading the ranges outside the window."""
+        parts = []
+        for k in range(len(self._lane_first) - 1):
+            a, b = int(self._lane_first[k]), int(self._lane_first[k + 1])
+            starts = self.start[a:b]
+            i = a + int(np.searchsorted(starts, lo - int(self._lane_longest[k]), side="left"))
+            j = a + int(np.searchsorted(starts, hi, side="left"))
+            if j > i:
+                parts.append(i + np.flatnonzero(self.end[i:j] > lo))
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def _longer_than(self, pixel: int) -> int:
         """How many ranges last at least ``pixel`` ns (a prefix of ``by_duration``)."""
@@ -208,7 +246,9 @@ class TimelineIndex:
             level += 1
         key = (resolution, level)
         if key not in self._levels:
-            self._build_levels(resolution, full)
+            with self._levels_lock:     # concurrent requests build the levels once
+                if key not in self._levels:
+                    self._build_levels(resolution, full)
         return self._levels[key]
 
     def _build_levels(self, resolution: int, full: int) -> None:
@@ -218,7 +258,7 @@ class TimelineIndex:
         for level in range(LEVELS - 1, -1, -1):
             pixel = max(1, full >> level)
             if below is None:
-                short = np.flatnonzero(self.duration < pixel)
+                short = np.flatnonzero((self.end - self.start) < pixel)
                 runs = _merge_runs(self.start[short], self.end[short], self.lane_key[short], pixel)
             else:
                 lo_px, (rs, re, rk, rc) = below
@@ -235,7 +275,7 @@ class TimelineIndex:
     @functools.cached_property
     def event_row(self) -> np.ndarray:
         """Row of each event's CPU range (for drawing links)."""
-        out = np.full(self.view.data.n_events, -1, dtype=np.int64)
+        out = np.full(self.view.data.n_events, -1, dtype=np.int32)
         cpu = self.kind != 3
         out[self.event[cpu]] = self.row[cpu]
         return out

@@ -108,21 +108,18 @@ def test_import_warnings_go_to_stderr(tmp_path):
 
 def test_dashboard_pages_build_on_a_torch_trace():
     pytest.importorskip("dash")
-    from gradtrace.viewer import pages
-    from gradtrace.viewer.app import MAIN, _memory_page, _Registry, _timeline_page
+    from gradtrace.viewer import timeline_page
+    from gradtrace.viewer.app import MAIN, PAGES
+    from gradtrace.viewer.registry import PageContext, Registry
     from gradtrace.viewer.loading import load_path
     from gradtrace.viewer.model import ProfileView
 
     for path in (TRACE, AMD):
         data = load_path(path)
         view = ProfileView(data, path.name)
-        registry = _Registry()
+        registry = Registry()
         registry.add(view, MAIN)
-        assert pages.overview_page(view) is not None
-        pages.operators_page(view)
-        pages.fwdbwd_page(view)
-        _timeline_page(registry, MAIN)
-        pages.graph_page(view)
-        _memory_page(view)
-        lanes = [lane.label for lane in registry.timeline(MAIN).lanes]
+        for page in PAGES:
+            assert page.layout(PageContext(view, registry, MAIN)) is not None, page.PATH
+        lanes = [lane.label for lane in timeline_page.index_of(view).lanes]
         assert lanes and lanes[0] == "thread 1"

@@ -423,10 +423,10 @@ def _run_cli(argv: list[str]) -> str:
 
 
 def _view(path) -> None:
-    from gradtrace.viewer import pages  # noqa: PLC0415
+    from gradtrace.viewer import operators_page, overview_page  # noqa: PLC0415
     from gradtrace.viewer.loading import load_path  # noqa: PLC0415
     from gradtrace.viewer.model import ProfileView  # noqa: PLC0415
 
     view = ProfileView(load_path(path), Path(path).name)
-    pages.overview_page(view)
-    pages.operators_page(view)
+    overview_page.page(view)
+    operators_page.page(view)

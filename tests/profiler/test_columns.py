@@ -56,7 +56,7 @@ def _cli_headers(renderable):
 @pytest.mark.parametrize("group", ["name", "shape", "stack"])
 def test_python_table_cli_and_grid_share_the_column_spec(group):
     from gradtrace.cli.commands import profile_tables
-    from gradtrace.viewer import pages
+    from gradtrace.viewer import operators_page as pages
     from gradtrace.viewer.model import ProfileView
 
     data = _profile()
@@ -76,7 +76,7 @@ def test_python_table_cli_and_grid_share_the_column_spec(group):
         assert "left out to fit: " + ", ".join(left_out) in str(rendered.renderables[-1])
     # The dashboard: one grid column per spec (plus the scope), field = id, header = header.
     view = ProfileView(data)
-    grid_group = {"name": "name", "shape": "shape", "stack": "call_site"}[group]
+    grid_group = group
     grid = [c for c in pages.operator_columns(view, grid_group, "both", "self") if c["field"] != "scope"]
     assert [c["field"] for c in grid] == [s.id for s in specs]
     assert [c["headerName"] for c in grid] == headers

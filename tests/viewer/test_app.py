@@ -11,6 +11,7 @@ import pytest
 from gradtrace import profiler
 from gradtrace import viewer
 from gradtrace.viewer import app as app_module
+from gradtrace.viewer import server as server_module
 
 
 def test_create_app_from_path_data_or_nothing(profiles):
@@ -80,8 +81,8 @@ def test_serve_binds_loopback_by_default_and_warns_otherwise(profiles, monkeypat
     assert any("no authentication" in str(w.message) for w in caught)
     err = capsys.readouterr().err
     assert "WARNING" in err and "development server" not in err
-    assert app_module._is_loopback("::1") and app_module._is_loopback("localhost")
-    assert not app_module._is_loopback("192.168.1.5")
+    assert server_module._is_loopback("::1") and server_module._is_loopback("localhost")
+    assert not server_module._is_loopback("192.168.1.5")
 
 
 def test_serve_reports_a_busy_port_before_printing_a_url(profiles, capsys):
@@ -136,31 +137,104 @@ def _cuda_profile():
 # (not named "cuda": the root conftest skips tests with that keyword on machines without a GPU)
 @pytest.mark.parametrize("kind", ["device_time", "empty", "big"])
 def test_every_page_builds(kind):
-    """Page builders and callbacks' helpers on a CUDA profile, an empty one and a large one."""
+    """Every registered page's layout on a CUDA profile, an empty one and a large one."""
     from gradtrace.profiler import synthetic
-    from gradtrace.viewer import pages
-    from gradtrace.viewer.app import MAIN, _compare_body, _memory_page, _Registry, _timeline_page
-    from gradtrace.viewer.model import ProfileView
+    from gradtrace.viewer import operators_page, timeline_page
+    from gradtrace.viewer.app import MAIN, PAGES
+    from gradtrace.viewer.compare_page import compare_body
+    from gradtrace.viewer.model import GROUPINGS, ProfileView
+    from gradtrace.viewer.registry import PageContext, Registry
 
     data = {"device_time": _cuda_profile, "empty": lambda: synthetic.from_events([]),
             "big": lambda: synthetic.training_profile(100_000)}[kind]()
     view = ProfileView(data, kind)
-    registry = _Registry()
+    registry = Registry()
     registry.add(view, MAIN)
-    pages.overview_page(view)
-    pages.operators_page(view)
-    pages.fwdbwd_page(view)
-    _timeline_page(registry, MAIN)
-    pages.graph_page(view)
-    _memory_page(view)
-    _compare_body(view, view, "name", None)
-    for group_by in ("name", "shape", "module", "call_site"):
+    for page in PAGES:
+        assert page.layout(PageContext(view, registry, MAIN)) is not None, page.PATH
+    compare_body(view, view, "name", None)
+    for group_by in list(GROUPINGS) + ["call_site"]:     # the old name of "stack" still works
         for device in ("cpu", "cuda", "both"):
-            pages.operator_columns(view, group_by, device, "total")
+            operators_page.operator_columns(view, group_by, device, "total")
     if kind == "device_time":
         assert view.phase_split("cuda").total == int(data.analysis.self_cuda_ns.sum()) > 0
-        index = registry.timeline(MAIN)
+        index = timeline_page.index_of(view)
         assert [lane.label for lane in index.lanes] == ["thread 1", "cuda:0 stream 7"]
-        cols = pages.operator_columns(view, "name", "cuda", "self")
+        cols = operators_page.operator_columns(view, "name", "cuda", "self")
         assert next(c for c in cols if c["field"] == "self_cuda_time_total")["sort"] == "desc"
         assert next(c for c in cols if c["field"] == "self_cpu_time_total")["hide"]
+
+
+def test_every_registered_page_is_routed_with_a_tab(profiles):
+    """A page module in PAGES has its protocol, a tab, and answers its URL with its own page."""
+    from gradtrace.viewer.app import MAIN, PAGES
+
+    app = viewer.create_app(profiles["mlp"])
+    tabs = [c.id for c in app.layout.children[4].children]
+    assert len(tabs) == len(PAGES) and viewer.PAGE_TITLES == [p.TITLE for p in PAGES]
+    assert len({p.PATH for p in PAGES}) == len(PAGES)
+    client = app.server.test_client()
+    for page in PAGES:
+        assert callable(page.layout) and callable(page.register_callbacks), page.__name__
+        body = {"output": "page.children", "outputs": {"id": "page", "property": "children"},
+                "inputs": [{"id": "url", "property": "pathname", "value": page.PATH},
+                           {"id": "profile-key", "property": "data", "value": MAIN}],
+                "state": [{"id": "compare-key", "property": "data", "value": None}],
+                "changedPropIds": ["url.pathname"]}
+        res = client.post("/_dash-update-component", json=body)
+        assert res.status_code == 200, page.PATH
+        root = res.get_json()["response"]["page"]["children"]["props"]["id"]
+        assert root.startswith("page-"), (page.PATH, root)
+
+
+# Each registered page's main interactions, as the browser sends them: (output "id.prop",
+# changed input, values by "id.prop"; the rest None, profile-key the startup profile).
+INTERACTIONS = {
+    "/": [],
+    "/operators": [("ops-grid.rowData", "ops-group.value", {"ops-group.value": "stack", "ops-metric.value": "self",
+                                                             "ops-device.value": "cpu", "ops-steps.value": []}),
+                   ("ops-grid.rowData", "ops-group.value", {"ops-group.value": "call_site", "ops-metric.value": "total",
+                                                             "ops-device.value": "both", "ops-steps.value": []}),
+                   ("ops-details.children", "ops-grid.cellClicked",
+                    {"ops-grid.cellClicked": {"rowId": "0"}, "ops-group.value": "name", "ops-steps.value": []})],
+    "/forward-backward": [("fb-grid.rowData", "fb-by.value", {"fb-by.value": "name", "fb-clock.value": "cpu",
+                                                              "fb-topn.value": 15})],
+    "/modules": [("mod-figure.figure", "mod-phase.value", {"mod-phase.value": "backward", "mod-clock.value": "cpu"})],
+    "/timeline": [("tl-graph.figure", "tl-graph.relayoutData",
+                   {"tl-graph.relayoutData": {"xaxis.range[0]": 0.1, "xaxis.range[1]": 0.3}}),
+                  ("tl-graph.figure", "tl-step.value", {"tl-step.value": 0})],
+    "/graph": [("gr-cyto.elements", "gr-step.value", {"gr-step.value": 0, "gr-clock.value": "cpu",
+                                                      "gr-colour-by.value": "self"})],
+    "/memory": [],
+    "/compare": [("cmp-body.children", "compare-key.data", {"compare-key.data": "main", "cmp-by.value": "name",
+                                                            "cmp-metric.value": "self_cpu_time_total",
+                                                            "cmp-steps.value": []})],
+    "/kernels": [("kn-grid.rowData", "kn-group.value", {"kn-group.value": ["op"]})],
+    "/history": [],
+    "/ranks": [],
+}
+
+
+def test_every_registered_page_answers_its_interactions(profiles):
+    """Each page's main callbacks answer 200 with a body (a new page must be listed here)."""
+    from gradtrace.viewer.app import MAIN, PAGES
+
+    assert sorted(INTERACTIONS) == sorted(p.PATH for p in PAGES)
+    app = viewer.create_app(profiles["mlp"])
+    client = app.server.test_client()
+    deps = {out: d for d in client.get("/_dash-dependencies").get_json()
+            for out in d["output"].strip(".").split("...")}
+    for path, calls in INTERACTIONS.items():
+        for output, changed, values in calls:
+            dep = deps[output]
+            outs = [dict(zip(("id", "property"), o.rsplit(".", 1))) for o in dep["output"].strip(".").split("...")]
+
+            def value(item):
+                name = f"{item['id']}.{item['property']}"
+                return MAIN if name == "profile-key.data" else values.get(name)
+
+            body = {"output": dep["output"], "outputs": outs if dep["output"].startswith("..") else outs[0],
+                    "inputs": [dict(i, value=value(i)) for i in dep["inputs"]],
+                    "state": [dict(s, value=value(s)) for s in dep["state"]], "changedPropIds": [changed]}
+            res = client.post("/_dash-update-component", json=body)
+            assert res.status_code == 200 and res.data, (path, output, res.status_code)

@@ -89,3 +89,17 @@ def test_timeline_labels_fit_their_bars(name, duration_ms, span_ms, label):
     # padding, on a 1100 px plot), shortened in the middle as the tables do when 4 or more
     # characters fit, else nothing; the hover keeps the full name.
     assert fitted_names([name], np.array([duration_ms]), span_ms) == [label]
+
+
+def test_per_step_chart_of_many_steps_draws_at_most_max_step_bars():
+    """Beyond MAX_STEP_BARS steps, consecutive steps share a bar: their mean, per phase."""
+    steps = [{"step": f"ProfilerStep#{k}", "duration": 10_000_000, "forward": 2_000_000 + k, "backward": 3_000_000,
+              "optimizer": 1_000_000, "other": 4_000_000 - k} for k in range(2_500)]
+    fig = figures.step_phase_figure(steps)
+    assert all(len(t.x) == 834 for t in fig.data)            # 3 steps a bar: ceil(2500 / 1000)
+    assert fig.data[0].x[0] == "0–2" and fig.data[0].x[-1] == "2499–2499"
+    assert fig.data[0].y[0] == pytest.approx((2_000_000 + 1) / 1e6)
+    total = sum(t.y[5] for t in fig.data)
+    assert total == pytest.approx(10.0)
+    small = figures.step_phase_figure(steps[:3])
+    assert list(small.data[0].x) == ["0", "1", "2"]

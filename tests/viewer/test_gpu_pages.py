@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gradtrace import profiler, viewer
-from gradtrace.viewer import figures, kernels_page, pages
+from gradtrace.viewer import figures, kernels_page
+from gradtrace.viewer import overview_page as pages
 from gradtrace.viewer.app import MAIN, PAGES
 from gradtrace.viewer.model import ProfileView
 from tests.profiler import gpu_traces, kineto_samples
@@ -80,7 +81,7 @@ def _ids(tree) -> set:
 def test_every_page_answers_on_gpu_and_cpu_profiles(gpu_trace, which):
     sources = _sources(gpu_trace)
     app = viewer.create_app(sources[which])
-    for path, _ in PAGES:
+    for path in (p.PATH for p in PAGES):
         status, body = _page(app, path)
         assert status == 200, (which, path)
     status, body = _page(app, "/kernels")
@@ -204,7 +205,7 @@ SAMPLES = kineto_samples.gpu_traces()
 def test_every_page_answers_on_every_kineto_sample(path):
     """Real traces (AMD, CUPTI profiler, CUDA sync, tiny ones): no page or grouping fails."""
     app = viewer.create_app(path)
-    for page, _ in PAGES:
+    for page in (p.PATH for p in PAGES):
         assert _page(app, page)[0] == 200, page
     for group in ([], ["op", "launch"]):
         status, _ = _callback(app, "kn-grid.rowData", [("kn-group", "value", group)], [("profile-key", "data", MAIN)])

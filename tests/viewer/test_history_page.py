@@ -43,7 +43,7 @@ PICK = "..hist-a.value...hist-b.value.."
 
 
 def test_history_is_a_page_before_ranks():
-    paths = [p for p, _ in PAGES]
+    paths = [p.PATH for p in PAGES]
     assert history_page.PATH in paths and paths[-1] == "/ranks"
 
 

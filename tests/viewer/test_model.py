@@ -55,7 +55,7 @@ def test_rows_agree_with_key_averages(mlp):
 
 
 @pytest.mark.parametrize("group_by, field", [("shape", "input_shapes"), ("module", "module"),
-                                             ("call_site", "stack")])
+                                             ("stack", "stack"), ("call_site", "stack")])
 def test_groupings_split_name_rows(mlp, group_by, field):
     by_name = {r["name"]: r["count"] for r in mlp.rows("name")}
     rows = mlp.rows(group_by)
@@ -162,6 +162,18 @@ def test_timeline_window_is_bounded():
     assert (zoom.start < lo + 20_000).all() and (zoom.end > lo).all()
     # Lanes: one band per thread, rows = nesting depth.
     assert [lane.label for lane in index.lanes] == ["thread 1", "thread 2", "thread 3", "thread 4"]
+
+
+def test_timeline_window_search_finds_exactly_the_overlapping_ranges():
+    """The lane-by-lane binary search returns what a scan of every range would."""
+    view = ProfileView(synthetic.training_profile(50_000), "mid")
+    index = TimelineIndex(view)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        lo = int(rng.integers(-1_000, index.x_max))
+        hi = lo + int(rng.choice([1, 1_000, 100_000, index.x_max]))
+        found = index._in_window(lo, hi)
+        assert np.array_equal(found, np.flatnonzero((index.start < hi) & (index.end > lo))), (lo, hi)
 
 
 def test_timeline_levels_cover_every_range():

@@ -29,7 +29,7 @@ def _find(component, id_):
 
 
 def test_nav_has_modules_after_forward_backward_and_ranks_last():
-    paths = [p for p, _ in PAGES]
+    paths = [p.PATH for p in PAGES]
     assert paths[paths.index("/forward-backward") + 1] == "/modules" and paths[-1] == "/ranks"
     app = viewer.create_app(profiler.load(TRACE))
     assert _find(app.layout, "nav-modules") is not None and _find(app.layout, "nav-ranks") is not None
@@ -89,3 +89,30 @@ def test_ranks_page_of_one_profile_is_one_rank():
     summary = ranks_page.summary_of(view)
     assert [r["rank"] for r in summary["ranks"]] == [0] and len(summary["steps"]) == 2
     assert _find(ranks_page.page(summary, single=True), "rk-single") is not None
+
+
+def test_the_page_and_the_cli_show_the_same_ranks_tables(tmp_path):
+    """One row builder (profiler.ranks.rank_table/step_table): the Ranks page's cells are the
+    CLI's, Start spread included."""
+    import io
+
+    from rich.console import Console
+
+    from gradtrace.cli.ranks import rank_tables
+    from gradtrace.profiler.ranks import rank_table, step_table
+
+    write_rank_traces(tmp_path)
+    _, summary = ranks_page.open_run(tmp_path)
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(rank_tables(summary, plain=True))
+    text = out.getvalue()
+    page = ranks_page.page(summary)
+    for section_id, (columns, rows) in (("rk-table", rank_table(summary)), ("rk-slowest", step_table(summary))):
+        table = _find(page, section_id).children[-1]
+        assert [th.children for th in table.children[0].children.children] == [c.header for c in columns]
+        assert [[td.children for td in tr.children] for tr in table.children[1].children] == rows
+        for col in columns:
+            assert col.header in text
+        for row in rows:
+            assert all(cell in text for cell in row)
+    assert "Start spread (ms)" in text
