@@ -12,6 +12,7 @@ from .errors import CLIError, check_output_path, load_profile
 __all__ = ["cmd_table", "cmd_export", "cmd_view", "cmd_diff", "profile_tables", "table_json",
            "memory_tables", "memory_json"]
 
+# The groupings of `gradtrace table --group-by` (main.py builds the option from this).
 GROUPS = ("name", "shape", "stack", "module", "forward-op")
 
 
@@ -409,13 +410,16 @@ def cmd_view(args) -> int:
         raise CLIError(f"--port {args.port}: give a port between 1 and 65535")
     from gradtrace.profiler.ranks import RunFolderError, is_run_dir, run_files  # noqa: PLC0415
 
+    data = None
     if is_run_dir(args.file):   # a run folder of ranks: the dashboard's Ranks page
         try:
             run_files(args.file)    # the folder's files make one run; serve loads them once
         except (FileNotFoundError, RunFolderError) as exc:
             raise CLIError(str(exc)) from None
     else:
-        load_profile(args.file)  # fail fast, one line, before the server starts
+        # Loaded here to fail fast with one line before the server starts, and handed to the
+        # server: a second load of a 10M-event profile would cost as much again.
+        data = load_profile(args.file)
     if args.compare:
         load_profile(args.compare)
     store = _history_store(getattr(args, "store", None))
@@ -426,7 +430,7 @@ def cmd_view(args) -> int:
         open_browser = webbrowser.open
     try:
         viewer.serve(args.file, host=args.host, port=args.port, compare=args.compare, store=store,
-              verbose=args.verbose, on_listening=open_browser)
+                     verbose=args.verbose, on_listening=open_browser, data=data)
     except RunFolderError as exc:     # found on loading: ranks missing or repeated in the traces
         raise CLIError(str(exc)) from None
     except OSError as exc:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .commands import GROUPS
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, CLIError
 from .launch import add_launch_flags
 
 __all__ = ["main", "build_parser"]
 
-GROUPS = ("name", "shape", "stack", "module", "forward-op")
 WORKLOAD_NAMES = ("mlp", "cnn", "gpt")
 _PROFILE_HELP = "a .gtprof profile, or a torch.profiler trace (.json, .json.gz)"
 

@@ -22,7 +22,7 @@ VIEWS = {"name": "op name", "forward_backward": "forward op + its backward"}
 def metric_options(by: str, has_cuda: bool) -> dict[str, str]:
     """Metric attribute -> label for one diff view (CUDA metrics only when a profile has them)."""
     metrics = _metrics(by)
-    return {m: label for m, label in metrics.items() if has_cuda or "cuda" not in m}
+    return {m: label for m, label in metrics.items() if has_cuda or COLUMNS[m].clock != "cuda"}
 
 
 def _metrics(by: str) -> dict[str, str]:

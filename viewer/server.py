@@ -26,8 +26,9 @@ THREADS = 8
 
 def serve(path, host: str = "127.0.0.1", port: int = 8050, *, compare=None, store=None,
           max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, verbose: bool = False,
-          on_listening: Callable[[str], object] | None = None) -> None:
-    """Load ``path`` and serve the dashboard with waitress until interrupted.
+          on_listening: Callable[[str], object] | None = None, data=None) -> None:
+    """Load ``path`` (or take ``data``, the profile already loaded from it) and serve the
+    dashboard with waitress until interrupted.
 
     Binds to 127.0.0.1 unless ``host`` says otherwise; any other address prints a warning
     (the dashboard has no authentication: whoever reaches the port reads the profile).
@@ -48,7 +49,7 @@ def serve(path, host: str = "127.0.0.1", port: int = 8050, *, compare=None, stor
     if ranks_page.is_run_dir(path):   # a run folder: rank profiles or torch traces, one per rank
         view, ranks = ranks_page.open_run(path)
     else:
-        view = ProfileView(load_path(path), Path(path).name)
+        view = ProfileView(data if data is not None else load_path(path), Path(path).name)
     app = create_app(view, compare=compare, max_upload_mb=max_upload_mb, ranks=ranks, store=store)
     warm_up(app)      # the expensive analyses, in the background, while the port opens
     wsgi = app.server
