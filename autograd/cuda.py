@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import backend
 from .amp import cuda_amp as amp  # noqa: F401 - torch.cuda.amp (autocast, GradScaler)
-from .tensor import default_generator
+from ._tensor import default_generator
 from .tensortype import CUDA_TYPES as _CUDA_TYPES
 
 __all__ = ["is_available", "device_count", "current_device", "get_device_name", "synchronize",

@@ -7,7 +7,7 @@ from .dispatch import _gradient_edge
 from .dtypes import is_floating
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
 from .node import Node, SavedVariable
-from .tensor import Tensor
+from ._tensor import Tensor
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 

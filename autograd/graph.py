@@ -61,7 +61,7 @@ class save_on_cpu(saved_tensors_hooks):
                 return (t.device, t)
             if pin_memory:
                 from . import backend  # noqa: PLC0415
-                from .tensor import Tensor  # noqa: PLC0415
+                from ._tensor import Tensor  # noqa: PLC0415
                 host = Tensor._make(backend.pinned_copy(t._data), False, None, 0, [0], backend.CPU)
             else:
                 host = t.detach().to("cpu")

@@ -30,7 +30,7 @@ import numpy
 from . import backend
 from .dtypes import BFLOAT16
 from .nn.parameter import Parameter
-from .tensor import Tensor
+from ._tensor import Tensor
 
 __all__ = ["save", "load", "add_safe_globals", "get_safe_globals", "clear_safe_globals",
            "safe_globals"]

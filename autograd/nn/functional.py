@@ -21,7 +21,7 @@ from ..ops.products import cosine_similarity, pairwise_distance, pdist  # noqa: 
 from ..ops import (cat, erf, gelu, masked_fill, pad, sigmoid,  # noqa: F401
                    silu, softplus, where)
 from ..ops import log_softmax as _log_softmax, softmax as _softmax
-from ..tensor import Tensor, default_generator
+from .._tensor import Tensor, default_generator
 
 __all__ = [
     "linear", "conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d",

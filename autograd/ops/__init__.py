@@ -16,7 +16,7 @@ from __future__ import annotations
 import warnings
 
 from ..dispatch import FUNCTIONS, METHODS, OPS, apply_op
-from ..tensor import Tensor
+from .._tensor import Tensor
 from . import decompositions, elementwise, indexing, linalg, losses, nn, reduction, shape  # noqa: F401 - registers ops
 from . import api
 from . import counting, elman, factories, gru, layout, products, rnn  # noqa: F401 - composites over api's functions

@@ -19,7 +19,7 @@ from ..dispatch import (FUNCTIONS, OPS, apply_inplace, apply_op, defcomposite, e
 from .. import promotion as _promotion
 from ..dtypes import BFLOAT16, is_floating
 from ..promotion import torch_name
-from ..tensor import Tensor
+from .._tensor import Tensor
 from .indexing import SCATTER_REDUCES
 from .reduction import norm_dims, var, vector_norm
 from .shape import MAX_CAT_INPUTS

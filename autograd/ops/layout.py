@@ -15,7 +15,7 @@ import itertools
 
 from ..dispatch import defcomposite, expose, expose_inplace
 from ..dtypes import is_floating
-from ..tensor import Tensor, tensor
+from .._tensor import Tensor, tensor
 from .api import _dim, cat, diag, pad, stack, tensor_split
 
 

@@ -13,7 +13,7 @@ import itertools
 
 from ..dispatch import defcomposite, expose, expose_inplace
 from ..dtypes import is_floating
-from ..tensor import Tensor, tensor
+from .._tensor import Tensor, tensor
 from .api import _dim, _scaled_sum, cat, bmm, dot, linalg, mv, outer, slogdet, tensordot
 from .reduction import std, vector_norm
 

@@ -17,7 +17,7 @@ from .. import backend
 from .. import memory as _memory
 from .. import record_function as _rf
 from ..grad_mode import no_grad
-from ..tensor import Tensor
+from .._tensor import Tensor
 
 __all__ = ["Optimizer"]
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy
 
 from ...ops.api import cat, index_select, stack
-from ...tensor import Tensor, full, tensor
+from ..._tensor import Tensor, full, tensor
 
 __all__ = ["PackedSequence", "pad_sequence", "pack_padded_sequence", "pad_packed_sequence",
            "pack_sequence", "unpad_sequence", "unpack_sequence"]
