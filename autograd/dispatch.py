@@ -35,6 +35,7 @@ import weakref
 import numpy
 
 from . import autocast_mode as _amp
+from .anomaly_mode import record_trace as _record_anomaly_trace
 from . import backend
 from . import record_function as _rf
 from .backend import CPU
@@ -988,7 +989,7 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
         result = tuple(_init_tensor(_new(cls), o, is_floating(o.dtype),
                                     node if is_floating(o.dtype) else None, i,
                                     [0] if vc is None else vc, dev) for i, o in enumerate(out))
-    if ops.anomaly:
+    if ops.anomaly:   # keep where the forward op was called (and the running node, if any)
         _record_anomaly_trace(node, _THREAD)
     save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
     saved = [None] * (len(inputs) + 1)
@@ -1015,14 +1016,6 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
     if rec is not None:
         rec.add(node)
     return result
-
-
-def _record_anomaly_trace(node, state) -> None:
-    """Anomaly mode: keep where the forward op was called (and, during a backward, which node
-    was running: the parent of this one)."""
-    from .anomaly_mode import record_trace  # noqa: PLC0415 - only under anomaly mode
-
-    record_trace(node, state)
 
 
 def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops):

@@ -35,6 +35,7 @@ import numpy
 
 from . import memory as _memory
 from . import record_function as _rf
+from .anomaly_mode import annotate, check_nan
 from .backend import array_module, current_stream
 from .dispatch import OPS, ArrayF, TensorF, _gradient_edge, apply_op
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
@@ -643,13 +644,11 @@ def _call_checked(task, node, grads, ops, ex):
             # Post-hooks and the NaN check see the gradients as they will be passed on.
             outputs = validate_outputs(task, node, outputs)
             if anomaly and _THREAD.anomaly_check_nan:
-                from .anomaly_mode import check_nan  # noqa: PLC0415
                 check_nan(node, outputs, _xp_of)
         if post_hooks:
             outputs = call_post_hooks(task, node, outputs, grads)
     except BaseException as exc:
         if anomaly:
-            from .anomaly_mode import annotate  # noqa: PLC0415
             annotate(exc, node)
         raise
     finally:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from . import record_function as _rf
 from .backend import CPU_STREAM
-from .dispatch import _gradient_edge
+from .dispatch import TensorF, _gradient_edge
 from .dtypes import is_floating
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
-from .node import Node, SavedVariable
+from .node import ERR_FREED, Node, SavedVariable
 from ._tensor import Tensor
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
@@ -55,13 +55,10 @@ class BackwardCFunction(FunctionCtx, Node):
     @property
     def saved_tensors(self) -> tuple:
         if self._saved is None:
-            from .node import ERR_FREED  # noqa: PLC0415
             raise RuntimeError(ERR_FREED)
         return tuple(s.unpack(self) if isinstance(s, SavedVariable) else s for s in self._saved)
 
     def apply(self, grads, F):
-        from .dispatch import TensorF  # noqa: PLC0415
-
         create = F is TensorF   # the engine passes TensorF only under create_graph
         wrapped = []
         for g, meta in zip(grads, self.input_metadata):

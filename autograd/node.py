@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from . import grad_mode
+from .anomaly_mode import record_trace
 from . import memory as _memory
 from .record_function import STATE as _RF
 from ._tensor import Tensor
@@ -60,8 +61,6 @@ class Node:
         self._has_parent = False
         self._set_next_edges(next_edges)
         if ops.anomaly:
-            from .anomaly_mode import record_trace  # noqa: PLC0415 - only under anomaly mode
-
             record_trace(self, state)
 
     def _set_next_edges(self, next_edges) -> None:

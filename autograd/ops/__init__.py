@@ -17,10 +17,12 @@ import warnings
 
 from ..dispatch import FUNCTIONS, METHODS, OPS, apply_op
 from .._tensor import Tensor
-from . import decompositions, elementwise, indexing, linalg, losses, nn, reduction, shape  # noqa: F401 - registers ops
+# _linalg and _special hold the linalg and special families: the names ``linalg`` and
+# ``special`` are the torch.linalg and torch.special namespaces this package exports.
+from . import _linalg, decompositions, elementwise, indexing, losses, nn, reduction, shape  # noqa: F401 - registers ops
 from . import api
 from . import counting, elman, factories, gru, layout, products, rnn  # noqa: F401 - composites over api's functions
-from . import special  # noqa: F401 - after api: its namespace names api's functions too
+from . import _special  # noqa: F401 - after api: its namespace names api's functions too
 from . import pooling  # noqa: F401 - max_pool2d_with_indices, avg_pool2d (issue 28)
 from .api import _call, index_put_  # noqa: F401 - used by nn.functional and tests
 

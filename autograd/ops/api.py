@@ -530,7 +530,7 @@ def einsum(equation: str, *operands):
     """Einstein summation over one or two operands (more are contracted pairwise, left to
     right). Subscripts are letters and ``...``; a letter repeated within one operand
     (``"ii->i"``, ``"ii"``) takes that operand's diagonal first."""
-    from .linalg import parse_einsum  # noqa: PLC0415
+    from ._linalg import parse_einsum  # noqa: PLC0415
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
