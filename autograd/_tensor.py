@@ -15,7 +15,7 @@ import threading
 
 import numpy
 
-from . import backend, memory, views
+from . import backend, memory
 from . import record_function as _rf
 from .backend import CPU
 from .dtypes import BFLOAT16, ERR_BFLOAT16_CUDA

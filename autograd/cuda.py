@@ -10,6 +10,8 @@ touches no CuPy object itself.
 """
 from __future__ import annotations
 
+import contextlib
+
 from . import backend
 from .amp import cuda_amp as amp  # noqa: F401 - torch.cuda.amp (autocast, GradScaler)
 from ._tensor import default_generator
@@ -138,8 +140,6 @@ def current_stream(device=None) -> backend.Stream:
 
 def stream(s):
     """A context manager making ``s`` the current stream (nothing when ``s`` is None)."""
-    import contextlib  # noqa: PLC0415
-
     return contextlib.nullcontext() if s is None else s
 
 

@@ -1,6 +1,8 @@
 """Custom differentiable functions: ``class Exp(autograd.Function)`` with forward/backward."""
 from __future__ import annotations
 
+import functools
+
 from . import record_function as _rf
 from .backend import CPU_STREAM
 from .dispatch import TensorF, _gradient_edge
@@ -178,8 +180,6 @@ class Function(metaclass=_FunctionMeta):
 
 def once_differentiable(fn):
     """Mark a backward as not differentiable itself (it runs under no_grad)."""
-    import functools  # noqa: PLC0415
-
     @functools.wraps(fn)
     def wrapper(ctx, *grads):
         with no_grad():

@@ -6,8 +6,8 @@ the submodule is imported again by some other path: the import system then sets 
 attribute back to the module, and ``ag.tensor([1.0])`` fails with "'module' object is not
 callable". So such a module is renamed (``_tensor.py``, as PyTorch names its own).
 
-The check covers ``gradtrace.autograd`` and every subpackage of it. (The same rule for
-profiler, viewer and cli is written beside their modules; the two merge into one test.)
+The check covers ``gradtrace.autograd`` and every subpackage of it; the same rule for
+profiler, viewer and cli joins it through :data:`PACKAGES` (one test for every package).
 """
 from __future__ import annotations
 
