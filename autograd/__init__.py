@@ -12,7 +12,7 @@ from . import backend, record_function
 from .backend import Device, DeviceError, cuda_is_available, device
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
                         no_grad, set_grad_enabled)
-from .tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy,
+from ._tensor import (Tensor, arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy,
                      full, full_like, get_default_dtype, linspace, manual_seed, ones, ones_like,
                      rand, rand_like, randint, randn, randn_like, set_default_dtype, tensor, zeros,
                      zeros_like)
@@ -22,7 +22,7 @@ from .engine import (backward, grad, is_multithreading_enabled,  # noqa: E402
                      set_multithreading_enabled)
 from .anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly  # noqa: E402
 from . import forward_ad, functional, graph  # noqa: E402
-from .checkpoint import checkpoint, checkpoint_sequential  # noqa: E402
+from .utils.checkpoint import checkpoint, checkpoint_sequential  # noqa: E402
 from .function import Function, FunctionCtx, once_differentiable  # noqa: E402
 from .node import AccumulateGrad, GraphRoot, Node  # noqa: E402
 from .record_function import RecordScope  # noqa: E402

@@ -2,7 +2,7 @@
 accelerator, which, how many"). Here the only accelerator is CUDA through CuPy."""
 from __future__ import annotations
 
-from . import backend
+from . import backend, cuda
 
 __all__ = ["is_available", "current_accelerator", "device_count", "current_device_index",
            "synchronize"]
@@ -38,6 +38,4 @@ def synchronize(device=None) -> None:
     """Wait for the GPU's queued work; a RuntimeError without one, as PyTorch's."""
     if not backend.cuda_is_available():
         raise RuntimeError(_NONE)
-    from . import cuda  # noqa: PLC0415 - torch.cuda's module, imported after this one
-
     cuda.synchronize(device)

@@ -19,7 +19,7 @@ from . import backend
 from .autocast_mode import (autocast, clear_autocast_cache, get_autocast_dtype,
                             is_autocast_available, is_autocast_enabled)
 from .grad_mode import no_grad
-from .tensor import Tensor, full
+from ._tensor import Tensor, full
 
 __all__ = ["autocast", "GradScaler", "OptState", "is_autocast_available",
            "is_autocast_enabled", "get_autocast_dtype", "clear_autocast_cache"]

@@ -8,6 +8,7 @@ the same note.
 """
 from __future__ import annotations
 
+import functools
 import os
 import traceback
 import warnings
@@ -47,8 +48,6 @@ class detect_anomaly:
         return False
 
     def __call__(self, fn):
-        import functools  # noqa: PLC0415
-
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with detect_anomaly(self.check_nan):

@@ -286,13 +286,32 @@ CPU_STREAM.device, CPU_STREAM.native, CPU_STREAM.ptr = CPU, None, 0
 _stream_tls = threading.local()
 
 
+class CpuStreamSlot:
+    """This thread's current CPU stream, ``current`` (:data:`CPU_STREAM` unless set).
+
+    One per thread (:func:`cpu_stream_slot`). The ops read it on their hot path through their
+    thread's op state, which keeps this object (``grad_mode.OpState.cpu_stream``): two slot
+    reads there, no thread-local lookup; the state lives here, so that this module needs no
+    other of ours.
+    """
+
+    __slots__ = ("current",)
+
+
+def cpu_stream_slot() -> CpuStreamSlot:
+    """This thread's :class:`CpuStreamSlot`, made on first use."""
+    slot = getattr(_stream_tls, "cpu", None)
+    if slot is None:
+        slot = _stream_tls.cpu = CpuStreamSlot()
+        slot.current = CPU_STREAM
+    return slot
+
+
 def current_stream(dev: "Device | str | None" = None) -> Stream:
     """The stream ops on ``dev`` run on in this thread (the device's default stream unless set)."""
     dev = device(dev)
     if dev.type == "cpu":
-        from .grad_mode import STATE  # noqa: PLC0415 - the CPU stream lives in the thread state
-
-        return STATE.cpu_stream
+        return cpu_stream_slot().current
     table = getattr(_stream_tls, "streams", None)
     if table is not None and dev in table:
         return table[dev]
@@ -308,9 +327,7 @@ def set_current_stream(stream: Stream) -> None:
     """Make ``stream`` the one ops on its device run on, in this thread."""
     dev = stream.device
     if dev.type == "cpu":
-        from .grad_mode import STATE  # noqa: PLC0415
-
-        STATE.cpu_stream = stream
+        cpu_stream_slot().current = stream
         return
     table = getattr(_stream_tls, "streams", None)
     if table is None:

@@ -10,9 +10,12 @@ touches no CuPy object itself.
 """
 from __future__ import annotations
 
+import contextlib
+
 from . import backend
 from .amp import cuda_amp as amp  # noqa: F401 - torch.cuda.amp (autocast, GradScaler)
-from .tensor import default_generator
+from ._tensor import default_generator
+from .generator import Generator
 from .tensortype import CUDA_TYPES as _CUDA_TYPES
 
 __all__ = ["is_available", "device_count", "current_device", "get_device_name", "synchronize",
@@ -76,8 +79,6 @@ def manual_seed_all(seed: int) -> None:
 
 
 def _reseed(dev: backend.Device, seed: int) -> None:
-    from .generator import Generator  # noqa: PLC0415 - small, and only needed with a GPU
-
     fresh = Generator(dev).manual_seed(seed)
     # In place: the default generator object stays the one the factories hold.
     backend.set_rng_state(default_generator(dev), fresh.get_state())
@@ -139,8 +140,6 @@ def current_stream(device=None) -> backend.Stream:
 
 def stream(s):
     """A context manager making ``s`` the current stream (nothing when ``s`` is None)."""
-    import contextlib  # noqa: PLC0415
-
     return contextlib.nullcontext() if s is None else s
 
 

@@ -35,14 +35,17 @@ import weakref
 import numpy
 
 from . import autocast_mode as _amp
+from .anomaly_mode import record_trace as _record_anomaly_trace
 from . import backend
 from . import record_function as _rf
 from .backend import CPU
 from .grad_mode import STATE as _THREAD
 from . import views
-from .node import INFERENCE_VC, AccumulateGrad, Node, SavedVariable
+from .node import ERR_FREED, INFERENCE_VC, AccumulateGrad, Node, SavedVariable
 from .dtypes import BFLOAT16, is_floating
 from .promotion import can_cast, float_type, result_type, torch_name
+from ._tensor import Tensor, _init_tensor, _new_tensor as _new
+from .forward_ad import move_tangent as _move_tangent, propagate as _propagate_tangents
 
 __all__ = ["OpDef", "defop", "defcomposite", "expose", "expose_inplace", "SELF_ADJOINT", "linear_in", "OPS",
            "COMPOSITES", "FUNCTIONS", "METHODS", "apply_op", "apply_inplace", "ArrayF", "TensorF",
@@ -114,7 +117,6 @@ class OpNode(Node):
     def apply(self, grads, F):
         saved = self._saved
         if saved is None:
-            from .node import ERR_FREED  # noqa: PLC0415
             raise RuntimeError(ERR_FREED)
         op = self.op
         # ``saved`` is [out, *inputs]: saved tensors come back as arrays (tensors when the
@@ -178,7 +180,6 @@ def _saved_getter(idx: int, key: str, raw: bool):
     def get(node):
         saved = node._saved
         if saved is None:
-            from .node import ERR_FREED  # noqa: PLC0415
             raise RuntimeError(ERR_FREED)
         value = saved[idx]
         if value is None:
@@ -583,10 +584,8 @@ TensorF = _TensorF()
 
 # --------------------------------------------------------------------------- dispatch
 
-Tensor = None        # set by autograd.tensor (it imports this module)
-View = None          # its subclass for views, likewise
-_init_tensor = None  # Tensor._init, likewise: the hot path builds results with one call
-_new = object.__new__
+# Results are built with ``_init_tensor(_new(Tensor), ...)``: one call that sets every field
+# (``Tensor._init``), without the conversions of ``Tensor.__init__``.
 
 
 def _describe(inputs) -> str:
@@ -691,7 +690,7 @@ def apply_op(op: OpDef, inputs, attrs=None):
         if mask:
             seq = ops.next_seq()
         rec = _rf.begin(_FUNCTION, op.record_name, seq, 0, inputs, dev._name,
-                        ops.cpu_stream if dev is CPU else backend.current_stream(dev))
+                        ops.cpu_stream.current if dev is CPU else backend.current_stream(dev))
     try:
         if op.check is not None:
             op.check(*datas, **(attrs or {}))
@@ -928,7 +927,7 @@ def _finish_general(op, inputs, datas, attrs, dev, mask, seq, out, ops):
             if out.dtype is _BF16 or _any_bfloat16(datas):
                 _bfloat16_node(result)
     if ops.fw_level:
-        _forward_grad(op, inputs, attrs, result, _THREAD)
+        _propagate_tangents(op, TensorF, inputs, attrs, result, _THREAD)
     return result
 
 
@@ -978,7 +977,7 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
     node.topological_nr = topo
     node._has_parent = False
     node._extra = None
-    stream = ops.cpu_stream if dev is CPU else backend.current_stream(dev)
+    stream = ops.cpu_stream.current if dev is CPU else backend.current_stream(dev)
     single = op.nout == 1
     if single:
         node.input_metadata = ((out.shape, out.dtype, dev, stream),)
@@ -990,7 +989,7 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
         result = tuple(_init_tensor(_new(cls), o, is_floating(o.dtype),
                                     node if is_floating(o.dtype) else None, i,
                                     [0] if vc is None else vc, dev) for i, o in enumerate(out))
-    if ops.anomaly:
+    if ops.anomaly:   # keep where the forward op was called (and the running node, if any)
         _record_anomaly_trace(node, _THREAD)
     save_out, full, meta = op._plans.get(mask) or op.save_plan(mask)
     saved = [None] * (len(inputs) + 1)
@@ -1017,20 +1016,6 @@ def _record(op, inputs, datas, attrs, mask, seq, dev, ops, out, vc, result_cls=N
     if rec is not None:
         rec.add(node)
     return result
-
-
-def _record_anomaly_trace(node, state) -> None:
-    """Anomaly mode: keep where the forward op was called (and, during a backward, which node
-    was running: the parent of this one)."""
-    from .anomaly_mode import record_trace  # noqa: PLC0415 - only under anomaly mode
-
-    record_trace(node, state)
-
-
-def _forward_grad(op, inputs, attrs, result, state) -> None:
-    from .forward_ad import propagate  # noqa: PLC0415 - only inside a dual level
-
-    propagate(op, inputs, attrs, result, state)
 
 
 def _finish_view(op, inputs, datas, attrs, dev, mask, seq, out, ops):
@@ -1119,6 +1104,68 @@ def regenerate_view_grad_fn(view, fn):
         del ex.retains_grad_hooks[old_nr]
         fn._add_retains_grad_hook(0, view)
     return fn
+
+
+# View lives here, beside the replay that its grad_fn runs (regenerate_view_grad_fn) and the
+# dispatcher that makes views; the slots its properties wrap are Tensor's.
+_GRAD_FN = Tensor.__dict__["grad_fn"]
+_REQUIRES_GRAD = Tensor.__dict__["requires_grad"]
+
+
+class View(Tensor):
+    """A tensor made by a view op (indexing with slices, transpose, permute, expand, a reshape
+    that copies nothing): it shares its base's storage and version counter (PyTorch's
+    ``DifferentiableViewMeta``).
+
+    Its ``grad_fn`` is checked on every read: when the shared version moved since it was made
+    (the base, or another view of it, was modified in place), it is regenerated from the
+    base's current history (:func:`regenerate_view_grad_fn`). A plain tensor's
+    ``grad_fn`` stays a plain slot read, so only views pay for the check.
+
+    Attributes:
+        _base: the root base (never itself a view).
+        _view_steps: the view ops from the base to this view (:data:`~.views.ViewSteps`).
+        _attr_version: the version ``grad_fn`` was made at.
+        _creation_meta: how it was made (PyTorch's ``CreationMeta``: :data:`~.views.DEFAULT`,
+            ``NO_GRAD_MODE`` with grad mode off, ``MULTI_OUTPUT_NODE`` as one of several views
+            that one op returned).
+    """
+
+    __slots__ = ("_view_steps", "_attr_version", "_creation_meta")
+
+    @property
+    def grad_fn(self):
+        fn = _GRAD_FN.__get__(self)
+        if self._attr_version == self._vc[0]:
+            return fn
+        return regenerate_view_grad_fn(self, fn)
+
+    @grad_fn.setter
+    def grad_fn(self, fn):
+        _GRAD_FN.__set__(self, fn)
+
+    @property
+    def requires_grad(self):
+        # A view of a base that gains history in place gains it too (PyTorch's view of a
+        # tensor that did not require grad, after ``base.mul_(w)``).
+        if _REQUIRES_GRAD.__get__(self):
+            return True
+        if self._attr_version == self._vc[0] or self._creation_meta == views.NO_GRAD_MODE:
+            return False
+        if self._creation_meta == views.MULTI_OUTPUT_NODE:
+            # Its grad_fn cannot be regenerated (reading it raises); it needs a gradient
+            # when its base does (PyTorch's DifferentiableViewMeta::requires_grad).
+            return self._base.requires_grad
+        return self.grad_fn is not None
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        _REQUIRES_GRAD.__set__(self, value)
+
+    def detach_(self):
+        # Detaching a view in place would cut the history its base shares (PyTorch refuses
+        # it for every view, with these words).
+        raise RuntimeError("Can't detach views in-place. Use detach() instead.")
 
 
 def _finish_multi(op, inputs, datas, attrs, dev, mask, seq, out, ops):
@@ -1292,12 +1339,6 @@ def _rebase_view(view, base, node) -> None:
     base._output_nr = 0
     base.requires_grad = True
     view.requires_grad = True
-
-
-def _move_tangent(out, self) -> None:
-    from .forward_ad import move_tangent  # noqa: PLC0415 - only inside a dual level
-
-    move_tangent(out, self)
 
 
 def _write_into(op, self, data) -> None:

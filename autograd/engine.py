@@ -35,12 +35,14 @@ import numpy
 
 from . import memory as _memory
 from . import record_function as _rf
+from .anomaly_mode import annotate, check_nan
 from .backend import array_module, current_stream
 from .dispatch import OPS, ArrayF, TensorF, _gradient_edge, apply_op
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
 from .node import GRAPH_EPOCH, AccumulateGrad, GraphRoot
 from .ops.shape import sum_to_shape
-from .tensor import _ENGINE_BACKWARD, Tensor
+from . import _tensor
+from ._tensor import Tensor
 
 __all__ = ["backward", "grad", "GraphTask"]
 
@@ -619,7 +621,7 @@ def call_function(task, node, grads):
     try:
         if ops.anomaly or (ex is not None and ex.post_hooks):
             return _call_checked(task, node, grads, ops, ex)
-        if meta and meta[0][3] is ops.cpu_stream and node.__class__ is not AccumulateGrad:
+        if meta and meta[0][3] is ops.cpu_stream.current and node.__class__ is not AccumulateGrad:
             # The common case, inlined: a table op's node on this thread's CPU stream.
             dev = meta[0][2]
             return node.apply(grads, task.F if dev is task.F_dev else namespace(task, dev))
@@ -642,13 +644,11 @@ def _call_checked(task, node, grads, ops, ex):
             # Post-hooks and the NaN check see the gradients as they will be passed on.
             outputs = validate_outputs(task, node, outputs)
             if anomaly and _THREAD.anomaly_check_nan:
-                from .anomaly_mode import check_nan  # noqa: PLC0415
                 check_nan(node, outputs, _xp_of)
         if post_hooks:
             outputs = call_post_hooks(task, node, outputs, grads)
     except BaseException as exc:
         if anomaly:
-            from .anomaly_mode import annotate  # noqa: PLC0415
             annotate(exc, node)
         raise
     finally:
@@ -670,7 +670,7 @@ def apply_node(task, node, grads, ops):
     F = task.F if meta[2] is task.F_dev else namespace(task, meta[2])
     # A node runs on the stream its forward op used (usually the current one already).
     stream = meta[3]
-    if stream is ops.cpu_stream or stream.device.type == "cuda" and stream == current_stream(stream.device):
+    if stream is ops.cpu_stream.current or stream.device.type == "cuda" and stream == current_stream(stream.device):
         return node.apply(grads, F)
     with stream:
         return node.apply(grads, F)
@@ -859,4 +859,4 @@ def _accumulate_into_tensor(t, g, create_graph, unshared=_UNSHARED_REFCOUNT):
 EAGER = (call_tensor_pre_hooks, call_function, True)
 
 
-_ENGINE_BACKWARD[0] = backward   # Tensor.backward's (see tensor._ENGINE_BACKWARD)
+_tensor.BACKWARD[0] = backward   # what Tensor.backward calls (see _tensor.BACKWARD)

@@ -17,6 +17,7 @@ import itertools
 from typing import NamedTuple
 
 from . import views
+from ._tensor import Tensor
 from .grad_mode import STATE
 
 __all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level",
@@ -63,8 +64,6 @@ def _tangents(t) -> dict:
 
 def make_dual(tensor, tangent, *, level: int | None = None):
     """A view of ``tensor`` whose tangent (at the current level) is ``tangent``."""
-    from .tensor import Tensor  # noqa: PLC0415
-
     level = level or STATE.fw_level
     if not level:
         raise RuntimeError("make_dual must be called inside a forward_ad.dual_level() context")
@@ -90,8 +89,6 @@ def unpack_dual(tensor, *, level: int | None = None) -> UnpackedDualTensor:
 
 
 def _primal(t):
-    from .tensor import Tensor  # noqa: PLC0415
-
     p = Tensor._make(t._data, t.requires_grad, t.grad_fn, t._output_nr, t._vc, t._device)
     return p
 
@@ -112,11 +109,10 @@ def tangent_of(t, level: int):
     return tangents.get(level) if tangents else None
 
 
-def propagate(op, inputs, attrs, result, state) -> None:
-    """Set the tangent of ``result`` from the inputs' tangents (called by the dispatcher)."""
-    from .dispatch import TensorF  # noqa: PLC0415
-    from .tensor import Tensor  # noqa: PLC0415
-
+def propagate(op, F, inputs, attrs, result, state) -> None:
+    """Set the tangent of ``result`` from the inputs' tangents (called by the dispatcher,
+    which passes ``F``, its namespace of primitives as autograd ops: the rules compute the
+    tangents with it, so reverse mode can differentiate through them)."""
     if not op.differentiable:
         return   # comparisons and the like: no tangent
     level = state.fw_level
@@ -139,7 +135,7 @@ def propagate(op, inputs, attrs, result, state) -> None:
                 raise NotImplementedError(
                     f"forward-mode AD is not implemented for '{op.name}' (input {i}): "
                     "declare jvp= on its defop")
-            contrib = rule(TensorF, t, result, *inputs, **(attrs or {}))
+            contrib = rule(F, t, result, *inputs, **(attrs or {}))
             # A multi-output op's rule gives one tangent per output (None: no tangent).
             for k, c in enumerate(contrib if op.nout != 1 else (contrib,)):
                 if c is not None:

@@ -1,13 +1,15 @@
 """Custom differentiable functions: ``class Exp(autograd.Function)`` with forward/backward."""
 from __future__ import annotations
 
+import functools
+
 from . import record_function as _rf
 from .backend import CPU_STREAM
-from .dispatch import _gradient_edge
+from .dispatch import TensorF, _gradient_edge
 from .dtypes import is_floating
 from .grad_mode import STATE as _THREAD, enable_grad, no_grad
-from .node import Node, SavedVariable
-from .tensor import Tensor
+from .node import ERR_FREED, Node, SavedVariable
+from ._tensor import Tensor
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
@@ -55,13 +57,10 @@ class BackwardCFunction(FunctionCtx, Node):
     @property
     def saved_tensors(self) -> tuple:
         if self._saved is None:
-            from .node import ERR_FREED  # noqa: PLC0415
             raise RuntimeError(ERR_FREED)
         return tuple(s.unpack(self) if isinstance(s, SavedVariable) else s for s in self._saved)
 
     def apply(self, grads, F):
-        from .dispatch import TensorF  # noqa: PLC0415
-
         create = F is TensorF   # the engine passes TensorF only under create_graph
         wrapped = []
         for g, meta in zip(grads, self.input_metadata):
@@ -181,8 +180,6 @@ class Function(metaclass=_FunctionMeta):
 
 def once_differentiable(fn):
     """Mark a backward as not differentiable itself (it runs under no_grad)."""
-    import functools  # noqa: PLC0415
-
     @functools.wraps(fn)
     def wrapper(ctx, *grads):
         with no_grad():

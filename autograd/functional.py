@@ -6,7 +6,7 @@ from . import forward_ad
 from .engine import grad
 from .grad_mode import enable_grad
 from .ops.shape_api import stack
-from .tensor import Tensor, zeros
+from ._tensor import Tensor, zeros
 
 __all__ = ["jvp", "vjp", "jacobian", "hessian"]
 

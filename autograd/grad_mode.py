@@ -9,6 +9,8 @@ import functools
 import itertools
 import threading
 
+from . import backend
+
 __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
     "is_inference_mode_enabled", "current_thread_id",
@@ -64,8 +66,8 @@ def _mirrored(name: str, recompute: bool):
 class _ThreadState(threading.local):
     """Per-thread state; ``__init__`` runs once in each thread on first use.
 
-    The values ops read (grad mode, inference mode, forward-AD level, anomaly mode, the CPU
-    stream) are properties over ``self.ops`` (an :class:`OpState`), so readers and writers
+    The values ops read (grad mode, inference mode, forward-AD level, anomaly mode) are
+    properties over ``self.ops`` (an :class:`OpState`), so readers and writers
     elsewhere keep using ``STATE.<name>``; the rest are plain per-thread attributes.
     """
 
@@ -73,7 +75,6 @@ class _ThreadState(threading.local):
     inference = _mirrored("inference", recompute=True)
     fw_level = _mirrored("fw_level", recompute=True)
     anomaly = _mirrored("anomaly", recompute=True)
-    cpu_stream = _mirrored("cpu_stream", recompute=False)
 
     def __init__(self):
         ops = self.ops = OpState()
@@ -101,10 +102,9 @@ class _ThreadState(threading.local):
         self.current_node = None   # the node the engine is running (anomaly: parent of new nodes)
         # Default saved-tensor hooks: a stack of (pack, unpack); the innermost applies.
         self.saved_hooks = []
-        # The stream CPU ops run on: a no-op object, replaceable (tests count events with it).
-        from .backend import CPU_STREAM  # noqa: PLC0415 - backend imports nothing of ours
-
-        ops.cpu_stream = CPU_STREAM
+        # The stream CPU ops run on (a no-op object, replaceable: tests count events with it),
+        # as this thread's slot in backend, which set_current_stream writes.
+        ops.cpu_stream = backend.cpu_stream_slot()
 
 
 STATE = _ThreadState()

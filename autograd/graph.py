@@ -6,6 +6,8 @@ go on a node's saved values: ``y.grad_fn._raw_saved_a.register_hooks(pack, unpac
 """
 from __future__ import annotations
 
+from . import backend
+from ._tensor import Tensor
 from .grad_mode import STATE
 from .node import Node
 
@@ -60,8 +62,6 @@ class save_on_cpu(saved_tensors_hooks):
             if t.device.type == "cpu":
                 return (t.device, t)
             if pin_memory:
-                from . import backend  # noqa: PLC0415
-                from .tensor import Tensor  # noqa: PLC0415
                 host = Tensor._make(backend.pinned_copy(t._data), False, None, 0, [0], backend.CPU)
             else:
                 host = t.detach().to("cpu")

@@ -1,9 +1,19 @@
-"""Removable handles: every registration in gradtrace returns one (STYLE 6)."""
+"""Removable handles: every registration in gradtrace returns one (STYLE 6); and
+:data:`GRAPH_EPOCH`, which hook registrations on nodes and on leaf tensors move."""
 from __future__ import annotations
 
 import itertools
 
 _next_id = itertools.count(1).__next__
+
+#: Moves whenever a node or a leaf may have gained a hook (``Node._extras``,
+#: ``Tensor.register_hook`` on a leaf, ``register_post_accumulate_grad_hook``) or a backward
+#: starts (whose nodes may release their saved tensors, ``engine.backward_scope``): never per
+#: node. While it has not moved since a forward recorded its nodes, none of them and none of
+#: their leaves can have changed in those ways, and compiled autograd completes that forward's
+#: key without looking at each node again (``compiled_autograd.key.Recording.finish``).
+#: (Here, below both node.py and _tensor.py, since both move it; node.py re-exports it.)
+GRAPH_EPOCH = [0]
 
 
 class RemovableHandle:

@@ -64,6 +64,18 @@ def stop_tracking() -> None:
         _remove_cuda_hook = None
 
 
+def _follow_callbacks(active: bool) -> None:
+    if active:
+        start_tracking()
+    else:
+        stop_tracking()
+
+
+# Tracking starts with the first memory callback (record_function.add_memory_callback) and
+# stops with the last one's removal.
+_rf.watch_memory_callbacks(_follow_callbacks)
+
+
 def track(array, dev) -> None:
     """Report a CPU array that owns its memory, and its free when it is collected."""
     if dev.type != "cpu" or getattr(array, "base", None) is not None:

@@ -10,22 +10,16 @@ from __future__ import annotations
 
 import threading
 from . import grad_mode
+from .anomaly_mode import record_trace
 from . import memory as _memory
 from .record_function import STATE as _RF
-from .hooks import register
+from ._tensor import Tensor
+from .hooks import GRAPH_EPOCH, register  # noqa: F401 - GRAPH_EPOCH: read as node.GRAPH_EPOCH
 
 __all__ = ["Edge", "Node", "NodeExtra", "AccumulateGrad", "GraphRoot", "SavedVariable"]
 
 #: AccumulateGrad's sequence_nr: above every other node, so it runs first among ready nodes.
 MAX_SEQUENCE_NR = 2**64 - 1
-
-#: Moves whenever a node or a leaf may have gained a hook (:meth:`Node._extras`,
-#: ``Tensor.register_hook`` on a leaf, ``register_post_accumulate_grad_hook``) or a backward
-#: starts (whose nodes may release their saved tensors, ``engine.backward_scope``): never per
-#: node. While it has not moved since a forward recorded its nodes, none of them and none of
-#: their leaves can have changed in those ways, and compiled autograd completes that forward's
-#: key without looking at each node again (``compiled_autograd.key.Recording.finish``).
-GRAPH_EPOCH = [0]
 
 #: Moves whenever a saved tensor gets an unpack hook (:meth:`SavedVariable._apply_hooks`, at
 #: creation under default hooks or by ``register_hooks``): while it has not moved since a
@@ -67,8 +61,6 @@ class Node:
         self._has_parent = False
         self._set_next_edges(next_edges)
         if ops.anomaly:
-            from .anomaly_mode import record_trace  # noqa: PLC0415 - only under anomaly mode
-
             record_trace(self, state)
 
     def _set_next_edges(self, next_edges) -> None:
@@ -268,21 +260,18 @@ class SavedVariable:
             raise RuntimeError("SavedTensor hooks have already been set on this saved tensor")
         if self._data is None:
             raise RuntimeError(ERR_FREED)
-        from .tensor import Tensor  # noqa: PLC0415
-
         t = self.tensor if self.tensor is not None else Tensor._make(
             self._data, False, None, 0, self.vc)
         self._apply_hooks(pack_hook, unpack_hook, t)
 
     def _apply_hooks(self, pack, unpack, tensor) -> None:
-        from .grad_mode import STATE  # noqa: PLC0415
-
         # Hooks run with the default hooks off, so a pack hook's own ops are not packed.
-        saved, STATE.saved_hooks = STATE.saved_hooks, []
+        state = grad_mode.STATE
+        saved, state.saved_hooks = state.saved_hooks, []
         try:
             self._packed = pack(tensor)
         finally:
-            STATE.saved_hooks = saved
+            state.saved_hooks = saved
         self._unpack_hook = unpack
         SAVED_HOOKS_EPOCH[0] += 1
         self._meta = (tensor._data.shape, tensor._data.dtype)
@@ -302,8 +291,6 @@ class SavedVariable:
 
     def unpack(self, node):
         """The saved tensor (with history) for a differentiable backward or a hook."""
-        from .tensor import Tensor  # noqa: PLC0415 - tensor imports node
-
         if self._data is None:
             if self._unpack_hook is not None:
                 return self._run_unpack_hook(node)
@@ -315,8 +302,6 @@ class SavedVariable:
         return Tensor._make(self._data, True, node, self.output_nr, self.vc)
 
     def _run_unpack_hook(self, node):
-        from .tensor import Tensor  # noqa: PLC0415
-
         if self.vc[0] != self.version:
             raise self._version_error(node)
         t = self._unpack_hook(self._packed)

@@ -27,7 +27,7 @@ from time import perf_counter_ns as _perf
 
 from . import backend
 from .grad_mode import STATE as _THREAD, current_thread_id
-from .hooks import RemovableHandle
+from .hooks import RemovableHandle, register
 
 __all__ = [
     "RecordScope", "RecordFunction", "add_global_callback", "add_thread_local_callback",
@@ -399,28 +399,36 @@ def end(rec) -> None:
 # --------------------------------------------------------------------------- memory callbacks
 
 
+# ``fn(active)`` after every memory callback added or removed, ``active`` whether one is left:
+# memory.py, which reports to these callbacks (and so imports this module), starts and stops
+# tracking storage there, so that tracking costs nothing while nobody listens.
+_memory_watchers: dict[int, object] = {}
+
+
+def watch_memory_callbacks(fn) -> RemovableHandle:
+    """Call ``fn(active: bool)`` whenever a memory callback is added or removed, with whether
+    any is registered now."""
+    return register(_memory_watchers, fn)
+
+
 def add_memory_callback(fn) -> RemovableHandle:
     """Call ``fn(device_type, device_index, addr, nbytes, total_allocated, category)`` on every
     tensor storage allocation (``nbytes > 0``) and free (``nbytes < 0``), and when the kind of
     the allocation at ``addr`` becomes known (``nbytes == 0``, ``category`` a
     ``memory.Category``; 0 on allocations and frees)."""
-    from . import memory  # noqa: PLC0415 - memory tracking starts only when asked for
-
     with _lock:
-        handle = RemovableHandle(_memory, on_remove=_on_memory_removed)
+        handle = RemovableHandle(_memory, on_remove=_on_memory_changed)
         _memory[handle.id] = fn
-        _refresh_flags()
-    memory.start_tracking()
+    _on_memory_changed()
     return handle
 
 
-def _on_memory_removed():
-    from . import memory  # noqa: PLC0415
-
+def _on_memory_changed():
     with _lock:
         _refresh_flags()
-    if not _memory:
-        memory.stop_tracking()
+    active = bool(_memory)
+    for watcher in tuple(_memory_watchers.values()):
+        watcher(active)
 
 
 def report_memory(device_type: str, device_index: int, addr: int, nbytes: int, total: int,

@@ -29,8 +29,9 @@ import numpy
 
 from . import backend
 from .dtypes import BFLOAT16
+from .nn.modules.module import Module
 from .nn.parameter import Parameter
-from .tensor import Tensor
+from ._tensor import Tensor
 
 __all__ = ["save", "load", "add_safe_globals", "get_safe_globals", "clear_safe_globals",
            "safe_globals"]
@@ -112,8 +113,6 @@ class _Encoder:
         """``obj`` pickled (protocol 2, whose classes are plain GLOBAL opcodes a reader can
         list without running anything), each tensor, array and device in it replaced by a
         reference to an entry of this file."""
-        from .nn.modules.module import Module  # noqa: PLC0415 - nn imports this package
-
         if isinstance(obj, Module):     # name the module's tensors by their state-dict keys
             for key, t in obj.state_dict(keep_vars=True).items():
                 self._name(_join(path, key), t)

@@ -17,7 +17,7 @@ import numpy
 
 from .dispatch import expose
 from .dtypes import BFLOAT16
-from .tensor import Tensor, empty, tensor
+from ._tensor import Tensor, empty, tensor
 
 __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
            "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]

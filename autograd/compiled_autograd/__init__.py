@@ -2,7 +2,7 @@
 
 Every forward builds a new graph, but a training loop builds the same graph each step. On the
 first ``backward`` of a structure (a cache miss), the engine itself runs the graph with a
-recording call_function (:mod:`.capture`) and so lists, as a flat list of :class:`Step` s,
+recording call_function (:mod:`.recorder`) and so lists, as a flat list of :class:`Step` s,
 what it does in the order it does it: a node's backward rules, a hook call, a saved-tensor
 unpack, a gradient sum, an accumulate-grad, each with the registers it reads and writes. A
 pass drops dead steps (:mod:`.passes`), the program is turned into straight-line Python
@@ -45,8 +45,9 @@ from ..backend import current_stream
 from ..grad_mode import STATE as _THREAD
 from ..dispatch import OpNode
 from ..node import ERR_FREED
-from ..tensor import Tensor
-from .capture import capture
+from .. import _tensor
+from .._tensor import Tensor
+from .recorder import capture
 from .codegen import compile_program, generate
 from .cuda_graph import gather, try_cuda_graph
 from .key import NODE_FIELDS, build_key, explain_miss, parse_key
@@ -372,3 +373,5 @@ def _eager(edges, grads, keep, why) -> None:
 
 # engine.backward delegates to run_backward while enabled_depth > 0 (see engine.COMPILED_AUTOGRAD).
 _engine.COMPILED_AUTOGRAD[0] = sys.modules[__name__]
+# Tensor.backward(compiled=True) calls run_backward (see _tensor.BACKWARD).
+_tensor.BACKWARD[1] = run_backward

@@ -109,7 +109,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
                 raise ValueError(f"init_process_group(backend='mpi', {what}={given}): the MPI "
                                  f"world says {actual}; leave it out, mpirun sets it")
     elif name == "nccl":
-        from .nccl import NCCLBackend  # noqa: PLC0415
+        from .nccl import NCCLBackend  # noqa: PLC0415 - only for backend='nccl' (a GPU's)
 
         rank = rank if rank not in (-1, None) else _env_int("RANK", "OMPI_COMM_WORLD_RANK", default=0)
         world_size = (world_size if world_size not in (-1, None)

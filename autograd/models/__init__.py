@@ -18,7 +18,7 @@ import numpy
 
 from .. import backend, nn, optim
 from ..nn import functional as F
-from ..tensor import Tensor, manual_seed
+from .._tensor import Tensor, manual_seed
 
 __all__ = ["Workload", "MLP", "CNN", "GPT", "WORKLOADS", "make_workload", "load_text"]
 

@@ -6,7 +6,7 @@ import math
 
 from ..grad_mode import no_grad
 from ..generator import draw_normal, draw_uniform
-from ..tensor import default_generator
+from .._tensor import default_generator
 
 __all__ = ["calculate_gain", "zeros_", "ones_", "constant_", "normal_", "uniform_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]

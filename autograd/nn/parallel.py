@@ -37,7 +37,7 @@ from .. import record_function as _rf
 from ..distributed import ReduceOp, _collective, _pg
 from ..grad_mode import is_grad_enabled, no_grad
 from ..node import AccumulateGrad
-from ..tensor import Tensor
+from .._tensor import Tensor
 from .modules.module import Module
 
 __all__ = ["DistributedDataParallel"]

@@ -1,7 +1,7 @@
 """Parameter: a leaf tensor that a Module registers as one of its parameters."""
 from __future__ import annotations
 
-from ..tensor import Tensor, _to_array
+from .._tensor import Tensor, _to_array
 from .. import backend
 from .. import memory as _memory
 from .. import record_function as _rf

@@ -18,13 +18,15 @@ from __future__ import annotations
 import warnings
 
 from ..dispatch import FUNCTIONS, METHODS, OPS, apply_op
-from ..tensor import Tensor
-from . import (decompositions, elementwise, indexing, linalg, losses, nn,  # noqa: F401 - registers ops
+from .._tensor import Tensor
+# _linalg and _special hold the linalg and special families: the names ``linalg`` and
+# ``special`` are the torch.linalg and torch.special namespaces this package exports.
+from . import (_linalg, decompositions, elementwise, indexing, losses, nn,  # noqa: F401 - registers ops
                reduction, scans, shape)
 # The wrappers, each beside its family; in this order because each imports those before it.
 from . import shape_api, elementwise_api, indexing_api, reduction_api, linalg_api, casts  # noqa: F401
 from . import counting, elman, factories, gru, layout, products, rnn  # noqa: F401 - composites over the wrappers
-from . import special  # noqa: F401 - after the wrappers: its namespace names their functions too
+from . import _special  # noqa: F401 - after the wrappers: its namespace names their functions too
 from . import pooling  # noqa: F401 - max_pool2d_with_indices, avg_pool2d (issue 28)
 from .arguments import _call  # noqa: F401 - used by nn.functional
 from .indexing_api import index_put_  # noqa: F401 - used by tests

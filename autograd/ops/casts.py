@@ -7,7 +7,7 @@ import numpy
 
 from .. import promotion as _promotion
 from ..dispatch import expose
-from ..tensor import Tensor
+from .._tensor import Tensor
 
 
 def _cast(name, dtype):

@@ -14,7 +14,7 @@ import numpy
 
 from ..dispatch import OPS, apply_op, defop, expose
 from ..promotion import torch_name
-from ..tensor import Tensor, tensor
+from .._tensor import Tensor, tensor
 
 
 def _call(name, *inputs, **attrs):

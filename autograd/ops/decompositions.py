@@ -17,7 +17,7 @@ import numpy
 from .. import backend
 from ..dispatch import defop
 from ..promotion import torch_name
-from .linalg import _check_square, _host, _mT
+from ._linalg import _check_square, _host, _mT
 from .reduction import _eye, _xp_of
 
 

@@ -20,7 +20,8 @@ from .. import backend
 from ..dispatch import (ELEMENTWISE, FLOATING, OPS, SELF_ADJOINT, apply_inplace, apply_op, defop,
                         expose)
 from ..promotion import float_type, result_type, torch_name
-from ..tensor import Tensor
+from .._tensor import Tensor, _is_dtype, _is_float
+from ..dtypes import BFLOAT16, ERR_BFLOAT16_CUDA
 
 # Arithmetic. ``a``/``b`` may be tensors or Python scalars; the engine sums each gradient
 # back to its input's shape, so rules ignore broadcasting.
@@ -239,7 +240,7 @@ defop("ge", lambda xp, a, b: a >= b, public="ge", methods="__ge__")
 
 # Copies and casts.
 defop("clone", lambda xp, x: x.copy(), (lambda F, g, out, x: g,), jvp=SELF_ADJOINT,
-      public="clone")
+      public="clone", methods="clone")
 defop("to_dtype", lambda xp, x, dtype: x.astype(dtype),
       (lambda F, g, out, x, dtype: F.to_dtype(g, dtype=x.dtype),),
       jvp=(lambda F, t, out, x, dtype: F.to_dtype(t, dtype=dtype),), meta=(0,),
@@ -257,6 +258,38 @@ defop("to_device", _to_device_fwd,
       (lambda F, g, out, x, device, src: F.to_device(g, device=src, src=device),),
       jvp=(lambda F, t, out, x, device, src: F.to_device(t, device=device, src=src),),
       moves_device=True, node_name="ToCopyBackward0")
+
+
+@expose(methods="to")
+def to(self, *args, device=None, dtype=None, non_blocking: bool = False, copy: bool = False):
+    """Move and/or cast; differentiable. PyTorch's overloads: ``to(device)``,
+    ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)`` (its device and dtype),
+    and the keywords ``device=``, ``dtype=``, ``copy=``. ``non_blocking`` is accepted
+    and ignored (copies follow the stream order anyway)."""
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a._device, a._data.dtype
+        elif _is_dtype(a):
+            dtype = a
+        elif a is not None:
+            device = a
+    t = self
+    if dtype is not None and numpy.dtype(dtype) != self._data.dtype:
+        dtype = numpy.dtype(dtype)
+        t = apply_op(OPS["to_dtype"], (t,), {"dtype": dtype})
+        if not _is_float(dtype) and t.requires_grad:
+            # As PyTorch: an integer or bool tensor never requires grad (its values are
+            # not differentiable in the input), so a cast there ends the history.
+            t = t.detach()
+    if device is not None:
+        dev = backend.device(device)
+        if dev is not t._device and dev.type == "cuda" and t._data.dtype is BFLOAT16:
+            raise RuntimeError(ERR_BFLOAT16_CUDA)
+        if dev is not t._device:
+            t = apply_op(OPS["to_device"], (t,), {"device": dev, "src": t._device})
+    if copy and t is self:
+        t = self.clone()
+    return t
 
 
 # --------------------------------------------------------------------------- more unary math

@@ -14,7 +14,7 @@ from ..dispatch import FUNCTIONS, OPS, apply_inplace, defcomposite, expose
 from .. import promotion as _promotion
 from ..dtypes import BFLOAT16, is_floating
 from ..promotion import torch_name
-from ..tensor import Tensor
+from .._tensor import Tensor
 from .arguments import _call
 
 

@@ -18,7 +18,7 @@ from ..dispatch import expose
 from ..dtypes import is_floating
 from ..generator import draw_normal, draw_uniform
 from ..promotion import get_default_dtype, torch_name
-from ..tensor import Tensor, default_generator
+from .._tensor import Tensor, default_generator
 
 
 def _wrap(array, dev) -> Tensor:

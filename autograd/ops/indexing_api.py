@@ -11,7 +11,7 @@ import numpy
 
 from ..dispatch import OPS, apply_inplace, apply_op, defcomposite, expose
 from ..promotion import torch_name
-from ..tensor import Tensor
+from .._tensor import Tensor
 from .arguments import _call, _dim, _reduction_dim
 from .indexing import SCATTER_REDUCES
 from .shape_api import _reshape, expand, reshape, unsqueeze

@@ -15,7 +15,7 @@ import itertools
 
 from ..dispatch import defcomposite, expose, expose_inplace
 from ..dtypes import is_floating
-from ..tensor import Tensor, tensor
+from .._tensor import Tensor, tensor
 from .arguments import _dim
 from .linalg_api import diag
 from .shape_api import cat, pad, stack, tensor_split

@@ -12,7 +12,7 @@ from collections import namedtuple
 import numpy
 
 from ..dispatch import defcomposite, expose, expose_inplace
-from ..tensor import Tensor
+from .._tensor import Tensor
 from .arguments import _broadcast_shapes, _call, _dim, _ndim
 from .reduction import vector_norm
 from .reduction_api import amax, amin
@@ -45,7 +45,7 @@ def einsum(equation: str, *operands):
     """Einstein summation over one or two operands (more are contracted pairwise, left to
     right). Subscripts are letters and ``...``; a letter repeated within one operand
     (``"ii->i"``, ``"ii"``) takes that operand's diagonal first."""
-    from .linalg import parse_einsum  # noqa: PLC0415
+    from ._linalg import parse_einsum  # noqa: PLC0415
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])

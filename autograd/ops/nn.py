@@ -12,7 +12,7 @@ import numpy
 from .. import backend
 from ..dispatch import SELF_ADJOINT, TensorF, defop, linear_in
 from ..promotion import torch_name
-from ..tensor import Tensor
+from .._tensor import Tensor
 from . import conv_arrays
 from .shape import _pad_fwd, ones_vector
 

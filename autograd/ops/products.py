@@ -14,7 +14,7 @@ import itertools
 
 from ..dispatch import defcomposite, expose, expose_inplace
 from ..dtypes import is_floating
-from ..tensor import Tensor, tensor
+from .._tensor import Tensor, tensor
 from .arguments import _dim
 from .linalg_api import _scaled_sum, bmm, dot, linalg, mv, outer, slogdet, tensordot
 from .shape_api import cat

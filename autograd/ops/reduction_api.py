@@ -10,7 +10,7 @@ from collections import namedtuple
 from ..dispatch import defcomposite, expose, expose_inplace
 from ..dtypes import is_floating
 from ..promotion import torch_name
-from ..tensor import Tensor
+from .._tensor import Tensor
 from .arguments import _call, _dim, _reduction_dim
 from .elementwise_api import lerp
 from .indexing_api import gather

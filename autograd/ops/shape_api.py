@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 
 from ..dispatch import OPS, apply_op, defcomposite, expose
-from ..tensor import Tensor
+from .._tensor import Tensor
 from .arguments import _call, _dim
 from .reduction import norm_dims
 from .shape import MAX_CAT_INPUTS

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy
 
-from ..tensor import get_default_dtype
+from .._tensor import get_default_dtype
 from .optimizer import Optimizer, check_hyperparameters
 
 __all__ = ["ASGD"]

@@ -16,8 +16,8 @@ import copy
 from .. import backend
 from .. import memory as _memory
 from .. import record_function as _rf
-from ..grad_mode import no_grad
-from ..tensor import Tensor
+from ..grad_mode import enable_grad, no_grad
+from .._tensor import Tensor
 
 __all__ = ["Optimizer"]
 
@@ -93,8 +93,6 @@ class Optimizer:
     def _step(self, closure):
         loss = None
         if closure is not None:
-            from ..grad_mode import enable_grad  # noqa: PLC0415
-
             with enable_grad():
                 loss = closure()
         with no_grad():

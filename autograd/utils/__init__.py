@@ -1,4 +1,6 @@
-"""``autograd.utils``: data loading (``utils.data``), as ``torch.utils``."""
-from . import data  # noqa: F401
+"""``autograd.utils``, as ``torch.utils``: data loading (``utils.data``) and activation
+checkpointing (``utils.checkpoint``; its functions are also ``autograd.checkpoint`` and
+``autograd.checkpoint_sequential``)."""
+from . import checkpoint, data  # noqa: F401
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]

@@ -1241,7 +1241,7 @@ CASES += [
            ins(rnd(3, 4), rnd(3, 4))),
 ]
 
-# Special functions (autograd/ops/special.py). The references are SciPy's, the library the
+# Special functions (autograd/ops/_special.py). The references are SciPy's, the library the
 # forwards call: these check the wiring, the dtypes and the rules; test_special.py holds what
 # PyTorch 2.13 gives at and away from the edges.
 import scipy.special as _sps  # noqa: E402

@@ -8,7 +8,7 @@ import numpy
 from ... import backend, ops
 from ...dispatch import OPS, apply_inplace, defcomposite
 from ...ops import _call, log_softmax as _log_softmax, softmax as _softmax
-from ...tensor import Tensor, default_generator
+from ..._tensor import Tensor, default_generator
 
 
 def relu(x, inplace: bool = False):

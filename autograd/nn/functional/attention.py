@@ -7,7 +7,7 @@ import math
 from ... import ops
 from ...dispatch import defcomposite
 from ...ops import _call, masked_fill
-from ...tensor import Tensor
+from ..._tensor import Tensor
 from .dropouts import dropout
 
 

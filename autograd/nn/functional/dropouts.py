@@ -6,7 +6,7 @@ import numpy
 
 from ... import backend
 from ...dispatch import defcomposite
-from ...tensor import Tensor, default_generator
+from ..._tensor import Tensor, default_generator
 
 
 @defcomposite("dropout")

@@ -7,7 +7,7 @@ import numpy
 
 from ... import backend
 from ...dtypes import is_floating
-from ...tensor import Tensor
+from ..._tensor import Tensor
 
 
 def _pair(v, name, op):

@@ -9,7 +9,7 @@ from ...dispatch import defcomposite
 from ...dtypes import is_floating
 from ...grad_mode import is_grad_enabled
 from ...ops import _call, log_softmax as _log_softmax, where
-from ...tensor import Tensor
+from ..._tensor import Tensor
 from .activation import _softplus_stable
 from .normalization import _channel_shape
 

@@ -7,7 +7,7 @@ import numpy
 from ... import ops
 from ...dispatch import defcomposite
 from ...ops import _call
-from ...tensor import Tensor
+from ..._tensor import Tensor
 from .helpers import _pair
 
 

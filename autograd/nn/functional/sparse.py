@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...ops import _call
-from ...tensor import Tensor
+from ..._tensor import Tensor
 
 
 def embedding(input, weight, padding_idx=None):  # noqa: A002

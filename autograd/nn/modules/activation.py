@@ -1,7 +1,7 @@
 """Activation modules over the functional activations (issue 14), with PyTorch's arguments."""
 from __future__ import annotations
 
-from ...tensor import full as _full
+from ..._tensor import full as _full
 from .. import functional as F
 from ..parameter import Parameter
 from .module import Module

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ...ops import cat
-from ...tensor import Tensor, empty as _empty_t, zeros as _zeros
+from ..._tensor import Tensor, empty as _empty_t, zeros as _zeros
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter

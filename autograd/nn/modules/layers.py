@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ...tensor import empty as _empty_t, ones as _ones, zeros as _zeros
+from ..._tensor import empty as _empty_t, ones as _ones, zeros as _zeros
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter

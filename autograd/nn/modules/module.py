@@ -10,7 +10,7 @@ from ... import memory as _memory
 from ... import record_function as _rf
 from ...hooks import register
 from ...dtypes import BFLOAT16
-from ...tensor import Tensor, _is_dtype, _is_float
+from ..._tensor import Tensor, _is_dtype, _is_float
 from ..parameter import Parameter
 
 __all__ = ["Module", "Sequential", "ModuleList", "ModuleDict"]

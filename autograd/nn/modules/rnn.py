@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 
 from ... import ops
-from ...tensor import tensor as _tensor, zeros as _zeros
+from ..._tensor import tensor as _tensor, zeros as _zeros
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence, _ints, _lengths, _packed_positions, pad_packed_sequence
-from ...tensor import empty as _empty_t
+from ..._tensor import empty as _empty_t
 from .module import Module
 from .rnn_layers import gru as _gru, lstm as _lstm
 from .rnn_layers import rnn_relu as _rnn_relu, rnn_tanh as _rnn_tanh

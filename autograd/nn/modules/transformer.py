@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import math
 
-from ...tensor import full as _full
+from ..._tensor import full as _full
 from .. import functional as F
 from .. import init
 from .attention import MultiheadAttention

@@ -10,7 +10,7 @@ import math
 
 from ...grad_mode import no_grad
 from ...ops.shape_api import cat
-from ...tensor import Tensor, tensor
+from ..._tensor import Tensor, tensor
 from . import rnn  # noqa: F401 - nn.utils.rnn: pad_sequence, packed sequences
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",

@@ -14,7 +14,7 @@ import numpy
 
 from ...ops.indexing_api import index_select
 from ...ops.shape_api import cat, stack
-from ...tensor import Tensor, full, tensor
+from ..._tensor import Tensor, full, tensor
 
 __all__ = ["PackedSequence", "pad_sequence", "pack_padded_sequence", "pad_packed_sequence",
            "pack_sequence", "unpad_sequence", "unpack_sequence"]

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy
 
 from ...ops.shape_api import stack
-from ...tensor import Tensor, as_tensor, tensor
+from ..._tensor import Tensor, as_tensor, tensor
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 

@@ -6,7 +6,7 @@ import bisect
 import math
 
 from ...generator import Generator
-from ...tensor import Tensor, default_generator
+from ..._tensor import Tensor, default_generator
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
            "random_split"]

@@ -1,4 +1,13 @@
-"""Tensor: an array (NumPy or CuPy) plus the autograd state that PyTorch users know."""
+"""Tensor: an array (NumPy or CuPy) plus the autograd state that PyTorch users know, and the
+factories that make one.
+
+The class sits below everything that makes or runs ops (node, dispatch, engine): the
+dispatcher imports it to build its results, and the methods that call an op (``to``,
+``clone``, ``exp``...) are attached by the ops package with the rest of the op table's
+methods (``dispatch.METHODS``). Named ``_tensor`` as PyTorch's module is: ``tensor`` is the
+factory function that ``gradtrace.autograd`` exports, and a submodule of that name would
+replace it on the package whenever it was imported again.
+"""
 from __future__ import annotations
 
 import numbers
@@ -6,18 +15,18 @@ import threading
 
 import numpy
 
-from . import backend, dispatch, views
+from . import backend, memory
 from . import record_function as _rf
 from .backend import CPU
 from .dtypes import BFLOAT16, ERR_BFLOAT16_CUDA
 from .generator import draw_normal, draw_uniform
-from .hooks import register
-from .node import GRAPH_EPOCH
+from .hooks import GRAPH_EPOCH, register
 from .promotion import get_default_dtype, set_default_dtype
 
-# engine.backward, put here by the engine as it loads (it imports this module, so this one
-# cannot import it back): an import inside Tensor.backward cost a microsecond per call.
-_ENGINE_BACKWARD: list = [None]
+# What Tensor.backward calls: [engine.backward, compiled_autograd.run_backward], each put here
+# by its module as it loads (both import this one, which cannot import them back; an import
+# inside Tensor.backward would also cost a microsecond per call).
+BACKWARD: list = [None, None]
 
 __all__ = ["Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones",
            "empty", "full", "arange", "linspace", "eye", "randn", "rand", "randint",
@@ -68,8 +77,6 @@ class Tensor:
         t._base = None
         t._extra = None
         if _MEM.memory:
-            from . import memory  # noqa: PLC0415
-
             memory.track(data, dev)
         return t
 
@@ -312,7 +319,7 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is not None:
             return self.grad_fn._register_tensor_pre_hook(self._output_nr, hook)
-        GRAPH_EPOCH[0] += 1   # a leaf's hooks changed (see node.GRAPH_EPOCH)
+        GRAPH_EPOCH[0] += 1   # a leaf's hooks changed (see hooks.GRAPH_EPOCH)
         return register(self._extras().setdefault("hooks", {}), hook)
 
     def register_post_accumulate_grad_hook(self, hook):
@@ -330,44 +337,12 @@ class Tensor:
 
         ``compiled=True`` runs it through compiled autograd (``autograd.compiled_autograd``).
         """
-        backward = _ENGINE_BACKWARD[0]
-        if compiled:  # compiled autograd (issue 9): a pass-through
-            from .compiled_autograd import run_backward as backward  # noqa: PLC0415
-
+        backward = BACKWARD[1] if compiled else BACKWARD[0]
         backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
                  inputs=inputs)
 
     # ------------------------------------------------------------------ devices and interop
-    def to(self, *args, device=None, dtype=None, non_blocking: bool = False, copy: bool = False):
-        """Move and/or cast; differentiable. PyTorch's overloads: ``to(device)``,
-        ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)`` (its device and dtype),
-        and the keywords ``device=``, ``dtype=``, ``copy=``. ``non_blocking`` is accepted
-        and ignored (copies follow the stream order anyway)."""
-        for a in args:
-            if isinstance(a, Tensor):
-                device, dtype = a._device, a._data.dtype
-            elif _is_dtype(a):
-                dtype = a
-            elif a is not None:
-                device = a
-        t = self
-        if dtype is not None and numpy.dtype(dtype) != self._data.dtype:
-            dtype = numpy.dtype(dtype)
-            t = dispatch.apply_op(dispatch.OPS["to_dtype"], (t,), {"dtype": dtype})
-            if not _is_float(dtype) and t.requires_grad:
-                # As PyTorch: an integer or bool tensor never requires grad (its values are
-                # not differentiable in the input), so a cast there ends the history.
-                t = t.detach()
-        if device is not None:
-            dev = backend.device(device)
-            if dev is not t._device and dev.type == "cuda" and t._data.dtype is BFLOAT16:
-                raise RuntimeError(ERR_BFLOAT16_CUDA)
-            if dev is not t._device:
-                t = dispatch.apply_op(dispatch.OPS["to_device"], (t,), {"device": dev, "src": t._device})
-        if copy and t is self:
-            t = self.clone()
-        return t
-
+    # (``to`` and ``clone`` run ops: the ops package attaches them, see ops/elementwise.py.)
     def is_floating_point(self) -> bool:
         return _is_float(self._data.dtype)
 
@@ -438,9 +413,6 @@ class Tensor:
     def tolist(self):
         return (self._data if self._device is CPU else self._data.get()).tolist()
 
-    def clone(self):
-        return dispatch.apply_op(dispatch.OPS["clone"], (self,))
-
     def contiguous(self, memory_format=None):
         """``self`` when :meth:`is_contiguous`, else a row-major copy (CloneBackward0, as
         torch's)."""
@@ -505,67 +477,6 @@ class Tensor:
         if self._data.dtype.kind not in "iu" or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
-
-
-# The slots a view's properties wrap.
-_GRAD_FN = Tensor.__dict__["grad_fn"]
-_REQUIRES_GRAD = Tensor.__dict__["requires_grad"]
-
-
-class View(Tensor):
-    """A tensor made by a view op (indexing with slices, transpose, permute, expand, a reshape
-    that copies nothing): it shares its base's storage and version counter (PyTorch's
-    ``DifferentiableViewMeta``).
-
-    Its ``grad_fn`` is checked on every read: when the shared version moved since it was made
-    (the base, or another view of it, was modified in place), it is regenerated from the
-    base's current history (:func:`~.dispatch.regenerate_view_grad_fn`). A plain tensor's
-    ``grad_fn`` stays a plain slot read, so only views pay for the check.
-
-    Attributes:
-        _base: the root base (never itself a view).
-        _view_steps: the view ops from the base to this view (:data:`~.views.ViewSteps`).
-        _attr_version: the version ``grad_fn`` was made at.
-        _creation_meta: how it was made (PyTorch's ``CreationMeta``: :data:`~.views.DEFAULT`,
-            ``NO_GRAD_MODE`` with grad mode off, ``MULTI_OUTPUT_NODE`` as one of several views
-            that one op returned).
-    """
-
-    __slots__ = ("_view_steps", "_attr_version", "_creation_meta")
-
-    @property
-    def grad_fn(self):
-        fn = _GRAD_FN.__get__(self)
-        if self._attr_version == self._vc[0]:
-            return fn
-        return dispatch.regenerate_view_grad_fn(self, fn)
-
-    @grad_fn.setter
-    def grad_fn(self, fn):
-        _GRAD_FN.__set__(self, fn)
-
-    @property
-    def requires_grad(self):
-        # A view of a base that gains history in place gains it too (PyTorch's view of a
-        # tensor that did not require grad, after ``base.mul_(w)``).
-        if _REQUIRES_GRAD.__get__(self):
-            return True
-        if self._attr_version == self._vc[0] or self._creation_meta == views.NO_GRAD_MODE:
-            return False
-        if self._creation_meta == views.MULTI_OUTPUT_NODE:
-            # Its grad_fn cannot be regenerated (reading it raises); it needs a gradient
-            # when its base does (PyTorch's DifferentiableViewMeta::requires_grad).
-            return self._base.requires_grad
-        return self.grad_fn is not None
-
-    @requires_grad.setter
-    def requires_grad(self, value):
-        _REQUIRES_GRAD.__set__(self, value)
-
-    def detach_(self):
-        # Detaching a view in place would cut the history its base shares (PyTorch refuses
-        # it for every view, with these words).
-        raise RuntimeError("Can't detach views in-place. Use detach() instead.")
 
 
 def _address(arr) -> int:
@@ -882,6 +793,3 @@ def rand_like(t, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 _new_tensor = object.__new__
 _init_tensor = Tensor._init
-dispatch.Tensor = Tensor
-dispatch.View = View
-dispatch._init_tensor = _init_tensor

@@ -12,12 +12,12 @@ custom Function's backward recomputes it with grad enabled and calls ``backward`
 """
 from __future__ import annotations
 
-from .backend import CPU, get_rng_state, set_rng_state
-from .engine import backward as _backward
-from .function import Function
-from .grad_mode import enable_grad, no_grad
-from .graph import saved_tensors_hooks
-from .tensor import Tensor, _generators
+from ..backend import CPU, get_rng_state, set_rng_state
+from ..engine import backward as _backward
+from ..function import Function
+from ..grad_mode import enable_grad, no_grad
+from ..graph import saved_tensors_hooks
+from .._tensor import Tensor, _generators
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
