@@ -83,7 +83,7 @@ def test_a_new_metric_is_one_entry(longest, tmp_path):
 
     assert "max_self_cpu_time" in build_parser().format_help() + _table_help()
     # The dashboard's operator grid.
-    from gradtrace.viewer import pages
+    from gradtrace.viewer import operators_page as pages
     from gradtrace.viewer.model import ProfileView
 
     grid = pages.operator_columns(ProfileView(loaded), "name", "both", "self")
