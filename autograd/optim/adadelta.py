@@ -30,16 +30,10 @@ class Adadelta(Optimizer):
 
     def _step_group(self, group):
         lr, rho, eps = group["lr"], group["rho"], group["eps"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.xp
-            g = self._grad(p, group["maximize"], group["weight_decay"])
-            st = self.state.get(p)
-            if st is None:
-                st = self.state[p] = {"step": 0, "square_avg": xp.zeros_like(p._data),
-                                      "acc_delta": xp.zeros_like(p._data)}
-            st["step"] += 1
+        def init_state(p, xp):
+            return {"square_avg": xp.zeros_like(p._data), "acc_delta": xp.zeros_like(p._data)}
+
+        for p, xp, g, st in self._params_with_grad(group, init_state):
             v, u = st["square_avg"], st["acc_delta"]
             # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
             tmp, delta = self._scratch(g, p.device, 2), self._scratch(g, p.device, 3)

@@ -27,24 +27,15 @@ class Adam(Optimizer):
 
     def _step_group(self, group):
         lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
-        wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
+        amsgrad = group["amsgrad"]
+        def init_state(p, xp):
+            st = {"exp_avg": xp.zeros_like(p._data), "exp_avg_sq": xp.zeros_like(p._data)}
+            if amsgrad:
+                st["max_exp_avg_sq"] = xp.zeros_like(p._data)
+            return st
+
+        for p, xp, g, st in self._params_with_grad(group, init_state, self._decoupled):
             d = p._data
-            xp = p.device.xp
-            if wd and self._decoupled:
-                d *= 1 - lr * wd
-                g = self._grad(p, maximize, 0.0)
-            else:
-                g = self._grad(p, maximize, wd)
-            st = self.state.get(p)
-            if st is None:
-                st = self.state[p] = {"step": 0, "exp_avg": xp.zeros_like(d),
-                                      "exp_avg_sq": xp.zeros_like(d)}
-                if amsgrad:
-                    st["max_exp_avg_sq"] = xp.zeros_like(d)
-            st["step"] += 1
             t = st["step"]
             m, v = st["exp_avg"], st["exp_avg_sq"]
             tmp = self._scratch(d, p.device)

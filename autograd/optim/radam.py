@@ -33,22 +33,13 @@ class RAdam(Optimizer):
                                       maximize=maximize))
 
     def _step_group(self, group):
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
         rho_inf = 2 / (1 - b2) - 1
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.xp
-            if wd and group["decoupled_weight_decay"]:
-                p._data *= 1 - lr * wd
-                g = self._grad(p, group["maximize"], 0.0)
-            else:
-                g = self._grad(p, group["maximize"], wd)
-            st = self.state.get(p)
-            if st is None:
-                st = self.state[p] = {"step": 0, "exp_avg": xp.zeros_like(p._data),
-                                      "exp_avg_sq": xp.zeros_like(p._data)}
-            st["step"] += 1
+        def init_state(p, xp):
+            return {"exp_avg": xp.zeros_like(p._data), "exp_avg_sq": xp.zeros_like(p._data)}
+
+        for p, xp, g, st in self._params_with_grad(group, init_state,
+                                                   group["decoupled_weight_decay"]):
             t = st["step"]
             m, v = st["exp_avg"], st["exp_avg_sq"]
             # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
