@@ -1,7 +1,7 @@
 """Adadelta, with PyTorch's update."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, check_hyperparameters
+from .optimizer import Optimizer, check_hyperparameters, square_average_
 
 __all__ = ["Adadelta"]
 
@@ -37,10 +37,7 @@ class Adadelta(Optimizer):
             v, u = st["square_avg"], st["acc_delta"]
             # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
             tmp, delta = self._scratch(g, p.device, 2), self._scratch(g, p.device, 3)
-            v *= rho
-            tmp = xp.multiply(g, g, out=tmp)
-            tmp *= 1 - rho
-            v += tmp
+            square_average_(v, g, rho, tmp, xp)
             delta = xp.sqrt(xp.add(u, eps, out=delta), out=delta)
             delta /= xp.sqrt(xp.add(v, eps, out=tmp), out=tmp)
             delta *= g

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, square_average_
 
 __all__ = ["Adam", "AdamW"]
 
@@ -42,10 +42,7 @@ class Adam(Optimizer):
             # m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2, through one scratch array.
             m *= b1
             m += xp.multiply(g, 1 - b1, out=tmp)
-            v *= b2
-            tmp = xp.multiply(g, g, out=tmp)
-            tmp *= 1 - b2
-            v += tmp
+            square_average_(v, g, b2, tmp, xp)
             if amsgrad:
                 v = xp.maximum(st["max_exp_avg_sq"], v, out=st["max_exp_avg_sq"])
             bc1 = 1 - b1 ** t

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy
 
 from ..tensor import get_default_dtype
-from .optimizer import Optimizer, check_betas, check_hyperparameters, lerp_
+from .optimizer import Optimizer, check_betas, check_hyperparameters, lerp_, square_average_
 
 __all__ = ["NAdam"]
 
@@ -59,10 +59,7 @@ class NAdam(Optimizer):
             # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
             tmp, denom = self._scratch(g, p.device, 2), self._scratch(g, p.device, 3)
             lerp_(m, g, 1 - b1, tmp, xp)
-            v *= b2
-            tmp = xp.multiply(g, g, out=tmp)
-            tmp *= 1 - b2
-            v += tmp
+            square_average_(v, g, b2, tmp, xp)
             denom = xp.sqrt(xp.divide(v, bias_correction2, out=denom), out=denom)
             denom += eps
             tmp = xp.divide(g, denom, out=tmp)

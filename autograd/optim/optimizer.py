@@ -259,6 +259,17 @@ def lerp_(start, end, weight: float, tmp, xp):
     return start
 
 
+def square_average_(avg, g, decay: float, tmp, xp):
+    """``avg = decay * avg + (1 - decay) * g^2`` in place, in PyTorch's order (``avg *= decay``,
+    then ``(1 - decay) * g * g`` added); ``tmp`` (scratch shaped like ``avg``) holds the
+    added term. Returns ``avg``."""
+    avg *= decay
+    tmp = xp.multiply(g, g, out=tmp)
+    tmp *= 1 - decay
+    avg += tmp
+    return avg
+
+
 def check_hyperparameters(**values) -> None:
     """PyTorch's ValueErrors for negative hyperparameters: each keyword is a message name
     (``learning_rate`` reads "learning rate", ``eps`` "epsilon value", others "<name>

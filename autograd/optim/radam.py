@@ -1,7 +1,7 @@
 """RAdam (rectified Adam), with PyTorch's update."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, check_betas, check_hyperparameters, lerp_
+from .optimizer import Optimizer, check_betas, check_hyperparameters, lerp_, square_average_
 
 __all__ = ["RAdam"]
 
@@ -35,6 +35,7 @@ class RAdam(Optimizer):
     def _step_group(self, group):
         lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
         rho_inf = 2 / (1 - b2) - 1
+
         def init_state(p, xp):
             return {"exp_avg": xp.zeros_like(p._data), "exp_avg_sq": xp.zeros_like(p._data)}
 
@@ -45,10 +46,7 @@ class RAdam(Optimizer):
             # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
             tmp, step = self._scratch(g, p.device, 2), self._scratch(g, p.device, 3)
             lerp_(m, g, 1 - b1, tmp, xp)
-            v *= b2
-            tmp = xp.multiply(g, g, out=tmp)
-            tmp *= 1 - b2
-            v += tmp
+            square_average_(v, g, b2, tmp, xp)
             bias_correction1 = 1 - b1 ** t
             bias_correction2 = 1 - b2 ** t
             # PyTorch's order: ((m / bc1) * lr) * adaptive_lr * rect.

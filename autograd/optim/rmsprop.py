@@ -1,7 +1,7 @@
 """RMSprop, with PyTorch's update: momentum, the centered variant, L2 weight decay."""
 from __future__ import annotations
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, square_average_
 
 __all__ = ["RMSprop"]
 
@@ -49,10 +49,7 @@ class RMSprop(Optimizer):
             d = p._data
             tmp = self._scratch(d, p.device)
             v = st["square_avg"]
-            v *= alpha
-            tmp = xp.multiply(g, g, out=tmp)
-            tmp *= 1 - alpha
-            v += tmp
+            square_average_(v, g, alpha, tmp, xp)
             if centered:
                 m = st["grad_avg"]
                 tmp = xp.subtract(g, m, out=tmp)
