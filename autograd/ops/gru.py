@@ -14,7 +14,7 @@ output whose gradient the rules take into account, so their backward is differen
 from __future__ import annotations
 
 from ..dispatch import TensorF, defop
-from .rnn import (_h_prev, _layer_weight_grads_arrays, _nonzero,
+from .rnn import (_h_prev, _input_tangent, _layer_weight_grads_arrays, _nonzero,
                   _stack, _state_before, _steps)
 
 __all__ = ["GRU_LAYER"]
@@ -199,18 +199,8 @@ def _gru_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, r
     steps, batch, n_in = x.shape
     hidden = w_hh.shape[1]
     h1, h2, h3 = hidden, 2 * hidden, 3 * hidden
-    rows = steps * batch
-    t_in = F.zeros_like(ws[:, :, :h3])
-    if 0 in tangents:
-        t_in = t_in + F.reshape(F.matmul(F.reshape(tangents[0], shape=(rows, n_in)),
-                                         F.transpose(w_ih, dim0=0, dim1=1)),
-                                shape=(steps, batch, h3))
-    if 1 in tangents:
-        t_in = t_in + F.reshape(F.matmul(F.reshape(x, shape=(rows, n_in)),
-                                         F.transpose(tangents[1], dim0=0, dim1=1)),
-                                shape=(steps, batch, h3))
-    if 3 in tangents:
-        t_in = t_in + tangents[3]
+    # b_hh's tangent (4) goes with W_hh h, inside the reset gate's product: not here.
+    t_in = _input_tangent(F, tangents, x, w_ih, F.zeros_like(ws[:, :, :h3]), biases=(3,))
     dh = tangents.get(5, F.zeros_like(hx))
     w_hh_t = F.transpose(w_hh, dim0=0, dim1=1)
     t_w_hh = F.transpose(tangents[2], dim0=0, dim1=1) if 2 in tangents else None

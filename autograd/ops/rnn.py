@@ -119,6 +119,27 @@ def _state_before(xp, states, first, order):
     return before
 
 
+def _input_tangent(F, tangents: dict, x, w_ih, zeros, biases=(3, 4)):
+    """The tangent of every step's input projection ``x W_ih^T + biases`` at once, on
+    ``zeros`` (``(steps, batch, gates)``): from the tangents of x (input 0), W_ih (1) and
+    the biases named (indices into ``tangents``; those absent are zero)."""
+    steps, batch, n_in = x.shape
+    rows, gates = steps * batch, zeros.shape[-1]
+    t_in = zeros
+    if 0 in tangents:
+        t_in = t_in + F.reshape(F.matmul(F.reshape(tangents[0], shape=(rows, n_in)),
+                                         F.transpose(w_ih, dim0=0, dim1=1)),
+                                shape=(steps, batch, gates))
+    if 1 in tangents:
+        t_in = t_in + F.reshape(F.matmul(F.reshape(x, shape=(rows, n_in)),
+                                         F.transpose(tangents[1], dim0=0, dim1=1)),
+                                shape=(steps, batch, gates))
+    for j in biases:
+        if j in tangents:
+            t_in = t_in + tangents[j]
+    return t_in
+
+
 def _layer_weight_grads_arrays(xp, grads, needs, x, w_ih, d_x2, d_h2, h_prev):
     """On arrays, after backward-through-time: fill ``grads[0:5]`` (input, W_ih, W_hh, b_ih,
     b_hh) from the pre-activation gradients ``d_x2`` (the input side, ``(rows, gates)``) and
@@ -303,19 +324,7 @@ def _lstm_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, 
     steps, batch, n_in = x.shape
     hidden = w_hh.shape[0] // 4
     h1, h2, h3, h4 = hidden, 2 * hidden, 3 * hidden, 4 * hidden
-    rows = steps * batch
-    t_in = F.zeros_like(ws[:, :, :h4])
-    if 0 in tangents:
-        tx = F.reshape(tangents[0], shape=(rows, n_in))
-        t_in = t_in + F.reshape(F.matmul(tx, F.transpose(w_ih, dim0=0, dim1=1)),
-                                shape=(steps, batch, h4))
-    if 1 in tangents:
-        t_in = t_in + F.reshape(F.matmul(F.reshape(x, shape=(rows, n_in)),
-                                         F.transpose(tangents[1], dim0=0, dim1=1)),
-                                shape=(steps, batch, h4))
-    for j in (3, 4):
-        if j in tangents:
-            t_in = t_in + tangents[j]
+    t_in = _input_tangent(F, tangents, x, w_ih, F.zeros_like(ws[:, :, :h4]))
     dh = tangents.get(5, F.zeros_like(hx))
     dc = tangents.get(6, F.zeros_like(cx))
     t_w_hh = F.transpose(tangents[2], dim0=0, dim1=1) if 2 in tangents else None
