@@ -1,5 +1,5 @@
 """What the dashboard benchmarks share: a free port, waiting for the server process to open
-it, and the server's peak memory."""
+it, the server's peak memory, stopping it."""
 from __future__ import annotations
 
 import socket
@@ -38,3 +38,12 @@ def peak_rss_mb(pid: int) -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """Terminate the server process; kill it if it has not exited after ``grace`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -37,7 +37,7 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _results import RESULTS_DIR, write_json  # noqa: E402
-from _serve import free_port, peak_rss_mb, wait_port  # noqa: E402
+from _serve import free_port, peak_rss_mb, stop, wait_port  # noqa: E402
 
 MAIN = "main"
 # Per page: its interactions, as (output "id.prop", the changed input "id.prop", values of
@@ -165,11 +165,7 @@ def run_load(path: Path, clients: int, rounds: int, threads: int | None, zoom_ms
         wall = time.perf_counter() - started
         rss = peak_rss_mb(proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
     per_page = {}
     for p in pages:
         row = {"errors": errors[p]}

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(os.environ.get("GRADTRACE_BENCH_RESULTS") or ROOT / "benchmarks" / "results")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _serve import free_port, peak_rss_mb, wait_port  # noqa: E402
+from _serve import free_port, peak_rss_mb, stop, wait_port  # noqa: E402
 
 SIZES = {"38k": (38_000, 3.0), "1M": (1_000_000, 8.0), "10M": (10_000_000, 5.0)}
 
@@ -82,11 +82,7 @@ def one_run(driver, path: Path, expected_rows: int, screenshot: Path | None) -> 
             driver.save_screenshot(str(screenshot))
         return {"total_s": total, "server_ready_s": t_port, "page_s": total - t_port, "peak_rss_mb": rss_mb}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 def main() -> None:
