@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _results import RESULTS_DIR, write_json  # noqa: E402
+from _serve import free_port, peak_rss_mb, stop, wait_port  # noqa: E402
 
 MAIN = "main"
 # Per page: its interactions, as (output "id.prop", the changed input "id.prop", values of
@@ -78,12 +78,6 @@ INTERACTIONS = {
 PAGE_OUTPUT = "page.children"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(path: Path, port: int, threads: int | None) -> subprocess.Popen:
     """``gradtrace view FILE --no-browser`` in a new process (threads: waitress's, if given)."""
     patch = ""
@@ -93,27 +87,6 @@ def start_server(path: Path, port: int, threads: int | None) -> subprocess.Popen
     code = (patch + "from gradtrace.cli.main import main; "
             f"main(['view', {str(path)!r}, '--no-browser', '--port', '{port}'])")
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 300.0) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with status {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.05):
-                return
-        except OSError:
-            time.sleep(0.02)
-    raise TimeoutError("server did not open its port")
-
-
-def peak_rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 class Client:
@@ -164,7 +137,7 @@ def run_load(path: Path, clients: int, rounds: int, threads: int | None, zoom_ms
     t0 = time.perf_counter()
     proc = start_server(path, port, threads)
     try:
-        wait_port(port, proc)
+        wait_port(port, proc, timeout=300.0)
         up_s = time.perf_counter() - t0
         base = f"http://127.0.0.1:{port}"
         deps = requests.get(base + "/_dash-dependencies", timeout=60).json()
@@ -192,11 +165,7 @@ def run_load(path: Path, clients: int, rounds: int, threads: int | None, zoom_ms
         wall = time.perf_counter() - started
         rss = peak_rss_mb(proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
     per_page = {}
     for p in pages:
         row = {"errors": errors[p]}

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,13 +29,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(os.environ.get("GRADTRACE_BENCH_RESULTS") or ROOT / "benchmarks" / "results")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _serve import free_port, peak_rss_mb, stop, wait_port  # noqa: E402
+
 SIZES = {"38k": (38_000, 3.0), "1M": (1_000_000, 8.0), "10M": (10_000_000, 5.0)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_driver():
@@ -52,19 +48,6 @@ def make_driver():
                 "--enable-unsafe-swiftshader", "--use-angle=swiftshader", "--hide-scrollbars"):
         options.add_argument(arg)
     return webdriver.Chrome(options=options)
-
-
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with status {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.05):
-                return
-        except OSError:
-            time.sleep(0.01)
-    raise TimeoutError("server did not open its port")
 
 
 ROWS_JS = """
@@ -93,25 +76,13 @@ def one_run(driver, path: Path, expected_rows: int, screenshot: Path | None) -> 
         else:
             raise TimeoutError("the operator grid did not fill")
         total = time.perf_counter() - t0
-        rss_mb = _peak_rss_mb(proc.pid)
+        rss_mb = peak_rss_mb(proc.pid)
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             driver.save_screenshot(str(screenshot))
         return {"total_s": total, "server_ready_s": t_port, "page_s": total - t_port, "peak_rss_mb": rss_mb}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _peak_rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+        stop(proc)
 
 
 def main() -> None:

@@ -85,6 +85,16 @@ class _Writer:
         self.write(f',\n  {{\n    "ph": "{ph}", "id": {fid}, "pid": {pid}, "tid": {tid}, "ts": {self.us(ts)},\n'
                    f'    "cat": "{cat}", "name": "{cat}"{bp}\n  }}')
 
+    def gpu(self, cat, name, k0, k1, ext, args, launch_start, launch_tid):
+        """A kernel, memcpy or memset on the stream from ``k0`` to ``k1``, ``args`` after its
+        External id, then its ac2g flow from the runtime call at ``launch_start`` on
+        ``launch_tid``."""
+        self.write(f',\n  {{\n    "ph": "X", "cat": "{cat}", "name": "{name}", "pid": 0, "tid": {_STREAM},\n'
+                   f'    "ts": {self.us(k0)}, "dur": {self.us(k1 - k0)},\n'
+                   f'    "args": {{\n      "External id": {ext}, {args}\n    }}\n  }}')
+        self.flow("s", "ac2g", self.corr, launch_start, _PID, launch_tid)
+        self.flow("f", "ac2g", self.corr, k0, 0, _STREAM)
+
     def launch(self, kernel, start, tid=_MAIN, gemm=False, runtime_calls=2):
         """cudaLaunchKernel at ``start`` and its kernel 10 us later, with its ac2g flow; a few
         runtime calls without a kernel before it (cudaGetDevice..., as real traces have). The
@@ -100,15 +110,13 @@ class _Writer:
         k0 = start + 10_000
         k1 = k0 + (20_000 if gemm else 5_000)
         grid, block, regs = ((160, 1, 1), (128, 1, 1), 32) if gemm else ((1024, 1, 1), (256, 1, 1), 18)
-        self.write(f',\n  {{\n    "ph": "X", "cat": "kernel", "name": "{kernel}", "pid": 0, "tid": {_STREAM},\n'
-                   f'    "ts": {self.us(k0)}, "dur": {self.us(k1 - k0)},\n'
-                   f'    "args": {{\n      "External id": {ext}, "queued": 0, "device": 0, "context": 1, '
-                   f'"stream": {_STREAM}, "correlation": {self.corr}, "registers per thread": {regs}, '
-                   f'"shared memory": {16384 if gemm else 0}, "blocks per SM": 1.4814814814814814, '
-                   f'"warps per SM": 5.925925925925926, "grid": [{grid[0]}, {grid[1]}, {grid[2]}], '
-                   f'"block": [{block[0]}, {block[1]}, {block[2]}], "est. achieved occupancy %": 9\n    }}\n  }}')
-        self.flow("s", "ac2g", self.corr, start, _PID, tid)
-        self.flow("f", "ac2g", self.corr, k0, 0, _STREAM)
+        self.gpu("kernel", kernel, k0, k1, ext,
+                 f'"queued": 0, "device": 0, "context": 1, '
+                 f'"stream": {_STREAM}, "correlation": {self.corr}, "registers per thread": {regs}, '
+                 f'"shared memory": {16384 if gemm else 0}, "blocks per SM": 1.4814814814814814, '
+                 f'"warps per SM": 5.925925925925926, "grid": [{grid[0]}, {grid[1]}, {grid[2]}], '
+                 f'"block": [{block[0]}, {block[1]}, {block[2]}], "est. achieved occupancy %": 9',
+                 start, tid)
 
     def copy(self, start, ext, nbytes, memset=False):
         self.corr += 1
@@ -116,13 +124,11 @@ class _Writer:
                f' "cbid": {51 if memset else 41}, "correlation": {self.corr},')
         k0 = start + 6_000
         cat, name = ("gpu_memset", "Memset (Device)") if memset else ("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)")
-        self.write(f',\n  {{\n    "ph": "X", "cat": "{cat}", "name": "{name}", "pid": 0, "tid": {_STREAM},\n'
-                   f'    "ts": {self.us(k0)}, "dur": {self.us(3_000)},\n'
-                   f'    "args": {{\n      "External id": {ext}, "device": 0, "context": 1, "stream": {_STREAM}, '
-                   f'"correlation": {self.corr}, "bytes": {nbytes}, "memory bandwidth (GB/s)": '
-                   f'{nbytes / 3000:.15g}\n    }}\n  }}')
-        self.flow("s", "ac2g", self.corr, start, _PID, _MAIN)
-        self.flow("f", "ac2g", self.corr, k0, 0, _STREAM)
+        self.gpu(cat, name, k0, k0 + 3_000, ext,
+                 f'"device": 0, "context": 1, "stream": {_STREAM}, '
+                 f'"correlation": {self.corr}, "bytes": {nbytes}, "memory bandwidth (GB/s)": '
+                 f'{nbytes / 3000:.15g}',
+                 start, _MAIN)
 
     def memory(self, at, nbytes, total, tid=_MAIN):
         self.write(f',\n  {{\n    "ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",\n'

@@ -659,6 +659,18 @@ def _parse_pieces(path, inbox, results, form: str, folder: str, worker: int) -> 
     results.put((worker, None if failed else _worker_result(sink, pieces, header, folder, worker)))
 
 
+def _intern(new: list, table: list, ids: dict, remap: list) -> None:
+    """Append to ``remap`` the merged id of each entry of ``new`` (a worker's strings or
+    threads, in its order): its index in ``table``, where an entry not seen before is
+    appended (``ids``: entry -> index)."""
+    for item in new:
+        i = ids.get(item)
+        if i is None:
+            i = ids[item] = len(table)
+            table.append(item)
+        remap.append(i)
+
+
 def _merge(results: list[dict], header: dict) -> RawTrace:
     """One RawTrace from the workers' pieces put back in file order: strings and threads
     interned in order of first use (what one pass gives: a piece's new entries are those it
@@ -678,18 +690,8 @@ def _merge(results: list[dict], header: dict) -> RawTrace:
     done = [dict.fromkeys(results[0]["files"], 0) if results else {} for _ in results]
     for index, w in order:
         rec, r = records[(index, w)], results[w]
-        for s in r["strings"][len(sremap[w]):rec["strings"]]:
-            sid = string_ids.get(s)
-            if sid is None:
-                sid = string_ids[s] = len(strings)
-                strings.append(s)
-            sremap[w].append(sid)
-        for t in r["threads"][len(tremap[w]):rec["threads"]]:
-            tid = thread_ids.get(t)
-            if tid is None:
-                tid = thread_ids[t] = len(threads)
-                threads.append(t)
-            tremap[w].append(tid)
+        _intern(r["strings"][len(sremap[w]):rec["strings"]], strings, string_ids, sremap[w])
+        _intern(r["threads"][len(tremap[w]):rec["threads"]], threads, thread_ids, tremap[w])
         thread_names.update(rec["names"])
         slices.append((w, {key: (done[w][key], n) for key, n in rec["lengths"].items()}))
         done[w] = dict(rec["lengths"])

@@ -5,11 +5,13 @@ Text from a profile is passed to components as plain strings (rendered as text, 
 from __future__ import annotations
 
 import dash_ag_grid as dag
-from dash import dcc, html
+from dash import Input, Output, State, dcc, html
+
+from .cache import cached
 
 __all__ = ["GRAPH_CONFIG", "TIME_FMT", "PCT_FMT", "BYTES_FMT", "INT_FMT", "KIND_FMT", "card", "section", "radio",
            "control", "row_data", "fit_height", "grid", "num_col", "text_table", "empty_page", "error_box",
-           "grid_column", "per_step_toggle", "clip_stack"]
+           "grid_column", "per_step_toggle", "clip_stack", "profile_layout", "search_filters_grid"]
 
 GRAPH_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 TIME_FMT = {"function": "gtTime(params.value)"}
@@ -136,3 +138,25 @@ def clip_stack(text: str, frames: int = 10) -> str:
         return text
     return "\n".join(lines[:frames] + [f"… {len(lines) - frames} more frames"])
 
+
+def profile_layout(ctx, path: str, page) -> html.Div:
+    """The layout of a page drawn from its profile alone: ``page(ctx.view)``, built once per
+    profile (cached under ``("layout", path)``) and shared by every request.
+
+    Args:
+        ctx: the :class:`viewer.registry.PageContext` of the request.
+        path: the page's PATH (its cache key).
+        page: ``ProfileView -> html.Div``, the page builder.
+    """
+    return cached(ctx.view, ("layout", path), lambda: page(ctx.view))
+
+
+def search_filters_grid(app, search_id: str, grid_id: str) -> None:
+    """Register the callback that makes the text box ``search_id`` the quick filter of the
+    grid ``grid_id`` (AG Grid's ``quickFilterText``: the rows with the text in any column)."""
+    @app.callback(Output(grid_id, "dashGridOptions"), Input(search_id, "value"),
+                  State(grid_id, "dashGridOptions"), prevent_initial_call=True)
+    def quick_filter(text, options):
+        options = dict(options or {})
+        options["quickFilterText"] = text or ""
+        return options

@@ -7,8 +7,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
 from . import figures
-from .cache import cached
-from .components import GRAPH_CONFIG, control, fit_height, grid, grid_column, radio, row_data
+from .components import GRAPH_CONFIG, control, fit_height, grid, grid_column, profile_layout, radio, row_data
 from .model import ProfileView
 
 __all__ = ["PATH", "TITLE", "layout", "register_callbacks", "page", "fwdbwd_columns"]
@@ -20,7 +19,7 @@ TITLE = "Forward + backward"
 def layout(ctx) -> html.Div:
     """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
     depends on nothing else; requests share it)."""
-    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
+    return profile_layout(ctx, PATH, page)
 
 
 def fwdbwd_columns(view: ProfileView, clock: str, with_sites: bool) -> list[dict]:

@@ -10,7 +10,7 @@ from dash.exceptions import PreventUpdate
 from gradtrace.profiler.format import format_time
 
 from .cache import cached
-from .components import clip_stack, control, radio, text_table
+from .components import clip_stack, control, profile_layout, radio, text_table
 from .graph import EDGE_LEGEND, Step, build_graph, node_details, steps_of
 from .model import ProfileView
 
@@ -28,7 +28,7 @@ def steps(view: ProfileView) -> list[Step]:
 def layout(ctx) -> html.Div:
     """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
     depends on nothing else; requests share it)."""
-    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
+    return profile_layout(ctx, PATH, page)
 
 
 GRAPH_STYLESHEET = [

@@ -17,7 +17,8 @@ from gradtrace.profiler.kernels import collective_table, kernel_table, memcpy_ta
 
 from .model import ProfileView
 from .cache import cached
-from .components import INT_FMT, PCT_FMT, TIME_FMT, control, fit_height, grid, num_col, section
+from .components import (INT_FMT, PCT_FMT, TIME_FMT, control, fit_height, grid, num_col, profile_layout,
+                         search_filters_grid, section)
 
 __all__ = ["PATH", "TITLE", "layout", "GROUPINGS", "page", "kernel_rows", "kernel_columns", "register_callbacks"]
 
@@ -135,7 +136,7 @@ def _collective_section(view: ProfileView):
 def layout(ctx) -> html.Div:
     """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
     depends on nothing else; requests share it)."""
-    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
+    return profile_layout(ctx, PATH, page)
 
 
 def page(view: ProfileView) -> html.Div:
@@ -184,9 +185,4 @@ def register_callbacks(app: Dash, registry) -> None:
                    "full one; the search matches full names")
         return ([dict(r, id=str(r["id"])) for r in rows], kernel_columns(rows, by_op, by_launch, several), caption)
 
-    @app.callback(Output("kn-grid", "dashGridOptions"), Input("kn-search", "value"),
-                  State("kn-grid", "dashGridOptions"), prevent_initial_call=True)
-    def kernels_search(text, options):
-        options = dict(options or {})
-        options["quickFilterText"] = text or ""
-        return options
+    search_filters_grid(app, "kn-search", "kn-grid")

@@ -10,8 +10,7 @@ from gradtrace.profiler.format import format_bytes
 from gradtrace.profiler.memory import kind_key, kind_label, kind_summary, live_by_kind, memory_table
 
 from . import figures
-from .cache import cached
-from .components import BYTES_FMT, GRAPH_CONFIG, INT_FMT, grid, num_col, section, text_table
+from .components import BYTES_FMT, GRAPH_CONFIG, INT_FMT, grid, num_col, profile_layout, section, text_table
 from .model import ProfileView
 
 __all__ = ["PATH", "TITLE", "layout", "register_callbacks", "page", "memory_page"]
@@ -23,7 +22,7 @@ TITLE = "Memory"
 def layout(ctx) -> html.Div:
     """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
     depends on nothing else; requests share it)."""
-    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
+    return profile_layout(ctx, PATH, page)
 
 
 def register_callbacks(app: Dash, registry) -> None:

@@ -18,7 +18,7 @@ from gradtrace.profiler.module_tree import ModuleNode, flatten, module_tree
 from .figures import FONT, esc
 from .model import ProfileView
 from .cache import cached
-from .components import GRAPH_CONFIG, control, grid, grid_column, radio, section
+from .components import GRAPH_CONFIG, control, grid, grid_column, profile_layout, radio, section
 
 __all__ = ["PATH", "TITLE", "layout", "page", "tree_rows", "tree_columns", "icicle_figure", "register_callbacks"]
 
@@ -114,7 +114,7 @@ def _whole(view: ProfileView, clock: str) -> float:
 def layout(ctx) -> html.Div:
     """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
     depends on nothing else; requests share it)."""
-    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
+    return profile_layout(ctx, PATH, page)
 
 
 def page(view: ProfileView) -> html.Div:

@@ -10,9 +10,8 @@ from dash.exceptions import PreventUpdate
 from gradtrace.profiler import columns as C
 from gradtrace.profiler.format import format_time
 
-from .cache import cached
-from .components import (INT_FMT, clip_stack, control, fit_height, grid, grid_column, num_col, per_step_toggle, radio,
-                         row_data, text_table)
+from .components import (INT_FMT, clip_stack, control, fit_height, grid, grid_column, num_col, per_step_toggle,
+                         profile_layout, radio, row_data, search_filters_grid, text_table)
 from .model import GROUPINGS, ProfileView
 
 __all__ = ["PATH", "TITLE", "layout", "register_callbacks", "page", "operator_columns", "operator_rows",
@@ -25,7 +24,7 @@ TITLE = "Operators"
 def layout(ctx) -> html.Div:
     """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
     depends on nothing else; requests share it)."""
-    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
+    return profile_layout(ctx, PATH, page)
 
 
 def operator_columns(view: ProfileView, group_by: str, device: str, metric: str) -> list[dict]:
@@ -136,12 +135,7 @@ def register_callbacks(app: Dash, registry) -> None:
         cols = operator_columns(view, group_by, device, metric)
         return row_data(operator_rows(view, group_by, "per_step" in (steps or []))), cols
 
-    @app.callback(Output("ops-grid", "dashGridOptions"), Input("ops-search", "value"),
-                  State("ops-grid", "dashGridOptions"), prevent_initial_call=True)
-    def operators_search(text, options):
-        options = dict(options or {})
-        options["quickFilterText"] = text or ""
-        return options
+    search_filters_grid(app, "ops-search", "ops-grid")
 
     @app.callback(Output("ops-details", "children"), Input("ops-grid", "cellClicked"),
                   State("ops-group", "value"), State("ops-steps", "value"), State("profile-key", "data"),

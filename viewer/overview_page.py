@@ -12,7 +12,7 @@ from gradtrace.profiler.gpu import KERNEL_WAIT_US, utilization_series
 
 from . import figures
 from .cache import cached
-from .components import GRAPH_CONFIG, card, section, text_table
+from .components import GRAPH_CONFIG, card, profile_layout, section, text_table
 from .model import PHASES, PhaseSplit, ProfileView
 
 __all__ = ["PATH", "TITLE", "layout", "register_callbacks", "page", "gpu_summary", "gpu_cards",
@@ -25,7 +25,7 @@ TITLE = "Overview"
 def layout(ctx) -> html.Div:
     """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
     depends on nothing else; requests share it)."""
-    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
+    return profile_layout(ctx, PATH, page)
 
 
 def register_callbacks(app: Dash, registry) -> None:

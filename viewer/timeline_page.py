@@ -11,7 +11,7 @@ from gradtrace.profiler.format import format_time
 
 from . import figures
 from .cache import cached
-from .components import GRAPH_CONFIG, control, text_table
+from .components import GRAPH_CONFIG, control, profile_layout, text_table
 from .graph import node_details
 from .graph_page import steps
 from .model import ProfileView
@@ -32,7 +32,7 @@ def index_of(view: ProfileView) -> TimelineIndex:
 def layout(ctx) -> html.Div:
     """The page for :class:`viewer.registry.PageContext` ``ctx`` (built once per profile: it
     depends on nothing else; requests share it)."""
-    return cached(ctx.view, ("layout", PATH), lambda: page(ctx.view))
+    return profile_layout(ctx, PATH, page)
 
 
 def page(view: ProfileView) -> html.Div:

@@ -10,7 +10,8 @@ itself (1 - h^2 for tanh, h > 0 for relu), so the layer needs no workspace.
 from __future__ import annotations
 
 from ..dispatch import TensorF, defop
-from .rnn import _h_prev, _stack, _steps
+from .rnn import (_h_prev, _input_tangent, _layer_weight_grads_arrays,
+                  _stack, _state_before, _steps)
 
 __all__ = ["RNN_LAYER"]
 
@@ -112,20 +113,8 @@ def _rnn_layer_joint(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, reverse=False, re
         xp.matmul(d_pre[t], w_hh, out=dh)
     rows = steps * batch
     d2 = d_pre.reshape(rows, hidden)
-    grads = [None] * 6
-    if needs[0]:
-        grads[0] = xp.matmul(d2, w_ih).reshape(steps, batch, n_in)
-    if needs[1]:
-        grads[1] = xp.matmul(d2.T, x.reshape(rows, n_in))
-    if needs[2]:
-        h_prev = xp.empty_like(output)
-        h_prev[order[0]] = hx
-        if steps > 1:
-            h_prev[order[1:]] = output[order[:-1]]
-        grads[2] = xp.matmul(d2.T, h_prev.reshape(rows, hidden))
-    if needs[3] or needs[4]:
-        db = d2.sum(0)
-        grads[3], grads[4] = (db if needs[3] else None), (db if needs[4] else None)
+    grads = _layer_weight_grads_arrays(xp, [None] * 6, needs, x, w_ih, d2, d2,
+                                       lambda: _state_before(xp, output, hx, order))
     grads[5] = dh
     return grads
 
@@ -144,20 +133,7 @@ def _rnn_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, r
     linearised recurrence, run forward."""
     output = out[0]
     steps, batch, n_in = x.shape
-    hidden = w_hh.shape[0]
-    rows = steps * batch
-    t_in = F.zeros_like(output)
-    if 0 in tangents:
-        t_in = t_in + F.reshape(F.matmul(F.reshape(tangents[0], shape=(rows, n_in)),
-                                         F.transpose(w_ih, dim0=0, dim1=1)),
-                                shape=(steps, batch, hidden))
-    if 1 in tangents:
-        t_in = t_in + F.reshape(F.matmul(F.reshape(x, shape=(rows, n_in)),
-                                         F.transpose(tangents[1], dim0=0, dim1=1)),
-                                shape=(steps, batch, hidden))
-    for j in (3, 4):
-        if j in tangents:
-            t_in = t_in + tangents[j]
+    t_in = _input_tangent(F, tangents, x, w_ih, F.zeros_like(output))
     dh = tangents.get(5, F.zeros_like(hx))
     w_hh_t = F.transpose(w_hh, dim0=0, dim1=1)
     t_w_hh = F.transpose(tangents[2], dim0=0, dim1=1) if 2 in tangents else None

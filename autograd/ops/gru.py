@@ -14,7 +14,8 @@ output whose gradient the rules take into account, so their backward is differen
 from __future__ import annotations
 
 from ..dispatch import TensorF, defop
-from .rnn import _h_prev, _nonzero, _stack, _steps
+from .rnn import (_h_prev, _input_tangent, _layer_weight_grads_arrays, _nonzero,
+                  _stack, _state_before, _steps)
 
 __all__ = ["GRU_LAYER"]
 
@@ -156,10 +157,7 @@ def _gru_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, reverse, needs):
     dtype = ws.dtype
     r, z, n, hn = (ws[..., k * hidden:(k + 1) * hidden] for k in range(4))
     order = list(_steps(steps, reverse))
-    h_prev = xp.empty_like(output)
-    h_prev[order[0]] = hx
-    if steps > 1:
-        h_prev[order[1:]] = output[[order[k - 1] for k in range(1, steps)]]
+    h_prev = _state_before(xp, output, hx, order)
     # d(pre-activation) = dh * k: n's is (1 - z)(1 - n^2), r's that times hn r(1 - r),
     # z's (h_prev - n) z(1 - z); W_hn h + b_hn's is n's times r.
     k_n = (1 - z) * (1 - n * n)
@@ -182,17 +180,7 @@ def _gru_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, reverse, needs):
         dh += tmp
     rows = steps * batch
     dx2, dh2 = d_x.reshape(rows, h3), d_h.reshape(rows, h3)
-    grads = [None] * 6
-    if needs[0]:
-        grads[0] = xp.matmul(dx2, w_ih).reshape(steps, batch, n_in)
-    if needs[1]:
-        grads[1] = xp.matmul(dx2.T, x.reshape(rows, n_in))
-    if needs[2]:
-        grads[2] = xp.matmul(dh2.T, h_prev.reshape(rows, hidden))
-    if needs[3]:
-        grads[3] = dx2.sum(0)
-    if needs[4]:
-        grads[4] = dh2.sum(0)
+    grads = _layer_weight_grads_arrays(xp, [None] * 6, needs, x, w_ih, dx2, dh2, h_prev)
     grads[5] = dh
     return grads
 
@@ -211,18 +199,8 @@ def _gru_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, r
     steps, batch, n_in = x.shape
     hidden = w_hh.shape[1]
     h1, h2, h3 = hidden, 2 * hidden, 3 * hidden
-    rows = steps * batch
-    t_in = F.zeros_like(ws[:, :, :h3])
-    if 0 in tangents:
-        t_in = t_in + F.reshape(F.matmul(F.reshape(tangents[0], shape=(rows, n_in)),
-                                         F.transpose(w_ih, dim0=0, dim1=1)),
-                                shape=(steps, batch, h3))
-    if 1 in tangents:
-        t_in = t_in + F.reshape(F.matmul(F.reshape(x, shape=(rows, n_in)),
-                                         F.transpose(tangents[1], dim0=0, dim1=1)),
-                                shape=(steps, batch, h3))
-    if 3 in tangents:
-        t_in = t_in + tangents[3]
+    # b_hh's tangent (4) goes with W_hh h, inside the reset gate's product: not here.
+    t_in = _input_tangent(F, tangents, x, w_ih, F.zeros_like(ws[:, :, :h3]), biases=(3,))
     dh = tangents.get(5, F.zeros_like(hx))
     w_hh_t = F.transpose(w_hh, dim0=0, dim1=1)
     t_w_hh = F.transpose(tangents[2], dim0=0, dim1=1) if 2 in tangents else None

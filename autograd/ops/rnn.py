@@ -109,6 +109,65 @@ def _h_prev(F, output, hx, reverse):
     return F.cat(first, output[:-1], dim=0, sizes=(1, steps - 1))
 
 
+def _state_before(xp, states, first, order):
+    """On arrays: the state each step read, in time order: ``first`` for the first step run
+    (``order[0]``), then for each later step the state the step before it wrote."""
+    before = xp.empty_like(states)
+    before[order[0]] = first
+    if len(order) > 1:
+        before[order[1:]] = states[order[:-1]]
+    return before
+
+
+def _input_tangent(F, tangents: dict, x, w_ih, zeros, biases=(3, 4)):
+    """The tangent of every step's input projection ``x W_ih^T + biases`` at once, on
+    ``zeros`` (``(steps, batch, gates)``): from the tangents of x (input 0), W_ih (1) and
+    the biases named (indices into ``tangents``; those absent are zero)."""
+    steps, batch, n_in = x.shape
+    rows, gates = steps * batch, zeros.shape[-1]
+    t_in = zeros
+    if 0 in tangents:
+        t_in = t_in + F.reshape(F.matmul(F.reshape(tangents[0], shape=(rows, n_in)),
+                                         F.transpose(w_ih, dim0=0, dim1=1)),
+                                shape=(steps, batch, gates))
+    if 1 in tangents:
+        t_in = t_in + F.reshape(F.matmul(F.reshape(x, shape=(rows, n_in)),
+                                         F.transpose(tangents[1], dim0=0, dim1=1)),
+                                shape=(steps, batch, gates))
+    for j in biases:
+        if j in tangents:
+            t_in = t_in + tangents[j]
+    return t_in
+
+
+def _layer_weight_grads_arrays(xp, grads, needs, x, w_ih, d_x2, d_h2, h_prev):
+    """On arrays, after backward-through-time: fill ``grads[0:5]`` (input, W_ih, W_hh, b_ih,
+    b_hh) from the pre-activation gradients ``d_x2`` (the input side, ``(rows, gates)``) and
+    ``d_h2`` (the hidden side; the same array where the two sides share one sum, and then
+    b_ih and b_hh share one gradient). ``h_prev`` is the state each step read or a
+    zero-argument callable that builds it (only when W_hh's gradient is needed)."""
+    steps, batch, n_in = x.shape
+    rows = steps * batch
+    if needs[0]:
+        grads[0] = xp.matmul(d_x2, w_ih).reshape(steps, batch, n_in)
+    if needs[1]:
+        grads[1] = xp.matmul(d_x2.T, x.reshape(rows, n_in))
+    if needs[2]:
+        if callable(h_prev):
+            h_prev = h_prev()
+        grads[2] = xp.matmul(d_h2.T, h_prev.reshape(rows, h_prev.shape[-1]))
+    if d_h2 is d_x2:
+        if needs[3] or needs[4]:
+            db = d_x2.sum(0)
+            grads[3], grads[4] = (db if needs[3] else None), (db if needs[4] else None)
+    else:
+        if needs[3]:
+            grads[3] = d_x2.sum(0)
+        if needs[4]:
+            grads[4] = d_h2.sum(0)
+    return grads
+
+
 def _lstm_layer_grads(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr=None, reverse=False,
                       needs=(True,) * 8):
     """Every input's gradient (None where ``needs`` is false), backpropagating through time
@@ -206,11 +265,7 @@ def _lstm_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, cx, w_hr, reverse
     dtype = ws.dtype
     i, f, o, gg, c = (ws[..., k * hidden:(k + 1) * hidden] for k in range(5))
     order = list(_steps(steps, reverse))
-    prev = [order[k - 1] for k in range(1, steps)]   # the step each step follows
-    c_prev = xp.empty_like(c)
-    c_prev[order[0]] = cx
-    if steps > 1:
-        c_prev[order[1:]] = c[prev]
+    c_prev = _state_before(xp, c, cx, order)
     # Per step, with tc = tanh(c):  dc += dh * o * (1 - tc^2);
     # [d_i, d_f, d_g] = dc * [g * i(1-i), c_prev * f(1-f), i * (1 - g^2)];
     # d_o = dh * tc * o(1-o);  then dh = d_gates @ W_hh, dc *= f.
@@ -252,20 +307,8 @@ def _lstm_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, cx, w_hr, reverse
         dc *= f[t]
     rows = steps * batch
     d2 = d_gates.reshape(rows, h4)
-    grads = [None] * 8
-    if needs[0]:
-        grads[0] = xp.matmul(d2, w_ih).reshape(steps, batch, n_in)
-    if needs[1]:
-        grads[1] = xp.matmul(d2.T, x.reshape(rows, n_in))
-    if needs[2]:
-        h_prev = xp.empty_like(output)
-        h_prev[order[0]] = hx
-        if steps > 1:
-            h_prev[order[1:]] = output[prev]
-        grads[2] = xp.matmul(d2.T, h_prev.reshape(rows, size))
-    if needs[3] or needs[4]:
-        db = d2.sum(0)
-        grads[3], grads[4] = (db if needs[3] else None), (db if needs[4] else None)
+    grads = _layer_weight_grads_arrays(xp, [None] * 8, needs, x, w_ih, d2, d2,
+                                       lambda: _state_before(xp, output, hx, order))
     grads[5], grads[6] = dh, dc
     if w_hr is not None and needs[7]:
         hc = o * tc   # o * tanh(c), every step
@@ -281,19 +324,7 @@ def _lstm_layer_tangents(F, tangents: dict, out, x, w_ih, w_hh, b_ih, b_hh, hx, 
     steps, batch, n_in = x.shape
     hidden = w_hh.shape[0] // 4
     h1, h2, h3, h4 = hidden, 2 * hidden, 3 * hidden, 4 * hidden
-    rows = steps * batch
-    t_in = F.zeros_like(ws[:, :, :h4])
-    if 0 in tangents:
-        tx = F.reshape(tangents[0], shape=(rows, n_in))
-        t_in = t_in + F.reshape(F.matmul(tx, F.transpose(w_ih, dim0=0, dim1=1)),
-                                shape=(steps, batch, h4))
-    if 1 in tangents:
-        t_in = t_in + F.reshape(F.matmul(F.reshape(x, shape=(rows, n_in)),
-                                         F.transpose(tangents[1], dim0=0, dim1=1)),
-                                shape=(steps, batch, h4))
-    for j in (3, 4):
-        if j in tangents:
-            t_in = t_in + tangents[j]
+    t_in = _input_tangent(F, tangents, x, w_ih, F.zeros_like(ws[:, :, :h4]))
     dh = tangents.get(5, F.zeros_like(hx))
     dc = tangents.get(6, F.zeros_like(cx))
     t_w_hh = F.transpose(tangents[2], dim0=0, dim1=1) if 2 in tangents else None

@@ -1,7 +1,7 @@
 """Adadelta, with PyTorch's update."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, check_hyperparameters
+from .optimizer import Optimizer, check_hyperparameters, square_average_
 
 __all__ = ["Adadelta"]
 
@@ -30,23 +30,14 @@ class Adadelta(Optimizer):
 
     def _step_group(self, group):
         lr, rho, eps = group["lr"], group["rho"], group["eps"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.xp
-            g = self._grad(p, group["maximize"], group["weight_decay"])
-            st = self.state.get(p)
-            if st is None:
-                st = self.state[p] = {"step": 0, "square_avg": xp.zeros_like(p._data),
-                                      "acc_delta": xp.zeros_like(p._data)}
-            st["step"] += 1
+        def init_state(p, xp):
+            return {"square_avg": xp.zeros_like(p._data), "acc_delta": xp.zeros_like(p._data)}
+
+        for p, xp, g, st in self._params_with_grad(group, init_state):
             v, u = st["square_avg"], st["acc_delta"]
             # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
             tmp, delta = self._scratch(g, p.device, 2), self._scratch(g, p.device, 3)
-            v *= rho
-            tmp = xp.multiply(g, g, out=tmp)
-            tmp *= 1 - rho
-            v += tmp
+            square_average_(v, g, rho, tmp, xp)
             delta = xp.sqrt(xp.add(u, eps, out=delta), out=delta)
             delta /= xp.sqrt(xp.add(v, eps, out=tmp), out=tmp)
             delta *= g

@@ -47,15 +47,10 @@ class Adagrad(Optimizer):
         return st
 
     def _step_group(self, group):
-        lr, lr_decay, eps, wd = group["lr"], group["lr_decay"], group["eps"], group["weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
+        lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+        for p, xp, g, st in self._params_with_grad(group,
+                                                   lambda p, xp: self._init_state(p, group)):
             d = p._data
-            xp = p.device.xp
-            g = self._grad(p, group["maximize"], wd)
-            st = self.state.get(p) or self._init_state(p, group)
-            st["step"] += 1
             clr = lr / (1 + (st["step"] - 1) * lr_decay)
             tmp = self._scratch(d, p.device)
             st["sum"] += xp.multiply(g, g, out=tmp)

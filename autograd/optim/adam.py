@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, square_average_
 
 __all__ = ["Adam", "AdamW"]
 
@@ -27,34 +27,22 @@ class Adam(Optimizer):
 
     def _step_group(self, group):
         lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
-        wd, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
+        amsgrad = group["amsgrad"]
+        def init_state(p, xp):
+            st = {"exp_avg": xp.zeros_like(p._data), "exp_avg_sq": xp.zeros_like(p._data)}
+            if amsgrad:
+                st["max_exp_avg_sq"] = xp.zeros_like(p._data)
+            return st
+
+        for p, xp, g, st in self._params_with_grad(group, init_state, self._decoupled):
             d = p._data
-            xp = p.device.xp
-            if wd and self._decoupled:
-                d *= 1 - lr * wd
-                g = self._grad(p, maximize, 0.0)
-            else:
-                g = self._grad(p, maximize, wd)
-            st = self.state.get(p)
-            if st is None:
-                st = self.state[p] = {"step": 0, "exp_avg": xp.zeros_like(d),
-                                      "exp_avg_sq": xp.zeros_like(d)}
-                if amsgrad:
-                    st["max_exp_avg_sq"] = xp.zeros_like(d)
-            st["step"] += 1
             t = st["step"]
             m, v = st["exp_avg"], st["exp_avg_sq"]
             tmp = self._scratch(d, p.device)
             # m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2, through one scratch array.
             m *= b1
             m += xp.multiply(g, 1 - b1, out=tmp)
-            v *= b2
-            tmp = xp.multiply(g, g, out=tmp)
-            tmp *= 1 - b2
-            v += tmp
+            square_average_(v, g, b2, tmp, xp)
             if amsgrad:
                 v = xp.maximum(st["max_exp_avg_sq"], v, out=st["max_exp_avg_sq"])
             bc1 = 1 - b1 ** t

@@ -28,16 +28,10 @@ class Adamax(Optimizer):
 
     def _step_group(self, group):
         lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.xp
-            g = self._grad(p, group["maximize"], group["weight_decay"])
-            st = self.state.get(p)
-            if st is None:
-                st = self.state[p] = {"step": 0, "exp_avg": xp.zeros_like(p._data),
-                                      "exp_inf": xp.zeros_like(p._data)}
-            st["step"] += 1
+        def init_state(p, xp):
+            return {"exp_avg": xp.zeros_like(p._data), "exp_inf": xp.zeros_like(p._data)}
+
+        for p, xp, g, st in self._params_with_grad(group, init_state):
             m, u = st["exp_avg"], st["exp_inf"]
             tmp = self._scratch(g, p.device, 2)     # slots 0/1 may hold the gradient
             lerp_(m, g, 1 - b1, tmp, xp)

@@ -36,16 +36,10 @@ class ASGD(Optimizer):
     def _step_group(self, group):
         lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
         scalar = numpy.float64 if get_default_dtype() == numpy.float64 else numpy.float32
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.xp
-            g = self._grad(p, group["maximize"], group["weight_decay"])
-            st = self.state.get(p)
-            if st is None:
-                st = self.state[p] = {"step": 0, "eta": float(scalar(lr)), "mu": 1.0,
-                                      "ax": xp.zeros_like(p._data)}
-            st["step"] += 1
+        def init_state(p, xp):
+            return {"eta": float(scalar(lr)), "mu": 1.0, "ax": xp.zeros_like(p._data)}
+
+        for p, xp, g, st in self._params_with_grad(group, init_state):
             t, eta = st["step"], st["eta"]
             d = p._data
             tmp = self._scratch(g, p.device, 2)     # slots 0/1 may hold the gradient

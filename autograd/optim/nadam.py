@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy
 
 from .._tensor import get_default_dtype
-from .optimizer import Optimizer, check_betas, check_hyperparameters, lerp_
+from .optimizer import Optimizer, check_betas, check_hyperparameters, lerp_, square_average_
 
 __all__ = ["NAdam"]
 
@@ -40,23 +40,14 @@ class NAdam(Optimizer):
 
     def _step_group(self, group):
         lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
-        wd, decay = group["weight_decay"], group["momentum_decay"]
+        decay = group["momentum_decay"]
         scalar = numpy.float64 if get_default_dtype() == numpy.float64 else numpy.float32
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.xp
-            if wd and group["decoupled_weight_decay"]:
-                p._data *= 1 - lr * wd
-                g = self._grad(p, group["maximize"], 0.0)
-            else:
-                g = self._grad(p, group["maximize"], wd)
-            st = self.state.get(p)
-            if st is None:
-                st = self.state[p] = {"step": 0, "mu_product": 1.0,
-                                      "exp_avg": xp.zeros_like(p._data),
-                                      "exp_avg_sq": xp.zeros_like(p._data)}
-            st["step"] += 1
+        def init_state(p, xp):
+            return {"mu_product": 1.0, "exp_avg": xp.zeros_like(p._data),
+                    "exp_avg_sq": xp.zeros_like(p._data)}
+
+        for p, xp, g, st in self._params_with_grad(group, init_state,
+                                                   group["decoupled_weight_decay"]):
             t = st["step"]
             bias_correction2 = 1 - b2 ** t
             mu = b1 * (1.0 - 0.5 * (0.96 ** (t * decay)))
@@ -68,10 +59,7 @@ class NAdam(Optimizer):
             # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
             tmp, denom = self._scratch(g, p.device, 2), self._scratch(g, p.device, 3)
             lerp_(m, g, 1 - b1, tmp, xp)
-            v *= b2
-            tmp = xp.multiply(g, g, out=tmp)
-            tmp *= 1 - b2
-            v += tmp
+            square_average_(v, g, b2, tmp, xp)
             denom = xp.sqrt(xp.divide(v, bias_correction2, out=denom), out=denom)
             denom += eps
             tmp = xp.divide(g, denom, out=tmp)

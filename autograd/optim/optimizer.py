@@ -154,6 +154,40 @@ class Optimizer:
             g = xp.add(g, decay, out=out)
         return g
 
+    def _params_with_grad(self, group, init_state=None, decoupled: bool = False):
+        """The head of every update's per-parameter loop, in one place: skip a parameter
+        without a gradient, read its gradient through :meth:`_grad` (``maximize``, L2
+        ``weight_decay``; with ``decoupled``, AdamW's ``p *= 1 - lr * weight_decay`` first
+        instead), make its state on its first step and count the step.
+
+        Args:
+            group: the parameter group (``maximize``, ``weight_decay``, ``lr`` read from it).
+            init_state: ``(p, xp) -> dict``, the state besides ``step`` (which comes first, 0);
+                None where the optimizer keeps no step count (then ``st`` is None).
+            decoupled: decoupled weight decay, as AdamW.
+        Yields:
+            ``(p, xp, g, st)``: the parameter, its array module, its gradient array (maybe a
+            view of scratch slot 1: the update's own scratch must use other slots) and its
+            state dict with ``step`` already counted.
+        """
+        maximize, wd = group["maximize"], group["weight_decay"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            xp = p.device.xp
+            if wd and decoupled:
+                p._data *= 1 - group["lr"] * wd
+                g = self._grad(p, maximize, 0.0)
+            else:
+                g = self._grad(p, maximize, wd)
+            st = None
+            if init_state is not None:
+                st = self.state.get(p)
+                if not st:
+                    st = self.state[p] = {"step": 0, **init_state(p, xp)}
+                st["step"] += 1
+            yield p, xp, g, st
+
     # ------------------------------------------------------------------ state dicts
     def state_dict(self) -> dict:
         """``{"state": {index: {name: array copy}}, "param_groups": [... "params": [index]]}``,
@@ -221,6 +255,17 @@ def lerp_(start, end, weight: float, tmp, xp):
         diff *= 1 - weight
         xp.subtract(end, diff, out=start)
     return start
+
+
+def square_average_(avg, g, decay: float, tmp, xp):
+    """``avg = decay * avg + (1 - decay) * g^2`` in place, in PyTorch's order (``avg *= decay``,
+    then ``(1 - decay) * g * g`` added); ``tmp`` (scratch shaped like ``avg``) holds the
+    added term. Returns ``avg``."""
+    avg *= decay
+    tmp = xp.multiply(g, g, out=tmp)
+    tmp *= 1 - decay
+    avg += tmp
+    return avg
 
 
 def check_hyperparameters(**values) -> None:

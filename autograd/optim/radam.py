@@ -1,7 +1,7 @@
 """RAdam (rectified Adam), with PyTorch's update."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, check_betas, check_hyperparameters, lerp_
+from .optimizer import Optimizer, check_betas, check_hyperparameters, lerp_, square_average_
 
 __all__ = ["RAdam"]
 
@@ -33,31 +33,20 @@ class RAdam(Optimizer):
                                       maximize=maximize))
 
     def _step_group(self, group):
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
         rho_inf = 2 / (1 - b2) - 1
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.xp
-            if wd and group["decoupled_weight_decay"]:
-                p._data *= 1 - lr * wd
-                g = self._grad(p, group["maximize"], 0.0)
-            else:
-                g = self._grad(p, group["maximize"], wd)
-            st = self.state.get(p)
-            if st is None:
-                st = self.state[p] = {"step": 0, "exp_avg": xp.zeros_like(p._data),
-                                      "exp_avg_sq": xp.zeros_like(p._data)}
-            st["step"] += 1
+
+        def init_state(p, xp):
+            return {"exp_avg": xp.zeros_like(p._data), "exp_avg_sq": xp.zeros_like(p._data)}
+
+        for p, xp, g, st in self._params_with_grad(group, init_state,
+                                                   group["decoupled_weight_decay"]):
             t = st["step"]
             m, v = st["exp_avg"], st["exp_avg_sq"]
             # Scratch slots 2 and 3 (the gradient may be in 0/1): nothing allocated per step.
             tmp, step = self._scratch(g, p.device, 2), self._scratch(g, p.device, 3)
             lerp_(m, g, 1 - b1, tmp, xp)
-            v *= b2
-            tmp = xp.multiply(g, g, out=tmp)
-            tmp *= 1 - b2
-            v += tmp
+            square_average_(v, g, b2, tmp, xp)
             bias_correction1 = 1 - b1 ** t
             bias_correction2 = 1 - b2 ** t
             # PyTorch's order: ((m / bc1) * lr) * adaptive_lr * rect.

@@ -1,7 +1,7 @@
 """RMSprop, with PyTorch's update: momentum, the centered variant, L2 weight decay."""
 from __future__ import annotations
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, square_average_
 
 __all__ = ["RMSprop"]
 
@@ -36,27 +36,20 @@ class RMSprop(Optimizer):
 
     def _step_group(self, group):
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
-        wd, mom, centered = group["weight_decay"], group["momentum"], group["centered"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
+        mom, centered = group["momentum"], group["centered"]
+        def init_state(p, xp):
+            st = {"square_avg": xp.zeros_like(p._data)}
+            if mom > 0:
+                st["momentum_buffer"] = xp.zeros_like(p._data)
+            if centered:
+                st["grad_avg"] = xp.zeros_like(p._data)
+            return st
+
+        for p, xp, g, st in self._params_with_grad(group, init_state):
             d = p._data
-            xp = p.device.xp
-            g = self._grad(p, group["maximize"], wd)
-            st = self.state.get(p)
-            if st is None:
-                st = self.state[p] = {"step": 0, "square_avg": xp.zeros_like(d)}
-                if mom > 0:
-                    st["momentum_buffer"] = xp.zeros_like(d)
-                if centered:
-                    st["grad_avg"] = xp.zeros_like(d)
-            st["step"] += 1
             tmp = self._scratch(d, p.device)
             v = st["square_avg"]
-            v *= alpha
-            tmp = xp.multiply(g, g, out=tmp)
-            tmp *= 1 - alpha
-            v += tmp
+            square_average_(v, g, alpha, tmp, xp)
             if centered:
                 m = st["grad_avg"]
                 tmp = xp.subtract(g, m, out=tmp)

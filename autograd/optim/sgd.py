@@ -24,13 +24,9 @@ class SGD(Optimizer):
 
     def _step_group(self, group):
         lr, mom, damp = group["lr"], group["momentum"], group["dampening"]
-        wd, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
+        nesterov = group["nesterov"]
+        for p, xp, g, _ in self._params_with_grad(group):
             d = p._data
-            xp = p.device.xp
-            g = self._grad(p, maximize, wd)
             tmp = self._scratch(g, p.device)
             if mom:
                 st = self.state.setdefault(p, {})

@@ -55,7 +55,41 @@ def _seq_len(x, batch_first: bool):
     return x.shape[1] if batch_first else x.shape[0]
 
 
-class TransformerEncoderLayer(Module):
+class _TransformerLayer(Module):
+    """What the encoder and decoder layers share: their submodules, registered in PyTorch's
+    order (the state dict's keys), and the self-attention block. ``cross_attention`` adds
+    the decoder's attention to the encoder's output (``multihead_attn``) and a third norm
+    and dropout."""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float,
+                 activation, layer_norm_eps: float, batch_first: bool, norm_first: bool,
+                 bias: bool, device, dtype, cross_attention: bool):
+        super().__init__()
+        kw = dict(device=device, dtype=dtype)
+        blocks = 3 if cross_attention else 2
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias,
+                                            batch_first=batch_first, **kw)
+        if cross_attention:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, dropout, bias,
+                                                     batch_first=batch_first, **kw)
+        self.linear1 = Linear(d_model, dim_feedforward, bias, **kw)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, **kw)
+        self.norm_first = norm_first
+        for k in range(1, blocks + 1):
+            setattr(self, f"norm{k}", LayerNorm(d_model, layer_norm_eps, bias=bias, **kw))
+        for k in range(1, blocks + 1):
+            setattr(self, f"dropout{k}", Dropout(dropout))
+        self.batch_first = batch_first
+        self.activation = _get_activation_fn(activation)
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+
+class TransformerEncoderLayer(_TransformerLayer):
     """Self-attention then a feed-forward block, each with a residual connection and a
     LayerNorm: after the residual (``norm_first=False``, the original) or before the block
     (``norm_first=True``, pre-norm)."""
@@ -64,20 +98,8 @@ class TransformerEncoderLayer(Module):
                  dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
                  batch_first: bool = False, norm_first: bool = False, bias: bool = True,
                  device=None, dtype=None):
-        super().__init__()
-        kw = dict(device=device, dtype=dtype)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias,
-                                            batch_first=batch_first, **kw)
-        self.linear1 = Linear(d_model, dim_feedforward, bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.batch_first = batch_first
-        self.activation = _get_activation_fn(activation)
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                         batch_first, norm_first, bias, device, dtype, cross_attention=False)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
         x = src
@@ -89,16 +111,11 @@ class TransformerEncoderLayer(Module):
             x = self.norm2(x + self._ff_block(x))
         return x
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal)[0]
-        return self.dropout1(x)
-
     def _ff_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
 
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(_TransformerLayer):
     """Self-attention over the target, attention to the encoder's output (``memory``), then
     a feed-forward block; each with a residual and a LayerNorm, post- or pre-norm as the
     encoder layer."""
@@ -107,24 +124,8 @@ class TransformerDecoderLayer(Module):
                  dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
                  batch_first: bool = False, norm_first: bool = False, bias: bool = True,
                  device=None, dtype=None):
-        super().__init__()
-        kw = dict(device=device, dtype=dtype)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias,
-                                            batch_first=batch_first, **kw)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout, bias,
-                                                 batch_first=batch_first, **kw)
-        self.linear1 = Linear(d_model, dim_feedforward, bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, **kw)
-        self.norm3 = LayerNorm(d_model, layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        self.batch_first = batch_first
-        self.activation = _get_activation_fn(activation)
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                         batch_first, norm_first, bias, device, dtype, cross_attention=True)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal: bool = False,
@@ -141,11 +142,6 @@ class TransformerDecoderLayer(Module):
                                                memory_is_causal))
             x = self.norm3(x + self._ff_block(x))
         return x
-
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           is_causal=is_causal, need_weights=False)[0]
-        return self.dropout1(x)
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask,
