@@ -3,7 +3,10 @@ readable, search highlights and centres, a click shows a node and its counterpar
 collapses and expands, the step selector switches steps. Screenshots: test-artifacts/viewer/."""
 from __future__ import annotations
 
+import time
+
 import pytest
+from selenium.common.exceptions import MoveTargetOutOfBoundsException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -44,13 +47,23 @@ def _click_node(dash_duo, selector_js):
     """Click a node where it is drawn (offsets from the canvas's centre, which every Selenium
     version moves to the same way). The canvas is scrolled to the middle of the window first:
     typing in the search box can scroll the page so that the canvas's centre, where the move
-    starts, lies outside the window ("move target out of bounds")."""
-    canvas = dash_duo.find_element("#gr-cyto")
-    dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center', "
-                                   "inline: 'center'});", canvas)
-    dx, dy = _cy(dash_duo, f"const n = {selector_js}; const p = n.renderedPosition();"
-                           "return [p.x - cy.width() / 2, p.y - cy.height() / 2];")
-    ActionChains(dash_duo.driver).move_to_element(canvas).move_by_offset(round(dx), round(dy)).click().perform()
+    starts, lies outside the window ("move target out of bounds").
+    A graph still settling (a layout or a viewport animation after the last callback) can move
+    the node between reading its position and the click: then the node is centred again and
+    the click retried, a few times."""
+    for attempt in range(5):
+        canvas = dash_duo.find_element("#gr-cyto")
+        dash_duo.driver.execute_script("arguments[0].scrollIntoView({block: 'center', "
+                                       "inline: 'center'});", canvas)
+        dx, dy = _cy(dash_duo, f"const n = {selector_js}; cy.stop(); cy.center(n); const p = n.renderedPosition();"
+                               "return [p.x - cy.width() / 2, p.y - cy.height() / 2];")
+        try:
+            ActionChains(dash_duo.driver).move_to_element(canvas).move_by_offset(round(dx), round(dy)).click().perform()
+            return
+        except MoveTargetOutOfBoundsException:
+            if attempt == 4:
+                raise
+            time.sleep(0.3)
 
 
 def _legible_labels(dash_duo) -> int:
