@@ -51,8 +51,7 @@ def _built_cases():
 @pytest.mark.parametrize("case_id,build,cls", list(_built_cases()),
                          ids=[c[0] for c in _built_cases()])
 def test_state_dict_keys_and_buffers_are_pytorchs(case_id, build, cls):
-    if not _available(cls):
-        pytest.skip(f"nn.{cls} is not in gradtrace (yet)")
+    assert _available(cls), f"nn.{cls} has torch's keys pinned but is not in gradtrace"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         module = build()
@@ -63,8 +62,7 @@ def test_state_dict_keys_and_buffers_are_pytorchs(case_id, build, cls):
 @pytest.mark.parametrize("case_id,build,cls", list(_built_cases()),
                          ids=[c[0] for c in _built_cases()])
 def test_load_state_dict_of_pytorch_keys_is_strict(case_id, build, cls):
-    if not _available(cls):
-        pytest.skip(f"nn.{cls} is not in gradtrace (yet)")
+    assert _available(cls), f"nn.{cls} has torch's keys pinned but is not in gradtrace"
     src, dst = build(), build()
     rng = np.random.default_rng(0)
     # A PyTorch-style dict: exactly torch's keys, each a fresh array of the entry's shape.
