@@ -206,10 +206,18 @@ def kernel_tables(rows, memcpys: list, collectives: list, *, by_op: bool = False
         for c in collectives:
             t.add_row(c["device"], c["collective"] or "-", c["algorithm"] or "-", c["protocol"] or "-",
                       str(c["count"]), format_time(c["latency_avg_us"]), format_time(c["latency_total_us"]),
-                      "-" if c["bytes"] is None else format_bytes(c["bytes"]),
+                      _collective_bytes(c),
                       "-" if c["bus_bandwidth_gbps"] is None else f"{c['bus_bandwidth_gbps']:.2f}")
         parts.append(t)
     return Group(*parts)
+
+
+def _collective_bytes(row: dict) -> str:
+    """The bytes of a collective row, with how many calls they cover when not all are sized."""
+    if row["bytes"] is None:
+        return "-"
+    text = format_bytes(row["bytes"])
+    return text if row["sized"] == row["count"] else f"{text} ({row['sized']}/{row['count']} calls)"
 
 
 # ---------------------------------------------------------------- run folders

@@ -24,7 +24,8 @@ from .format import shorten
 
 __all__ = ["COMPUTATION", "COMMUNICATION", "MEMORY", "COMMUNICATION_OP", "TENSOR_CORE_KERNEL_PATTERNS",
            "TENSOR_CORE_ELIGIBLE_OPS", "readable_kernel_name", "short_kernel_names", "kernel_type",
-           "uses_tensor_cores", "memcpy_kind", "nccl_algorithm", "BUS_BANDWIDTH_FACTORS", "collective_of"]
+           "uses_tensor_cores", "memcpy_kind", "nccl_algorithm", "BUS_BANDWIDTH_FACTORS", "collective_of",
+           "collective_of_op"]
 
 # A communication range or op, by its name: nccl, all_reduce, reduce_scatter, all_gather,
 # broadcast of a backend, all_to_all, ``record_param_comms``, ``{backend}:wait``.
@@ -235,3 +236,18 @@ def nccl_algorithm(name: str) -> tuple[str | None, str | None]:
     (None, None) where the name does not say (``ncclDevKernel_Generic``)."""
     m = _ALGORITHM.search(name)
     return (m.group(1), m.group(2)) if m else (None, None)
+
+
+# A communication op or range by what it calls (``nccl:_reduce_scatter_base``, ``c10d::allreduce_``,
+# ``all_to_all``): its letters, lowercase, searched longest collective first ("reduce" last).
+_OP_COLLECTIVES = (("allreduce", "AllReduce"), ("reducescatter", "ReduceScatter"), ("allgather", "AllGather"),
+                   ("alltoall", "AllToAll"), ("broadcast", "Broadcast"), ("send", "SendRecv"),
+                   ("recv", "SendRecv"), ("reduce", "Reduce"))
+
+
+def collective_of_op(name: str) -> str | None:
+    """The collective a communication op or range calls (``nccl:_reduce_scatter_base`` ->
+    "ReduceScatter", ``c10d::allreduce_`` -> "AllReduce"); None for one that does not say
+    (``record_param_comms``)."""
+    letters = re.sub(r"[^a-z]", "", name.lower())
+    return next((found for key, found in _OP_COLLECTIVES if key in letters), None)

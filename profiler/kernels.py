@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .gpu import device_work
-from .kernel_names import (BUS_BANDWIDTH_FACTORS, COMMUNICATION, COMPUTATION, MEMORY, TENSOR_CORE_ELIGIBLE_OPS,
-                           TENSOR_CORE_KERNEL_PATTERNS, collective_of, kernel_type, memcpy_kind, nccl_algorithm,
+from .kernel_names import (BUS_BANDWIDTH_FACTORS, COMMUNICATION, COMMUNICATION_OP, COMPUTATION, MEMORY, TENSOR_CORE_ELIGIBLE_OPS,
+                           TENSOR_CORE_KERNEL_PATTERNS, collective_of, collective_of_op, kernel_type, memcpy_kind, nccl_algorithm,
                            readable_kernel_name, short_kernel_names, uses_tensor_cores)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,7 +24,7 @@ __all__ = ["KernelRow", "kernel_table", "memcpy_table", "collective_table",
            # re-exported from kernel_names, where they are defined
            "COMPUTATION", "COMMUNICATION", "MEMORY", "TENSOR_CORE_KERNEL_PATTERNS", "TENSOR_CORE_ELIGIBLE_OPS",
            "readable_kernel_name", "short_kernel_names", "kernel_type", "uses_tensor_cores", "memcpy_kind",
-           "nccl_algorithm", "BUS_BANDWIDTH_FACTORS", "collective_of"]
+           "nccl_algorithm", "BUS_BANDWIDTH_FACTORS", "collective_of", "collective_of_op"]
 
 
 # ---------------------------------------------------------------- the tables
@@ -192,35 +192,71 @@ def _op_bytes(data: "ProfileData", op: int) -> int | None:
     return int(np.prod(shapes[0], dtype=np.int64)) * size
 
 
-def collective_table(data: "ProfileData") -> list[dict]:
-    """NCCL kernels per device and name: the collective, NCCL's algorithm and protocol (from
-    the name), calls, latency, bytes and bus bandwidth.
+def _message_bytes(data: "ProfileData", call: int, parent: np.ndarray) -> int | None:
+    """Bytes of the message a communication kernel moved: the first input (shape × dtype) of
+    the nearest communication range around its launching call that recorded one
+    (``nccl:all_reduce`` [[447923396]] float, ``record_param_comms``, ``c10d::allreduce_``).
+    None when no range around the launch, up to the first one that is not communication, says."""
+    names, strings = data.event_columns["name_id"], data.strings
+    e = int(parent[call]) if call >= 0 else -1
+    while e >= 0 and COMMUNICATION_OP.search(strings[int(names[e])]):
+        size = _op_bytes(data, e)
+        if size:
+            return size
+        e = int(parent[e])
+    return None
 
-    Bytes come from the launching op's first input (shape × dtype size) when the trace
-    recorded them, else None; bus bandwidth is bytes / mean latency × nccl-tests' factor for the
-    collective and the run's world size (``distributedInfo``), None where either is unknown.
+
+def _launching_collective(data: "ProfileData", call: int, parent: np.ndarray) -> str | None:
+    """The collective the program asked for (``nccl:_reduce_scatter_base`` -> ReduceScatter),
+    from the communication ranges around the launch; None when none says."""
+    names, strings = data.event_columns["name_id"], data.strings
+    e = int(parent[call]) if call >= 0 else -1
+    while e >= 0 and COMMUNICATION_OP.search(strings[int(names[e])]):
+        found = collective_of_op(strings[int(names[e])])
+        if found:
+            return found
+        e = int(parent[e])
+    return None
+
+
+def collective_table(data: "ProfileData") -> list[dict]:
+    """NCCL kernels per device, name and collective: the collective, NCCL's algorithm and
+    protocol (from the name), calls, latency, bytes and bus bandwidth.
+
+    The collective is the one the program called, read from the communication ranges around
+    the launch (NCCL may run a reduce-scatter as ``SendRecv`` kernels), else the kernel name's.
+    Bytes are the message sizes of the calls whose launch sits inside a communication range
+    that recorded its input (shape × dtype size; :func:`_message_bytes`), summed; ``sized`` says
+    how many of ``count`` calls that is (0: bytes None). Bus bandwidth is those bytes / their
+    latency × nccl-tests' factor for the collective and the run's world size
+    (``distributedInfo``), None where either is unknown.
     """
     info = data.metadata.get("distributed_info") or {}
     world = info.get("world_size") if isinstance(info.get("world_size"), int) else None
+    parent = data.analysis.parent
     out = []
     for device, work in device_work(data).items():
-        m = np.flatnonzero(work.type == COMMUNICATION)
         groups: dict = {}
-        for k in m.tolist():
-            groups.setdefault(int(work.name_id[k]), []).append(k)
-        for name_id, ks in groups.items():
+        for k in np.flatnonzero(work.type == COMMUNICATION).tolist():
+            call = int(work.launch_call[k])
+            name = data.strings[int(work.name_id[k])]
+            collective = _launching_collective(data, call, parent) or collective_of(name)
+            groups.setdefault((int(work.name_id[k]), collective), []).append(k)
+        for (name_id, collective), ks in groups.items():
             name = data.strings[name_id]
             dur = (work.end[ks] - work.start[ks]) / 1000.0
-            sizes = [_op_bytes(data, int(work.op[k])) if work.op[k] >= 0 else None for k in ks]
-            nbytes = None if any(s is None for s in sizes) else int(sum(sizes))
-            collective = collective_of(name)
+            sizes = [_message_bytes(data, int(work.launch_call[k]), parent) for k in ks]
+            sized = [k for k, s in enumerate(sizes) if s is not None]
+            nbytes = int(sum(sizes[k] for k in sized)) if sized else None
+            sized_us = float(dur[sized].sum()) if sized else 0.0
             algorithm, protocol = nccl_algorithm(name)
             bus = None
-            if nbytes is not None and world and collective in BUS_BANDWIDTH_FACTORS and dur.sum() > 0:
-                bus = nbytes / (dur.sum() * 1000.0) * BUS_BANDWIDTH_FACTORS[collective](world)
+            if nbytes is not None and world and collective in BUS_BANDWIDTH_FACTORS and sized_us > 0:
+                bus = nbytes / (sized_us * 1000.0) * BUS_BANDWIDTH_FACTORS[collective](world)
             out.append({"device": device, "name": name, "collective": collective, "algorithm": algorithm,
-                        "protocol": protocol, "count": len(ks), "latency_total_us": float(dur.sum()),
-                        "latency_avg_us": float(dur.mean()), "latency_max_us": float(dur.max()),
-                        "bytes": nbytes, "bus_bandwidth_gbps": bus})
+                        "protocol": protocol, "count": len(ks), "sized": len(sized),
+                        "latency_total_us": float(dur.sum()), "latency_avg_us": float(dur.mean()),
+                        "latency_max_us": float(dur.max()), "bytes": nbytes, "bus_bandwidth_gbps": bus})
     out.sort(key=lambda r: -r["latency_total_us"])
     return out

@@ -123,12 +123,15 @@ def _collective_section(view: ProfileView):
             num_col("count", "Calls", INT_FMT, 90),
             num_col("latency_total_us", "Total", TIME_FMT, 115, sort="desc", cellClass="gt-sorted"),
             num_col("latency_avg_us", "Mean", TIME_FMT, 110), num_col("latency_max_us", "Max", TIME_FMT, 110),
-            num_col("bytes", "Bytes", NULLABLE_BYTES_FMT, 115),
+            num_col("bytes", "Bytes", NULLABLE_BYTES_FMT, 115,
+                    headerTooltip="message bytes of the calls whose size the trace recorded (Sized of Calls)"),
+            num_col("sized", "Sized", INT_FMT, 90),
             num_col("bus_bandwidth_gbps", "Bus GB/s", NUM_FMT, 115,
                     headerTooltip="bytes / mean latency × nccl-tests' factor for the collective and world size")]
     return section("Collectives", grid("kn-collective-grid", rows, cols, height=fit_height(len(rows), 300)),
                    note="NCCL kernels by name: the collective, NCCL's algorithm and protocol (read from the "
-                        "name); bytes from the launching op's input, bus bandwidth as nccl-tests defines it "
+                        "name); the collective and the message bytes from the communication op around the launch, "
+                        "bus bandwidth as nccl-tests defines it "
                         "(— where the trace lacks the sizes or the world size).",
                    id="kn-collectives")
 

@@ -426,3 +426,43 @@ def test_two_devices(tmp_path):
     assert devices["cuda:1"]["gpu_utilization_pct"] == pytest.approx(100 * 10 / 170)
     assert devices["cuda:0"]["gpu_utilization_pct"] == pytest.approx(100 * (30 + 20 + 60) / 170)
     assert devices["cuda:0"]["comm_comp_overlap_pct"] is None and devices["cuda:1"]["comm_comp_overlap_pct"] == 0.0
+
+
+def test_collective_bytes_and_collective_from_the_communication_range(tmp_path):
+    """The message size is the first input of the nearest communication range around the
+    launch; the collective is the one that range calls, even when NCCL names its kernel
+    SendRecv (as on gpu_5steps_rank0, where reduce-scatters run as SendRecv kernels)."""
+    trace = gt.gpu_trace()
+    trace["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": 4}
+    for e in trace["traceEvents"]:
+        if e.get("name") == "nccl:all_reduce":
+            e["args"].update({"Input Dims": [[1024, 256]], "Input type": ["float"]})
+    send_recv = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+    ev = trace["traceEvents"]
+    ev.append(gt._x("user_annotation", "nccl:_reduce_scatter_base", 120, 10,
+                    **{"Input Dims": [[2048]], "Input type": ["c10::BFloat16"]}))
+    ev.append(gt._x("cuda_runtime", "cudaLaunchKernel", 121, 2, correlation=40, **{"External id": 40}))
+    ev.append(gt._x("kernel", send_recv, 125, 4, device=True, stream=20, correlation=40))
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    rows = {r["collective"]: r for r in collective_table(load(path))}
+    allreduce = rows["AllReduce"]
+    assert (allreduce["bytes"], allreduce["sized"], allreduce["count"]) == (1024 * 256 * 4, 1, 1)
+    # bus bandwidth = bytes / latency (10 us) × 2(n-1)/n, n = 4 (nccl-tests)
+    assert allreduce["bus_bandwidth_gbps"] == pytest.approx(1024 * 256 * 4 / 10_000 * 1.5)
+    scatter = rows["ReduceScatter"]
+    assert scatter["name"] == send_recv and scatter["bytes"] == 2048 * 2
+    assert scatter["bus_bandwidth_gbps"] == pytest.approx(4096 / 4_000 * 0.75)
+
+
+def test_collectives_on_the_real_five_step_trace():
+    """gpu_5steps_rank0 (16 ranks, NCCL): every collective runs as SendRecv kernels; the sizes
+    come from the nccl:* ranges' Input Dims. Figures pinned from this implementation, checked
+    by hand on the first all_reduce (nccl:all_reduce [[447923396]] float = 1.79 GB)."""
+    rows = {r["collective"]: r for r in collective_table(load(ks.FIVE_STEPS))}
+    assert {k: (r["count"], r["sized"]) for k, r in rows.items()} == {
+        "AllReduce": (10, 10), "AllToAll": (45, 35), "SendRecv": (5, 0), "AllGather": (10, 10),
+        "ReduceScatter": (10, 10)}
+    assert rows["AllReduce"]["bytes"] == 8_965_794_640
+    assert rows["AllReduce"]["bus_bandwidth_gbps"] == pytest.approx(132.834, abs=1e-3)
+    assert rows["SendRecv"]["bytes"] is None and rows["SendRecv"]["bus_bandwidth_gbps"] is None
