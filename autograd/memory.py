@@ -62,6 +62,14 @@ def stop_tracking() -> None:
     if _remove_cuda_hook is not None:
         _remove_cuda_hook()
         _remove_cuda_hook = None
+        # Without the hook the pool's frees go unseen: GPU storage known now would stay "alive"
+        # forever and show up in the next profile's starting allocations. Forget it; the next
+        # tracking knows the GPU from its own allocations (CPU arrays are followed by weakref).
+        with _lock:
+            for key in [k for k in _allocations if k[0] == "cuda"]:
+                del _allocations[key]
+            for name in [d for d in _total if d != "cpu"]:
+                del _total[name]
 
 
 def _follow_callbacks(active: bool) -> None:

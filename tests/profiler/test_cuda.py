@@ -108,3 +108,18 @@ def test_cuda_memory_kinds_of_an_adam_step():
     assert by[K.GRADIENT].max_live >= params
     assert by[K.OPTIMIZER_STATE].max_live >= 2 * params
     assert by[K.ACTIVATION].allocated > 0
+
+
+@pytest.mark.cuda
+def test_gpu_storage_freed_between_profiles_is_not_live_in_the_next():
+    """Once a memory-tracking profile ends, the pool's frees go unseen: storage made under it
+    and freed afterwards must not appear among the next profile's starting allocations (it did:
+    a CPU-only profile listed 37 phantom CUDA allocations from an earlier GPU test)."""
+    with profiler.profile(activities=["cpu", "cuda"], profile_memory=True):
+        x = ag.randn(256, 256, device="cuda")
+    del x
+    with profiler.profile(activities=["cpu"], profile_memory=True) as prof:
+        ag.randn(4, 4).sum()
+    data = prof.profile_data
+    devices = {data.strings[d] for d in set(data.memory_columns["device_id"].tolist())}
+    assert devices == {"cpu"}
