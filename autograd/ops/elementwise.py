@@ -443,6 +443,15 @@ defop("leaky_relu", _leaky_relu_fwd, (_leaky_relu_vjp,), jvp=SELF_ADJOINT, publi
 defop("leaky_relu.inplace", _leaky_relu_fwd, (_leaky_relu_vjp,), jvp=SELF_ADJOINT,
       node_name="LeakyReluBackward1")
 
+# NOTE: a primitive for PyTorch's node: rrelu, in training and in eval alike, is
+# ``rrelu_with_noise``, the input times its noise (each entry x <= 0 its slope, 1 elsewhere)
+# with the gradient that noise (RreluWithNoiseBackward0; in place RreluWithNoiseBackward1),
+# where a product showed MulBackward0. The noise is a constant.
+defop("rrelu_with_noise", lambda xp, x, noise: x * noise, (lambda F, g, out, x, noise: g * noise, None),
+      jvp=(lambda F, t, out, x, noise: t * noise, None), node_name="RreluWithNoiseBackward0")
+defop("rrelu_with_noise.inplace", lambda xp, x, noise: x * noise, (lambda F, g, out, x, noise: g * noise, None),
+      jvp=(lambda F, t, out, x, noise: t * noise, None), node_name="RreluWithNoiseBackward1")
+
 
 # NOTE: hardsigmoid, hardswish, logsigmoid and mish are primitives for PyTorch's gradients and
 # nodes: as composites of clamp, relu and abs their one-sided rules gave the wrong slope at

@@ -114,13 +114,13 @@ def _max_pool2d_backward_fwd(xp, grad, indices, shape, overlap=True):
 
 
 def _take_at(F, t, indices, shape):
-    """The entries of ``t`` (an input-shaped tensor) at ``indices``: the pooling's values of
-    a tangent, and the backward's own adjoint."""
-    n, c, h, w = shape
+    """The entries of ``t`` (an input-shaped tensor, (N, C, H, W) or (C, H, W)) at ``indices``:
+    the pooling's values of a tangent, and the backward's own adjoint."""
+    lead, (h, w) = tuple(shape[:-2]), shape[-2:]
     ho, wo = indices.shape[-2:]
-    flat = F.reshape(t, shape=(n, c, h * w))
-    picked = F.gather(flat, F.reshape(indices, shape=(n, c, ho * wo)), dim=2)
-    return F.reshape(picked, shape=(n, c, ho, wo))
+    flat = F.reshape(t, shape=lead + (h * w,))
+    picked = F.gather(flat, F.reshape(indices, shape=lead + (ho * wo,)), dim=len(lead))
+    return F.reshape(picked, shape=lead + (ho, wo))
 
 
 def _max_pool2d_vjp(F, g, out, x, kernel, stride, padding, dilation, extra=(0, 0)):
@@ -213,3 +213,96 @@ defop("avg_pool2d_backward", _avg_pool2d_backward_fwd,
            g, kernel=kernel, stride=stride, padding=padding, extra=extra,
            count_include_pad=count_include_pad, divisor_override=divisor_override),),
       jvp=linear_in(0), node_name="AvgPool2DBackwardBackward0")
+
+
+# --------------------------------------------------------------------------- adaptive pooling
+# NOTE: primitives for PyTorch's names: ``aten::adaptive_avg_pool2d`` > ``aten::_adaptive_avg_pool2d``
+# with AdaptiveAvgPool2DBackward0, and ``aten::adaptive_max_pool2d`` with
+# AdaptiveMaxPool2DBackward0, where the composites (a mean or amax per window, then two
+# stacks) showed ``stack`` ranges and a StackBackward0 node, and made 2·Ho·Wo nodes per call.
+# PyTorch's windows: output i of n over a size s covers [floor(i·s/n), ceil((i+1)·s/n)), so
+# neighbouring windows overlap when n does not divide s. Inputs are (..., H, W).
+
+
+def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
+    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
+
+
+def _adaptive_avg_pool2d_fwd(xp, x, output_size):
+    """The mean of each window: a mean over each row band (Ho slices), then over each column
+    band of that (Wo slices). The windows are products of a row and a column range, so the
+    two means are the window's mean; unlike a matmul by averaging weights, an inf or NaN stays
+    in the windows that hold it."""
+    oh, ow = output_size
+    rows = xp.stack([x[..., h0:h1, :].mean(axis=-2) for h0, h1 in _adaptive_windows(x.shape[-2], oh)], axis=-2)
+    return xp.stack([rows[..., w0:w1].mean(axis=-1) for w0, w1 in _adaptive_windows(x.shape[-1], ow)], axis=-1)
+
+
+def _adaptive_avg_pool2d_backward_fwd(xp, grad, shape):
+    """PyTorch's _adaptive_avg_pool2d_backward: each output's gradient over its window's size,
+    added to every entry of the window (the two bands in turn, as the forward)."""
+    h, w = shape[-2:]
+    oh, ow = grad.shape[-2:]
+    cols = xp.zeros(grad.shape[:-1] + (w,), dtype=grad.dtype)
+    for j, (w0, w1) in enumerate(_adaptive_windows(w, ow)):
+        cols[..., w0:w1] += grad[..., j:j + 1] / (w1 - w0)
+    out = xp.zeros(tuple(shape), dtype=grad.dtype)
+    for i, (h0, h1) in enumerate(_adaptive_windows(h, oh)):
+        out[..., h0:h1, :] += cols[..., i:i + 1, :] / (h1 - h0)
+    return out
+
+
+defop("_adaptive_avg_pool2d", _adaptive_avg_pool2d_fwd,
+      (lambda F, g, out, x, output_size: F._adaptive_avg_pool2d_backward(g, shape=tuple(x.shape)),),
+      jvp=linear_in(0), meta=(0,), node_name="AdaptiveAvgPool2DBackward0")
+defop("_adaptive_avg_pool2d_backward", _adaptive_avg_pool2d_backward_fwd,
+      (lambda F, g, out, grad, shape: F._adaptive_avg_pool2d(g, output_size=tuple(grad.shape[-2:])),),
+      jvp=linear_in(0), node_name="AdaptiveAvgPool2DBackwardBackward0")
+
+
+def _adaptive_max_pool2d_fwd(xp, x, output_size):
+    """(values, indices) of (N, C, H, W) or (C, H, W) ``x``: each window's max and its offset
+    in the H*W plane; of tied maxima the first, of NaNs the last (PyTorch's CPU kernel takes an
+    entry when it is larger or NaN)."""
+    if x.ndim == 3:
+        values, indices = _adaptive_max_pool2d_fwd(xp, x[None], output_size)
+        return values[0], indices[0]
+    n, c, h, w = x.shape
+    oh, ow = output_size
+    values = xp.empty((n, c, oh, ow), dtype=x.dtype)
+    indices = xp.empty((n, c, oh, ow), dtype=numpy.int64)
+    for i, (h0, h1) in enumerate(_adaptive_windows(h, oh)):
+        for j, (w0, w1) in enumerate(_adaptive_windows(w, ow)):
+            win = x[:, :, h0:h1, w0:w1].reshape(n, c, -1)
+            arg = win.argmax(axis=-1)
+            if x.dtype.kind == "f":
+                nan = xp.isnan(win)
+                last_nan = win.shape[-1] - 1 - nan[..., ::-1].argmax(axis=-1)
+                arg = xp.where(nan.any(axis=-1), last_nan, arg)
+            values[:, :, i, j] = xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+            indices[:, :, i, j] = (h0 + arg // (w1 - w0)) * w + w0 + arg % (w1 - w0)
+    return values, indices
+
+
+def _adaptive_max_pool2d_vjp(F, g, out, x, output_size):
+    h, w = x.shape[-2:]
+    oh, ow = output_size
+    return F.adaptive_max_pool2d_backward(g[0], out[1], shape=tuple(x.shape),
+                                          overlap=h % oh != 0 or w % ow != 0)
+
+
+defop("adaptive_max_pool2d", _adaptive_max_pool2d_fwd, (_adaptive_max_pool2d_vjp,),
+      jvp=(lambda F, t, out, x, output_size: (_take_at(F, t, out[1], tuple(x.shape)), None),),
+      nout=2, meta=(0,), node_name="AdaptiveMaxPool2DBackward0")
+def _adaptive_max_pool2d_backward_fwd(xp, grad, indices, shape, overlap=True):
+    """max_pool2d's backward (the gradient sent to the indices), of a 4-D or 3-D input."""
+    if len(shape) == 3:
+        return _max_pool2d_backward_fwd(xp, grad[None], indices[None], (1,) + tuple(shape), overlap)[0]
+    return _max_pool2d_backward_fwd(xp, grad, indices, shape, overlap)
+
+
+defop("adaptive_max_pool2d_backward", _adaptive_max_pool2d_backward_fwd,
+      (lambda F, g, out, grad, indices, shape, overlap=True: _take_at(F, g, indices, shape), None),
+      jvp=(lambda F, t, out, grad, indices, shape, overlap=True: F.adaptive_max_pool2d_backward(
+          t, indices, shape=shape, overlap=overlap), None),
+      node_name="AdaptiveMaxPool2DBackwardBackward0")

@@ -344,14 +344,30 @@ def _pool_dilated_ref(x, kernel, stride, dilation, ceil_mode=False):
     return out
 
 
-def _adaptive_ref(x, oh, ow):
-    n, c, h, w = x.shape
-    out = np.zeros((n, c, oh, ow))
+def _adaptive_ref(x, oh, ow, reduce=np.mean):
+    """PyTorch's adaptive pooling by its definition: output (i, j) reduces the window
+    [floor(i*H/oh), ceil((i+1)*H/oh)) x [floor(j*W/ow), ceil((j+1)*W/ow)); (..., H, W) inputs."""
+    h, w = x.shape[-2:]
+    out = np.zeros(x.shape[:-2] + (oh, ow))
     for i in range(oh):
         for j in range(ow):
             h0, h1 = (i * h) // oh, -((-(i + 1) * h) // oh)
             w0, w1 = (j * w) // ow, -((-(j + 1) * w) // ow)
-            out[:, :, i, j] = x[:, :, h0:h1, w0:w1].mean(axis=(2, 3))
+            out[..., i, j] = reduce(x[..., h0:h1, w0:w1], axis=(-2, -1))
+    return out
+
+
+def _adaptive_avg_backward_ref(g, shape):
+    """The adjoint of :func:`_adaptive_ref` (mean): each output's gradient over its window's
+    size, added over the window."""
+    h, w = shape[-2:]
+    oh, ow = g.shape[-2:]
+    out = np.zeros(shape)
+    for i in range(oh):
+        for j in range(ow):
+            h0, h1 = (i * h) // oh, -((-(i + 1) * h) // oh)
+            w0, w1 = (j * w) // ow, -((-(j + 1) * w) // ow)
+            out[..., h0:h1, w0:w1] += g[..., i:i + 1, j:j + 1] / ((h1 - h0) * (w1 - w0))
     return out
 
 
@@ -701,7 +717,32 @@ CASES += [
     OpCase("avg_pool2d", lambda x: AF.avg_pool2d(x, 2, 1, 1), lambda x: _pool_ref(x, 2, 1, 1, np.mean, 0.0),
            ins(rnd(2, 3, 4, 5))),
     OpCase("adaptive_avg_pool2d", lambda x: AF.adaptive_avg_pool2d(x, (2, 3)),
-           lambda x: _adaptive_ref(x, 2, 3), ins(rnd(2, 3, 4, 6))),
+           lambda x: _adaptive_ref(x, 2, 3), ins(rnd(2, 3, 4, 6)), covers=("_adaptive_avg_pool2d",)),
+    OpCase("adaptive_avg_pool2d", lambda x: AF.adaptive_avg_pool2d(x, (3, 4)),
+           lambda x: _adaptive_ref(x, 3, 4), ins(rnd(2, 5, 7)), name="adaptive_avg_pool2d_3d_overlapping"),
+    OpCase("adaptive_avg_pool2d", lambda x: AF.adaptive_avg_pool2d(x, 1),
+           lambda x: x.mean(axis=(2, 3), keepdims=True), ins(rnd(2, 3, 4, 5)), name="adaptive_avg_pool2d_to_one"),
+    # The backward, itself differentiable (its adjoint is the pooling again).
+    OpCase("_adaptive_avg_pool2d_backward",
+           lambda g: ag.ops.apply_op(ag.OPS["_adaptive_avg_pool2d_backward"], (g,), {"shape": (1, 2, 5, 7)}),
+           lambda g: _adaptive_avg_backward_ref(g, (1, 2, 5, 7)), ins(rnd(1, 2, 3, 4))),
+    OpCase("adaptive_max_pool2d", lambda x: AF.adaptive_max_pool2d(x, (3, 4)),
+           lambda x: _adaptive_ref(x, 3, 4, np.max), ins(rnd(2, 3, 5, 7)), name="adaptive_max_pool2d_overlapping"),
+    OpCase("adaptive_max_pool2d", lambda x: AF.adaptive_max_pool2d(x, (2, 3)),
+           lambda x: _adaptive_ref(x, 2, 3, np.max), ins(rnd(3, 4, 6)), name="adaptive_max_pool2d_3d"),
+    OpCase("adaptive_max_pool2d_backward",
+           lambda g: ag.ops.apply_op(ag.OPS["adaptive_max_pool2d_backward"],
+                                     (g, np.array([[[[0, 4], [4, 8]]]])), {"shape": (1, 1, 3, 3)}),
+           lambda g: np.bincount([0, 4, 4, 8], weights=g.ravel(), minlength=9).reshape(1, 1, 3, 3),
+           ins(rnd(1, 1, 2, 2))),
+    OpCase("adaptive_max_pool2d_backward",
+           lambda g: ag.ops.apply_op(ag.OPS["adaptive_max_pool2d_backward"],
+                                     (g, np.array([[[0, 4], [4, 8]]])), {"shape": (1, 3, 3)}),
+           lambda g: np.bincount([0, 4, 4, 8], weights=g.ravel(), minlength=9).reshape(1, 3, 3),
+           ins(rnd(1, 2, 2)), name="adaptive_max_pool2d_backward_3d"),
+    OpCase("adaptive_max_pool1d", lambda x: AF.adaptive_max_pool1d(x, 3),
+           lambda x: np.stack([x[..., 0:2].max(-1), x[..., 1:4].max(-1), x[..., 3:5].max(-1)], -1),
+           ins(rnd(2, 3, 5))),
     OpCase("adaptive_avg_pool2d", lambda x: AF.adaptive_avg_pool2d(x, 3), lambda x: _adaptive_ref(x, 3, 3),
            ins(rnd(1, 2, 5, 7)), name="adaptive_avg_pool2d_uneven"),
     OpCase("batch_norm", lambda x, w, b: AF.batch_norm(x, None, None, w, b, training=True),
@@ -1161,9 +1202,11 @@ CASES += [
            lambda x: AF.rrelu(x, 0.1, 0.3, training=True, generator=np.random.default_rng(3)),
            lambda x: x * np.where(x <= 0, 0.1 + 0.2 * np.random.default_rng(3).random(x.shape),
                                   1.0),
-           ins(_away(3, 4))),
+           ins(_away(3, 4)), covers=("rrelu_with_noise",)),
     OpCase("rrelu", lambda x: AF.rrelu(x, 0.1, 0.3), lambda x: np.where(x > 0, x, 0.2 * x),
            ins(_away(3, 4)), name="rrelu_eval"),
+    OpCase("rrelu", lambda x: AF.rrelu(x * 1.0, 0.1, 0.3, inplace=True), lambda x: np.where(x > 0, x, 0.2 * x),
+           ins(_away(3, 4)), name="rrelu_inplace", covers=("rrelu_with_noise.inplace",)),
     OpCase("hardtanh", lambda x: AF.hardtanh(x, -2.0, 2.0), lambda x: np.clip(x, -2, 2), ins(_away(3, 4)),
            covers=()),
     OpCase("hardtanh", lambda x: AF.hardtanh(x * 1.0, -1.0, 1.5, inplace=True) * x,

@@ -120,3 +120,87 @@ def test_new_nodes_replay_compiled_and_bfloat16_runs_eagerly():
             assert ca.stats()["eager_fallbacks"] == fallbacks
         finally:
             ca.reset()
+
+
+# ---------------------------------------------------------------- adaptive pooling
+# PyTorch 2.13: adaptive_avg_pool2d is aten::adaptive_avg_pool2d > aten::_adaptive_avg_pool2d
+# with AdaptiveAvgPool2DBackward0 (a 1x1 output: aten::mean, MeanBackward1), even when the
+# output divides the input; adaptive_max_pool2d is one op with AdaptiveMaxPool2DBackward0.
+
+@pytest.mark.parametrize("size", [(3, 4), (2, 2)])
+def test_adaptive_avg_pool2d_shows_pytorchs_op_and_node(size):
+    x = ag.tensor(np.random.default_rng(0).standard_normal((1, 2, 4, 8)), requires_grad=True)
+    forward, backward, out = _profile(lambda: F.adaptive_avg_pool2d(x, size).sum())
+    assert forward == ["adaptive_avg_pool2d", "_adaptive_avg_pool2d", "sum"]
+    assert backward == ["SumBackward0", "AdaptiveAvgPool2DBackward0", "AccumulateGrad"]
+
+
+def test_adaptive_avg_pool2d_to_one_is_a_mean():
+    x = ag.tensor(np.random.default_rng(0).standard_normal((1, 2, 4, 6)), requires_grad=True)
+    assert F.adaptive_avg_pool2d(x, 1).grad_fn.name() == "MeanBackward1"
+
+
+def test_adaptive_max_pool2d_shows_pytorchs_op_and_node():
+    x = ag.tensor(np.random.default_rng(0).standard_normal((1, 2, 5, 7)), requires_grad=True)
+    forward, backward, out = _profile(lambda: F.adaptive_max_pool2d(x, (3, 4)).sum())
+    assert forward == ["adaptive_max_pool2d", "sum"]
+    assert backward == ["SumBackward0", "AdaptiveMaxPool2DBackward0", "AccumulateGrad"]
+
+
+def _pinned_case():
+    rng = np.random.default_rng(3)
+    return rng.standard_normal((1, 2, 5, 7)), rng.standard_normal((1, 2, 3, 4))
+
+
+def test_adaptive_pooling_values_and_gradients_are_pytorchs():
+    """(5, 7) -> (3, 4): overlapping windows both ways. Values from PyTorch 2.13 (float64)."""
+    x, w = _pinned_case()
+    t = ag.tensor(x, requires_grad=True)
+    y = F.adaptive_avg_pool2d(t, (3, 4))
+    (y * ag.tensor(w)).sum().backward()
+    np.testing.assert_allclose(y.detach().numpy()[0, 0, 0],
+                               [-0.402972840962, -0.003627122853, -0.274024610099, -0.796229264124], atol=1e-11)
+    np.testing.assert_allclose(t.grad.numpy()[0, 0, :2], [
+        [0.082005023136, -0.019530999856, -0.101536022992, 0.163570682229, 0.265106705221, -0.032699965184,
+         -0.297806670404],
+        [0.14109368085, -0.076931844202, -0.218025525052, 0.203299284961, 0.421324810013, 0.119909601433,
+         -0.30141520858]], atol=1e-11)
+    t.grad = None
+    values, indices = F.adaptive_max_pool2d(t, (3, 4), return_indices=True)
+    (values * ag.tensor(w)).sum().backward()
+    assert indices.tolist() == [[[[0, 9, 10, 5], [21, 9, 26, 26], [21, 29, 26, 26]],
+                                 [[0, 2, 11, 12], [14, 23, 11, 12], [28, 31, 32, 26]]]]
+    assert np.flatnonzero(t.grad.numpy()).tolist()[:10] == [0, 5, 9, 10, 21, 26, 29, 35, 37, 46]
+
+
+def test_adaptive_max_pool2d_ties_nans_and_three_d_inputs():
+    """PyTorch 2.13: of tied maxima the first index, of NaNs the last; a (C, H, W) input."""
+    nan = float("nan")
+    values, indices = F.adaptive_max_pool2d(ag.tensor([[[[1.0, 1.0, 0.0], [nan, 2.0, nan]]]]), (1, 2),
+                                            return_indices=True)
+    assert np.isnan(values.numpy()).all() and indices.tolist() == [[[[3, 5]]]]
+    values, indices = F.adaptive_max_pool2d(ag.tensor([[[3.0, 3.0, 3.0, 3.0]]]), (1, 3), return_indices=True)
+    assert values.tolist() == [[[3.0, 3.0, 3.0]]] and indices.tolist() == [[[0, 1, 2]]]
+    values, indices = F.adaptive_max_pool1d(ag.tensor([[[1.0, 5.0, 2.0, 7.0, 3.0]]]), 3, return_indices=True)
+    assert values.tolist() == [[[5.0, 7.0, 7.0]]] and indices.tolist() == [[[1, 3, 3]]]
+
+
+def test_adaptive_avg_pool2d_keeps_an_inf_in_its_own_window_and_checks_like_pytorch():
+    out = F.adaptive_avg_pool2d(ag.tensor([[[1.0, float("inf"), 2.0, 3.0]]]), (1, 2))
+    assert out.tolist() == [[[float("inf"), 2.5]]]               # PyTorch: [[[inf, 2.5]]]
+    assert F.adaptive_avg_pool2d(ag.ones(1, 1, 4, 4), (None, 2)).shape == (1, 1, 4, 2)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        F.adaptive_avg_pool2d(ag.ones(1, 1, 4, 4, dtype=ag.int64), 2)
+    with pytest.raises(RuntimeError, match="3-D or 4-D"):
+        F.adaptive_avg_pool2d(ag.ones(4, 4), 2)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_rrelu_is_rrelu_with_noise_in_training_and_eval(training):
+    """PyTorch 2.13: aten::rrelu > aten::rrelu_with_noise, node RreluWithNoiseBackward0 (in
+    place RreluWithNoiseBackward1) whether training or not."""
+    x = ag.tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)
+    forward, backward, out = _profile(lambda: F.rrelu(x, training=training).sum())
+    assert forward == ["rrelu", "rrelu_with_noise", "sum"]
+    assert backward == ["SumBackward0", "RreluWithNoiseBackward0", "AccumulateGrad"]
+    assert F.rrelu(x * 1.0, training=training, inplace=True).grad_fn.name() == "RreluWithNoiseBackward1"

@@ -27,7 +27,7 @@ PATHS = [
                                 "TransformerEncoderLayer", "TransformerDecoderLayer"]),
     ("nn.modules.rnn", ["RNN", "LSTM", "GRU"]),
     ("nn.modules.pooling", ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
-                            "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"]),
+                            "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]),
     ("nn.modules.flatten", ["Flatten", "Unflatten"]),
     ("nn.modules.padding", ["ZeroPad2d", "ReflectionPad2d", "ReplicationPad2d"]),
     ("nn.modules.pixelshuffle", ["PixelShuffle", "PixelUnshuffle"]),

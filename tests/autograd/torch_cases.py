@@ -27,7 +27,7 @@ MODULE_CASES = [
     ("Unflatten", (1, (2, 2)), {}),
     ("MaxPool2d", (2,), {}), ("AvgPool2d", (2,), {}), ("AdaptiveAvgPool2d", (2,), {}),
     ("MaxPool1d", (2,), {}), ("AvgPool1d", (2,), {}), ("AdaptiveMaxPool2d", (2,), {}),
-    ("AdaptiveAvgPool1d", (2,), {}), ("Upsample", (), {"scale_factor": 2}),
+    ("AdaptiveAvgPool1d", (2,), {}), ("AdaptiveMaxPool1d", (2,), {}), ("Upsample", (), {"scale_factor": 2}),
     ("PixelShuffle", (2,), {}), ("PixelUnshuffle", (2,), {}), ("Unfold", (2,), {}),
     ("ZeroPad2d", (1,), {}), ("ReflectionPad2d", (1,), {}), ("ReplicationPad2d", (1,), {}),
     ("CosineSimilarity", (), {}), ("PairwiseDistance", (), {}),

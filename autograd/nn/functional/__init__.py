@@ -26,7 +26,7 @@ from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cross
                    huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss,
                    soft_margin_loss)
 from .normalization import batch_norm, group_norm, instance_norm, layer_norm, normalize
-from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool1d,
+from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d,
                       avg_pool2d, max_pool1d, max_pool2d)
 from .sparse import embedding, one_hot
 from .vision import interpolate, pad, pixel_shuffle, pixel_unshuffle, upsample
@@ -45,6 +45,6 @@ __all__ = [
     "tanhshrink", "prelu", "hardsigmoid", "hardswish", "mish", "logsigmoid", "softsign",
     "softmin", "glu", "normalize", "cosine_similarity", "pairwise_distance", "pdist",
     "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle", "unfold", "max_pool1d",
-    "avg_pool1d", "adaptive_max_pool2d", "adaptive_avg_pool1d", "instance_norm",
+    "avg_pool1d", "adaptive_max_pool2d", "adaptive_max_pool1d", "adaptive_avg_pool1d", "instance_norm",
     "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss",
 ]

@@ -112,23 +112,25 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3,  # noqa: A002
           training: bool = False, inplace: bool = False, generator=None):
     """Randomized leaky ReLU. Training: each entry x <= 0 times its own slope drawn from
     U(lower, upper) (from ``generator`` or the device's seeded default), the gradient that
-    slope (PyTorch's rrelu_with_noise); otherwise leaky_relu with the mean slope."""
+    slope; otherwise the mean slope, as leaky_relu. Either way PyTorch's ``rrelu_with_noise``
+    and its node RreluWithNoiseBackward0 (in place RreluWithNoiseBackward1)."""
     if lower > upper:
         raise RuntimeError(f"Lower bound should be less than or equal to the upper bound, got "
                            f"lower={lower}, upper={upper}")
-    if not training:
-        return leaky_relu(input, (lower + upper) / 2, inplace)
-    gen = generator if generator is not None else default_generator(input.device)
-    u = gen.random(input.shape, dtype=numpy.float32 if input.dtype.itemsize <= 4
-                   else numpy.float64)
-    # A host generator (numpy's) for a GPU input draws on the host: move the slopes over.
-    slope = backend.to_device(lower + (upper - lower) * u, input.device)
     xp = input.device.xp
-    noise = xp.where(input._data <= 0, slope, 1).astype(input.dtype)
-    out = input * Tensor._make(noise, False, None, 0, [0], input.device)
+    if training:
+        gen = generator if generator is not None else default_generator(input.device)
+        u = gen.random(input.shape, dtype=numpy.float32 if input.dtype.itemsize <= 4
+                       else numpy.float64)
+        # A host generator (numpy's) for a GPU input draws on the host: move the slopes over.
+        slope = backend.to_device(lower + (upper - lower) * u, input.device)
+    else:
+        slope = (lower + upper) / 2
+    noise = Tensor._make(xp.where(input._data <= 0, slope, 1).astype(input.dtype), False, None, 0, [0],
+                         input.device)
     if inplace:
-        return input.copy_(out)
-    return out
+        return apply_inplace(OPS["rrelu_with_noise.inplace"], input, (noise,), {})
+    return _call("rrelu_with_noise", input, noise)
 
 
 def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3,  # noqa: A002

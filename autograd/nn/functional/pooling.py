@@ -2,12 +2,11 @@
 """
 from __future__ import annotations
 
-import numpy
-
 from ... import ops
 from ...dispatch import defcomposite
 from ...ops import _call
-from ..._tensor import Tensor
+from ...dtypes import is_floating
+from ...promotion import torch_name
 from .helpers import _pair
 
 
@@ -72,24 +71,33 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
                  divisor_override=divisor_override)
 
 
+def _adaptive_size(input, output_size, op: str) -> tuple[int, int]:  # noqa: A002
+    """(Ho, Wo) of an adaptive pooling of (N, C, H, W) or (C, H, W) ``input``: an int or a pair,
+    None keeping the input's size, as PyTorch's."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"{op}: expected a 3-D or 4-D input, got shape {list(input.shape)}")
+    if output_size is None or isinstance(output_size, int):
+        output_size = (output_size, output_size)
+    size = tuple(input.shape[-2:][k] if v is None else int(v) for k, v in enumerate(output_size))
+    if len(size) != 2 or min(size) < 1:
+        raise RuntimeError(f"{op}: output_size must be two positive sizes, got {output_size}")
+    if min(input.shape[-2:]) < 1:
+        raise RuntimeError(f"{op}: the input's height and width must be positive, got shape {list(input.shape)}")
+    return size
+
+
 @defcomposite("adaptive_avg_pool2d")
 def adaptive_avg_pool2d(input, output_size):  # noqa: A002
-    """Average-pool to ``output_size``; windows as PyTorch's (floor/ceil of i*H/out)."""
-    if input.ndim != 4:
-        raise RuntimeError(f"adaptive_avg_pool2d: expected a 4-D input, got shape {list(input.shape)}")
-    oh, ow = _pair(output_size, "output_size", "adaptive_avg_pool2d")
-    h, w = input.shape[2:]
-    if h % oh == 0 and w % ow == 0:
-        return avg_pool2d(input, (h // oh, w // ow))
-    rows = []
-    for i in range(oh):
-        h0, h1 = (i * h) // oh, -((-(i + 1) * h) // oh)
-        cols = []
-        for j in range(ow):
-            w0, w1 = (j * w) // ow, -((-(j + 1) * w) // ow)
-            cols.append(input[:, :, h0:h1, w0:w1].mean(dim=(2, 3)))
-        rows.append(ops.stack(cols, -1))
-    return ops.stack(rows, -2)
+    """Average-pool (N, C, H, W) or (C, H, W) to ``output_size`` with PyTorch's windows (output
+    i covers floor(i·H/Ho) to ceil((i+1)·H/Ho)): ``aten::_adaptive_avg_pool2d`` and one
+    AdaptiveAvgPool2DBackward0 node; a 1×1 output is a mean over H and W (MeanBackward1), as
+    in PyTorch."""
+    size = _adaptive_size(input, output_size, "adaptive_avg_pool2d")
+    if not is_floating(input.dtype):
+        raise NotImplementedError(f"\"adaptive_avg_pool2d\" not implemented for '{torch_name(input.dtype)}'")
+    if size == (1, 1):
+        return input.mean(dim=(-2, -1), keepdim=True)
+    return _call("_adaptive_avg_pool2d", input, output_size=size)
 
 
 def _pool_geometry(size, k, s, p, d, ceil_mode):
@@ -132,40 +140,13 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     return out if batched else ops.squeeze(out, 0)
 
 
-def _adaptive_windows(size, out):
-    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
-
-
-@defcomposite("adaptive_max_pool2d")
 def adaptive_max_pool2d(input, output_size, return_indices: bool = False):  # noqa: A002
-    """Max-pool to ``output_size`` with PyTorch's windows (floor/ceil of i*H/out); indices
-    are flat positions in each (H, W) plane."""
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"adaptive_max_pool2d: expected a 3-D or 4-D input, got shape "
-                           f"{list(input.shape)}")
-    if input.ndim == 3:
-        res = adaptive_max_pool2d(ops.unsqueeze(input, 0), output_size, return_indices)
-        return tuple(ops.squeeze(t, 0) for t in res) if return_indices else ops.squeeze(res, 0)
-    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
-    h, w = input.shape[2:]
-    oh, ow = oh or h, ow or w     # None keeps the input size, as in PyTorch
-    rows, idx_rows = [], []
-    for h0, h1 in _adaptive_windows(h, oh):
-        cols, idx_cols = [], []
-        for w0, w1 in _adaptive_windows(w, ow):
-            win = input[:, :, h0:h1, w0:w1]
-            cols.append(win.amax(dim=(2, 3)))
-            if return_indices:
-                arg = win._data.reshape(win.shape[0], win.shape[1], -1).argmax(-1)
-                idx_cols.append((h0 + arg // (w1 - w0)) * w + w0 + arg % (w1 - w0))
-        rows.append(ops.stack(cols, -1))
-        if return_indices:
-            idx_rows.append(input.device.xp.stack(idx_cols, -1))
-    values = ops.stack(rows, -2)
-    if not return_indices:
-        return values
-    idx = input.device.xp.stack(idx_rows, -2).astype(numpy.int64)
-    return values, Tensor._make(idx, False, None, 0, [0], input.device)
+    """Max-pool (N, C, H, W) or (C, H, W) to ``output_size`` with PyTorch's windows: one op and
+    one AdaptiveMaxPool2DBackward0 node; indices are flat positions in each (H, W) plane (of
+    tied maxima the first, of NaNs the last, as PyTorch's)."""
+    size = _adaptive_size(input, output_size, "adaptive_max_pool2d")
+    values, indices = _call("adaptive_max_pool2d", input, output_size=size)
+    return (values, indices) if return_indices else values
 
 
 @defcomposite("adaptive_avg_pool1d")
@@ -173,3 +154,16 @@ def adaptive_avg_pool1d(input, output_size):  # noqa: A002
     """Average-pool (N, C, L) to length ``output_size``."""
     o = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
     return ops.squeeze(adaptive_avg_pool2d(ops.unsqueeze(input, 2), (1, o)), 2)
+
+
+@defcomposite("adaptive_max_pool1d")
+def adaptive_max_pool1d(input, output_size, return_indices: bool = False):  # noqa: A002
+    """Max-pool (N, C, L) or (C, L) to length ``output_size``: adaptive_max_pool2d over a height
+    of 1, as PyTorch's (indices are positions along L)."""
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"adaptive_max_pool1d: expected a 2-D or 3-D input, got shape {list(input.shape)}")
+    o = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
+    res = adaptive_max_pool2d(ops.unsqueeze(input, -2), (1, o), return_indices)
+    if return_indices:
+        return ops.squeeze(res[0], -2), ops.squeeze(res[1], -2)
+    return ops.squeeze(res, -2)

@@ -8,7 +8,7 @@ from .layers import _NormBase, _conv_parameters, _reset_conv
 from .module import Module
 
 __all__ = ["Unflatten", "Conv1d", "BatchNorm1d", "InstanceNorm1d", "InstanceNorm2d",
-           "MaxPool1d", "AvgPool1d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "Upsample",
+           "MaxPool1d", "AvgPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool1d", "AdaptiveAvgPool1d", "Upsample",
            "PixelShuffle", "PixelUnshuffle", "Unfold", "ZeroPad2d", "ReflectionPad2d",
            "ReplicationPad2d", "CosineSimilarity", "PairwiseDistance", "L1Loss", "NLLLoss",
            "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss",
@@ -163,6 +163,18 @@ class AdaptiveMaxPool2d(Module):
 
     def forward(self, input):  # noqa: A002
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(Module):
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, input):  # noqa: A002
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
