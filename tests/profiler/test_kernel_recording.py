@@ -185,3 +185,17 @@ def test_api_calls_land_on_the_thread_that_made_them(needs_cupti):
         launched = [ev for ev in g["event"].tolist() if a.parent[a.parent[ev]] == op]
         assert launched, data.strings[cols["name_id"][op]]
         assert all(cols["thread_id"][ev] == cols["thread_id"][op] for ev in launched)
+
+
+@pytest.mark.cuda
+def test_without_cupti_python_nothing_changes_and_the_reason_is_kept(monkeypatch):
+    monkeypatch.setattr(cupti_activity, "_loaded", {"module": None, "reason": cupti_activity.NOT_INSTALLED})
+    data = _train_step_profile()
+    assert data.metadata["kernel_recording"] is False
+    assert data.metadata["kernel_recording_reason"] == cupti_activity.NOT_INSTALLED
+    assert len(data.gpu_columns["event"]) == 0
+    assert (data.event_columns["device_start_ns"] >= 0).any()          # the per-op CUDA events
+    a = data.analysis
+    assert a.self_cuda_ns.sum() == a.cuda_total_ns[a.parent < 0].sum()
+    with pytest.raises(RuntimeError, match=r"record_kernels=True.*pip install 'gradtrace\[cuda12\]'"):
+        _train_step_profile(record_kernels=True)
