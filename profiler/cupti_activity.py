@@ -43,7 +43,8 @@ from .occupancy import launch_estimates
 from .records import GpuKind
 
 __all__ = ["load_cupti", "unavailable_reason", "ActivitySession", "ActivityRecords", "ClockFit", "clock_sample",
-           "activity_columns", "demangle", "memcpy_name", "memset_name", "NOT_INSTALLED", "RUNTIME", "DRIVER"]
+           "activity_columns", "demangle", "memcpy_name", "memset_name", "api_call_name", "NOT_INSTALLED", "RUNTIME",
+           "DRIVER"]
 
 NOT_INSTALLED = ("cupti-python is not installed: pip install 'gradtrace[cuda12]' (CUDA 12) "
                  "or 'gradtrace[cuda13]' (CUDA 13)")
