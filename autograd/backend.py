@@ -504,6 +504,14 @@ def device_properties(dev) -> dict:
         "regsPerBlock": int(props.get("regsPerBlock", 0)),
         "sharedMemPerBlock": int(props.get("sharedMemPerBlock", 0)),
         "warpSize": int(props.get("warpSize", 32)),
+        # What the occupancy calculator needs besides (profiler/occupancy.py), under the
+        # names Kineto writes in a trace's deviceProperties.
+        "maxThreadsPerMultiprocessor": int(props.get("maxThreadsPerMultiProcessor", 0)),
+        "regsPerMultiprocessor": int(props.get("regsPerMultiprocessor", 0)),
+        "sharedMemPerMultiprocessor": int(props.get("sharedMemPerMultiprocessor", 0)),
+        "sharedMemPerBlockOptin": int(props.get("sharedMemPerBlockOptin", 0)),
+        **{key: int(props[key]) for key in ("maxBlocksPerMultiProcessor", "reservedSharedMemPerBlock")
+           if key in props},
     }
 
 

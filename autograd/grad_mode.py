@@ -13,11 +13,15 @@ from . import backend
 
 __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
-    "is_inference_mode_enabled", "current_thread_id",
+    "is_inference_mode_enabled", "current_thread_id", "native_thread_ids",
 ]
 
 _thread_ids = itertools.count(1).__next__
 _thread_ids_lock = threading.Lock()
+# Logical thread id -> the OS thread id (threading.get_native_id) of the thread that took it:
+# noted once per thread, as it takes its id, so that a profiler reading records that name OS
+# threads (CUPTI's API calls) can put them on the logical threads its events carry.
+_native_ids: dict[int, int] = {}
 
 
 class OpState:
@@ -97,6 +101,7 @@ class _ThreadState(threading.local):
         with _thread_ids_lock:
             # Logical thread id from 1, as RecordFunction shows them (0 means "none").
             self.thread_id = ops.thread_id = _thread_ids()
+            _native_ids[self.thread_id] = threading.get_native_id()
         self.backward_depth = 0   # reentrant backward depth in this thread
         self.anomaly_check_nan = True
         self.current_node = None   # the node the engine is running (anomaly: parent of new nodes)
@@ -113,6 +118,13 @@ STATE = _ThreadState()
 def current_thread_id() -> int:
     """The logical id (from 1) of the calling thread."""
     return STATE.thread_id
+
+
+def native_thread_ids() -> dict[int, int]:
+    """``{logical thread id: OS thread id}`` of every thread that has taken a logical id (an OS
+    id may repeat once its thread has ended: the later logical id is the live one)."""
+    with _thread_ids_lock:
+        return dict(_native_ids)
 
 
 def is_grad_enabled() -> bool:

@@ -61,6 +61,31 @@ QUICK=()
 step environment 20 any bash -c 'nvidia-smi || true; python3 -c "import numpy; print(\"numpy\", numpy.__version__)";
     python3 -c "import cupy; print(\"cupy\", cupy.__version__, cupy.cuda.runtime.getDeviceCount(), \"devices\")" || true;
     python3 -c "import torch; print(\"torch\", torch.__version__, torch.cuda.is_available())" || true'
+# 1b. cupti-python for kernel recording: the machine has no network, so it comes from
+#     build/gpu-wheels (benchmarks/fetch_gpu_wheels.sh, run where there is network), installed
+#     into a folder of its own (not $OUT: ~100 MB) put on PYTHONPATH for every step after.
+cupti_setup() {
+    if python3 -c "from cupti import cupti" 2>/dev/null; then
+        echo "cupti: already importable" >> "$SUMMARY"
+    elif [[ -d build/gpu-wheels ]]; then
+        local site=/tmp/gradtrace-cupti-site
+        timeout 90 python3 -m pip install --quiet --no-index --no-deps --find-links build/gpu-wheels \
+            --target "$site" cupti-python cuda-bindings cuda-pathfinder pyelftools nvidia-cuda-cupti \
+            > "$OUT/cupti.log" 2>&1
+        export PYTHONPATH="$PYTHONPATH:$site"
+        if python3 -c "from cupti import cupti" >> "$OUT/cupti.log" 2>&1; then
+            echo "cupti: installed from build/gpu-wheels" >> "$SUMMARY"
+        else
+            echo "cupti: install failed (see cupti.log)" >> "$SUMMARY"
+        fi
+    else
+        echo "cupti: missing (no build/gpu-wheels: run benchmarks/fetch_gpu_wheels.sh before)" >> "$SUMMARY"
+    fi
+}
+if [[ $HAVE_GPU == 1 ]]; then cupti_setup; else echo "cupti: skipped (no GPU)" >> "$SUMMARY"; fi
+# 1c. Kernel recording (CUPTI) of a small training step: the profile comes back in $OUT, with
+#     `gradtrace gpu` and `--kernels` on it; checks the clock alignment and the invariants.
+step kernel_recording 60 gpu python3 benchmarks/kernel_recording_check.py --out "$OUT/kernels.gtprof"
 # 2. The cuda tests, on the real GPU (a skipped cuda test there is a failure to explain).
 step cuda_tests 150 gpu python3 -m pytest -m cuda tests/autograd tests/profiler -x -q -rs -p no:cacheprovider
 # 3. Profiler truth: Σ self CUDA = top-level CUDA, CUDA within 10% of (never above) the

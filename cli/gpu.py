@@ -26,7 +26,8 @@ from gradtrace.profiler.ranks import is_run_dir, load_run
 from .errors import CLIError, load_profile
 from .render import WIDTH, _column_cells, _natural, _table, emit, fit_columns, make_console, spec_table
 
-__all__ = ["cmd_gpu", "summary_tables", "kernel_tables", "rank_gpu_table", "kernel_name_width"]
+__all__ = ["cmd_gpu", "summary_tables", "kernel_tables", "rank_gpu_table", "kernel_name_width",
+           "kernel_recording_note"]
 
 _LABELS = {
     "gpu_utilization_pct": "GPU utilization",
@@ -238,6 +239,17 @@ def rank_gpu_table(summaries: dict, plain: bool = False) -> Table:
     return t
 
 
+def kernel_recording_note(metadata: dict) -> Text | None:
+    """The one line saying why a gradtrace CUDA profile's launch figures (occupancy, SM
+    efficiency, Tensor Cores, launch delay, copy kinds) are null: its kernels were not
+    recorded (``metadata["kernel_recording_reason"]``); None when they were, or for a trace."""
+    if metadata.get("kernel_recording") is not False:
+        return None
+    reason = metadata.get("kernel_recording_reason") or "unknown"
+    return Text(f"Launch figures are null: kernels were not recorded ({reason}); the device times are "
+                "per op (docs/gpu-analysis.md, kernel recording).")
+
+
 def _json(obj) -> None:
     sys.stdout.write(json.dumps(obj, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o)) + "\n")
 
@@ -284,15 +296,18 @@ def cmd_gpu(args) -> int:
             return 0
 
         console, plain = make_console()
-        emit(console, kernel_tables(kernel_table(data, by_op=args.by_op, by_launch=args.by_launch),
-                                    memcpy_table(data), collective_table(data), by_op=args.by_op,
-                                    by_launch=args.by_launch, limit=args.limit, plain=plain,
-                                    width=console.width), plain)
+        tables = kernel_tables(kernel_table(data, by_op=args.by_op, by_launch=args.by_launch),
+                               memcpy_table(data), collective_table(data), by_op=args.by_op,
+                               by_launch=args.by_launch, limit=args.limit, plain=plain, width=console.width)
+        note = kernel_recording_note(data.metadata)
+        emit(console, Group(tables, note) if note is not None else tables, plain)
         return 0
     summary = data.gpu_summary()
     if args.json:
         _json(summary)
         return 0
     console, plain = make_console()
-    emit(console, summary_tables(summary, plain), plain)
+    note = kernel_recording_note(data.metadata)
+    tables = summary_tables(summary, plain)
+    emit(console, Group(tables, note) if note is not None else tables, plain)
     return 0

@@ -25,14 +25,17 @@ from operator import attrgetter, is_not
 
 import numpy as np
 
-from gradtrace.autograd import backend
+from gradtrace.autograd import backend, grad_mode
 from gradtrace.autograd import memory as engine_memory
 from gradtrace.autograd import record_function as rf
 from gradtrace.autograd.node import AccumulateGrad
 
+from . import cupti_activity
 from .data import ProfileData
 from .fileformat import gradtrace_version
-from .records import EVENT_COLUMNS, MEMORY_COLUMNS, Scope, empty_columns
+from .gpu_events import activity_events, device_name_ids, gpu_table, lookup
+from .nesting import innermost_containing, nest_intervals
+from .records import EVENT_COLUMNS, MEMORY_COLUMNS, NO_DEVICE_TIME, Scope, empty_columns
 
 __all__ = ["Collector", "record_function", "gpu_available"]
 
@@ -74,8 +77,12 @@ class Collector:
     """Install a range sink on :meth:`start`, remove it and build a ProfileData on :meth:`stop`."""
 
     def __init__(self, activities: set[str], record_shapes: bool, profile_memory: bool,
-                 with_stack: bool, with_flops: bool, with_modules: bool):
+                 with_stack: bool, with_flops: bool, with_modules: bool, record_kernels: bool | None = False):
         self.activities = set(activities)
+        # Kernel recording (CUPTI): None = when it can run, True = required, False = off.
+        self.record_kernels = record_kernels
+        self._kernel_session = None     # a cupti_activity.ActivitySession while it records
+        self._kernel_reason = None      # why kernels are not recorded (a "cuda" profile)
         self.record_shapes = record_shapes or with_flops  # FLOPs are computed from shapes
         self.profile_memory = profile_memory
         self.with_stack = with_stack
@@ -138,7 +145,8 @@ class Collector:
         """A sink's ``(end, start)`` laying its rows end to end in ``rows``: ``start`` is None
         in the common CPU case, where a range needs nothing when it opens."""
         extend = rows.extend
-        gpu = "cuda" in self.activities and backend.cuda_is_available()
+        # With kernel recording the device time is the kernels' (exact): no CUDA event pairs.
+        gpu = "cuda" in self.activities and backend.cuda_is_available() and self._kernel_session is None
         with_stack = self.with_stack
         if not gpu and not with_stack:
             return extend, None
@@ -223,9 +231,34 @@ class Collector:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def _start_kernel_recording(self) -> None:
+        """Start CUPTI's activity session when kernels are to be recorded, else note why not
+        (``record_kernels=True`` and it cannot run: an error saying how to fix it)."""
+        reason = None
+        if self.record_kernels is False:
+            reason = "record_kernels=False"
+        elif "cuda" not in self.activities:
+            reason = "'cuda' is not among the profiler's activities"
+        elif not backend.cuda_is_available():
+            reason = "no usable CUDA GPU"
+        else:
+            cupti, reason = cupti_activity.load_cupti()
+            if cupti is not None:
+                session = cupti_activity.ActivitySession(cupti)
+                try:
+                    session.start()
+                except Exception as exc:  # CUPTI refuses (another profiler holds it, old driver)
+                    reason = f"CUPTI's activity API could not start: {exc}"
+                else:
+                    self._kernel_session = session
+        if reason is not None and self.record_kernels:
+            raise RuntimeError(f"record_kernels=True, but kernels cannot be recorded: {reason}")
+        self._kernel_reason = reason
+
     def start(self) -> None:
         self._wall_start_ns = time.time_ns()
         self._start_ns = time.perf_counter_ns()
+        self._start_kernel_recording()
         backward = rf.RecordScope.BACKWARD_FUNCTION
         for rows, scopes in ((self._ranges, [s for s in rf.RecordScope if s is not backward]),
                              (self._backward, [backward])):
@@ -246,6 +279,8 @@ class Collector:
             self._journal_base, self._journal_memory, self._journal_ns = (0, 0), {}, None
         self._wall_start_ns = time.time_ns()
         self._start_ns = time.perf_counter_ns()
+        if self._kernel_session is not None:
+            self._kernel_session.clear()
         if self.profile_memory:
             self._record_live_memory()
 
@@ -253,6 +288,8 @@ class Collector:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self._kernel_session is not None and self._kernel_session._active:
+            self._kernel_session.stop()    # a profiler released without finishing
 
     def stop(self, extra_metadata: dict | None = None) -> ProfileData:
         """Stop recording and build the profile now (:meth:`finish`, then :meth:`profile_data`)."""
@@ -270,6 +307,13 @@ class Collector:
         # A range still open in another thread closes into the lists after this: not ours.
         self._lengths = (len(self._ranges), len(self._backward))
         self._device_region_ns = self._resolve_gpu_times()
+        self._kernel_records = None
+        if self._kernel_session is not None:
+            # Every kernel launched has completed after this, so the flush has them all.
+            for index in range(backend.device_count()):
+                backend.synchronize(f"cuda:{index}")
+            self._kernel_records = self._kernel_session.stop()
+            self._native_threads = grad_mode.native_thread_ids()
         # A rank of a process group: its backend, rank and world size ("distributed_info",
         # which the Chrome trace shows as distributedInfo) and its collectives' arguments.
         dist = sys.modules.get("gradtrace.autograd.distributed")
@@ -286,6 +330,10 @@ class Collector:
 
     def _build(self) -> ProfileData:
         events, node_of_event = self._event_columns()
+        gpu = None
+        recorded = self._kernel_records is not None
+        if recorded:
+            events, node_of_event, gpu, kernel_counts = self._with_kernels(events, node_of_event)
         nodes, edges = self._graph_columns(node_of_event)
         memory = self._memory_columns()
         metadata = self._metadata(self._end_ns)
@@ -293,8 +341,113 @@ class Collector:
         gpus = sorted(d for d in metadata["devices"] if d.startswith("cuda"))
         if gpus:
             metadata["device_properties"] = [_device_properties(d) for d in gpus]
+        if "cuda" in self.activities:
+            # Whether the gpu table holds the kernels, and if not why (`gradtrace gpu` says it).
+            metadata["kernel_recording"] = recorded
+            if not recorded:
+                metadata["kernel_recording_reason"] = self._kernel_reason or "not started"
+            else:
+                metadata["kernel_recording_counts"] = kernel_counts
         metadata.update(self._late_metadata)
-        return ProfileData(events, memory, self._strings, metadata, node_columns=nodes, edge_columns=edges)
+        return ProfileData(events, memory, self._strings, metadata, node_columns=nodes, edge_columns=edges,
+                           gpu_columns=gpu)
+
+    # ------------------------------------------------------------------ kernels (CUPTI)
+
+    def _with_kernels(self, events: dict, node_of_event: np.ndarray) -> tuple[dict, np.ndarray, dict, dict]:
+        """The events with CUPTI's API calls and device activities added, built as a torch-trace
+        import builds them (:mod:`.gpu_events`): each call an op of its thread, each kernel,
+        memcpy and memset a zero-CPU-time event at the start of its launching call with its
+        device interval; and the gpu table of the activities.
+
+        Returns:
+            (events, node id of each event, gpu table, counts for the metadata).
+        """
+        session, records = self._kernel_session, self._kernel_records
+        self._kernel_records = None
+        devices = sorted(set(records.table("kernels")["device_id"].tolist())
+                         | set(records.table("copies")["device_id"].tolist()))
+        props = {d: _device_properties(f"cuda:{d}") for d in devices}
+        # Streams as the profile stores them (the handle), from CUPTI's stream ids.
+        stream_of = {}
+        for handle in np.unique(events["stream"]).tolist():
+            sid = session.stream_id(int(handle))
+            if sid is not None:
+                stream_of.setdefault(sid, int(handle))
+        calls, acts = cupti_activity.activity_columns(records, session.clock(), session.call_name,
+                                                      self._intern_string, stream_of, props)
+        # The calls made while recording; a driver call only where it launched device work (the
+        # runtime calls are what PyTorch's tables show; CuPy's own kernels are driver launches).
+        launched = np.isin(calls["correlation"], acts["correlation"])
+        keep = (calls["start_ns"] >= self._start_ns) & (calls["start_ns"] <= self._end_ns) \
+            & ((calls["domain"] == cupti_activity.RUNTIME) | launched)
+        # Runtime calls first: where a driver call shares a runtime call's correlation, the
+        # kernel belongs to the runtime call (lookup takes the first row of a key).
+        order = np.flatnonzero(keep)
+        order = order[np.argsort(calls["domain"][order], kind="stable")]
+        calls = {name: col[order] for name, col in calls.items()}
+        thread = self._logical_threads(calls["os_thread"], events["thread_id"])
+        # A call ends within the range it started in: the two clocks agree to within the fit's
+        # error, and a call overrunning its op by that much would break the nesting.
+        if len(events["start_ns"]) and len(thread):
+            nest = nest_intervals(events["start_ns"], events["end_ns"], events["thread_id"])
+            inner = innermost_containing(nest, events["start_ns"], events["end_ns"], events["thread_id"],
+                                         calls["start_ns"], thread)
+            found = inner >= 0
+            calls["end_ns"][found] = np.minimum(calls["end_ns"][found], events["end_ns"][inner[found]])
+        n_calls, n_acts = len(calls["start_ns"]), len(acts["cat"])
+        launcher = lookup(calls["correlation"], np.ones(n_calls, bool), acts["correlation"])
+        orphan_thread = int(max(events["thread_id"].max(initial=0), thread.max(initial=0))) + 1
+        act_events = activity_events(acts, launcher, calls["start_ns"], thread, orphan_thread,
+                                     device_name_ids(acts["device"], self._intern_string))
+        cpu = self._intern_string("cpu")
+        for d in devices:      # the metadata's device list names the devices of the activities too
+            self._devices.setdefault(("cupti", d), self._intern_string(f"cuda:{d}"))
+        call_events = {
+            "name_id": calls["name_id"], "start_ns": calls["start_ns"], "end_ns": calls["end_ns"],
+            "thread_id": thread, "scope": np.full(n_calls, int(Scope.FUNCTION)), "sequence_nr": np.full(n_calls, -1),
+            "fwd_thread_id": np.zeros(n_calls, np.int64), "device_id": np.full(n_calls, cpu),
+            "stream": np.zeros(n_calls, np.int64), "device_start_ns": np.full(n_calls, NO_DEVICE_TIME),
+            "device_end_ns": np.full(n_calls, NO_DEVICE_TIME), "shapes_id": np.full(n_calls, -1),
+            "dtypes_id": np.full(n_calls, -1), "stack_id": np.full(n_calls, -1),
+        }
+        n = len(events["start_ns"])
+        # Activities before calls: of a call and its zero-length kernel at one instant (a call
+        # of zero length), the later row comes first below, so the call is the parent.
+        merged = {name: np.concatenate([events[name], act_events[name], call_events[name]]).astype(dtype, copy=False)
+                  for name, dtype in EVENT_COLUMNS.items()}
+        index = np.arange(len(merged["start_ns"]))
+        # The collector's event order (_event_columns): start; the longer first; thread; the
+        # later row first.
+        order = np.lexsort((-index, merged["thread_id"], -merged["end_ns"], merged["start_ns"]))
+        merged = {name: col[order] for name, col in merged.items()}
+        node = np.concatenate([node_of_event, np.full(n_acts + n_calls, -1, np.int64)])[order]
+        position = np.empty(len(order), np.int64)
+        position[order] = index
+        gpu = gpu_table(acts, position[n:n + n_acts])
+        counts = {"api_calls": int(n_calls), "gpu_events": int(n_acts),
+                  "gpu_events_without_launch": int(np.count_nonzero(launcher < 0)),
+                  "dropped_records": {str(k): v for k, v in records.dropped_kinds.items()}}
+        if (launcher < 0).any():
+            counts["orphan_gpu_thread"] = orphan_thread
+        return merged, node, gpu, counts
+
+    def _logical_threads(self, os_thread: np.ndarray, event_threads: np.ndarray) -> np.ndarray:
+        """The logical thread id of each OS thread id (CUPTI's API records): the thread's own
+        where the engine noted it (grad_mode.native_thread_ids), else a new id after all
+        the profile's, in order of first appearance."""
+        by_native = {}
+        for logical, native in sorted(self._native_threads.items()):
+            by_native[native] = logical          # a reused OS id: the later thread
+        next_id = int(max(event_threads.max(initial=0), max(by_native.values(), default=0))) + 1
+        natives, first, inverse = np.unique(os_thread, return_index=True, return_inverse=True)
+        logical = np.empty(len(natives), np.int64)
+        for k in np.argsort(first, kind="stable").tolist():     # once per OS thread
+            found = by_native.get(int(natives[k]))
+            if found is None:
+                found, next_id = next_id, next_id + 1
+            logical[k] = found
+        return logical[inverse.reshape(-1)] if len(os_thread) else np.zeros(0, np.int64)
 
     def _metadata(self, end_ns: int) -> dict:
         return {

@@ -77,6 +77,10 @@ class profile:
             record everything between start and stop.
         on_trace_ready: ``fn(prof)`` called at the end of each recorded cycle (and at stop
             when no schedule is given).
+        record_kernels: record every kernel, memcpy and memset with its launch (CUPTI, through
+            cupti-python: see ``docs/gpu-analysis.md``) instead of one device interval per op.
+            None: when "cuda" is recorded on a usable GPU and cupti-python imports; True:
+            required (an error says how to install it when it cannot run); False: off.
 
     Example::
 
@@ -88,7 +92,11 @@ class profile:
     def __init__(self, activities: Iterable | None = None, record_shapes: bool = False,
                  profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
                  with_modules: bool = False, schedule: Callable[[int], ProfilerAction] | None = None,
-                 on_trace_ready: Callable[["profile"], object] | None = None):
+                 on_trace_ready: Callable[["profile"], object] | None = None,
+                 record_kernels: bool | None = None):
+        if record_kernels not in (None, True, False):
+            raise ValueError(f"record_kernels must be None, True or False, not {record_kernels!r}")
+        self.record_kernels = record_kernels
         self.activities = _parse_activities(activities)
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
@@ -217,7 +225,8 @@ class profile:
         from .collector import Collector  # noqa: PLC0415 - the engine is imported only here
 
         self._collector = Collector(self.activities, self.record_shapes, self.profile_memory,
-                                    self.with_stack, self.with_flops, self.with_modules)
+                                    self.with_stack, self.with_flops, self.with_modules,
+                                    record_kernels=self.record_kernels)
         self._collector.start()
         if self._action is ProfilerAction.RECORD or self._action is ProfilerAction.RECORD_AND_SAVE:
             self._cycle_first_step = self.step_num

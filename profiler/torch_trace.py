@@ -45,9 +45,10 @@ import numpy as np
 from typing import TYPE_CHECKING
 
 from .fileformat import MAGIC
+from .gpu_events import activity_events, device_name_ids, gpu_table, lookup
 from .nesting import innermost_containing, nest_intervals
 from .pairing import Pairing, pair_backward
-from .records import EVENT_COLUMNS, GPU_COLUMNS, NO_DEVICE_TIME, Scope
+from .records import EVENT_COLUMNS, NO_DEVICE_TIME, Scope
 from .torch_trace_reader import CPU_OP, PYTHON_FUNCTION, RUNTIME, USER_ANNOTATION, read_trace
 from .validate import ProfileFormatError, ValidProfile, validate_profile
 
@@ -335,53 +336,31 @@ class _Builder:
     # ---- GPU activity and memory
 
     def _gpu_events(self, rows, cat, start, thread, thread_of) -> dict:
-        """Kernels, memcpys and memsets as zero-CPU-time events at the start of their launch."""
+        """Kernels, memcpys and memsets as zero-CPU-time events at the start of their launch
+        (:func:`.gpu_events.activity_events`)."""
         g = self.raw.gpu
         cpu = self.raw.cpu
         n = len(g["cat"])
         launcher = np.full(n, -1, dtype=np.int64)
         if n:
-            launcher = _lookup(cpu["correlation"][rows], (cat == RUNTIME), g["correlation"])
-            by_op = _lookup(cpu["ext_id"][rows], (cat == CPU_OP), g["ext_id"])
+            launcher = lookup(cpu["correlation"][rows], (cat == RUNTIME), g["correlation"])
+            by_op = lookup(cpu["ext_id"][rows], (cat == CPU_OP), g["ext_id"])
             launcher = np.where(launcher >= 0, launcher, by_op)
         orphan = launcher < 0
         orphan_thread = int(thread_of.max()) + 1 if len(thread_of) else 1
-        ev_start = np.where(orphan, g["start_ns"], start[np.maximum(launcher, 0)] if len(start) else 0)
-        ev_thread = np.where(orphan, orphan_thread, thread[np.maximum(launcher, 0)] if len(thread) else 0)
-        # Device names interned in order of first appearance, as one pass over the events would.
-        index = np.zeros(0, dtype=np.int64)
-        devices = np.zeros(0, dtype=np.int32)
-        if n:
-            values, first, index = np.unique(g["device"], return_index=True, return_inverse=True)
-            devices = np.empty(len(values), dtype=np.int32)
-            for k in np.argsort(first, kind="stable").tolist():
-                devices[k] = self.intern(f"cuda:{int(values[k])}")
-        devices = devices[index.reshape(-1)]
         self.counts["gpu_events"] = int(n)
         self.counts["gpu_events_without_launch"] = int(np.count_nonzero(orphan))
         if orphan.any():
             self.counts["orphan_gpu_thread"] = orphan_thread
-        return {
-            "name_id": g["name_id"], "start_ns": ev_start, "end_ns": ev_start, "thread_id": ev_thread,
-            "scope": np.full(n, int(Scope.FUNCTION)), "sequence_nr": np.full(n, -1),
-            "fwd_thread_id": np.zeros(n, np.int64), "device_id": devices, "stream": g["stream"],
-            "device_start_ns": g["start_ns"], "device_end_ns": g["start_ns"] + g["dur_ns"],
-            "shapes_id": np.full(n, -1), "dtypes_id": np.full(n, -1), "stack_id": np.full(n, -1),
-        }
+        return activity_events(g, launcher, start, thread, orphan_thread, device_name_ids(g["device"], self.intern))
 
     def _gpu_table(self, order, n_cpu: int) -> dict:
         """The GPU activities' launch arguments (``records.GPU_COLUMNS``), each row pointing at
         its event after the events were put in start order (the activities were appended
         after the ``n_cpu`` CPU events), in event order."""
-        g = self.raw.gpu
         position = np.empty(len(order), dtype=np.int64)
         position[order] = np.arange(len(order))
-        event = position[n_cpu:]
-        by_event = np.argsort(event, kind="stable")
-        table = {"event": event, "kind": g["cat"]}
-        table.update((name, g[name]) for name in GPU_COLUMNS if name not in table)
-        return {name: np.asarray(col).take(by_event).astype(GPU_COLUMNS[name], copy=False)
-                for name, col in table.items()}
+        return gpu_table(self.raw.gpu, position[n_cpu:])
 
     def _memory(self, thread_of) -> dict:
         m = self.raw.memory
@@ -481,20 +460,6 @@ def _nest_in_pieces(start, end, thread, piece: int | None = None) -> tuple[np.nd
             overlaps.append(idx[nest.partial_overlaps])
     pairs = np.concatenate(overlaps) if overlaps else np.zeros((0, 2), dtype=np.int64)
     return parent, pairs
-
-
-def _lookup(keys, eligible, wanted) -> np.ndarray:
-    """For each wanted key, the index of an eligible row with that key (-1 where none)."""
-    rows = np.flatnonzero(eligible & (keys >= 0))
-    out = np.full(len(wanted), -1, dtype=np.int64)
-    if len(rows) == 0:
-        return out
-    order = np.argsort(keys[rows], kind="stable")
-    sorted_keys = keys[rows][order]
-    slot = np.minimum(np.searchsorted(sorted_keys, wanted), len(sorted_keys) - 1)
-    hit = (sorted_keys[slot] == wanted) & (wanted >= 0)
-    out[hit] = rows[order[slot[hit]]]
-    return out
 
 
 # --------------------------------------------------------------------------- pairing

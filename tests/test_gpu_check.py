@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ["environment", "cuda_tests", "profiler_truth", "torch_traces", "train_step", "compiled_backward",
+STEPS = ["environment", "cupti", "kernel_recording", "cuda_tests", "profiler_truth", "torch_traces", "train_step", "compiled_backward",
          "memory", "full_tests"]
 
 
@@ -23,7 +23,8 @@ def test_dry_run(tmp_path):
     assert list(summary) == STEPS
     for name in ("environment", "profiler_truth", "torch_traces"):
         assert summary[name].startswith("rc=0"), (name, (out / f"{name}.log").read_text()[-2000:])
-    for name in ("cuda_tests", "train_step", "compiled_backward", "memory", "full_tests"):
+    for name in ("cupti", "kernel_recording", "cuda_tests", "train_step", "compiled_backward", "memory",
+                 "full_tests"):
         assert summary[name] == "skipped (no GPU)"
     truth = json.loads((out / "profiler_truth.json").read_text())
     assert truth["truth"]["sums_telescope"] and truth["truth"]["cuda_never_above_wall"]

@@ -25,7 +25,10 @@ it. What it does enforce, the way CuPy does:
   garbage until the graph is launched, as on a GPU); a host sync on the capturing stream
   (``.get()``, ``.item()``, ``float()``, ``stream.synchronize()``...) raises; the legacy
   default stream cannot capture; ``Graph.launch`` replays the recorded kernels on the buffers
-  they were captured with (their addresses are baked in, as in a CUDA graph).
+  they were captured with (their addresses are baked in, as in a CUDA graph);
+- kernel recording: while the stand-in CUPTI beside it (``tests/fakecupy/cupti``) records,
+  each kernel, device-to-host / host-to-device copy, graph launch and synchronize is reported
+  to it, as a GPU reports them to CUPTI (see that module for what it checks).
 """
 from __future__ import annotations
 
@@ -71,6 +74,13 @@ def _recorder():
     if not _capturing:
         return None
     return _capturing.get(_current().ptr)
+
+
+def _cupti():
+    """The fake CUPTI (``tests/fakecupy/cupti``) while it records, else None: each kernel,
+    copy and graph launch is then reported to it, as a GPU reports them to CUPTI."""
+    m = sys.modules.get("cupti.cupti")
+    return m if m is not None and getattr(m, "_IS_FAKE", False) and m._recording() else None
 
 
 def _host_sync(what):
@@ -143,6 +153,9 @@ class Stream:
     def synchronize(self):
         if self.ptr in _capturing:
             raise _capture_violation("stream synchronize")
+        c = _cupti()
+        if c is not None:
+            c.synchronize(c.RuntimeApiTraceCbid.cudaStreamSynchronize_v3020)
 
     def record(self, event=None):
         event = event if event is not None else Event()
@@ -183,6 +196,10 @@ class Graph:
         self._kernels = kernels
 
     def launch(self, stream=None):
+        c = _cupti()
+        if c is not None:
+            c.graph_launch((stream if stream is not None else _current()).ptr, self._kernels, id(self) & 0xFFFF)
+            return
         for kernel in self._kernels:
             kernel()
 
@@ -208,6 +225,9 @@ class Device:
     def synchronize(self):
         if _capturing:
             raise _capture_violation("device synchronize")
+        c = _cupti()
+        if c is not None:
+            c.synchronize(c.RuntimeApiTraceCbid.cudaDeviceSynchronize_v3020)
 
     @property
     def compute_capability(self):
@@ -386,7 +406,11 @@ def _launch(fn, args, kwargs, device_args):
     """Run one "kernel" on the current stream, or record it when the stream is capturing."""
     rec = _recorder()
     if rec is None:
-        return fn(*args, **kwargs)
+        c = _cupti()
+        if c is None:
+            return fn(*args, **kwargs)
+        size = max((a.size for a in args if isinstance(a, _np.ndarray)), default=1)
+        return c.launch(getattr(fn, "__name__", "kernel"), _current().ptr, size, lambda: fn(*args, **kwargs))
     if "out" in kwargs or getattr(fn, "__name__", "") in _INPLACE:
         rec.append(lambda: fn(*args, **kwargs))   # writes an existing buffer: not run yet
         return kwargs.get("out")
@@ -408,6 +432,7 @@ def _launch(fn, args, kwargs, device_args):
             if any(buf is f for f in fresh):
                 _np.copyto(buf, val)
 
+    kernel._kernel_name = getattr(fn, "__name__", "kernel")
     rec.append(kernel)
     for buf in fresh:
         _garbage(buf)                             # not run yet: nothing valid in it
@@ -419,6 +444,9 @@ def _synced(read, what):
 
     def method(self, *args):
         _host_sync(what)
+        c = _cupti()
+        if c is not None:        # the value comes to the host by a device-to-host copy
+            return c.copy("DtoH", self._a.nbytes, _current().ptr, lambda: read(self._a, *args))
         return read(self._a, *args)
 
     method.__name__ = what
@@ -465,6 +493,12 @@ class ndarray(_np.lib.mixins.NDArrayOperatorsMixin):
     # ---- host access (each is a device->host sync)
     def get(self, stream=None, order="C", out=None, blocking=True):
         _host_sync("ndarray.get")
+        c = _cupti()
+        if c is not None:
+            return c.copy("DtoH", self._a.nbytes, _current().ptr, lambda: self._get(out, order))
+        return self._get(out, order)
+
+    def _get(self, out, order):
         if out is not None:
             out[...] = self._a
             return out
@@ -547,6 +581,10 @@ class ndarray(_np.lib.mixins.NDArrayOperatorsMixin):
 
 
 def _from_host(host):
+    c = _cupti()
+    if c is not None:
+        host = _np.asarray(host)
+        return c.copy("HtoD", host.nbytes, _current().ptr, lambda: _wrap(_np.array(host, copy=True)))
     return _wrap(_np.array(host, copy=True))
 
 
@@ -714,7 +752,11 @@ def _properties(device):
     Device(device)
     return {"name": b"gradtrace fake GPU (NumPy)", "totalGlobalMem": 80 * 2**30, "major": 9,
             "minor": 0, "multiProcessorCount": 132, "maxThreadsPerBlock": 1024,
-            "regsPerBlock": 65536, "sharedMemPerBlock": 49152, "warpSize": 32}
+            "regsPerBlock": 65536, "sharedMemPerBlock": 49152, "warpSize": 32,
+            # An H100's, for the occupancy calculator (profiler/occupancy.py).
+            "maxThreadsPerMultiProcessor": 2048, "regsPerMultiprocessor": 65536,
+            "sharedMemPerMultiprocessor": 233472, "sharedMemPerBlockOptin": 232448,
+            "maxBlocksPerMultiProcessor": 32, "reservedSharedMemPerBlock": 1024}
 
 
 runtime = _submodule(
