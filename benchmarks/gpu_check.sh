@@ -6,6 +6,9 @@
 #   OUT=/tmp/x bash benchmarks/gpu_check.sh --dry-run      # on a CPU: the same steps, tiny
 #                                                          # sizes, GPU-only steps skipped
 #
+# Before a GPU run: `bash benchmarks/fetch_gpu_wheels.sh` here (network), then the device `run`
+# with carry ["build/gpu-wheels"] (git-ignored, ~41 MB): cupti-python for kernel recording.
+#
 # Runs from the repository root without installing the project (PYTHONPATH=., as the device
 # machine has no dash or plotly). Each step's output goes to $OUT/<step>.log; $OUT/summary.txt
 # lists every step with its exit status (or why it was skipped). The script itself exits 0 so
