@@ -21,7 +21,7 @@ from ..dispatch import FUNCTIONS, METHODS, OPS, apply_op
 from .._tensor import Tensor
 # _linalg and _special hold the linalg and special families: the names ``linalg`` and
 # ``special`` are the torch.linalg and torch.special namespaces this package exports.
-from . import (_linalg, decompositions, elementwise, indexing, losses, nn,  # noqa: F401 - registers ops
+from . import (_linalg, activation, decompositions, elementwise, indexing, losses, nn,  # noqa: F401 - registers ops
                reduction, scans, shape)
 # The wrappers, each beside its family; in this order because each imports those before it.
 from . import shape_api, elementwise_api, indexing_api, reduction_api, linalg_api, casts  # noqa: F401

@@ -16,7 +16,7 @@ import math
 import numpy
 
 from ..dispatch import defop
-from .elementwise import _softplus_fwd
+from .activation import _softplus_fwd
 
 
 
