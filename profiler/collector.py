@@ -325,7 +325,13 @@ class Collector:
         with self._build_lock:
             if self._data is None:
                 self._data = self._build()
-                self._ranges, self._backward, self._memory = [], [], {}   # let the rows go
+                # Let the rows go now: each row starts with its sink's end, which for a CPU
+                # profile is these lists' own ``extend``, so a list only dropped would be a
+                # cycle left to the cyclic GC (a gen-2 pass of ~100 ms after a 20k-op profile,
+                # landing in whatever runs next). Emptied, they are freed by reference count.
+                self._ranges.clear()
+                self._backward.clear()
+                self._ranges, self._backward, self._memory = [], [], {}
             return self._data
 
     def _build(self) -> ProfileData:

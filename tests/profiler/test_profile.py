@@ -454,3 +454,28 @@ def test_call_sites_inside_reference_workloads_count_as_user_code():
     stacks = ["\n".join(data.stack_of(i)) for i in set(data.event_columns["stack_id"].tolist())
               if i >= 0]
     assert any("models" in s for s in stacks), stacks[:3]
+
+
+def test_a_read_profile_leaves_no_cyclic_garbage():
+    """Once the profile is read, the recorded rows (and the backward nodes they hold) are freed
+    by reference count: a row starts with its sink's end, the rows list's own ``extend``, so a
+    dropped list was a cycle that left ~12 objects per op to a gen-2 collection (240k objects,
+    85 ms after a 20k-op chain, landing in whatever ran next)."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        with profiler.profile(activities=["cpu"]) as prof:
+            x = ag.full((4,), 0.5, requires_grad=True)
+            y = x
+            for _ in range(50):
+                y = y * 1.5 + 0.25
+            node = weakref.ref(y.grad_fn)
+            y.sum().backward()
+        assert prof.profile_data.n_events > 100
+        del x, y
+        assert node() is None                       # freed without a collection
+    finally:
+        gc.enable()
