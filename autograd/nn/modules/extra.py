@@ -156,28 +156,25 @@ class AvgPool1d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveMaxPool2d(Module):
+class _AdaptiveMaxPoolNd(Module):
+    """The output size and ``return_indices`` of PyTorch's _AdaptiveMaxPoolNd."""
+
     def __init__(self, output_size, return_indices: bool = False):
         super().__init__()
         self.output_size, self.return_indices = output_size, return_indices
 
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     def forward(self, input):  # noqa: A002
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
-    def extra_repr(self):
-        return f"output_size={self.output_size}"
 
-
-class AdaptiveMaxPool1d(Module):
-    def __init__(self, output_size, return_indices: bool = False):
-        super().__init__()
-        self.output_size, self.return_indices = output_size, return_indices
-
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
     def forward(self, input):  # noqa: A002
         return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
-
-    def extra_repr(self):
-        return f"output_size={self.output_size}"
 
 
 class AdaptiveAvgPool1d(Module):
