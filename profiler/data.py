@@ -63,11 +63,13 @@ class ProfileData:
         self._stack_cache: dict[int, list] = {}
         self._stored_summaries: dict = {}
         self._stored_forward_backward = None
+        self._stored_gpu_summary = None
         if stored is not None:
             # The cached properties below, filled from the file instead of computed.
             self.__dict__.update(analysis=stored.analysis, **stored.flags)
             self._stored_summaries = stored.summaries
             self._stored_forward_backward = stored.forward_backward
+            self._stored_gpu_summary = stored.gpu_summary
 
     # ------------------------------------------------------------------ basics
 
@@ -225,7 +227,10 @@ class ProfileData:
 
     def gpu_summary(self) -> dict:
         """Every GPU figure per device, over all steps and per step, with recommendations
-        (see :func:`profiler.gpu.gpu_summary` and ``docs/gpu-analysis.md``)."""
+        (see :func:`profiler.gpu.gpu_summary` and ``docs/gpu-analysis.md``); a version-5 file
+        keeps it (read, not recomputed)."""
+        if self._stored_gpu_summary is not None:
+            return self._stored_gpu_summary.get()
         from .advice import recommendations  # noqa: PLC0415 - lazy: tables and files need no GPU analysis
         from .gpu import gpu_summary  # noqa: PLC0415
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
 __all__ = ["DeviceWork", "device_work", "all_devices", "windows", "covered_ns", "is_nvidia", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
-           "queue_length", "step_breakdown", "STEP_CATEGORIES", "KERNEL_WAIT_US", "SHORT_KERNEL_RUNTIME_US",
+           "queue_length", "step_breakdown", "STEP_CATEGORIES", "SUMMARY_VERSION", "SUMMARY_SHAPE", "has_shape", "KERNEL_WAIT_US", "SHORT_KERNEL_RUNTIME_US",
            "RUNTIME_CALL", "LAUNCH_CALLS"]
 
 # HTA's get_idle_time_breakdown default: a gap between kernels of one stream shorter than this,
@@ -670,3 +670,65 @@ def kernel_type_breakdown(work: DeviceWork, lo, hi) -> dict[str, np.ndarray]:
         pick = (m == value) & (seg_e > seg_s)
         out[label] = _Cover(seg_s[pick], seg_e[pick]).within(lo, hi)
     return out
+
+
+# ---------------------------------------------------------------- the summary's shape
+
+# What ProfileData.gpu_summary() returns, as a version-5 file keeps it (profiler.stored): a
+# stored summary is used only when it has this shape, so that a file cannot make a reader
+# index a missing key. Bump SUMMARY_VERSION whenever a figure is added, removed or renamed: a
+# file with another version is recomputed instead of read.
+SUMMARY_VERSION = 1
+_NUM, _OPT, _INT, _STR = "number", "number or null", "int", "str"
+_FIGURES = {
+    "gpu_utilization_pct": _OPT, "sm_efficiency_pct": _OPT, "achieved_occupancy_pct": _OPT, "tensor_core_pct": _OPT,
+    "temporal": {"compute_us": _NUM, "non_compute_us": _NUM, "idle_us": _NUM},
+    "idle_breakdown": {"host_wait_us": _NUM, "kernel_wait_us": _NUM, "other_us": _NUM},
+    "comm_comp_overlap_pct": _OPT, "communication_us": _OPT, "exposed_communication_us": _OPT,
+    "self_cuda_total_us": _NUM, "kernel_type_us": ({_STR: _NUM},),
+    "step_breakdown_us": dict.fromkeys(STEP_CATEGORIES, _NUM),
+}
+_LAUNCH = {"launched": _INT, "launch_delay_us": {"mean": _NUM, "median": _NUM, "p95": _NUM, "max": _NUM},
+           "short_kernels": _INT, "short_kernels_pct": _NUM, "short_kernel_time_us": _NUM}
+SUMMARY_SHAPE = {
+    "steps": [{"step": _STR, "start_ns": _INT, "end_ns": _INT, "step_us": _NUM}],
+    "steps_us": _OPT,
+    "devices": ({_STR: {**_FIGURES, "launch": (None, _LAUNCH),
+                        "queue_length": ({_STR: {"max": _INT, "mean": _NUM}},),
+                        "steps": [{"step": _STR, "step_us": _NUM, **_FIGURES}]}},),
+    "recommendations": [({"rule": _STR, "figure": _STR, "value": _NUM, "threshold": _NUM, "advice": _STR},
+                         {"rule": _STR, "figure": _STR, "value": _NUM, "threshold": _NUM, "advice": _STR,
+                          "device": _STR})],
+}
+
+
+def has_shape(value, shape) -> bool:
+    """Whether a JSON value has a shape of :data:`SUMMARY_SHAPE`'s notation.
+
+    Args:
+        value: parsed JSON.
+        shape: ``"number"`` (finite, not bool), ``"number or null"``, ``"int"``, ``"str"``;
+            ``None`` (null); a dict (exactly these keys, each of its shape); ``[shape]`` (a
+            list of items of that shape); ``({"str": shape},)`` (an object of any keys, values
+            of that shape); a tuple of alternatives.
+    Returns:
+        True when it matches.
+    """
+    if shape is None:
+        return value is None
+    if isinstance(shape, str):
+        if shape == _STR:
+            return type(value) is str
+        if shape == _INT:
+            return type(value) is int
+        if value is None:
+            return shape == _OPT
+        return type(value) in (int, float) and np.isfinite(value)
+    if isinstance(shape, list):
+        return type(value) is list and all(has_shape(v, shape[0]) for v in value)
+    if isinstance(shape, dict):
+        return type(value) is dict and value.keys() == shape.keys() and all(
+            has_shape(value[k], s) for k, s in shape.items())
+    if len(shape) == 1 and isinstance(shape[0], dict) and list(shape[0]) == [_STR]:
+        return type(value) is dict and all(has_shape(v, shape[0][_STR]) for v in value.values())
+    return any(has_shape(value, s) for s in shape)

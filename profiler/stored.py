@@ -28,6 +28,7 @@ import numpy as np
 from . import metrics as _metrics
 from .aggregate import ForwardBackwardRow, ForwardBackwardSummary, FunctionEventAvg, KeyAverages, key_averages
 from .analysis import EventAnalysis
+from .gpu import SUMMARY_SHAPE, SUMMARY_VERSION, has_shape
 from .records import Scope
 from .validate import ProfileFormatError, parse_shapes
 
@@ -112,6 +113,12 @@ def write_analysis(data, writer) -> dict:
         "has_device_time": bool(data.has_device_time),
         "has_cuda_memory": bool(data.has_cuda_memory),
     }
+    if data.has_device_time:
+        # The GPU figures (gradtrace gpu, the Overview's GPU section) take seconds at millions
+        # of kernels; as JSON they are ~700 bytes per step.
+        summary = json.loads(json.dumps(data.gpu_summary()))
+        if has_shape(summary, SUMMARY_SHAPE):
+            entry["gpu_summary"] = dict(writer.put(json.dumps(summary).encode("ascii")), version=SUMMARY_VERSION)
     return entry
 
 
@@ -121,14 +128,40 @@ def write_analysis(data, writer) -> dict:
 class StoredAnalysis:
     """What a file kept: the per-event analysis and the default tables' rows."""
 
-    def __init__(self, analysis, summaries: dict, flags: dict, forward_backward: tuple | None):
+    def __init__(self, analysis, summaries: dict, flags: dict, forward_backward: tuple | None,
+                 gpu_summary: "StoredGpuSummary | None" = None):
         """Args:
             summaries: the stored tables that hold every metric of today's registry.
             forward_backward: (fields, rows) of the forward + backward table, None when it
                 lacks one of today's fields.
+            gpu_summary: the stored ``ProfileData.gpu_summary()``, None when the file has
+                none of today's version.
         """
         self.analysis, self.summaries, self.flags = analysis, summaries, flags
         self.forward_backward = forward_backward
+        self.gpu_summary = gpu_summary
+
+
+class StoredGpuSummary:
+    """The GPU summary a file kept, as JSON bytes: parsed and checked against
+    :data:`profiler.gpu.SUMMARY_SHAPE` on each use (a fresh dict for each caller)."""
+
+    def __init__(self, path, raw):
+        self._path, self._raw = path, raw
+
+    def get(self) -> dict:
+        """The summary.
+
+        Raises:
+            ProfileFormatError: the bytes are not a summary of today's shape.
+        """
+        try:
+            value = json.loads(bytes(self._raw).decode("ascii"))
+        except (ValueError, RecursionError):
+            raise _bad(self._path, "has an unreadable GPU summary") from None
+        if not has_shape(value, SUMMARY_SHAPE):
+            raise _bad(self._path, "has a malformed GPU summary")
+        return value
 
 
 def stored_forward_backward(data, table: tuple) -> ForwardBackwardSummary:
@@ -313,7 +346,23 @@ def read_analysis(mf, entry, parts, window_rows: int, defer: bool = False) -> St
     fb_fields = _field_names(path, entry.get("forward_backward_fields"), _FORWARD_BACKWARD_UNNAMED,
                              "forward + backward table")
     forward_backward = _check_forward_backward(path, entry.get("forward_backward"), n, fb_fields)
-    return StoredAnalysis(analysis, usable, flags, forward_backward)
+    return StoredAnalysis(analysis, usable, flags, forward_backward, _gpu_summary(mf, entry, defer))
+
+
+def _gpu_summary(mf, entry: dict, defer: bool) -> StoredGpuSummary | None:
+    """The stored GPU summary (checked now, or on first use with ``defer``); None when the
+    file has none, or one of another :data:`profiler.gpu.SUMMARY_VERSION` (recomputed then)."""
+    info = entry.get("gpu_summary")
+    if info is None:
+        return None
+    if not isinstance(info, dict) or type(info.get("version")) is not int:
+        raise _bad(mf.path, "has a malformed GPU summary entry")
+    if info["version"] != SUMMARY_VERSION:
+        return None
+    summary = StoredGpuSummary(mf.path, mf.blob(info, "stored GPU summary"))
+    if not defer:
+        summary.get()
+    return summary
 
 
 class LazyAnalysis:
