@@ -64,12 +64,14 @@ class ProfileData:
         self._stored_summaries: dict = {}
         self._stored_forward_backward = None
         self._stored_gpu_summary = None
+        self._release = None
         if stored is not None:
             # The cached properties below, filled from the file instead of computed.
             self.__dict__.update(analysis=stored.analysis, **stored.flags)
             self._stored_summaries = stored.summaries
             self._stored_forward_backward = stored.forward_backward
             self._stored_gpu_summary = stored.gpu_summary
+            self._release = stored.release
 
     # ------------------------------------------------------------------ basics
 
@@ -80,6 +82,17 @@ class ProfileData:
     @property
     def n_memory_records(self) -> int:
         return len(self.memory_columns["time_ns"])
+
+    def release_pages(self) -> None:
+        """Hand the pages of a memory-mapped file that analyses have read back to the kernel.
+
+        They stay in the page cache and come back on the next read, but stop counting in this
+        process's resident memory: a long-lived reader (the dashboard) calls it after each
+        analysis, so that its memory is what the analyses keep, not the file they read. A
+        no-op for a profile that is not mapped.
+        """
+        if self._release is not None:
+            self._release()
 
     @functools.cached_property
     def analysis(self) -> EventAnalysis:

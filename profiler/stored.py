@@ -129,14 +129,17 @@ class StoredAnalysis:
     """What a file kept: the per-event analysis and the default tables' rows."""
 
     def __init__(self, analysis, summaries: dict, flags: dict, forward_backward: tuple | None,
-                 gpu_summary: "StoredGpuSummary | None" = None):
+                 gpu_summary: "StoredGpuSummary | None" = None, release=None):
         """Args:
             summaries: the stored tables that hold every metric of today's registry.
             forward_backward: (fields, rows) of the forward + backward table, None when it
                 lacks one of today's fields.
             gpu_summary: the stored ``ProfileData.gpu_summary()``, None when the file has
                 none of today's version.
+            release: hands the pages of the file read so far back to the kernel
+                (``MappedFile.release``); None when nothing is mapped.
         """
+        self.release = release
         self.analysis, self.summaries, self.flags = analysis, summaries, flags
         self.forward_backward = forward_backward
         self.gpu_summary = gpu_summary
@@ -346,7 +349,7 @@ def read_analysis(mf, entry, parts, window_rows: int, defer: bool = False) -> St
     fb_fields = _field_names(path, entry.get("forward_backward_fields"), _FORWARD_BACKWARD_UNNAMED,
                              "forward + backward table")
     forward_backward = _check_forward_backward(path, entry.get("forward_backward"), n, fb_fields)
-    return StoredAnalysis(analysis, usable, flags, forward_backward, _gpu_summary(mf, entry, defer))
+    return StoredAnalysis(analysis, usable, flags, forward_backward, _gpu_summary(mf, entry, defer), mf.release)
 
 
 def _gpu_summary(mf, entry: dict, defer: bool) -> StoredGpuSummary | None:
