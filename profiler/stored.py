@@ -41,11 +41,14 @@ _WHEN_SET = {"cuda_total_ns": np.int64, "self_cuda_ns": np.int64, "flops": np.in
              "self_cpu_memory": np.int64, "cpu_memory": np.int64, "self_cuda_memory": np.int64,
              "cuda_memory": np.int64}
 # The operator tables kept, by name: the CLI's default (steps merged) and the library's (per
-# step) always; by input shape (``table --group-by shape``) when shapes were recorded; by
-# device (``table --device-rows``).
+# step) always; by input shape (``table --group-by shape``, with or without ``--per-step``)
+# when shapes were recorded; by device (``table --device-rows``).
 _SUMMARIES = {"merged": {"merge_steps": True}, "per_step": {"merge_steps": False},
               "shape_merged": {"group_by_input_shape": True, "merge_steps": True},
+              "shape_per_step": {"group_by_input_shape": True, "merge_steps": False},
               "device_merged": {"group_by_device": True, "merge_steps": True}}
+# The tables by input shape: kept only when shapes were recorded.
+_BY_SHAPE = {"shape_merged", "shape_per_step"}
 _REQUIRED = {"merged", "per_step"}
 
 
@@ -105,7 +108,7 @@ def write_analysis(data, writer) -> dict:
                                  2 * len(a.partial_overlaps)),
         "counters": {k: int(getattr(a, k)) for k in _COUNTERS},
         "summaries": {name: _summary(data.key_averages(**grouping)) for name, grouping in _SUMMARIES.items()
-                      if name != "shape_merged" or data.metadata.get("record_shapes")
+                      if name not in _BY_SHAPE or data.metadata.get("record_shapes")
                       or data.metadata.get("with_flops")},
         "forward_backward": [[r.name, r.call_site, r.count, r.backward_count, r.backward_names,
                               [getattr(r, f) for f in fb_fields]] for r in data.forward_backward_summary()],
