@@ -21,6 +21,7 @@ searches.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import weakref
 from dataclasses import dataclass
@@ -197,6 +198,8 @@ def all_devices(data: "ProfileData") -> DeviceWork | None:
     works = list(device_work(data).values())
     if not works:
         return None
+    if len(works) == 1:     # the usual rank: its one device's arrays, not a copy of them
+        return dataclasses.replace(works[0], device="all")
     joined = {f: np.concatenate([getattr(w, f) for w in works]) for f in _ARRAYS}
     order = np.argsort(joined["start"], kind="stable")
     return DeviceWork("all", *(joined[f][order] for f in _ARRAYS), all(w.has_launch_args for w in works))
