@@ -184,6 +184,7 @@ def one_run(driver, path: Path, expected_rows: int, shots: str | None) -> dict:
         pages = {}
         for page in PAGES[1:]:
             pages[page.TITLE] = open_page(driver, base, page)
+            print(f"  {path.name} {page.TITLE}: {pages[page.TITLE]:.2f} s", flush=True)
             if page.PATH == "/timeline":
                 out["timeline"] = timeline_moves(driver)
                 if shots:

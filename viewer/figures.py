@@ -18,7 +18,7 @@ from .model import PHASES
 __all__ = ["esc", "phase_split_figure", "top_ops_figure", "fwdbwd_figure",
            "memory_figure", "memory_kinds_figure", "memory_by_op_figure", "diff_figure",
            "downsample_steps", "downsample_indices", "KIND_COLOURS", "gpu_step_breakdown_figure",
-           "gpu_utilization_figure", "idle_breakdown_figure"]
+           "gpu_utilization_figure", "idle_breakdown_figure", "step_bars", "MAX_STEP_BARS"]
 
 # Legends go above the plot on the left: the plot toolbar (modebar) sits on the right.
 LEGEND = dict(orientation="h", y=1.02, x=0, xanchor="left", yanchor="bottom")
@@ -65,7 +65,7 @@ def phase_split_figure(splits: dict[str, dict[str, int]]) -> go.Figure:
 MAX_STEP_BARS = 1_000
 
 
-def _step_bars(steps: list[dict]):
+def step_bars(steps: list[dict]):
     """The bars of a per-step chart: one per step up to :data:`MAX_STEP_BARS`, else each the
     mean of as many consecutive steps as it takes.
 
@@ -102,7 +102,7 @@ def step_phase_figure(steps: list[dict]) -> go.Figure:
         steps: :meth:`ProfileView.step_phases` rows (ns).
     """
     fig = go.Figure()
-    x, mean, per_bar, what = _step_bars(steps)
+    x, mean, per_bar, what = step_bars(steps)
     duration = np.maximum(mean([s["duration"] for s in steps]), 1)
     # Arrays and one hover template per trace: plotly checks a Python list item by item, which
     # took seconds for the ~70,000 steps of a 10M-event profile.
@@ -304,7 +304,7 @@ def gpu_step_breakdown_figure(steps: list[dict], overall: dict[str, float]) -> g
     n = max(len(steps), 1)
     # Beyond MAX_STEP_BARS steps a bar is the mean of consecutive steps (18,000 steps of a
     # 10M-event trace drew 150,000 bars and hung the browser); then the mean step.
-    bars, mean, per_bar, what = _step_bars(steps)
+    bars, mean, per_bar, what = step_bars(steps)
     x = np.append(bars, "mean")
     categories = list(overall) or list(STEP_CATEGORY_LABELS)
     whole = np.append(mean([sum(s["step_breakdown_us"].values()) for s in steps]),
