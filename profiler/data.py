@@ -61,6 +61,7 @@ class ProfileData:
         self.metadata = dict(metadata)
         self._shapes_cache: dict[int, list | None] = dict(input_shapes or {})
         self._stack_cache: dict[int, list] = {}
+        self._step_ranges: dict[bool, list] = {}
         self._stored_summaries: dict = {}
         self._stored_forward_backward = None
         self._stored_gpu_summary = None
@@ -176,6 +177,13 @@ class ProfileData:
                 queued is then counted in it, the tail after its host range included. False:
                 the host ranges as recorded. Without device time the two are the same.
         """
+        # Kept per profile: the Overview, the GPU figures and the ranks each ask (a scan of
+        # every event, a third of a second at 10M events).
+        if device_aligned not in self._step_ranges:
+            self._step_ranges[device_aligned] = self._find_step_ranges(device_aligned)
+        return list(self._step_ranges[device_aligned])
+
+    def _find_step_ranges(self, device_aligned: bool) -> list[tuple[str, int, int]]:
         ids = [i for i, s in enumerate(self.strings) if s.startswith("ProfilerStep#")]
         cols = self.event_columns
         pick = np.flatnonzero(np.isin(cols["name_id"], ids) & (cols["scope"] == Scope.USER_SCOPE))

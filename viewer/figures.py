@@ -113,6 +113,8 @@ def step_phase_figure(steps: list[dict]) -> go.Figure:
             hovertemplate=f"{what}<br>{phase}: %{{y:.3f}} ms (%{{customdata:.1f}}% of the step)<extra></extra>"))
     fig.update_layout(barmode="stack", bargap=0.15 if len(steps) < 50 else 0.0,
                       legend=dict(LEGEND, traceorder="normal"))
+    if len(steps) >= 50:    # bars under a pixel wide: their white outline would wash the colours out
+        fig.update_traces(marker_line_width=0)
     fig.update_xaxes(title_text="step (ProfilerStep#N)" if per_bar == 1 else
                      f"steps (ProfilerStep#N), {per_bar} a bar", type="category", nticks=min(len(x), 20))
     fig.update_yaxes(title_text="wall time (ms)", rangemode="tozero")
@@ -322,6 +324,8 @@ def gpu_step_breakdown_figure(steps: list[dict], overall: dict[str, float]) -> g
                           f"(%{{customdata:.1f}}%)<extra></extra>"))
     fig.update_layout(barmode="stack", bargap=0.15 if len(steps) < 50 else 0.0,
                       legend=dict(LEGEND, traceorder="normal"))
+    if len(steps) >= 50:    # bars under a pixel wide: their white outline would wash the colours out
+        fig.update_traces(marker_line_width=0)
     fig.update_xaxes(title_text="step (ProfilerStep#N) and the mean step" if per_bar == 1 else
                      f"steps (ProfilerStep#N), {per_bar} a bar, and the mean step", type="category",
                      nticks=min(len(x), 21))
