@@ -93,6 +93,11 @@ CASES = [
         f, b, json.dumps(_with(f, b, ("steps_us",), "x"), separators=(",", ":")).encode()), r"malformed GPU summary"),
     ("an infinite figure", lambda f, b: _replace_blob(
         f, b, json.dumps(_with(f, b, ("steps_us",), float("inf")), separators=(",", ":")).encode()), r"malformed GPU summary"),
+    ("a huge integer", lambda f, b: _replace_blob(
+        f, b, json.dumps(_with(f, b, ("steps_us",), 10**400), separators=(",", ":")).encode()), r"malformed GPU summary"),
+    ("a step figure not a number", lambda f, b: _replace_blob(
+        f, b, json.dumps(_with(f, b, ("steps", 2, "step_us"), True), separators=(",", ":")).encode()),
+     r"malformed GPU summary"),
     ("entry not an object", lambda f, b: f["analysis"].update(gpu_summary=[1]), r"malformed GPU summary entry"),
     ("version not a number", lambda f, b: f["analysis"]["gpu_summary"].update(version="1"),
      r"malformed GPU summary entry"),
