@@ -118,9 +118,10 @@ def _footer(data, key_avgs) -> list[str]:
 
 
 def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, device_rows: bool,
-          per_step: bool = False):
+          per_step: bool = False, tree_nodes: list | None = None):
     """The library's rows for a table: (rows sorted and cut, their columns, totals, the
-    key_averages behind them or None, the field to highlight)."""
+    key_averages behind them or None, the field to highlight); ``tree_nodes``: the module
+    tree's nodes when the caller has them (a tree of a 10M-event profile takes a second)."""
     from gradtrace.profiler.aggregate import sort_rows  # noqa: PLC0415
 
     if group_by == "forward-op":
@@ -129,7 +130,7 @@ def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, de
         rows = sorted(summary, key=lambda r: getattr(r, field), reverse=True)
         return (rows[:limit] if limit and limit > 0 else rows), summary.columns(), {}, None, field
     if group_by == "module":
-        return _module_tree_rows(data, limit)
+        return _module_tree_rows(data, limit, tree_nodes)
     sort_key = sort_by or ("self_cuda_time_total" if data.has_device_time else "self_cpu_time_total")
     key_avgs = data.key_averages(group_by_input_shape=group_by == "shape",
                                  group_by_stack_n=stack_n if group_by == "stack" else 0,
@@ -140,21 +141,19 @@ def _rows(data, sort_by: str | None, limit: int, group_by: str, stack_n: int, de
             sort_metric(sort_key))
 
 
-def _module_tree_rows(data, limit: int):
+def _module_tree_rows(data, limit: int, nodes: list | None = None):
     """The module tree in tree order (cut after ``limit`` nodes), its columns and totals."""
     from gradtrace.profiler import columns  # noqa: PLC0415
     from gradtrace.profiler.module_tree import flatten, module_tree  # noqa: PLC0415
 
-    nodes = flatten(module_tree(data))
+    nodes = flatten(module_tree(data)) if nodes is None else nodes
     specs = columns.select(columns.MODULE_TREE_COLUMNS, columns.available(data, module=True))
     totals = {"forward_backward_cpu_time_total": data.total_average().self_cpu_time_total}
     return (nodes[:limit] if limit and limit > 0 else nodes), specs, totals, None, "forward_backward_cpu_time_total"
 
 
-def _module_footer(data, limit: int) -> list[str]:
-    from gradtrace.profiler.module_tree import flatten, module_tree  # noqa: PLC0415
-
-    n = len(flatten(module_tree(data)))
+def _module_footer(n: int, limit: int) -> list[str]:
+    """The module table's footer, for a tree of ``n`` nodes cut after ``limit``."""
     lines = ["Fwd: the module's forward ops; Bwd: the backward nodes they created (by sequence_nr); "
              "Self: outside child modules; total: with them. Fwd+Bwd CPU % is of the profile's "
              "self CPU time, (no module) included."]
@@ -180,14 +179,20 @@ def profile_tables(data, *, sort_by: str | None = None, limit: int = 20, group_b
     _check_sort(sort_by, group_by)
     check_sort_data(data, sort_by)
     _check_group(data, group_by, stack_n)
+    # The module tree whole: its rows are cut after ``limit``, its footer counts the rest.
+    tree_nodes = None
+    if group_by == "module":
+        from gradtrace.profiler.module_tree import flatten, module_tree  # noqa: PLC0415
+
+        tree_nodes = flatten(module_tree(data))
     rows, specs, totals, key_avgs, highlight = _rows(data, sort_by, limit, group_by, stack_n, device_rows,
-                                                     per_step)
+                                                     per_step, tree_nodes)
     default_title = {"forward-op": "Forward + backward cost per forward op",
                      "module": "Forward + backward time per nn.Module (the module tree)"}.get(group_by)
     footer = _footer(data, key_avgs) if key_avgs is not None else (
         [FORWARD_OP_EXPLAINED] if group_by == "forward-op" else ())
     if group_by == "module":
-        footer = _module_footer(data, limit)
+        footer = _module_footer(len(tree_nodes), limit)
     return render.spec_table(rows, specs, totals, title=title or default_title, plain=plain,
                              highlight=highlight, footer=footer, width=width)
 

@@ -18,7 +18,6 @@ from rich.text import Text
 
 from gradtrace.profiler.columns import COLUMNS, ColumnSpec
 from gradtrace.profiler.format import format_bytes, format_percent, format_time, pick_time_unit
-from gradtrace.profiler.gpu import device_work
 from gradtrace.profiler.kernels import (collective_table, kernel_table, memcpy_table, readable_kernel_name,
                                         short_kernel_names)
 from gradtrace.profiler.ranks import is_run_dir, load_run
@@ -92,15 +91,40 @@ def summary_tables(summary: dict, plain: bool = False, title: str = "") -> Group
     return Group(*parts)
 
 
+# Per-step tables show at most this many steps, the longest (a long run has tens of thousands,
+# which no one reads in a terminal and rich takes minutes to lay out); --json has every step.
+STEP_ROWS = 20
+
+
+def shown_steps(steps: list) -> list:
+    """The steps the per-step tables show: all of them up to :data:`STEP_ROWS`, else the
+    :data:`STEP_ROWS` longest, in step order.
+
+    Args:
+        steps: a device's ``steps`` of ``gpu_summary()``.
+    Returns:
+        The steps kept, in their order.
+    """
+    if len(steps) <= STEP_ROWS:
+        return steps
+    longest = sorted(range(len(steps)), key=lambda i: steps[i]["step_us"], reverse=True)[:STEP_ROWS]
+    return [steps[i] for i in sorted(longest)]
+
+
+def _steps_note(d: dict) -> str:
+    hidden = len(d["steps"]) - len(shown_steps(d["steps"]))
+    return f" — the {STEP_ROWS} longest of {len(d['steps']):,} steps; --json has all" if hidden else ""
+
+
 def _breakdown_table(d: dict, plain: bool) -> Table:
-    """TB's priority breakdown, one row per step and one for all steps; then each step's GPU
-    utilization, SM efficiency, occupancy and idle time."""
+    """TB's priority breakdown, one row per step shown (:func:`shown_steps`) and one for all
+    steps."""
     total = {"step": "All steps", "step_us": sum(s["step_us"] for s in d["steps"]),
              "step_breakdown_us": d["step_breakdown_us"]}
-    rows = d["steps"] + [total]
+    rows = shown_steps(d["steps"]) + [total]
     cats = list(_CATEGORY_LABELS)
     unit = pick_time_unit([r["step_us"] for r in rows])
-    t = _table(f"Step time by priority (TensorBoard plugin; {unit})", plain)
+    t = _table(f"Step time by priority (TensorBoard plugin; {unit}){_steps_note(d)}", plain)
     t.add_column("Step", no_wrap=True, min_width=max(len(r["step"]) for r in rows))
     for col in ["Time", *(_CATEGORY_LABELS[c] for c in cats)]:
         t.add_column(col, justify="right", no_wrap=True)
@@ -111,12 +135,15 @@ def _breakdown_table(d: dict, plain: bool) -> Table:
 
 
 def _step_figures_table(d: dict, plain: bool) -> Table:
-    unit = pick_time_unit([s["temporal"]["idle_us"] for s in d["steps"]])
-    t = _table("Per step (TensorBoard plugin's figures, then HTA's)", plain)
-    t.add_column("Step", no_wrap=True, min_width=max(len(s["step"]) for s in d["steps"]))
+    """Each step's GPU utilization, SM efficiency, occupancy and idle time (the steps of
+    :func:`shown_steps`)."""
+    steps = shown_steps(d["steps"])
+    unit = pick_time_unit([s["temporal"]["idle_us"] for s in steps])
+    t = _table(f"Per step (TensorBoard plugin's figures, then HTA's){_steps_note(d)}", plain)
+    t.add_column("Step", no_wrap=True, min_width=max(len(s["step"]) for s in steps))
     for col in ("GPU util", "SM eff.", "Occup.", "TC", "Overlap", f"Idle ({unit})", f"Host wait ({unit})"):
         t.add_column(col, justify="right", no_wrap=True)
-    for s in d["steps"]:
+    for s in steps:
         t.add_row(s["step"], _pct(s["gpu_utilization_pct"]), _pct(s["sm_efficiency_pct"]),
                   _pct(s["achieved_occupancy_pct"]), _pct(s["tensor_core_pct"]), _pct(s["comm_comp_overlap_pct"]),
                   format_time(s["temporal"]["idle_us"], unit, suffix=False),
@@ -287,7 +314,9 @@ def cmd_gpu(args) -> int:
         emit(console, Group(*parts), plain)
         return 0
     data = load_profile(args.file)
-    if not device_work(data):
+    # Device work exists where some event has a device interval (asking device_work itself
+    # would compute it, seconds at 10M events, when the summary is stored).
+    if not data.has_device_time:
         raise CLIError(f"{args.file}: no GPU work in this profile (no kernels, memcpys or device intervals); "
                        "record it on a GPU with the cuda activity")
     if args.kernels:

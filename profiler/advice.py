@@ -112,12 +112,19 @@ def off_tensor_cores(data, summary) -> list:
         total = float((work.end[k] - work.start[k]).sum())
         if total <= 0:
             continue
-        eligible = np.zeros(len(work.op), dtype=bool)
-        for op in np.unique(work.op[k & (work.op >= 0)]).tolist():
-            if data.name_of(op) in TENSOR_CORE_ELIGIBLE_OPS and _float32(data, cols["dtypes_id"][op]):
-                eligible |= work.op == op
-        names = {i: uses_tensor_cores(data.strings[i]) for i in np.unique(work.name_id[k & eligible]).tolist()}
-        off = k & eligible & ~np.array([names.get(int(i), True) for i in work.name_id], dtype=bool)
+        # Eligibility is a property of the launching op's (name, dtypes): decided once per
+        # distinct pair, then spread to the kernels (a 10M-event trace launches from a
+        # million ops; one pass per op was quadratic).
+        ops = np.unique(work.op[k & (work.op >= 0)])
+        # One int64 key per (name, dtypes): ids are int32, dtypes -1 when not recorded.
+        key = cols["name_id"][ops].astype(np.int64) << 32 | (cols["dtypes_id"][ops].astype(np.int64) + 1)
+        pairs, which = np.unique(key, return_inverse=True)
+        pair_ok = np.array([data.strings[p >> 32] in TENSOR_CORE_ELIGIBLE_OPS and _float32(data, (p & 0xFFFFFFFF) - 1)
+                            for p in pairs.tolist()], dtype=bool)
+        is_eligible_op = np.zeros(data.n_events, dtype=bool)
+        is_eligible_op[ops[pair_ok[which.reshape(-1)]]] = True
+        eligible = (work.op >= 0) & is_eligible_op[np.maximum(work.op, 0)]
+        off = k & eligible & ~_by_name(data, work.name_id, uses_tensor_cores)
         share = 100.0 * float((work.end[off] - work.start[off]).sum()) / total
         if share > OFF_TENSOR_CORES_PCT:
             out.append(_hit("off_tensor_cores", "kernel time of Tensor-Core-eligible ops off Tensor Cores (%)", share,
@@ -127,6 +134,20 @@ def off_tensor_cores(data, summary) -> list:
                             "(\"high\")), torch.backends.cudnn.allow_tf32 = True, or autocast to bfloat16/float16",
                             dev))
     return out
+
+
+def _by_name(data, name_id: np.ndarray, predicate: Callable[[str], bool]) -> np.ndarray:
+    """``predicate`` of each row's name, as a bool array: evaluated once per distinct name.
+
+    Args:
+        name_id: string-table ids, one per row.
+        predicate: a test of a name (``uses_tensor_cores``).
+    Returns:
+        One bool per row.
+    """
+    ids, which = np.unique(name_id, return_inverse=True)
+    flags = np.array([bool(predicate(data.strings[i])) for i in ids.tolist()], dtype=bool)
+    return flags[which.reshape(-1)] if len(ids) else np.zeros(0, dtype=bool)
 
 
 def _float32(data, dtypes_id: int) -> bool:
@@ -158,8 +179,7 @@ def pageable_copies(data, summary) -> list:
     out = []
     for dev, work in device_work(data).items():
         m = work.kind == GpuKind.MEMCPY
-        ids = {i: memcpy_kind(data.strings[i]) == ("HtoD", "pageable") for i in np.unique(work.name_id[m]).tolist()}
-        sel = m & np.array([ids.get(int(i), False) for i in work.name_id], dtype=bool)
+        sel = m & _by_name(data, work.name_id, lambda name: memcpy_kind(name) == ("HtoD", "pageable"))
         share = 100.0 * float((work.end[sel] - work.start[sel]).sum()) / 1000.0 / summary["steps_us"]
         if sel.any() and share > PAGEABLE_COPY_PCT:
             out.append(_hit("pageable_copies", "pageable host-to-device copy time (% of steps)", share,

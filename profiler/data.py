@@ -61,13 +61,18 @@ class ProfileData:
         self.metadata = dict(metadata)
         self._shapes_cache: dict[int, list | None] = dict(input_shapes or {})
         self._stack_cache: dict[int, list] = {}
+        self._step_ranges: dict[bool, list] = {}
         self._stored_summaries: dict = {}
         self._stored_forward_backward = None
+        self._stored_gpu_summary = None
+        self._release = None
         if stored is not None:
             # The cached properties below, filled from the file instead of computed.
             self.__dict__.update(analysis=stored.analysis, **stored.flags)
             self._stored_summaries = stored.summaries
             self._stored_forward_backward = stored.forward_backward
+            self._stored_gpu_summary = stored.gpu_summary
+            self._release = stored.release
 
     # ------------------------------------------------------------------ basics
 
@@ -78,6 +83,17 @@ class ProfileData:
     @property
     def n_memory_records(self) -> int:
         return len(self.memory_columns["time_ns"])
+
+    def release_pages(self) -> None:
+        """Hand the pages of a memory-mapped file that analyses have read back to the kernel.
+
+        They stay in the page cache and come back on the next read, but stop counting in this
+        process's resident memory: a long-lived reader (the dashboard) calls it after each
+        analysis, so that its memory is what the analyses keep, not the file they read. A
+        no-op for a profile that is not mapped.
+        """
+        if self._release is not None:
+            self._release()
 
     @functools.cached_property
     def analysis(self) -> EventAnalysis:
@@ -161,6 +177,13 @@ class ProfileData:
                 queued is then counted in it, the tail after its host range included. False:
                 the host ranges as recorded. Without device time the two are the same.
         """
+        # Kept per profile: the Overview, the GPU figures and the ranks each ask (a scan of
+        # every event, a third of a second at 10M events).
+        if device_aligned not in self._step_ranges:
+            self._step_ranges[device_aligned] = self._find_step_ranges(device_aligned)
+        return list(self._step_ranges[device_aligned])
+
+    def _find_step_ranges(self, device_aligned: bool) -> list[tuple[str, int, int]]:
         ids = [i for i, s in enumerate(self.strings) if s.startswith("ProfilerStep#")]
         cols = self.event_columns
         pick = np.flatnonzero(np.isin(cols["name_id"], ids) & (cols["scope"] == Scope.USER_SCOPE))
@@ -225,7 +248,10 @@ class ProfileData:
 
     def gpu_summary(self) -> dict:
         """Every GPU figure per device, over all steps and per step, with recommendations
-        (see :func:`profiler.gpu.gpu_summary` and ``docs/gpu-analysis.md``)."""
+        (see :func:`profiler.gpu.gpu_summary` and ``docs/gpu-analysis.md``); a version-5 file
+        keeps it (read, not recomputed)."""
+        if self._stored_gpu_summary is not None:
+            return self._stored_gpu_summary.get()
         from .advice import recommendations  # noqa: PLC0415 - lazy: tables and files need no GPU analysis
         from .gpu import gpu_summary  # noqa: PLC0415
 

@@ -21,6 +21,7 @@ searches.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import weakref
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
 __all__ = ["DeviceWork", "device_work", "all_devices", "windows", "covered_ns", "is_nvidia", "gpu_summary", "device_figures", "kernel_type_breakdown", "utilization_series", "launch_stats",
-           "queue_length", "step_breakdown", "STEP_CATEGORIES", "KERNEL_WAIT_US", "SHORT_KERNEL_RUNTIME_US",
+           "queue_length", "step_breakdown", "STEP_CATEGORIES", "SUMMARY_VERSION", "SUMMARY_SHAPE", "has_shape", "KERNEL_WAIT_US", "SHORT_KERNEL_RUNTIME_US",
            "RUNTIME_CALL", "LAUNCH_CALLS"]
 
 # HTA's get_idle_time_breakdown default: a gap between kernels of one stream shorter than this,
@@ -197,6 +198,8 @@ def all_devices(data: "ProfileData") -> DeviceWork | None:
     works = list(device_work(data).values())
     if not works:
         return None
+    if len(works) == 1:     # the usual rank: its one device's arrays, not a copy of them
+        return dataclasses.replace(works[0], device="all")
     joined = {f: np.concatenate([getattr(w, f) for w in works]) for f in _ARRAYS}
     order = np.argsort(joined["start"], kind="stable")
     return DeviceWork("all", *(joined[f][order] for f in _ARRAYS), all(w.has_launch_args for w in works))
@@ -229,19 +232,23 @@ def _merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted disjoint intervals covering the given ones (touching ones merge, as HTA's
     ``merge_kernel_intervals`` and TB's ``merge_ranges`` merge them)."""
     keep = end > start
-    start, end = start[keep], end[keep]
+    if not keep.all():
+        start, end = start[keep], end[keep]
     if len(start) == 0:
         return start.astype(np.int64), end.astype(np.int64)
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]
-    group = np.cumsum(new) - 1
-    ms = s[new]
-    me = np.zeros(len(ms), dtype=np.int64)
-    np.maximum.at(me, group, e)
-    return ms.astype(np.int64), me
+    # Event columns are in start order already: the sort (and its copies, hundreds of MB at
+    # ten million ranges) only for intervals that are not.
+    if np.any(start[1:] < start[:-1]):
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    new = np.ones(len(start), dtype=bool)
+    np.greater(start[1:], reach[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    # A merged interval ends where the running maximum of the ends stands at its last member
+    # (everything before it ended before its first member started).
+    last = np.append(first[1:] - 1, len(start) - 1)
+    return start[first].astype(np.int64), reach[last].astype(np.int64)
 
 
 def covered_ns(start, end, lo, hi) -> np.ndarray:
@@ -670,3 +677,86 @@ def kernel_type_breakdown(work: DeviceWork, lo, hi) -> dict[str, np.ndarray]:
         pick = (m == value) & (seg_e > seg_s)
         out[label] = _Cover(seg_s[pick], seg_e[pick]).within(lo, hi)
     return out
+
+
+# ---------------------------------------------------------------- the summary's shape
+
+# What ProfileData.gpu_summary() returns, as a version-5 file keeps it (profiler.stored): a
+# stored summary is used only when it has this shape, so that a file cannot make a reader
+# index a missing key. Bump SUMMARY_VERSION whenever a figure is added, removed or renamed: a
+# file with another version is recomputed instead of read.
+SUMMARY_VERSION = 1
+_NUM, _OPT, _INT, _STR = "number", "number or null", "int", "str"
+_FIGURES = {
+    "gpu_utilization_pct": _OPT, "sm_efficiency_pct": _OPT, "achieved_occupancy_pct": _OPT, "tensor_core_pct": _OPT,
+    "temporal": {"compute_us": _NUM, "non_compute_us": _NUM, "idle_us": _NUM},
+    "idle_breakdown": {"host_wait_us": _NUM, "kernel_wait_us": _NUM, "other_us": _NUM},
+    "comm_comp_overlap_pct": _OPT, "communication_us": _OPT, "exposed_communication_us": _OPT,
+    "self_cuda_total_us": _NUM, "kernel_type_us": ({_STR: _NUM},),
+    "step_breakdown_us": dict.fromkeys(STEP_CATEGORIES, _NUM),
+}
+_LAUNCH = {"launched": _INT, "launch_delay_us": {"mean": _NUM, "median": _NUM, "p95": _NUM, "max": _NUM},
+           "short_kernels": _INT, "short_kernels_pct": _NUM, "short_kernel_time_us": _NUM}
+SUMMARY_SHAPE = {
+    "steps": [{"step": _STR, "start_ns": _INT, "end_ns": _INT, "step_us": _NUM}],
+    "steps_us": _OPT,
+    "devices": ({_STR: {**_FIGURES, "launch": (None, _LAUNCH),
+                        "queue_length": ({_STR: {"max": _INT, "mean": _NUM}},),
+                        "steps": [{"step": _STR, "step_us": _NUM, **_FIGURES}]}},),
+    "recommendations": [({"rule": _STR, "figure": _STR, "value": _NUM, "threshold": _NUM, "advice": _STR},
+                         {"rule": _STR, "figure": _STR, "value": _NUM, "threshold": _NUM, "advice": _STR,
+                          "device": _STR})],
+}
+
+
+def has_shape(value, shape) -> bool:
+    """Whether a JSON value has a shape of :data:`SUMMARY_SHAPE`'s notation.
+
+    Args:
+        value: parsed JSON.
+        shape: ``"number"`` (finite, not bool), ``"number or null"``, ``"int"``, ``"str"``;
+            ``None`` (null); a dict (exactly these keys, each of its shape); ``[shape]`` (a
+            list of items of that shape); ``({"str": shape},)`` (an object of any keys, values
+            of that shape); a tuple of alternatives.
+    Returns:
+        True when it matches.
+    """
+    if shape is None:
+        return value is None
+    if isinstance(shape, str):
+        if shape == _STR:
+            return type(value) is str
+        if shape == _INT:
+            return type(value) is int
+        if value is None:
+            return shape == _OPT
+        return type(value) in (int, float) and _all_have_shape([value], _NUM)
+    if isinstance(shape, list):
+        return type(value) is list and _all_have_shape(value, shape[0])
+    if isinstance(shape, dict):
+        return type(value) is dict and value.keys() == shape.keys() and all(
+            has_shape(value[k], s) for k, s in shape.items())
+    if len(shape) == 1 and isinstance(shape[0], dict) and list(shape[0]) == [_STR]:
+        return type(value) is dict and all(has_shape(v, shape[0][_STR]) for v in value.values())
+    return any(has_shape(value, s) for s in shape)
+
+
+def _all_have_shape(values: list, shape) -> bool:
+    """Whether every item of a list has ``shape``: a list of objects (a summary's 18,000
+    steps) column by column, a column of figures at once (a call per value took a second)."""
+    if isinstance(shape, dict) and values:
+        keys = shape.keys()
+        return all(type(v) is dict and v.keys() == keys for v in values) and all(
+            _all_have_shape([v[k] for v in values], s) for k, s in shape.items())
+    if shape in (_NUM, _OPT):
+        numbers = [v for v in values if v is not None] if shape == _OPT else values
+        if not all(type(v) in (int, float) for v in numbers):
+            return False
+        try:
+            return bool(np.isfinite(np.array(numbers, dtype=np.float64)).all())
+        except OverflowError:       # an integer beyond any float: no figure
+            return False
+    if shape in (_INT, _STR):
+        kind = int if shape == _INT else str
+        return all(type(v) is kind for v in values)
+    return all(has_shape(v, shape) for v in values)

@@ -28,6 +28,7 @@ import numpy as np
 from . import metrics as _metrics
 from .aggregate import ForwardBackwardRow, ForwardBackwardSummary, FunctionEventAvg, KeyAverages, key_averages
 from .analysis import EventAnalysis
+from .gpu import SUMMARY_SHAPE, SUMMARY_VERSION, has_shape
 from .records import Scope
 from .validate import ProfileFormatError, parse_shapes
 
@@ -40,11 +41,14 @@ _WHEN_SET = {"cuda_total_ns": np.int64, "self_cuda_ns": np.int64, "flops": np.in
              "self_cpu_memory": np.int64, "cpu_memory": np.int64, "self_cuda_memory": np.int64,
              "cuda_memory": np.int64}
 # The operator tables kept, by name: the CLI's default (steps merged) and the library's (per
-# step) always; by input shape (``table --group-by shape``) when shapes were recorded; by
-# device (``table --device-rows``).
+# step) always; by input shape (``table --group-by shape``, with or without ``--per-step``)
+# when shapes were recorded; by device (``table --device-rows``).
 _SUMMARIES = {"merged": {"merge_steps": True}, "per_step": {"merge_steps": False},
               "shape_merged": {"group_by_input_shape": True, "merge_steps": True},
+              "shape_per_step": {"group_by_input_shape": True, "merge_steps": False},
               "device_merged": {"group_by_device": True, "merge_steps": True}}
+# The tables by input shape: kept only when shapes were recorded.
+_BY_SHAPE = {"shape_merged", "shape_per_step"}
 _REQUIRED = {"merged", "per_step"}
 
 
@@ -104,7 +108,7 @@ def write_analysis(data, writer) -> dict:
                                  2 * len(a.partial_overlaps)),
         "counters": {k: int(getattr(a, k)) for k in _COUNTERS},
         "summaries": {name: _summary(data.key_averages(**grouping)) for name, grouping in _SUMMARIES.items()
-                      if name != "shape_merged" or data.metadata.get("record_shapes")
+                      if name not in _BY_SHAPE or data.metadata.get("record_shapes")
                       or data.metadata.get("with_flops")},
         "forward_backward": [[r.name, r.call_site, r.count, r.backward_count, r.backward_names,
                               [getattr(r, f) for f in fb_fields]] for r in data.forward_backward_summary()],
@@ -112,6 +116,12 @@ def write_analysis(data, writer) -> dict:
         "has_device_time": bool(data.has_device_time),
         "has_cuda_memory": bool(data.has_cuda_memory),
     }
+    if data.has_device_time:
+        # The GPU figures (gradtrace gpu, the Overview's GPU section) take seconds at millions
+        # of kernels; as JSON they are ~700 bytes per step.
+        summary = json.loads(json.dumps(data.gpu_summary()))
+        if has_shape(summary, SUMMARY_SHAPE):
+            entry["gpu_summary"] = dict(writer.put(json.dumps(summary).encode("ascii")), version=SUMMARY_VERSION)
     return entry
 
 
@@ -121,14 +131,46 @@ def write_analysis(data, writer) -> dict:
 class StoredAnalysis:
     """What a file kept: the per-event analysis and the default tables' rows."""
 
-    def __init__(self, analysis, summaries: dict, flags: dict, forward_backward: tuple | None):
+    def __init__(self, analysis, summaries: dict, flags: dict, forward_backward: tuple | None,
+                 gpu_summary: "StoredGpuSummary | None" = None, release=None):
         """Args:
             summaries: the stored tables that hold every metric of today's registry.
             forward_backward: (fields, rows) of the forward + backward table, None when it
                 lacks one of today's fields.
+            gpu_summary: the stored ``ProfileData.gpu_summary()``, None when the file has
+                none of today's version.
+            release: hands the pages of the file read so far back to the kernel
+                (``MappedFile.release``); None when nothing is mapped.
         """
+        self.release = release
         self.analysis, self.summaries, self.flags = analysis, summaries, flags
         self.forward_backward = forward_backward
+        self.gpu_summary = gpu_summary
+
+
+class StoredGpuSummary:
+    """The GPU summary a file kept, as JSON bytes: parsed and checked against
+    :data:`profiler.gpu.SUMMARY_SHAPE` on each use (a fresh dict for each caller)."""
+
+    def __init__(self, path, raw):
+        self._path, self._raw = path, raw
+        self._checked = False
+
+    def get(self) -> dict:
+        """The summary.
+
+        Raises:
+            ProfileFormatError: the bytes are not a summary of today's shape.
+        """
+        try:
+            value = json.loads(bytes(self._raw).decode("ascii"))
+        except (ValueError, RecursionError):
+            raise _bad(self._path, "has an unreadable GPU summary") from None
+        # The bytes are a read-only map: once checked, every later parse is the same value.
+        if not self._checked and not has_shape(value, SUMMARY_SHAPE):
+            raise _bad(self._path, "has a malformed GPU summary")
+        self._checked = True
+        return value
 
 
 def stored_forward_backward(data, table: tuple) -> ForwardBackwardSummary:
@@ -313,7 +355,23 @@ def read_analysis(mf, entry, parts, window_rows: int, defer: bool = False) -> St
     fb_fields = _field_names(path, entry.get("forward_backward_fields"), _FORWARD_BACKWARD_UNNAMED,
                              "forward + backward table")
     forward_backward = _check_forward_backward(path, entry.get("forward_backward"), n, fb_fields)
-    return StoredAnalysis(analysis, usable, flags, forward_backward)
+    return StoredAnalysis(analysis, usable, flags, forward_backward, _gpu_summary(mf, entry, defer), mf.release)
+
+
+def _gpu_summary(mf, entry: dict, defer: bool) -> StoredGpuSummary | None:
+    """The stored GPU summary (checked now, or on first use with ``defer``); None when the
+    file has none, or one of another :data:`profiler.gpu.SUMMARY_VERSION` (recomputed then)."""
+    info = entry.get("gpu_summary")
+    if info is None:
+        return None
+    if not isinstance(info, dict) or type(info.get("version")) is not int:
+        raise _bad(mf.path, "has a malformed GPU summary entry")
+    if info["version"] != SUMMARY_VERSION:
+        return None
+    summary = StoredGpuSummary(mf.path, mf.blob(info, "stored GPU summary"))
+    if not defer:
+        summary.get()
+    return summary
 
 
 class LazyAnalysis:

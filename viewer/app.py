@@ -33,7 +33,9 @@ ASSETS = Path(__file__).with_name("assets")
 PAGES = [overview_page, operators_page, fwdbwd_page, modules_page, timeline_page, graph_page, memory_page,
          compare_page, kernels_page, history_page, ranks_page]
 # The pages whose layouts (and the analyses under them) are built at load, in this order: the
-# first page a visitor sees, then the costliest (the ranks summary of a 1M-event profile: seconds).
+# first page a visitor sees, then the costliest; the Ranks page's summary (seconds for a run
+# folder) only when a run folder is open: for one profile it is a table of its own steps,
+# built when asked for, not beside the others at start-up (server memory at 10M events).
 WARM_AT_LOAD = [overview_page, operators_page, timeline_page, ranks_page]
 
 
@@ -95,7 +97,8 @@ def warm_up(app: Dash):
     if view is None:
         return None
     ctx = PageContext(view, registry)
-    return warm([functools.partial(page.layout, ctx) for page in WARM_AT_LOAD])
+    return warm([functools.partial(page.layout, ctx) for page in WARM_AT_LOAD
+                 if page is not ranks_page or registry.ranks is not None])
 
 
 def _as_view(profile_or_path) -> ProfileView:

@@ -18,7 +18,7 @@ from .model import PHASES
 __all__ = ["esc", "phase_split_figure", "top_ops_figure", "fwdbwd_figure",
            "memory_figure", "memory_kinds_figure", "memory_by_op_figure", "diff_figure",
            "downsample_steps", "downsample_indices", "KIND_COLOURS", "gpu_step_breakdown_figure",
-           "gpu_utilization_figure", "idle_breakdown_figure"]
+           "gpu_utilization_figure", "idle_breakdown_figure", "step_bars", "MAX_STEP_BARS"]
 
 # Legends go above the plot on the left: the plot toolbar (modebar) sits on the right.
 LEGEND = dict(orientation="h", y=1.02, x=0, xanchor="left", yanchor="bottom")
@@ -65,15 +65,16 @@ def phase_split_figure(splits: dict[str, dict[str, int]]) -> go.Figure:
 MAX_STEP_BARS = 1_000
 
 
-def step_phase_figure(steps: list[dict]) -> go.Figure:
-    """One stacked bar per training step (``ProfilerStep#N``): forward, backward, optimizer
-    and other (step time outside ops), so each bar is the step's wall time. With more than
-    :data:`MAX_STEP_BARS` steps, each bar is the mean of as many consecutive steps as it takes.
+def step_bars(steps: list[dict]):
+    """The bars of a per-step chart: one per step up to :data:`MAX_STEP_BARS`, else each the
+    mean of as many consecutive steps as it takes.
 
     Args:
-        steps: :meth:`ProfileView.step_phases` rows (ns).
+        steps: dicts with the step's name (``"ProfilerStep#N"``) under ``"step"``, in order.
+    Returns:
+        (x labels as an object array, ``mean(values)`` giving each bar's mean of per-step
+        values, steps per bar, the hover text naming a bar's steps).
     """
-    fig = go.Figure()
     names = [s["step"].rsplit("#", 1)[-1] for s in steps]
     per_bar = -(-len(steps) // MAX_STEP_BARS) if steps else 1
     first = np.arange(0, len(steps), per_bar)
@@ -89,6 +90,19 @@ def step_phase_figure(steps: list[dict]) -> go.Figure:
     def mean(values) -> np.ndarray:
         return np.add.reduceat(np.asarray(values, dtype=np.float64), first) / count if len(first) else np.zeros(0)
 
+    return x, mean, per_bar, what
+
+
+def step_phase_figure(steps: list[dict]) -> go.Figure:
+    """One stacked bar per training step (``ProfilerStep#N``): forward, backward, optimizer
+    and other (step time outside ops), so each bar is the step's wall time. With more than
+    :data:`MAX_STEP_BARS` steps, each bar is the mean of as many consecutive steps as it takes.
+
+    Args:
+        steps: :meth:`ProfileView.step_phases` rows (ns).
+    """
+    fig = go.Figure()
+    x, mean, per_bar, what = step_bars(steps)
     duration = np.maximum(mean([s["duration"] for s in steps]), 1)
     # Arrays and one hover template per trace: plotly checks a Python list item by item, which
     # took seconds for the ~70,000 steps of a 10M-event profile.
@@ -99,6 +113,8 @@ def step_phase_figure(steps: list[dict]) -> go.Figure:
             hovertemplate=f"{what}<br>{phase}: %{{y:.3f}} ms (%{{customdata:.1f}}% of the step)<extra></extra>"))
     fig.update_layout(barmode="stack", bargap=0.15 if len(steps) < 50 else 0.0,
                       legend=dict(LEGEND, traceorder="normal"))
+    if len(steps) >= 50:    # bars under a pixel wide: their white outline would wash the colours out
+        fig.update_traces(marker_line_width=0)
     fig.update_xaxes(title_text="step (ProfilerStep#N)" if per_bar == 1 else
                      f"steps (ProfilerStep#N), {per_bar} a bar", type="category", nticks=min(len(x), 20))
     fig.update_yaxes(title_text="wall time (ms)", rangemode="tozero")
@@ -115,7 +131,7 @@ def top_ops_figure(rows: list[dict], clock: str = "cpu") -> go.Figure:
         marker_color="#2563eb" if clock == "cpu" else "#16a34a",
         text=[f"{r[pct_key]:.1f}%" for r in rows], textposition="outside", cliponaxis=False,
         hovertemplate=[f"{esc(r['name'])}<br>self {clock.upper()}: {format_time(r[key])} "
-                       f"({r[pct_key]:.1f}%)<br>{r['count']} calls<extra></extra>" for r in rows]))
+                       f"({r[pct_key]:.1f}%)<br>{r['count']:,} calls<extra></extra>" for r in rows]))
     fig.update_xaxes(title_text=f"self {clock.upper()} time (ms)")
     fig.update_yaxes(automargin=True)
     return _base_layout(fig, 120 + 26 * len(rows),
@@ -288,21 +304,30 @@ def gpu_step_breakdown_figure(steps: list[dict], overall: dict[str, float]) -> g
         overall: ``{category: us}`` summed over the steps.
     """
     n = max(len(steps), 1)
-    x = [s["step"].rsplit("#", 1)[-1] for s in steps] + ["mean"]
+    # Beyond MAX_STEP_BARS steps a bar is the mean of consecutive steps (18,000 steps of a
+    # 10M-event trace drew 150,000 bars and hung the browser); then the mean step.
+    bars, mean, per_bar, what = step_bars(steps)
+    x = np.append(bars, "mean")
     categories = list(overall) or list(STEP_CATEGORY_LABELS)
+    whole = np.append(mean([sum(s["step_breakdown_us"].values()) for s in steps]),
+                      sum(overall.values()) / n) / 1e3
     fig = go.Figure()
     for cat in categories:
         label = STEP_CATEGORY_LABELS.get(cat, cat.replace("_", " "))
-        ms = [s["step_breakdown_us"].get(cat, 0.0) / 1e3 for s in steps] + [overall.get(cat, 0.0) / n / 1e3]
-        whole = [sum(s["step_breakdown_us"].values()) / 1e3 for s in steps] + [sum(overall.values()) / n / 1e3]
+        ms = np.append(mean([s["step_breakdown_us"].get(cat, 0.0) for s in steps]), overall.get(cat, 0.0) / n) / 1e3
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(whole > 0, 100 * ms / whole, 0.0)
+        # Arrays and one template per trace (plotly checks a list item by item).
         fig.add_trace(go.Bar(
-            x=x, y=ms, name=label, marker_color=STEP_CATEGORY_COLOURS.get(cat, "#64748b"),
-            hovertemplate=[f"{'mean step' if k == len(steps) else 'step ' + esc(x[k])}<br>{label}: {m:.3f} ms "
-                           f"({100 * m / w if w else 0:.1f}%)<extra></extra>"
-                           for k, (m, w) in enumerate(zip(ms, whole))]))
+            x=x, y=ms, customdata=share, name=label, marker_color=STEP_CATEGORY_COLOURS.get(cat, "#64748b"),
+            hovertemplate=f"{what} (the last bar: the mean step)<br>{label}: %{{y:.3f}} ms "
+                          f"(%{{customdata:.1f}}%)<extra></extra>"))
     fig.update_layout(barmode="stack", bargap=0.15 if len(steps) < 50 else 0.0,
                       legend=dict(LEGEND, traceorder="normal"))
-    fig.update_xaxes(title_text="step (ProfilerStep#N) and the mean step", type="category",
+    if len(steps) >= 50:    # bars under a pixel wide: their white outline would wash the colours out
+        fig.update_traces(marker_line_width=0)
+    fig.update_xaxes(title_text="step (ProfilerStep#N) and the mean step" if per_bar == 1 else
+                     f"steps (ProfilerStep#N), {per_bar} a bar, and the mean step", type="category",
                      nticks=min(len(x), 21))
     fig.update_yaxes(title_text="step time (ms)", rangemode="tozero")
     _base_layout(fig, 320)

@@ -150,7 +150,7 @@ class ProfileView:
                                                  np.unique(self.data.event_columns["device_id"])})
         meta_steps = meta.get("steps")
         if steps:
-            step_text = f"{len(steps)} ProfilerStep ranges"
+            step_text = f"{len(steps):,} ProfilerStep ranges"
         elif isinstance(meta_steps, list) and len(meta_steps) == 2:
             step_text = f"steps {meta_steps[0]}–{meta_steps[1]}"
         else:
@@ -247,7 +247,7 @@ class ProfileView:
                        f"{format_time(best['forward_backward_cpu_time_total'])} forward + backward CPU time.")
         return (f"The biggest cost is the {phase_name} phase ({100 * phase_ns / total:.0f}% of {device} "
                 f"time); the op with the most self {device} time is {op['name']!r} "
-                f"({100 * op_ns / total:.0f}%, {op['count']} calls).{fb_text}")
+                f"({100 * op_ns / total:.0f}%, {op['count']:,} calls).{fb_text}")
 
     # ------------------------------------------------------------ operators
 

@@ -46,7 +46,10 @@ def page(view: ProfileView) -> html.Div:
         splits["CUDA"] = cuda_split.as_dict()
     cards = [
         card("Device", s["devices"], f"activities: {s['activities']}"),
-        card("Steps", s["steps"], f"{s['threads']} thread(s)"),
+        # With step ranges the count is the value (a long run has tens of thousands: the
+        # sentence would wrap over three lines of the card's large type).
+        card("Steps", f"{s['n_steps']:,}", f"ProfilerStep ranges · {s['threads']} thread(s)") if s["n_steps"]
+        else card("Steps", s["steps"], f"{s['threads']} thread(s)"),
         card("Duration", format_time(s["duration_ns"] / 1e3), "first event start → last event end"),
         card("Events", f"{s['events']:,}", f"{s['memory_records']:,} memory records"),
         card("Self CPU total", format_time(cpu_split.total / 1e3), "Σ self CPU over all ranges"),
@@ -162,7 +165,7 @@ def gpu_overview(view: ProfileView) -> list:
         out += [
             section(f"GPU · {name}", html.Div(gpu_cards(dev), className="gt-cards"), id=f"ov-gpu{suffix}",
                     note="Over all steps (device-aligned, as TensorBoard's profiler plugin takes them); "
-                         "— where the trace does not define a figure (e.g. no launch arguments)."),
+                         "a dash (—) marks a figure the trace does not define (e.g. without launch arguments)."),
             html.Div(className="gt-row", children=[
                 html.Div(className="gt-col-wide", children=[section(
                     "Step time breakdown" + (f" · {name}" if several else ""),

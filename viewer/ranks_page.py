@@ -15,7 +15,7 @@ from dash import Dash, dcc, html
 
 from gradtrace.profiler.ranks import is_run_dir, load_run, rank_table, step_table, summarize_run
 
-from .figures import FONT, esc
+from .figures import FONT, MAX_STEP_BARS, esc, step_bars
 from .model import ProfileView
 from .cache import cached
 from .components import GRAPH_CONFIG, section, text_table
@@ -61,8 +61,16 @@ def register_callbacks(app: Dash, registry) -> None:
     """None: the page is drawn once, with its data in place."""
 
 
+# Rows of the "slowest rank per step" table: the steps with the largest spread (a long profile
+# has tens of thousands of steps, which an HTML table cannot hold without hanging the browser).
+STEP_TABLE_ROWS = 100
+
+
 def step_figure(summary: dict) -> go.Figure:
-    """Grouped bars: each step's time on each rank (ms); the slowest rank of a step outlined."""
+    """Grouped bars: each step's time on each rank (ms); the slowest rank of a step outlined.
+    Beyond ``MAX_STEP_BARS`` steps a bar is the mean of consecutive steps (no outline)."""
+    if len(summary["steps"]) > MAX_STEP_BARS:
+        return _averaged_step_figure(summary)
     # A step whose ranks took the same time has no straggler to outline.
     slowest = {s["step"]: s["slowest_rank"] for s in summary["steps"] if s["spread_ns"] > 0}
     steps = [s["step"] for s in summary["steps"]]
@@ -80,11 +88,29 @@ def step_figure(summary: dict) -> go.Figure:
             marker_line_color="#111827",
             hovertemplate=f"rank {r['rank']} · %{{x}}<br>step %{{y:.3f}} ms<br>starts at %{{customdata:.3f}} ms"
                           "<extra></extra>"))
+    _step_layout(fig, "Step time per rank (outlined: the slowest rank of the step)")
+    return fig
+
+
+def _averaged_step_figure(summary: dict) -> go.Figure:
+    """:func:`step_figure` of a long profile: per rank, the mean of consecutive steps per bar."""
+    x, mean, per_bar, what = step_bars(summary["steps"])
+    steps = [s["step"] for s in summary["steps"]]
+    fig = go.Figure()
+    for r in summary["ranks"]:
+        rows = {t["step"]: t["step_ns"] for t in summary["step_times"] if t["rank"] == r["rank"]}
+        ms = mean([rows.get(s, np.nan) / 1e6 for s in steps])
+        fig.add_trace(go.Bar(x=np.array([esc(v) for v in x], dtype=object), y=ms, name=f"rank {r['rank']}",
+                             hovertemplate=f"rank {r['rank']} · {what}<br>step %{{y:.3f}} ms<extra></extra>"))
+    _step_layout(fig, f"Step time per rank ({per_bar} consecutive steps a bar)")
+    return fig
+
+
+def _step_layout(fig: go.Figure, title: str) -> None:
     fig.update_layout(barmode="group", template="plotly_white", font=FONT, height=340,
                       margin=dict(l=10, r=20, t=36, b=30), legend=dict(orientation="h", y=-0.2),
-                      title=dict(text="Step time per rank (outlined: the slowest rank of the step)", font_size=14))
+                      title=dict(text=title, font_size=14))
     fig.update_yaxes(title_text="step time (ms)")
-    return fig
 
 
 def breakdown_figure(summary: dict) -> go.Figure:
@@ -111,6 +137,13 @@ def page(summary: dict, single: bool = False) -> html.Div:
     """The Ranks page of a run's summary (``single``: the summary of the one open profile)."""
     rank_cols, rank_rows = rank_table(summary)        # the rows of gradtrace table RUN_DIR
     step_cols, step_rows = step_table(summary)
+    steps_note = ""
+    if len(step_rows) > STEP_TABLE_ROWS:
+        spread = [s["spread_ns"] for s in summary["steps"]]
+        keep = sorted(sorted(range(len(spread)), key=lambda k: spread[k], reverse=True)[:STEP_TABLE_ROWS])
+        steps_note = (f" The {STEP_TABLE_ROWS} steps of largest spread of {len(step_rows):,}, in step order "
+                      "(gradtrace table RUN_DIR --json has every step).")
+        step_rows = [step_rows[k] for k in keep]
     basis = set(summary.get("basis", {}).values())
     how = ("device kernels: communication is NCCL and other collective kernels, compute the other kernels"
            if basis == {"device"} else "host ranges: communication ranges (record_param_comms, collectives, "
@@ -134,6 +167,6 @@ def page(summary: dict, single: bool = False) -> html.Div:
         section("Slowest rank per step",
                 text_table([c.header for c in step_cols], step_rows),
                 note="Spread: slowest minus fastest rank's step time; start spread: how far apart the "
-                     "ranks started the step on the common clock.", id="rk-slowest"),
+                     "ranks started the step on the common clock." + steps_note, id="rk-slowest"),
     ]
     return html.Div(id="page-ranks", children=children)

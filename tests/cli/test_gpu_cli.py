@@ -78,3 +78,14 @@ def test_tables_render_in_120_columns(tmp_path):
 def test_help():
     res = run_cli("gpu", "--help")
     assert res.returncode == 0 and "examples:" in res.stdout and "gradtrace gpu trace.json.gz --kernels" in res.stdout
+
+
+def test_per_step_tables_show_the_longest_steps_of_a_long_run():
+    from gradtrace.cli.gpu import STEP_ROWS, shown_steps
+
+    steps = [{"step": f"ProfilerStep#{k}", "step_us": float((k * 7919) % 1000)} for k in range(10 * STEP_ROWS)]
+    shown = shown_steps(steps)
+    assert len(shown) == STEP_ROWS
+    assert [s["step"] for s in shown] == [s["step"] for s in steps if s in shown]      # in step order
+    assert min(s["step_us"] for s in shown) >= sorted((s["step_us"] for s in steps), reverse=True)[STEP_ROWS - 1]
+    assert shown_steps(steps[:3]) == steps[:3]

@@ -83,6 +83,22 @@ def test_stored_rows_know_their_events(tmp_path, profiles):
         assert back.events_of(row).tolist() == fresh.events_of(row).tolist()
 
 
+@pytest.mark.parametrize("table, grouping", [
+    ("shape_merged", {"group_by_input_shape": True, "merge_steps": True}),
+    ("shape_per_step", {"group_by_input_shape": True, "merge_steps": False}),
+    ("device_merged", {"group_by_device": True, "merge_steps": True})])
+def test_a_file_without_an_optional_table_computes_it(tmp_path, profiles, table, grouping):
+    data = profiles["training"]
+    path = tmp_path / "p.gtprof"
+    data.save(path)
+    footer, body = split_mapped(path.read_bytes())
+    assert table in footer["analysis"]["summaries"]
+    del footer["analysis"]["summaries"][table]
+    path.write_bytes(join_mapped(footer, body))
+    back = profiler.load(path)
+    assert back.key_averages(**grouping).to_dicts() == data.key_averages(**grouping).to_dicts()
+
+
 def test_version_4_still_loads(tmp_path, profiles):
     path = tmp_path / "p.gtprof"
     profiles["cuda"].save(path, version=4)

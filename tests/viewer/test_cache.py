@@ -95,6 +95,8 @@ def test_warm_up_computes_the_overview_operators_and_timeline():
     cache = app.gradtrace_registry.get(MAIN).cache
     for key in ("summary", ("rows", "name", False), ("rows", "shape", False), "timeline_index", "step_phases"):
         assert key in cache, key
+    # One profile's Ranks page (a table of its own steps) waits until someone opens it.
+    assert "rank_summary" not in cache and ("layout", "/ranks") not in cache
 
 
 def test_a_dropped_upload_takes_its_analyses_with_it():

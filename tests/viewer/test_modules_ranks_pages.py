@@ -116,3 +116,19 @@ def test_the_page_and_the_cli_show_the_same_ranks_tables(tmp_path):
         for row in rows:
             assert all(cell in text for cell in row)
     assert "Start spread (ms)" in text
+
+
+def test_ranks_page_of_a_long_profile_draws_a_bounded_page():
+    """Tens of thousands of steps: at most MAX_STEP_BARS bars per rank and STEP_TABLE_ROWS rows
+    (the page with one bar and one row per step hung the browser at 10M events)."""
+    from gradtrace.profiler import synthetic
+    from gradtrace.viewer.figures import MAX_STEP_BARS
+
+    data = synthetic.training_profile(1_500_000, threads=1)
+    summary = ranks_page.summary_of(ProfileView(data))
+    assert len(summary["steps"]) > MAX_STEP_BARS
+    fig = ranks_page.step_figure(summary)
+    assert all(len(t.x) <= MAX_STEP_BARS for t in fig.data)
+    page = ranks_page.page(summary, single=True)
+    table = next(c for c in page.children if getattr(c, "id", None) == "rk-slowest")
+    assert str(table).count("Tr(") <= ranks_page.STEP_TABLE_ROWS + 1
