@@ -22,6 +22,7 @@ searches.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import weakref
 from dataclasses import dataclass
@@ -730,14 +731,17 @@ def has_shape(value, shape) -> bool:
             return type(value) is int
         if value is None:
             return shape == _OPT
-        return type(value) in (int, float) and _all_have_shape([value], _NUM)
+        try:        # finite; an integer beyond any float is no figure either
+            return type(value) in (int, float) and math.isfinite(value)
+        except OverflowError:
+            return False
     if isinstance(shape, list):
         return type(value) is list and _all_have_shape(value, shape[0])
     if isinstance(shape, dict):
         return type(value) is dict and value.keys() == shape.keys() and all(
             has_shape(value[k], s) for k, s in shape.items())
     if len(shape) == 1 and isinstance(shape[0], dict) and list(shape[0]) == [_STR]:
-        return type(value) is dict and all(has_shape(v, shape[0][_STR]) for v in value.values())
+        return type(value) is dict and _all_have_shape(list(value.values()), shape[0][_STR])
     return any(has_shape(value, s) for s in shape)
 
 
@@ -759,4 +763,18 @@ def _all_have_shape(values: list, shape) -> bool:
     if shape in (_INT, _STR):
         kind = int if shape == _INT else str
         return all(type(v) is kind for v in values)
+    if shape is None:
+        return all(v is None for v in values)
+    if type(shape) is tuple and len(shape) == 1 and isinstance(shape[0], dict) and list(shape[0]) == [_STR]:
+        # Objects of any keys (a step's time by kernel type): all their values as one column.
+        return all(type(v) is dict for v in values) and _all_have_shape(
+            [x for v in values for x in v.values()], shape[0][_STR])
+    if type(shape) is tuple:
+        # Alternatives (a figure or null, one object or another): the nulls apart, then the
+        # rest as a column under each alternative in turn (a call per value took seconds).
+        if None in shape:
+            values = [v for v in values if v is not None]
+        rest = [s for s in shape if s is not None]
+        if not values or any(_all_have_shape(values, s) for s in rest):
+            return True
     return all(has_shape(v, shape) for v in values)

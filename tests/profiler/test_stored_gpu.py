@@ -127,3 +127,21 @@ def test_hostile_summaries_are_one_line_errors(tmp_path, trace_profile, what, ed
         message = str(info.value)
         assert message.startswith(f"{path}: ") and "\n" not in message
         assert re.search(problem, message), message
+
+
+@pytest.mark.parametrize("bad", ["1", float("inf"), 10 ** 400, None, True])
+def test_shape_check_of_columns_finds_one_bad_value_among_many(bad):
+    """has_shape checks a summary's per-step objects column by column (objects of any keys,
+    alternatives, nulls); one wrong value among thousands still fails it."""
+    by_kind = [{"kernel": float(k), "memcpy": 1} for k in range(3000)]
+    figures = [{"x": None if k % 2 else float(k)} for k in range(3000)]
+    shape = [{"by_kind": ({gpu._STR: gpu._NUM},), "figures": (None, {"x": gpu._OPT})}]
+    rows = [{"by_kind": b, "figures": f} for b, f in zip(by_kind, figures)]
+    assert gpu.has_shape(rows, shape)
+    rows[1234]["by_kind"]["memcpy"] = bad
+    assert not gpu.has_shape(rows, shape)
+    rows[1234]["by_kind"]["memcpy"] = 2
+    rows[2000]["figures"] = {"x": "slow"}
+    assert not gpu.has_shape(rows, shape)
+    rows[2000]["figures"] = None
+    assert gpu.has_shape(rows, shape)
