@@ -623,7 +623,8 @@ def gpu_summary(data: "ProfileData") -> dict:
     Returns:
         ``{"steps": [{"step", "start_ns", "end_ns", "step_us"}], "steps_us": span of all
         steps, "devices": {device: {figures over all steps..., "step_breakdown_us",
-        "launch", "queue_length", "steps": [{"step", figures..., "step_breakdown_us"}]}}}``.
+        "launch", "queue_length", "utilization" (:func:`utilization_series`, as lists),
+        "steps": [{"step", figures..., "step_breakdown_us"}]}}}``.
         A figure a profile cannot define is None. See ``docs/gpu-analysis.md`` for each one;
         ``ProfileData.gpu_summary()`` adds the recommendations (:mod:`profiler.advice`).
     """
@@ -644,11 +645,17 @@ def gpu_summary(data: "ProfileData") -> dict:
             per_step.append({"step": step, "step_us": _us(e - s), **figures[w],
                              "step_breakdown_us": {c: _us(v[w]) for c, v in breakdown.items()}})
         queues = queue_length(data, name)
+        series = utilization_series(data, name)
         devices[name] = {
             **figures[-1],
             "step_breakdown_us": {c: _us(v.sum()) for c, v in breakdown.items()},
             "launch": _launch_summary(launch_stats(data, name)),
             "queue_length": {str(s): {"max": int(q.max()), "mean": float(q.mean())} for s, (_, q) in queues.items()},
+            # TB's utilization over time (:func:`utilization_series`): at most 100 buckets, kept
+            # here so a stored summary draws the Overview's chart without the device work.
+            "utilization": {"bucket_us": series["bucket_us"], "start_ns": series["start_ns"].tolist(),
+                            "end_ns": series["end_ns"].tolist(),
+                            "utilization_pct": [float(v) for v in series["utilization_pct"]]},
             "steps": per_step,
         }
     return out
@@ -686,7 +693,7 @@ def kernel_type_breakdown(work: DeviceWork, lo, hi) -> dict[str, np.ndarray]:
 # stored summary is used only when it has this shape, so that a file cannot make a reader
 # index a missing key. Bump SUMMARY_VERSION whenever a figure is added, removed or renamed: a
 # file with another version is recomputed instead of read.
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2      # 2: each device's utilization over time
 _NUM, _OPT, _INT, _STR = "number", "number or null", "int", "str"
 _FIGURES = {
     "gpu_utilization_pct": _OPT, "sm_efficiency_pct": _OPT, "achieved_occupancy_pct": _OPT, "tensor_core_pct": _OPT,
@@ -703,6 +710,8 @@ SUMMARY_SHAPE = {
     "steps_us": _OPT,
     "devices": ({_STR: {**_FIGURES, "launch": (None, _LAUNCH),
                         "queue_length": ({_STR: {"max": _INT, "mean": _NUM}},),
+                        "utilization": {"bucket_us": _NUM, "start_ns": [_INT], "end_ns": [_INT],
+                                        "utilization_pct": [_NUM]},
                         "steps": [{"step": _STR, "step_us": _NUM, **_FIGURES}]}},),
     "recommendations": [({"rule": _STR, "figure": _STR, "value": _NUM, "threshold": _NUM, "advice": _STR},
                          {"rule": _STR, "figure": _STR, "value": _NUM, "threshold": _NUM, "advice": _STR,

@@ -208,17 +208,19 @@ class ProfileView:
         ev_start = cols["start_ns"]
         k = np.searchsorted(starts, ev_start, side="right") - 1
         inside = (k >= 0) & (ev_start < ends[np.maximum(k, 0)])
-        out = []
         per_phase = {}
         for p, code in (("forward", _FORWARD), ("backward", _BACKWARD), ("optimizer", _OPTIMIZER)):
             pick = inside & (self.phase == code)
-            per_phase[p] = np.bincount(k[pick], weights=a.self_cpu_ns[pick], minlength=len(steps))
-        for i, (name, s0, e0) in enumerate(steps):
-            row = {"step": name, "duration": int(e0 - s0)}
-            row.update({p: int(per_phase[p][i]) for p in per_phase})
-            row["other"] = max(0, row["duration"] - sum(row[p] for p in per_phase))
-            out.append(row)
-        return out
+            # Sums of integers below 2**53: exact in the float weights.
+            per_phase[p] = np.bincount(k[pick], weights=a.self_cpu_ns[pick], minlength=len(steps)).astype(np.int64)
+        duration = ends - starts
+        other = np.maximum(0, duration - per_phase["forward"] - per_phase["backward"] - per_phase["optimizer"])
+        # The rows built from whole columns (tens of thousands of steps: a loop of dicts per
+        # step took most of the Overview's time).
+        return [{"step": name, "duration": d, "forward": f, "backward": b, "optimizer": o, "other": x}
+                for (name, _, _), d, f, b, o, x in zip(steps, duration.tolist(), per_phase["forward"].tolist(),
+                                                       per_phase["backward"].tolist(),
+                                                       per_phase["optimizer"].tolist(), other.tolist())]
 
     def top_ops(self, n: int = 10, clock: str = "cpu") -> list[dict]:
         """The ``n`` op names with the most self time (user scopes excluded: their self time

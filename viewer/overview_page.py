@@ -5,10 +5,12 @@ occupancy, Tensor Cores; the step breakdown and idle time; recommendations) come
 """
 from __future__ import annotations
 
+import numpy as np
+
 from dash import Dash, dcc, html
 
 from gradtrace.profiler.format import format_time
-from gradtrace.profiler.gpu import KERNEL_WAIT_US, utilization_series
+from gradtrace.profiler.gpu import KERNEL_WAIT_US
 
 from . import figures
 from .cache import cached
@@ -113,9 +115,6 @@ def gpu_summary(view: ProfileView) -> dict | None:
     return cached(view, "gpu_summary", build)
 
 
-def _gpu_utilization(view: ProfileView, device: str) -> dict:
-    return cached(view, ("gpu_utilization", device), lambda: utilization_series(view.data, device))
-
 
 def _pct_text(value) -> str:
     """A percentage for a card; "—" where the profile cannot define it (null, never 0)."""
@@ -156,7 +155,7 @@ def gpu_overview(view: ProfileView) -> list:
     several = len(summary["devices"]) > 1
     for k, (name, dev) in enumerate(summary["devices"].items()):
         suffix = f"-{k}" if k else ""
-        series = _gpu_utilization(view, name)
+        series = dev["utilization"]
         temporal = dev["temporal"]
         whole = sum(temporal.values()) or 1.0
         temporal_rows = [[label, format_time(temporal[key]), f"{100 * temporal[key] / whole:.1f}%"]
@@ -186,8 +185,9 @@ def gpu_overview(view: ProfileView) -> list:
             ]),
             section("GPU utilization over time" + (f" · {name}" if several else ""),
                     dcc.Graph(id=f"ov-gpu-util{suffix}", config=GRAPH_CONFIG, figure=figures.gpu_utilization_figure(
-                        (series["start_ns"] - origin) / 1e6, (series["end_ns"] - origin) / 1e6,
-                        series["utilization_pct"], series["bucket_us"], name)),
+                        (np.asarray(series["start_ns"], np.int64) - origin) / 1e6,
+                        (np.asarray(series["end_ns"], np.int64) - origin) / 1e6,
+                        np.asarray(series["utilization_pct"], np.float64), series["bucket_us"], name)),
                     note="The share of each time bucket with a kernel running, over the whole profile "
                          "(TensorBoard's utilization over time; buckets of a power of ten microseconds)."),
         ]

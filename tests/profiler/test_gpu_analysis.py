@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gradtrace.profiler import load
 from gradtrace.profiler import gpu as G
@@ -466,3 +468,37 @@ def test_collectives_on_the_real_five_step_trace():
     assert rows["AllReduce"]["bytes"] == 8_965_794_640
     assert rows["AllReduce"]["bus_bandwidth_gbps"] == pytest.approx(132.834, abs=1e-3)
     assert rows["SendRecv"]["bytes"] is None and rows["SendRecv"]["bus_bandwidth_gbps"] is None
+
+
+def _device_aligned_by_definition(host, cols):
+    """TB's rule step by step: a step ends at max(host end, device end of the work launched in
+    it, its start); the next starts at max(its host start, the previous step's end)."""
+    dev = np.flatnonzero(cols["device_end_ns"] >= 0)
+    launch, dev_end = cols["start_ns"][dev], cols["device_end_ns"][dev]
+    out, prev_end = [], None
+    for name, s, e in host:
+        mine = (launch >= s) & (launch < e)
+        device_end = int(dev_end[mine].max()) if mine.any() else e
+        start = s if prev_end is None else max(s, prev_end)
+        end = max(e, device_end, start)
+        out.append((name, start, end))
+        prev_end = end
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 300), st.integers(0, 40)), min_size=1, max_size=12),
+       st.lists(st.tuples(st.integers(0, 400), st.integers(-1, 120)), max_size=40), st.booleans())
+def test_device_aligned_steps_at_once_are_the_rule_step_by_step(steps, launches, disjoint):
+    from gradtrace.profiler.data import _device_aligned
+    if disjoint:      # the usual case: ProfilerSteps one after the other
+        at, host = 0, []
+        for k, (gap, length) in enumerate(steps):
+            host.append((f"ProfilerStep#{k}", at + gap % 20, at + gap % 20 + length))
+            at = host[-1][2]
+    else:             # any order and overlap
+        host = [(f"ProfilerStep#{k}", s, s + length) for k, (s, length) in enumerate(steps)]
+    launches = sorted(launches)
+    cols = {"start_ns": np.array([t for t, _ in launches], dtype=np.int64),
+            "device_end_ns": np.array([-1 if d < 0 else t + d for t, d in launches], dtype=np.int64)}
+    assert _device_aligned(host, cols) == _device_aligned_by_definition(host, cols)
