@@ -62,7 +62,7 @@ def phase_split_figure(splits: dict[str, dict[str, int]]) -> go.Figure:
 
 # Most bars in the per-step chart: beyond, consecutive steps share a bar (their mean), so a
 # profile of tens of thousands of steps still draws a few thousand shapes.
-MAX_STEP_BARS = 1_000
+MAX_STEP_BARS = 500
 
 
 def step_bars(steps: list[dict]):
