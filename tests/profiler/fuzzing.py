@@ -125,6 +125,18 @@ def join_mapped(footer: dict, body: bytes) -> bytes:
     return body + text + mapped.trailer_bytes(len(body), text)
 
 
+def edited_mapped(tmp_path, data, edit) -> Path:
+    """``data`` saved in the mapped format under ``tmp_path``, then ``edit(footer, body)``
+    applied to its footer (a dict) and body (a bytearray) and written back: a hostile file."""
+    path = tmp_path / "p.gtprof"
+    data.save(path)
+    footer, body = split_mapped(path.read_bytes())
+    body = bytearray(body)
+    edit(footer, body)
+    path.write_bytes(join_mapped(footer, bytes(body)))
+    return path
+
+
 def mapped_columns(footer: dict) -> list[dict]:
     """Every column entry of a footer: the tables' (a journal's: its last part's) and the
     stored analysis's."""

@@ -14,7 +14,7 @@ from gradtrace import profiler
 from gradtrace.profiler import ProfileFormatError, analysis, mapped
 from gradtrace.profiler.synthetic import training_profile
 
-from .fuzzing import _cuda_profile, join_mapped, mapped_columns, split_mapped
+from .fuzzing import _cuda_profile, edited_mapped, join_mapped, mapped_columns, split_mapped
 
 _ARRAYS = ("parent", "depth", "cpu_total_ns", "self_cpu_ns", "cuda_total_ns", "self_cuda_ns", "forward_event",
            "backward_ancestor", "shapes_id", "stack_id", "flops", "self_cpu_memory", "cpu_memory",
@@ -110,15 +110,6 @@ def test_version_4_still_loads(tmp_path, profiles):
 # --------------------------------------------------------------------------- hostile files
 
 
-def _edited(tmp_path, data, edit) -> Path:
-    path = tmp_path / "p.gtprof"
-    data.save(path)
-    footer, body = split_mapped(path.read_bytes())
-    body = bytearray(body)
-    edit(footer, body)
-    path.write_bytes(join_mapped(footer, bytes(body)))
-    return path
-
 
 def _column(footer, name, stored=False):
     entries = footer["analysis"]["events"]["columns"] if stored else footer["tables"]["events"]["columns"]
@@ -170,7 +161,7 @@ CASES = [
 
 @pytest.mark.parametrize("what, edit, problem", CASES, ids=[c[0] for c in CASES])
 def test_hostile_version_5_files_are_one_line_errors(tmp_path, profiles, what, edit, problem):
-    path = _edited(tmp_path, profiles["training"], edit)
+    path = edited_mapped(tmp_path, profiles["training"], edit)
     with pytest.raises(ProfileFormatError) as info:
         profiler.load(path)
     message = str(info.value)
@@ -179,7 +170,7 @@ def test_hostile_version_5_files_are_one_line_errors(tmp_path, profiles, what, e
 
 
 def test_deferred_checks_fail_on_first_use_and_the_cli_says_one_line(tmp_path, profiles):
-    path = _edited(tmp_path, profiles["training"], lambda f, b: _poke(b, _column(f, "depth", True), 9, 40))
+    path = edited_mapped(tmp_path, profiles["training"], lambda f, b: _poke(b, _column(f, "depth", True), 9, 40))
     data = profiler.load(path, defer_checks=True)
     data.table()                      # the stored table needs no per-event array
     data.forward_backward_summary().table()

@@ -12,7 +12,7 @@ from gradtrace import profiler
 from gradtrace.profiler import ProfileFormatError, gpu
 from gradtrace.profiler.synthetic_trace import write_torch_trace
 
-from .fuzzing import join_mapped, split_mapped
+from .fuzzing import edited_mapped, split_mapped
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +27,6 @@ def _fresh(data) -> dict:
     """The summary computed from the columns, as JSON gives it back."""
     return json.loads(json.dumps(data.gpu_summary()))
 
-
-def _edited(tmp_path, data, edit):
-    path = tmp_path / "p.gtprof"
-    data.save(path)
-    footer, body = split_mapped(path.read_bytes())
-    body = bytearray(body)
-    edit(footer, body)
-    path.write_bytes(join_mapped(footer, bytes(body)))
-    return path
 
 
 def _replace_blob(footer, body, text: bytes):
@@ -76,9 +67,9 @@ def test_files_without_a_usable_summary_compute_it(tmp_path, trace_profile, how)
         path = tmp_path / "p.gtprof"
         trace_profile.save(path, version=4)
     elif how == "version 5 without it":
-        path = _edited(tmp_path, trace_profile, lambda f, b: f["analysis"].pop("gpu_summary"))
+        path = edited_mapped(tmp_path, trace_profile, lambda f, b: f["analysis"].pop("gpu_summary"))
     else:
-        path = _edited(tmp_path, trace_profile,
+        path = edited_mapped(tmp_path, trace_profile,
                        lambda f, b: f["analysis"]["gpu_summary"].update(version=gpu.SUMMARY_VERSION + 1))
     back = profiler.load(path)
     assert back._stored_gpu_summary is None
@@ -118,7 +109,7 @@ def _with(footer, body, keys, value) -> dict:
 
 @pytest.mark.parametrize("what, edit, problem", CASES, ids=[c[0] for c in CASES])
 def test_hostile_summaries_are_one_line_errors(tmp_path, trace_profile, what, edit, problem):
-    path = _edited(tmp_path, trace_profile, edit)
+    path = edited_mapped(tmp_path, trace_profile, edit)
     # Checked on open, or (the CLI's defer_checks) on the first use of the summary.
     for load, use in ((lambda: profiler.load(path), lambda d: None),
                       (lambda: profiler.load(path, defer_checks=True), lambda d: d.gpu_summary())):
