@@ -192,32 +192,28 @@ def _op_bytes(data: "ProfileData", op: int) -> int | None:
     return int(np.prod(shapes[0], dtype=np.int64)) * size
 
 
-def _message_bytes(data: "ProfileData", call: int, parent: np.ndarray) -> int | None:
-    """Bytes of the message a communication kernel moved: the first input (shape × dtype) of
-    the nearest communication range around its launching call that recorded one
-    (``nccl:all_reduce`` [[447923396]] float, ``record_param_comms``, ``c10d::allreduce_``).
-    None when no range around the launch, up to the first one that is not communication, says."""
+def _communication_ranges(data: "ProfileData", call: int, parent: np.ndarray):
+    """The communication ranges around a launching call, innermost first (``nccl:all_reduce``,
+    ``record_param_comms``, ``c10d::allreduce_``), up to the first range that is not one."""
     names, strings = data.event_columns["name_id"], data.strings
     e = int(parent[call]) if call >= 0 else -1
     while e >= 0 and COMMUNICATION_OP.search(strings[int(names[e])]):
-        size = _op_bytes(data, e)
-        if size:
-            return size
+        yield e
         e = int(parent[e])
-    return None
 
 
-def _launching_collective(data: "ProfileData", call: int, parent: np.ndarray) -> str | None:
-    """The collective the program asked for (``nccl:_reduce_scatter_base`` -> ReduceScatter),
-    from the communication ranges around the launch; None when none says."""
-    names, strings = data.event_columns["name_id"], data.strings
-    e = int(parent[call]) if call >= 0 else -1
-    while e >= 0 and COMMUNICATION_OP.search(strings[int(names[e])]):
-        found = collective_of_op(strings[int(names[e])])
-        if found:
-            return found
-        e = int(parent[e])
-    return None
+def _launch_message(data: "ProfileData", call: int, parent: np.ndarray) -> tuple[str | None, int | None]:
+    """(the collective the program asked for, the message's bytes) of a communication kernel,
+    from the ranges around its launch: the nearest that names a collective
+    (``nccl:_reduce_scatter_base`` -> ReduceScatter) and the nearest that recorded its first
+    input (``nccl:all_reduce`` [[447923396]] float: shape × dtype size); None where none does."""
+    collective = size = None
+    for e in _communication_ranges(data, call, parent):
+        collective = collective or collective_of_op(data.strings[int(data.event_columns["name_id"][e])])
+        size = size or _op_bytes(data, e)
+        if collective and size:
+            break
+    return collective, size
 
 
 def collective_table(data: "ProfileData") -> list[dict]:
@@ -227,7 +223,7 @@ def collective_table(data: "ProfileData") -> list[dict]:
     The collective is the one the program called, read from the communication ranges around
     the launch (NCCL may run a reduce-scatter as ``SendRecv`` kernels), else the kernel name's.
     Bytes are the message sizes of the calls whose launch sits inside a communication range
-    that recorded its input (shape × dtype size; :func:`_message_bytes`), summed; ``sized`` says
+    that recorded its input (shape × dtype size; :func:`_launch_message`), summed; ``sized`` says
     how many of ``count`` calls that is (0: bytes None). Bus bandwidth is those bytes / their
     latency × nccl-tests' factor for the collective and the run's world size
     (``distributedInfo``), None where either is unknown.
@@ -238,15 +234,15 @@ def collective_table(data: "ProfileData") -> list[dict]:
     out = []
     for device, work in device_work(data).items():
         groups: dict = {}
+        sizes_of: dict = {}
         for k in np.flatnonzero(work.type == COMMUNICATION).tolist():
-            call = int(work.launch_call[k])
-            name = data.strings[int(work.name_id[k])]
-            collective = _launching_collective(data, call, parent) or collective_of(name)
+            collective, sizes_of[k] = _launch_message(data, int(work.launch_call[k]), parent)
+            collective = collective or collective_of(data.strings[int(work.name_id[k])])
             groups.setdefault((int(work.name_id[k]), collective), []).append(k)
         for (name_id, collective), ks in groups.items():
             name = data.strings[name_id]
             dur = (work.end[ks] - work.start[ks]) / 1000.0
-            sizes = [_message_bytes(data, int(work.launch_call[k]), parent) for k in ks]
+            sizes = [sizes_of[k] for k in ks]
             sized = [k for k, s in enumerate(sizes) if s is not None]
             nbytes = int(sum(sizes[k] for k in sized)) if sized else None
             sized_us = float(dur[sized].sum()) if sized else 0.0
