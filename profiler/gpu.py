@@ -749,9 +749,14 @@ def has_shape(value, shape) -> bool:
     if isinstance(shape, dict):
         return type(value) is dict and value.keys() == shape.keys() and all(
             has_shape(value[k], s) for k, s in shape.items())
-    if len(shape) == 1 and isinstance(shape[0], dict) and list(shape[0]) == [_STR]:
+    if _any_keys(shape):
         return type(value) is dict and _all_have_shape(list(value.values()), shape[0][_STR])
     return any(has_shape(value, s) for s in shape)
+
+
+def _any_keys(shape) -> bool:
+    """Whether ``shape`` is ``({"str": value shape},)``: an object of any keys."""
+    return type(shape) is tuple and len(shape) == 1 and isinstance(shape[0], dict) and list(shape[0]) == [_STR]
 
 
 def _all_have_shape(values: list, shape) -> bool:
@@ -774,7 +779,7 @@ def _all_have_shape(values: list, shape) -> bool:
         return all(type(v) is kind for v in values)
     if shape is None:
         return all(v is None for v in values)
-    if type(shape) is tuple and len(shape) == 1 and isinstance(shape[0], dict) and list(shape[0]) == [_STR]:
+    if _any_keys(shape):
         # Objects of any keys (a step's time by kernel type): all their values as one column.
         return all(type(v) is dict for v in values) and _all_have_shape(
             [x for v in values for x in v.values()], shape[0][_STR])
