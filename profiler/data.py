@@ -306,22 +306,17 @@ def _device_aligned(host: list, cols: dict) -> list[tuple[str, int, int]]:
     dev_end = cols["device_end_ns"][dev]
     starts = np.array([s for _, s, _ in host], dtype=np.int64)
     ends = np.array([e for _, _, e in host], dtype=np.int64)
+    # The latest device end of each step's launches (s <= launch < e), every step at once (tens
+    # of thousands of steps: a search per step took seconds): reduceat over [lo, hi) pairs,
+    # with a sentinel after the last launch so that hi may point past it.
+    lo = np.searchsorted(launch, starts, side="left")
+    hi = np.searchsorted(launch, ends, side="left")
     device_end = ends.copy()                # a step that launched nothing ends where it ends
-    if len(host) > 1 and (np.any(starts[1:] < starts[:-1]) or np.any(ends[:-1] > starts[1:])):
-        # Steps out of order or overlapping: each one's own launches, one search per step.
-        for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-            lo, hi = np.searchsorted(launch, [s, e], side="left")
-            if hi > lo:
-                device_end[i] = dev_end[lo:hi].max()
-    elif len(launch) and len(host):
-        # Each launch in the step it starts in (s <= launch < e); the latest device end of each
-        # step's launches at once (tens of thousands of steps: a search per step took seconds).
-        k = np.searchsorted(starts, launch, side="right") - 1
-        inside = (k >= 0) & (launch < ends[np.maximum(k, 0)])
-        k, ends_in = k[inside], dev_end[inside]
-        if len(k):
-            first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-            device_end[k[first]] = np.maximum.reduceat(ends_in, first)
+    launched = hi > lo
+    if launched.any():
+        bounds = np.stack([lo[launched], hi[launched]], axis=1).reshape(-1)
+        padded = np.append(dev_end, np.iinfo(np.int64).min)
+        device_end[launched] = np.maximum.reduceat(padded, bounds)[::2]
     # A step ends at its host end, its device end or its start, whichever is last; it starts
     # at its host start or where the step before it ended: end_i = max(this step's, end_i-1).
     end = np.maximum.accumulate(np.maximum(np.maximum(ends, device_end), starts))
