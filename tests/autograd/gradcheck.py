@@ -142,3 +142,21 @@ def check_grad_grad(fn, inputs, *, eps=1e-6, atol=1e-6, rtol=1e-4, seed=0):
         f"second derivative mismatch: double backward {analytic!r} vs finite differences of "
         f"the gradient {numeric!r}")
     return analytic, numeric
+
+
+def compiled_replay_stats(grads) -> dict:
+    """Compiled autograd's stats after ``grads()`` (a list of gradient arrays) ran once
+    eagerly and twice under ``compiled_autograd.enable()``, each compiled gradient bit for bit
+    the eager one; compiled autograd is reset before and after."""
+    from gradtrace.autograd import compiled_autograd as ca
+
+    ca.reset()
+    try:
+        eager = grads()
+        with ca.enable():
+            for _ in range(2):
+                for e, c in zip(eager, grads()):
+                    np.testing.assert_array_equal(e, c)
+        return ca.stats()
+    finally:
+        ca.reset()
