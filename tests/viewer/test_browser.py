@@ -198,7 +198,8 @@ def test_timeline_zoom_links_and_click(dash_duo, profiles, shot):
     dash_duo.select_dcc_dropdown("#tl-link-op", value="tanh")
     wait_until(lambda: any(name == "forward → backward" for _, name, _ in plot_traces(dash_duo, "tl-graph")),
                what="link trace")
-    assert "3 forward→backward link(s)" in dash_duo.find_element("#tl-status").text
+    wait_until(lambda: "3 forward→backward link(s)" in dash_duo.find_element("#tl-status").text,
+               what="the links' status", show=lambda: dash_duo.find_element("#tl-status").text)
     # Zoom: the server redraws the window.
     before = dash_duo.find_element("#tl-status").text
     dash_duo.driver.execute_script(
