@@ -39,6 +39,10 @@ fetch() {   # fetch PYVER SPEC...: binary wheels for that Python, no dependencie
 fetch 3.11 "cuda-pathfinder>=1.4.1" "pyelftools" "$LIBCUPTI_SPEC"
 for py in $PY_VERSIONS; do
     fetch "$py" "$CUPTI_SPEC" "cuda-bindings>=13.0.2,<14"
+    # What gradtrace itself needs there and the image lacks: msgspec (the torch-trace reader,
+    # imported by the profiler package) and jsonschema with its needs (two profiler tests).
+    fetch "$py" "msgspec>=0.18" "rpds-py"
 done
+fetch 3.11 "jsonschema>=4" "jsonschema-specifications" "referencing"
 ls -la "$DEST"
 du -sh "$DEST"

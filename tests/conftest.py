@@ -15,7 +15,10 @@ import pytest
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _installed_from_here() -> bool:
-    spec = importlib.util.find_spec("gradtrace.autograd")
+    try:
+        spec = importlib.util.find_spec("gradtrace.autograd")
+    except ModuleNotFoundError:     # no `gradtrace` namespace at all: nothing installed
+        return False
     return spec is not None and os.path.realpath(os.path.dirname(spec.origin)) == os.path.realpath(
         os.path.join(_ROOT, "autograd"))
 

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ["environment", "cupti", "kernel_recording", "cuda_tests", "profiler_truth", "torch_traces", "train_step", "compiled_backward",
+STEPS = ["environment", "wheels", "cuda_tests", "kernel_recording", "profiler_truth", "torch_traces", "train_step", "compiled_backward",
          "memory", "full_tests"]
 
 
@@ -23,7 +23,7 @@ def test_dry_run(tmp_path):
     assert list(summary) == STEPS
     for name in ("environment", "profiler_truth", "torch_traces"):
         assert summary[name].startswith("rc=0"), (name, (out / f"{name}.log").read_text()[-2000:])
-    for name in ("cupti", "kernel_recording", "cuda_tests", "train_step", "compiled_backward", "memory",
+    for name in ("wheels", "kernel_recording", "cuda_tests", "train_step", "compiled_backward", "memory",
                  "full_tests"):
         assert summary[name] == "skipped (no GPU)"
     truth = json.loads((out / "profiler_truth.json").read_text())

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from . import needs_dashboard
 from gradtrace.profiler import Scope, columns
 from gradtrace.profiler.format import format_bytes, format_percent, format_time, pick_time_unit
 from gradtrace.profiler.synthetic import from_events
@@ -55,6 +56,7 @@ def _cli_headers(renderable):
 
 @pytest.mark.parametrize("group", ["name", "shape", "stack"])
 def test_python_table_cli_and_grid_share_the_column_spec(group):
+    needs_dashboard()
     from gradtrace.cli.commands import profile_tables
     from gradtrace.viewer import operators_page as pages
     from gradtrace.viewer.model import ProfileView
@@ -91,6 +93,7 @@ def test_python_table_cli_and_grid_share_the_column_spec(group):
 
 
 def test_diff_headers_come_from_the_spec():
+    needs_dashboard()
     from gradtrace import profiler
     from gradtrace.viewer.compare import diff_table
 
@@ -103,6 +106,7 @@ def test_diff_headers_come_from_the_spec():
 
 
 def test_module_attribution_is_one_in_cli_and_dashboard():
+    needs_dashboard()
     from gradtrace.cli.commands import table_json
     from gradtrace.viewer.model import ProfileView
 
@@ -165,6 +169,7 @@ def test_formatters():
 
 def test_grid_byte_formatter_spells_units_as_python():
     """The dashboard formats in the browser; its units are the ones of profiler.format."""
+    needs_dashboard()
     from gradtrace.viewer.app import ASSETS
 
     js = (ASSETS / "dashAgGridFunctions.js").read_text()

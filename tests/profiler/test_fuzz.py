@@ -10,6 +10,7 @@ import traceback
 
 import pytest
 
+from . import needs_dashboard
 from .fuzzing import exercise, mutate, seed_files
 
 N_FILES = 2000
@@ -19,6 +20,7 @@ THROUGH_CLI_AND_VIEWER = 10
 
 
 def test_mutated_profiles_are_rejected_cleanly_or_work(tmp_path):
+    needs_dashboard()
     seeds = seed_files(tmp_path)
     rng = random.Random(15)
     outcomes: collections.Counter = collections.Counter()

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from . import needs_dashboard
 from gradtrace.cli.main import main
 from gradtrace.profiler import changepoints, history, stats
 
@@ -117,6 +118,7 @@ def test_runs_bad_input_is_one_line_and_status_2(tmp_path, monkeypatch, capsys, 
 
 
 def test_view_store_option_is_checked_before_the_server_starts(tmp_path, monkeypatch):
+    needs_dashboard()
     from gradtrace.cli.commands import _history_store
     from gradtrace.cli.errors import CLIError
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from . import needs_dashboard
 from gradtrace import profiler
 from gradtrace.profiler import ProfileFormatError
 from gradtrace.profiler.analysis import analyze
@@ -190,6 +191,7 @@ def test_cli_shows_one_line_and_exit_2_for_a_bad_file(tmp_path):
 
 
 def test_dashboard_upload_of_a_bad_file_is_a_message(tmp_path):
+    needs_dashboard()
     import base64
 
     from gradtrace.viewer.loading import UploadError, decode_upload

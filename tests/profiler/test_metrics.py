@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 
+from . import needs_dashboard
 from gradtrace.profiler import Scope, columns, load, metrics
 from gradtrace.profiler.analysis import EventAnalysis
 from gradtrace.profiler.metrics import METRICS, NEEDS, Metric
@@ -52,6 +53,7 @@ def _cli(argv, width=200):
 
 
 def test_a_new_metric_is_one_entry(longest, tmp_path):
+    needs_dashboard()
     data = _profile()
     # Rows and events carry it, aggregated as the entry says (max), in microseconds.
     rows = {r.key: r for r in data.key_averages()}
