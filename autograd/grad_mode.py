@@ -18,10 +18,12 @@ __all__ = [
 
 _thread_ids = itertools.count(1).__next__
 _thread_ids_lock = threading.Lock()
-# Logical thread id -> the OS thread id (threading.get_native_id) of the thread that took it:
-# noted once per thread, as it takes its id, so that a profiler reading records that name OS
-# threads (CUPTI's API calls) can put them on the logical threads its events carry.
-_native_ids: dict[int, int] = {}
+# Logical thread id -> the ids the OS level names the thread that took it by: the kernel's
+# (threading.get_native_id, gettid) and pthread_self (threading.get_ident), which is what
+# CUPTI's API records carry on Linux, truncated to their 32 bits (seen on an H200: gettid
+# matched none of them). Noted once per thread, as it takes its id, so that a profiler reading
+# records that name OS threads can put them on the logical threads its events carry.
+_native_ids: dict[int, tuple[int, int, int]] = {}
 
 
 class OpState:
@@ -101,7 +103,8 @@ class _ThreadState(threading.local):
         with _thread_ids_lock:
             # Logical thread id from 1, as RecordFunction shows them (0 means "none").
             self.thread_id = ops.thread_id = _thread_ids()
-            _native_ids[self.thread_id] = threading.get_native_id()
+            ident = threading.get_ident()
+            _native_ids[self.thread_id] = (threading.get_native_id(), ident, ident & 0xFFFF_FFFF)
         self.backward_depth = 0   # reentrant backward depth in this thread
         self.anomaly_check_nan = True
         self.current_node = None   # the node the engine is running (anomaly: parent of new nodes)
@@ -120,9 +123,10 @@ def current_thread_id() -> int:
     return STATE.thread_id
 
 
-def native_thread_ids() -> dict[int, int]:
-    """``{logical thread id: OS thread id}`` of every thread that has taken a logical id (an OS
-    id may repeat once its thread has ended: the later logical id is the live one)."""
+def native_thread_ids() -> dict[int, tuple[int, ...]]:
+    """``{logical thread id: (gettid, pthread_self, pthread_self's low 32 bits)}`` of every
+    thread that has taken a logical id (an OS id may repeat once its thread has ended: the
+    later logical id is the live one)."""
     with _thread_ids_lock:
         return dict(_native_ids)
 

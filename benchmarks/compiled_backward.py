@@ -304,6 +304,8 @@ def main(argv=None) -> dict:
         print(f"tiny gpt on cuda: CUDA-graph replay {summary['gpt_cuda_graph_speedup']:.2f}x "
               f"eager (target 3x); graph captures {st['cudagraph_captures']}, replays "
               f"{st['cudagraph_replays']}, fallbacks {st['cudagraph_fallbacks']}")
+        if st.get("last_cudagraph_fallback_reason"):
+            print(f"  why not a CUDA graph: {st['last_cudagraph_fallback_reason']}")
     out = {"repeats": args.repeats, "min_time_s": args.min_time, "devices": devices,
            "results": results, "summary": summary}
     return write_json(args.json, out)

@@ -139,9 +139,14 @@ step torch_traces 60 any python3 benchmarks/record_torch_gpu_traces.py --out "$O
 # 5. Speed against PyTorch CUDA eager, compiled autograd's CUDA-graph replay, memory.
 step train_step 80 gpu python3 benchmarks/train_step.py --device cuda --repeats 7 \
     --json "$OUT/train_step.json"
+# 5b. Which CuPy calls a CUDA-graph capture takes (compiled autograd falls back when one is refused).
+step graph_probe 30 gpu python3 benchmarks/cuda_graph_probe.py
 step compiled_backward 60 gpu python3 benchmarks/compiled_backward.py --device cuda --repeats 7 \
     --min-time 1 --json "$OUT/compiled_backward.json"
-step memory 30 gpu python3 benchmarks/memory.py --device cuda --repeats 2 --json "$OUT/memory.json"
+# On a CPU (the dry run) a tiny model: the script runs there too, so it cannot rot unseen.
+MEMORY_ARGS=(--device cuda --repeats 2)
+[[ $HAVE_GPU == 0 ]] && MEMORY_ARGS=(--device cpu --repeats 1 --layers 4 --width 64 --batch 16)
+step memory 30 any python3 benchmarks/memory.py "${MEMORY_ARGS[@]}" --json "$OUT/memory.json"
 # 6. The whole suite with the GPU present (cuda tests included), if time is left.
 step full_tests 240 gpu python3 -m pytest tests/autograd tests/profiler -q -x -p no:cacheprovider
 

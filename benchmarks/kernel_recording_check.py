@@ -88,6 +88,15 @@ def main() -> int:
         kernels = g["kind"] == 0
         if kernels.any() and np.isnan(g["occupancy_pct"][kernels]).all():
             failures.append("no kernel has an occupancy estimate (device properties?)")
+        # The launching calls sit on the threads of the ops that made them, inside those ops
+        # (CUPTI names threads by pthread_self; the first H200 run put them all on a new thread).
+        print("engine threads (logical: gettid, pthread_self, low 32 bits):", ag.grad_mode.native_thread_ids())
+        unmatched = meta["kernel_recording_counts"].get("unmatched_os_threads")
+        if unmatched:
+            failures.append(f"API calls on OS threads {unmatched} matched no engine thread")
+        outside = int(((launch >= 0) & (a.parent[np.maximum(launch, 0)] < 0)).sum())
+        if outside:
+            failures.append(f"{outside} launching calls inside no op")
         if a.unlinked_backward:
             failures.append(f"{a.unlinked_backward} backward events without their forward op")
     for argv in (["gpu", args.out], ["gpu", args.out, "--kernels"]):

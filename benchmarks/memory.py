@@ -27,7 +27,7 @@ from _results import write_json  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import gradtrace.autograd as ag  # noqa: E402
-import gradtrace.autograd.functional as F  # noqa: E402
+import gradtrace.autograd.nn.functional as F  # noqa: E402
 from gradtrace.autograd import backend  # noqa: E402
 
 

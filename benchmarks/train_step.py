@@ -36,7 +36,8 @@ PyTorch's oneDNN runs AVX-512; ``--blas-coretype SkylakeX`` measures NumPy with 
 Usage: python benchmarks/train_step.py [--repeats R] [--warmup W] [--threads N]
        [--clock wall|thread] [--device cpu|cuda|all] [--only WORKLOAD] [--blas-coretype NAME]
        [--json PATH]
-PyTorch runs only when ``import torch`` succeeds (never a dependency), and only on the CPU.
+PyTorch runs only when ``import torch`` succeeds (never a dependency): on the CPU, and on
+``--device cuda`` when torch sees a GPU (PyTorch CUDA eager, the same weights on the device).
 """
 from __future__ import annotations
 
@@ -599,10 +600,11 @@ def make_steps(workload: str, dev, with_torch: bool) -> dict:
         return loss.item()
 
     steps["gradtrace"] = gradtrace_step
-    if with_torch and dev.type == "cpu":
-        tparams = [torch.nn.Parameter(torch.tensor(w)) for w in weights]
+    if with_torch and (dev.type == "cpu" or torch.cuda.is_available()):
+        tdev = "cuda" if dev.type == "cuda" else "cpu"
+        tparams = [torch.nn.Parameter(torch.tensor(w, device=tdev)) for w in weights]
         topt = torch.optim.Adam(tparams, lr=LR)
-        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+        tx, ty = torch.from_numpy(x).to(tdev), torch.from_numpy(y).to(tdev)
         t_forward = model(tF, torch.nn, tparams)
 
         def torch_step(train=True):
@@ -637,10 +639,18 @@ def bench(workload: str, device: str, warmup: int, repeats: int, with_torch: boo
     dev = backend.device(device)
     steps = make_steps(workload, dev, with_torch)
     # Same weights: same first loss (dropout off, its masks are random in each).
-    first = {k: float(step(train=False)) for k, step in steps.items()}
+    first, errors = {}, {}
+    for k, step in list(steps.items()):
+        try:
+            first[k] = float(step(train=False))
+        except Exception as exc:  # noqa: BLE001 - a reference that cannot run this workload here
+            if k == "gradtrace":
+                raise
+            errors[k] = f"{type(exc).__name__}: {exc}"
+            del steps[k]
     timer = time.thread_time if clock == "thread" and dev.type == "cpu" else time.perf_counter
     med = _medians(steps, dev, warmup, repeats, timer)
-    row = {"workload": workload, "device": str(dev), "first_loss": first,
+    row = {"workload": workload, "device": str(dev), "first_loss": first, "reference_errors": errors,
            **{f"{k}_ms": v * 1e3 for k, v in med.items()}}
     for ref in ("torch", "numpy"):
         if ref in med:
@@ -698,6 +708,9 @@ def main(argv=None) -> dict:
         ratios = [f"{r[k]:.2f}x" if k in r else "-" for k in ("gradtrace/torch", "gradtrace/numpy")]
         print(f"{r['workload']:<13}{r['device']:<8}{r['gradtrace_ms']:>14.2f}{cells[0]:>10}"
               f"{cells[1]:>10}{ratios[0]:>10}{ratios[1]:>10}")
+    for r in rows:
+        for ref, why in r["reference_errors"].items():
+            print(f"  {r['workload']} on {r['device']}: no {ref} column ({why})")
     result = {"repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
               "clock": args.clock,
               "blas_limit": how, "numpy": np.__version__,

@@ -392,7 +392,7 @@ class Collector:
         order = np.flatnonzero(keep)
         order = order[np.argsort(calls["domain"][order], kind="stable")]
         calls = {name: col[order] for name, col in calls.items()}
-        thread = self._logical_threads(calls["os_thread"], events["thread_id"])
+        thread, unmatched = self._logical_threads(calls["os_thread"], events["thread_id"])
         # A call ends within the range it started in: the two clocks agree to within the fit's
         # error, and a call overrunning its op by that much would break the nesting.
         if len(events["start_ns"]) and len(thread):
@@ -436,24 +436,29 @@ class Collector:
                   "dropped_records": {str(k): v for k, v in records.dropped_kinds.items()}}
         if (launcher < 0).any():
             counts["orphan_gpu_thread"] = orphan_thread
+        if unmatched:       # threads the engine never ran on (CUDA's own), or ids of a new kind
+            counts["unmatched_os_threads"] = unmatched
         return merged, node, gpu, counts
 
-    def _logical_threads(self, os_thread: np.ndarray, event_threads: np.ndarray) -> np.ndarray:
+    def _logical_threads(self, os_thread: np.ndarray, event_threads: np.ndarray) -> tuple[np.ndarray, list]:
         """The logical thread id of each OS thread id (CUPTI's API records): the thread's own
         where the engine noted it (grad_mode.native_thread_ids), else a new id after all
-        the profile's, in order of first appearance."""
+        the profile's, in order of first appearance; and the OS ids matched by no thread."""
         by_native = {}
-        for logical, native in sorted(self._native_threads.items()):
-            by_native[native] = logical          # a reused OS id: the later thread
+        for logical, natives in sorted(self._native_threads.items()):
+            for native in natives:               # whichever id the records use
+                by_native[native] = logical      # a reused OS id: the later thread
         next_id = int(max(event_threads.max(initial=0), max(by_native.values(), default=0))) + 1
         natives, first, inverse = np.unique(os_thread, return_index=True, return_inverse=True)
         logical = np.empty(len(natives), np.int64)
+        unmatched: list[int] = []
         for k in np.argsort(first, kind="stable").tolist():     # once per OS thread
             found = by_native.get(int(natives[k]))
             if found is None:
+                unmatched.append(int(natives[k]))
                 found, next_id = next_id, next_id + 1
             logical[k] = found
-        return logical[inverse.reshape(-1)] if len(os_thread) else np.zeros(0, np.int64)
+        return (logical[inverse.reshape(-1)] if len(os_thread) else np.zeros(0, np.int64)), unmatched
 
     def _metadata(self, end_ns: int) -> dict:
         return {

@@ -137,14 +137,16 @@ def is_enabled() -> bool:
 _STATS_ZERO = {"captures": 0, "hits": 0, "recorded_hits": 0, "misses": 0, "eager_fallbacks": 0,
                "cudagraph_captures": 0, "cudagraph_replays": 0, "cudagraph_fallbacks": 0}
 _stats = dict(_STATS_ZERO)
-_last = {"miss_reason": None, "fallback_reason": None, "program": None}
+_last = {"miss_reason": None, "fallback_reason": None, "cudagraph_fallback_reason": None, "program": None}
 
 
 def stats() -> dict:
-    """Counters since the last :func:`reset`, plus the last miss/fallback reason."""
+    """Counters since the last :func:`reset`, plus the last miss/fallback reasons (an eager
+    fallback's, and why a CUDA graph was not used: plain replay instead)."""
     out = dict(_stats)
     out["last_miss_reason"] = _last["miss_reason"]
     out["last_fallback_reason"] = _last["fallback_reason"]
+    out["last_cudagraph_fallback_reason"] = _last["cudagraph_fallback_reason"]
     out["cache_size"] = sum(len(v) for v in _cache.values())
     return out
 
@@ -161,7 +163,7 @@ def reset() -> None:
         _recorded.clear()
         _largest[0] = 0
         _stats.update(_STATS_ZERO)
-        _last.update(miss_reason=None, fallback_reason=None, program=None)
+        _last.update(miss_reason=None, fallback_reason=None, cudagraph_fallback_reason=None, program=None)
 
 
 # --------------------------------------------------------------------------- cache and entry
@@ -337,6 +339,7 @@ def _replay(prog, fn, nodes, grads, keep, profiled, use_graph) -> None:
                                     str(prog.device), prog.stream)
                 if try_cuda_graph(prog, nodes, grads, keep, _stats):
                     return
+                _last["cudagraph_fallback_reason"] = prog.cuda_graph_state
                 if rec is not None:
                     _rf.end(rec)
                     rec = None

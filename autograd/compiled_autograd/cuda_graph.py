@@ -140,6 +140,7 @@ def try_cuda_graph(program, nodes, grads, keep_graph, stats) -> bool:
     if not ok:
         log.debug("CUDA graph not replayed: a scalar or attribute baked into it changed; "
                   "plain replay")
+        program.cuda_graph_state = "ready; not replayed: a scalar or attribute baked into it changed"
         stats["cudagraph_fallbacks"] += 1
         return False
     stats["cudagraph_replays"] += 1

@@ -420,13 +420,24 @@ def _check_solve(a, b, left=True):
                            f"{'AX' if left else 'XA'} = B ({n}x{n} and {rows}x{cols})")
 
 
+def _batch_solve(xp, a, b):
+    """``a⁻¹ b`` for a (…, n, n) and b (…, n, k) whose batch dims broadcast: NumPy broadcasts
+    them, CuPy's solve wants them equal (seen on an H200), so they are broadcast first."""
+    batch = numpy.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if a.shape[:-2] != batch:
+        a = xp.broadcast_to(a, batch + a.shape[-2:])
+    if b.shape[:-2] != batch:
+        b = xp.broadcast_to(b, batch + b.shape[-2:])
+    return xp.linalg.solve(a, b)
+
+
 def _solve_fwd(xp, a, b, left=True):
     def solve():
         if solve_is_vector(a.shape, b.shape):   # left: the check refused XA = b
-            return xp.linalg.solve(a, b[..., None])[..., 0]
+            return _batch_solve(xp, a, b[..., None])[..., 0]
         if left:
-            return xp.linalg.solve(a, b)
-        return xp.swapaxes(xp.linalg.solve(xp.swapaxes(a, -1, -2), xp.swapaxes(b, -1, -2)), -1, -2)
+            return _batch_solve(xp, a, b)
+        return xp.swapaxes(_batch_solve(xp, xp.swapaxes(a, -1, -2), xp.swapaxes(b, -1, -2)), -1, -2)
     return _checked(xp, "linalg.solve", a, solve, solver=True)
 
 

@@ -89,7 +89,9 @@ def _polygamma_fwd(xp, x, n):
     sp = backend.special(xp)
     # scipy's polygamma is a Python function computing in float64 (n >= 1 through zeta).
     # Towards -inf poles keep coming, so there is no limit: NaN, as PyTorch (SciPy: inf).
-    out = sp.digamma(x) if n == 0 else _at_minus_inf(numpy.nan)(xp, x, sp.polygamma(n, x))
+    # n as an array: CuPy's polygamma takes ``cupy.where(n == 0, ...)``, which a Python int
+    # breaks (seen on an H200); SciPy takes either.
+    out = sp.digamma(x) if n == 0 else _at_minus_inf(numpy.nan)(xp, x, sp.polygamma(xp.asarray(n), x))
     return out.astype(x.dtype, copy=False)
 
 

@@ -184,7 +184,7 @@ def _profile(monkeypatch):
                                    correlation_id=5, bytes=64, memory_kind=3, graph_id=0))
     c._kernel_session = _StubSession(rec, ClockFit([(OFFSET, 0), (OFFSET + 10**7, 10**7)]))
     c._kernel_records = rec
-    c._native_threads = {1: 1001, 2: 1002}
+    c._native_threads = {1: (1001, 7_001, 7_001), 2: (1002, 7_002, 7_002)}
     c._start_ns, c._end_ns = 0, 1000
     merged, node, gpu, counts = c._with_kernels(events, np.full(3, -1, np.int64))
     data = ProfileData(merged, empty_columns(profiler.records.MEMORY_COLUMNS), c._strings, {"devices": ["cuda:0"]},

@@ -21,8 +21,9 @@ What it checks, the way CUPTI behaves:
 - every kernel/memcpy/memset shares its correlation id with the runtime or driver API record
   that launched it (CuPy's own kernels: ``cuLaunchKernel``, a driver call; matmuls: cuBLAS's
   ``cudaLaunchKernel``; copies: ``cudaMemcpyAsync``); all kernels of a CUDA-graph launch share
-  the ``cudaGraphLaunch`` call's; API records carry the OS thread id
-  (``threading.get_native_id``);
+  the ``cudaGraphLaunch`` call's; API records carry the thread's pthread_self truncated to 32
+  bits (``threading.get_ident() & 0xFFFFFFFF``), as the real CUPTI does on Linux (seen on an
+  H200), not the kernel's thread id;
 - timestamps are on a clock of CUPTI's own that is *not* ``time.perf_counter_ns``: offset by
   :data:`CLOCK_OFFSET_NS` and running :data:`CLOCK_RATE` times as fast, so a profile whose
   kernels land inside their launching calls proves the clock alignment works;
@@ -220,7 +221,7 @@ class _Call:
     def __exit__(self, *exc):
         kind = ActivityKind.RUNTIME if self.domain == CallbackDomain.RUNTIME_API else ActivityKind.DRIVER
         _add(ActivityAPI(kind=kind, cbid=int(self.cbid), correlation_id=self.correlation, start=self.start,
-                         end=get_timestamp(), thread_id=threading.get_native_id(), process_id=0, return_value=0))
+                         end=get_timestamp(), thread_id=threading.get_ident() & 0xFFFF_FFFF, process_id=0, return_value=0))
         return False
 
     def kernel(self, name: str, stream_ptr: int, grid, block, registers: int, static_smem: int, dynamic_smem: int,

@@ -778,6 +778,15 @@ _stride_tricks = _submodule(
         _np.lib.stride_tricks.as_strided(x._a, shape, strides), fresh=False))
 lib = _submodule("lib", stride_tricks=_stride_tricks)
 # cupy.linalg: NumPy's functions on device arrays (CuPy's raise NumPy's LinAlgError too).
-linalg = _submodule("linalg", LinAlgError=_np.linalg.LinAlgError, **{
+def _solve(a, b):
+    """CuPy's solve does not broadcast batch dims as NumPy's does (seen on an H200): b is
+    (..., M) or (..., M, K) with a's own batch dims, else a ValueError as CuPy's."""
+    if not (b.shape[:-1] == a.shape[:-1] if b.ndim == a.ndim - 1 else
+            b.ndim == a.ndim and b.shape[:-2] == a.shape[:-2] and b.shape[-2] == a.shape[-1]):
+        raise ValueError("a must have (..., M, M) shape and b must have (..., M) or (..., M, K)")
+    return _call(_np.linalg.solve, (a, b), {})
+
+
+linalg = _submodule("linalg", LinAlgError=_np.linalg.LinAlgError, solve=_solve, **{
     name: (lambda f: lambda *args, **kwargs: _call(f, args, kwargs))(getattr(_np.linalg, name))
-    for name in ("inv", "det", "slogdet", "solve", "svd", "cholesky", "qr", "eigh")})
+    for name in ("inv", "det", "slogdet", "svd", "cholesky", "qr", "eigh")})
