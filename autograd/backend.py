@@ -7,6 +7,7 @@ CPU event does nothing.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 
@@ -17,7 +18,8 @@ from . import host_malloc
 __all__ = [
     "Device", "device", "cuda_is_available", "device_count", "Stream", "Event",
     "current_stream", "set_current_stream", "elapsed_ns", "synchronize", "CPU_STREAM",
-    "array_module", "DeviceError", "get_rng_state", "set_rng_state", "special",
+    "array_module", "DeviceError", "get_rng_state", "set_rng_state", "special", "matmul",
+    "graph_capture",
 ]
 
 
@@ -422,6 +424,32 @@ def _add_rows(target, index, values) -> None:
 
 
 _special_modules: dict = {}   # array module -> its special-function module, once imported
+
+
+# Whether this thread is capturing a CUDA graph (compiled autograd's warm-up and capture).
+_capture = threading.local()
+
+
+@contextlib.contextmanager
+def graph_capture():
+    """While on, in this thread, matrix products on a GPU go through cuBLAS directly
+    (autograd/graph_matmul.py), which CUDA graphs can capture, instead of CuPy's matmul,
+    which refuses every cuBLAS call while a stream captures."""
+    before = getattr(_capture, "on", False)
+    _capture.on = True
+    try:
+        yield
+    finally:
+        _capture.on = before
+
+
+def matmul(xp, a, b, out=None):
+    """``xp.matmul(a, b, out=out)``, or inside :func:`graph_capture` on a GPU, the same product
+    through cuBLAS's own handle. Every matmul of an op's arrays is this call."""
+    if xp is not numpy and getattr(_capture, "on", False):
+        from . import graph_matmul  # noqa: PLC0415 - ctypes and cuBLAS only where captured
+        return graph_matmul.matmul(xp, a, b, out)
+    return xp.matmul(a, b, out=out)
 
 
 def special(xp):

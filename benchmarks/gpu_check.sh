@@ -139,6 +139,11 @@ step torch_traces 60 any python3 benchmarks/record_torch_gpu_traces.py --out "$O
 # 5. Speed against PyTorch CUDA eager, compiled autograd's CUDA-graph replay, memory.
 step train_step 80 gpu python3 benchmarks/train_step.py --device cuda --repeats 7 \
     --json "$OUT/train_step.json"
+# 5a. Host time per op (raw CuPy, gradtrace, PyTorch) and a cProfile of the MLP step: the
+#     first H200 run found the training steps host-bound, 2.7-4.9x PyTorch CUDA's time.
+HOST_ARGS=(--device "$DEVICE")
+[[ $HAVE_GPU == 0 ]] && HOST_ARGS=(--device cpu --ops 200 --steps 3)
+step host_overhead 40 any python3 benchmarks/host_overhead.py "${HOST_ARGS[@]}" --json "$OUT/host_overhead.json"
 # 5b. Which CuPy calls a CUDA-graph capture takes (compiled autograd falls back when one is refused).
 step graph_probe 30 gpu python3 benchmarks/cuda_graph_probe.py
 step compiled_backward 60 gpu python3 benchmarks/compiled_backward.py --device cuda --repeats 7 \
@@ -148,7 +153,7 @@ MEMORY_ARGS=(--device cuda --repeats 2)
 [[ $HAVE_GPU == 0 ]] && MEMORY_ARGS=(--device cpu --repeats 1 --layers 4 --width 64 --batch 16)
 step memory 30 any python3 benchmarks/memory.py "${MEMORY_ARGS[@]}" --json "$OUT/memory.json"
 # 6. The whole suite with the GPU present (cuda tests included), if time is left.
-step full_tests 240 gpu python3 -m pytest tests/autograd tests/profiler -q -x -p no:cacheprovider
+step full_tests 240 gpu python3 -m pytest ${FULL_TESTS:-tests/autograd tests/profiler} -q -x -p no:cacheprovider
 
 echo "== summary"
 cat "$SUMMARY"

@@ -374,9 +374,12 @@ class Collector:
         devices = sorted(set(records.table("kernels")["device_id"].tolist())
                          | set(records.table("copies")["device_id"].tolist()))
         props = {d: _device_properties(f"cuda:{d}") for d in devices}
-        # Streams as the profile stores them (the handle), from CUPTI's stream ids.
+        # Streams as the profile stores them (the handle), from CUPTI's stream ids: only the
+        # handles of ops on a CUDA device (a CPU stream's id is no CUDA handle, and CUPTI
+        # dereferences what it is given: a CPU stream's crashed the process on an H200).
+        on_gpu = np.isin(events["device_id"], [i for i, s in enumerate(self._strings) if s.startswith("cuda")])
         stream_of = {}
-        for handle in np.unique(events["stream"]).tolist():
+        for handle in np.unique(events["stream"][on_gpu]).tolist():
             sid = session.stream_id(int(handle))
             if sid is not None:
                 stream_of.setdefault(sid, int(handle))
@@ -385,8 +388,9 @@ class Collector:
         # The calls made while recording; a driver call only where it launched device work (the
         # runtime calls are what PyTorch's tables show; CuPy's own kernels are driver launches).
         launched = np.isin(calls["correlation"], acts["correlation"])
+        skipped = np.isin(calls["name_id"], [self._intern_string(n) for n in cupti_activity.SKIPPED_RUNTIME])
         keep = (calls["start_ns"] >= self._start_ns) & (calls["start_ns"] <= self._end_ns) \
-            & ((calls["domain"] == cupti_activity.RUNTIME) | launched)
+            & (((calls["domain"] == cupti_activity.RUNTIME) & ~skipped) | launched)
         # Runtime calls first: where a driver call shares a runtime call's correlation, the
         # kernel belongs to the runtime call (lookup takes the first row of a key).
         order = np.flatnonzero(keep)
@@ -433,7 +437,8 @@ class Collector:
         gpu = gpu_table(acts, position[n:n + n_acts])
         counts = {"api_calls": int(n_calls), "gpu_events": int(n_acts),
                   "gpu_events_without_launch": int(np.count_nonzero(launcher < 0)),
-                  "dropped_records": {str(k): v for k, v in records.dropped_kinds.items()}}
+                  "dropped_records": {str(k): v for k, v in records.dropped_kinds.items()},
+                  "api_records": getattr(session, "api_records", None)}
         if (launcher < 0).any():
             counts["orphan_gpu_thread"] = orphan_thread
         if unmatched:       # threads the engine never ran on (CUDA's own), or ids of a new kind

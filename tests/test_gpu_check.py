@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ["environment", "wheels", "cuda_tests", "kernel_recording", "profiler_truth", "torch_traces", "train_step", "graph_probe", "compiled_backward",
+STEPS = ["environment", "wheels", "cuda_tests", "kernel_recording", "profiler_truth", "torch_traces", "train_step", "host_overhead", "graph_probe", "compiled_backward",
          "memory", "full_tests"]
 
 
@@ -21,7 +21,7 @@ def test_dry_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summary = dict(line.split(": ", 1) for line in (out / "summary.txt").read_text().splitlines())
     assert list(summary) == STEPS
-    for name in ("environment", "profiler_truth", "torch_traces", "memory"):
+    for name in ("environment", "profiler_truth", "torch_traces", "memory", "host_overhead"):
         assert summary[name].startswith("rc=0"), (name, (out / f"{name}.log").read_text()[-2000:])
     for name in ("wheels", "kernel_recording", "cuda_tests", "train_step", "graph_probe", "compiled_backward",
                  "full_tests"):

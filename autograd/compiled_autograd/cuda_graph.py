@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from .. import engine as _engine
-from ..backend import Stream
+from ..backend import Stream, graph_capture
 from ..dispatch import Meta
 from .codegen import generate
 from .program import SavedKind, StepKind, Unsupported
@@ -50,15 +50,17 @@ class CudaGraphRunner:
             self.static_in = [x.copy() for x in inputs]
             self.static_grads = [g.copy() for g in grads]
             # Warm-up on the side stream so its memory pool holds the blocks the capture
-            # will ask for (no cudaMalloc may happen while capturing).
-            self.body(self.task, nodes, self.static_grads, self.static_in, [], [])
+            # will ask for (no cudaMalloc may happen while capturing), with the products on
+            # the cuBLAS handle the capture uses (made here; its heuristics cached here).
+            with graph_capture():
+                self.body(self.task, nodes, self.static_grads, self.static_in, [], [])
         side.synchronize()
         self.keep = []
         self.outputs = []
         native = side.native
         native.begin_capture()
         try:
-            with side:
+            with side, graph_capture():
                 self.body(self.task, nodes, self.static_grads, self.static_in, self.outputs,
                           self.keep)
         except BaseException:

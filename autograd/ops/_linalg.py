@@ -46,7 +46,7 @@ def _grad_b(F, g, out, a, b):
 
 
 def _matmul_fwd(xp, a, b):
-    return xp.matmul(a, b)
+    return backend.matmul(xp, a, b)
 
 
 # One rule set under the node PyTorch's matmul computes with for those shapes: matrices
@@ -361,7 +361,7 @@ def _svd_cofactor(a):
     # The product of the other singular values, without dividing by one that is 0.
     others = xp.prod(xp.where(xp.eye(n, dtype=bool), 1.0, s[..., None, :]), axis=-1)
     scale = (xp.linalg.det(u) * xp.linalg.det(vh))[..., None] * others
-    return xp.matmul(u * scale[..., None, :], vh)
+    return backend.matmul(xp, u * scale[..., None, :], vh)
 
 
 def _det_fwd(xp, a):

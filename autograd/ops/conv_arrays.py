@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy
 
+from ..backend import matmul
 from .shape import _pad_fwd
 
 # Bytes of im2col buffer per chunk on the CPU: within a core's L2 with room for the GEMM's
@@ -80,7 +81,7 @@ def forward(xp, x, weight, bias, stride, padding, dilation, groups):
     for s in range(0, n, step):
         cols = im2col(xp, x[s:s + step], (kh, kw), stride, dilation)
         b = cols.shape[0]
-        xp.matmul(wm, cols.reshape(b, groups, k, ho * wo),
+        matmul(xp, wm, cols.reshape(b, groups, k, ho * wo),
                   out=out[s:s + b].reshape(b, groups, o // groups, ho * wo))
     if bias is not None:
         out += bias.reshape(1, o, 1, 1)
@@ -101,7 +102,7 @@ def weight_grad(xp, g, x, weight_shape, stride, padding, dilation, groups):
         cols = im2col(xp, x[s:s + step], (kh, kw), stride, dilation)
         b = cols.shape[0]
         cols = cols.reshape(b, groups, k, ho * wo)
-        part = xp.matmul(gm[s:s + b], cols.transpose(0, 1, 3, 2))
+        part = matmul(xp, gm[s:s + b], cols.transpose(0, 1, 3, 2))
         part = part[0] if b == 1 else part.sum(0)
         gw = part if gw is None else xp.add(gw, part, out=gw)
     return gw.reshape(weight_shape)
@@ -125,14 +126,14 @@ def input_grad(xp, g, weight, x_shape, stride, padding, dilation, groups):
     for s in range(0, n, step):
         b = min(step, n - s)
         if not wide:
-            cols = xp.matmul(wt, gm[s:s + b].reshape(b, groups, o // groups, ho * wo))
+            cols = matmul(xp, wt, gm[s:s + b].reshape(b, groups, o // groups, ho * wo))
             dx[s:s + b] = col2im(xp, cols.reshape(b, c, kh, kw, ho, wo), (b, c, hp, wp),
                                  (kh, kw), stride, dilation)
             continue
         g_wide = xp.zeros((b, groups, o // groups, ho, wp), dtype=g.dtype)
         g_wide[..., :wo] = gm[s:s + b]
         g_wide = g_wide.reshape(b, groups, o // groups, ho * wp)[..., :run]
-        cols = xp.matmul(wt, g_wide).reshape(b, c, kh, kw, run)
+        cols = matmul(xp, wt, g_wide).reshape(b, c, kh, kw, run)
         flat = dx[s:s + b].reshape(b, c, hp * wp)
         flat[:, :, :run] = cols[:, :, 0, 0]   # the first tap starts at 0: set, not added
         flat[:, :, run:] = 0

@@ -9,6 +9,7 @@ itself (1 - h^2 for tanh, h > 0 for relu), so the layer needs no workspace.
 """
 from __future__ import annotations
 
+from ..backend import matmul
 from ..dispatch import TensorF, defop
 from .rnn import (_h_prev, _input_tangent, _layer_weight_grads_arrays,
                   _stack, _state_before, _steps)
@@ -33,7 +34,7 @@ def _rnn_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, reverse=False, relu=False)
     steps, batch, n_in = x.shape
     hidden = w_hh.shape[0]
     # Every step's input projection and both biases in one GEMM and one add.
-    gx = xp.matmul(x.reshape(steps * batch, n_in), w_ih.T)
+    gx = matmul(xp, x.reshape(steps * batch, n_in), w_ih.T)
     bias = [b for b in (b_ih, b_hh) if b is not None]
     if bias:
         gx += bias[0] + bias[1] if len(bias) == 2 else bias[0]
@@ -43,7 +44,7 @@ def _rnn_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, reverse=False, relu=False)
     tmp = xp.empty((batch, hidden), dtype=gx.dtype)
     h = hx
     for t in _steps(steps, reverse):
-        xp.matmul(h, w_hh_t, out=tmp)
+        matmul(xp, h, w_hh_t, out=tmp)
         h = xp.add(tmp, gx[t], out=out[t])
         if relu:
             xp.maximum(h, 0, out=h)
@@ -110,7 +111,7 @@ def _rnn_layer_joint(F, g, out, x, w_ih, w_hh, b_ih, b_hh, hx, reverse=False, re
     for t in reversed(order):
         dh += g_out[t]
         xp.multiply(dh, k[t], out=d_pre[t])
-        xp.matmul(d_pre[t], w_hh, out=dh)
+        matmul(xp, d_pre[t], w_hh, out=dh)
     rows = steps * batch
     d2 = d_pre.reshape(rows, hidden)
     grads = _layer_weight_grads_arrays(xp, [None] * 6, needs, x, w_ih, d2, d2,

@@ -13,6 +13,7 @@ output whose gradient the rules take into account, so their backward is differen
 """
 from __future__ import annotations
 
+from ..backend import matmul
 from ..dispatch import TensorF, defop
 from .rnn import (_h_prev, _input_tangent, _layer_weight_grads_arrays, _nonzero,
                   _stack, _state_before, _steps)
@@ -47,7 +48,7 @@ def _gru_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, reverse=False):
     h2, h3 = 2 * hidden, 3 * hidden
     # Every step's input projection in one GEMM; b_hr and b_hz join it (they add to the
     # same sums), b_hn stays inside r * (W_hn h + b_hn).
-    gx = xp.matmul(x.reshape(steps * batch, n_in), _halved(xp, w_ih, hidden).T)
+    gx = matmul(xp, x.reshape(steps * batch, n_in), _halved(xp, w_ih, hidden).T)
     if b_ih is not None:
         gx += _halved(xp, b_ih, hidden)
     if b_hh is not None:
@@ -60,7 +61,7 @@ def _gru_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, reverse=False):
     h = hx
     for t in _steps(steps, reverse):
         a = ws[t]
-        xp.matmul(h, w_hh_t, out=tmp)
+        matmul(xp, h, w_hh_t, out=tmp)
         rz = a[:, :h2]
         xp.add(tmp[:, :h2], gx[t, :, :h2], out=rz)
         xp.tanh(rz, out=rz)
@@ -175,7 +176,7 @@ def _gru_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, reverse, needs):
         xp.multiply(k_x[t], dh.reshape(batch, 1, hidden), out=d_x[t].reshape(batch, 3, hidden))
         d_h[t, :, :2 * hidden] = d_x[t, :, :2 * hidden]
         xp.multiply(dh, k_hn[t], out=d_h[t, :, 2 * hidden:])
-        xp.matmul(d_h[t], w_hh, out=tmp)
+        matmul(xp, d_h[t], w_hh, out=tmp)
         dh *= z[t]
         dh += tmp
     rows = steps * batch

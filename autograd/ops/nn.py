@@ -10,6 +10,7 @@ import math
 import numpy
 
 from .. import backend
+from ..backend import matmul
 from ..dispatch import SELF_ADJOINT, TensorF, defop, linear_in
 from ..promotion import torch_name
 from .._tensor import Tensor
@@ -25,10 +26,10 @@ def _linear_fwd(xp, x, weight, bias=None):
     if x.ndim > 2 and x.flags.c_contiguous:
         # One GEMM over all rows: matmul of a stacked (N, T, in) input runs one small GEMM
         # per leading index (35% slower at (16, 64, 128) @ (128, 384)).
-        out = xp.matmul(x.reshape(_rows(x), x.shape[-1]), weight.T)
+        out = matmul(xp, x.reshape(_rows(x), x.shape[-1]), weight.T)
         out = out.reshape(*x.shape[:-1], weight.shape[0])
     else:
-        out = xp.matmul(x, weight.T)
+        out = matmul(xp, x, weight.T)
     if bias is not None:
         out += bias
     return out
@@ -259,7 +260,7 @@ def row_sum(xp, a, dims=(-1,)):
     if rows is None:
         return xp.sum(a, axis=dims, keepdims=True)
     r, kept = rows
-    return xp.matmul(r, ones_vector(xp, r.shape[1], a.dtype)).reshape(kept)
+    return matmul(xp, r, ones_vector(xp, r.shape[1], a.dtype)).reshape(kept)
 
 
 def row_dot(xp, a, b, dims=(-1,)):
@@ -270,7 +271,7 @@ def row_dot(xp, a, b, dims=(-1,)):
     if ra is None or rb is None:
         return xp.sum(a * b, axis=dims, keepdims=True)
     (ra, kept), (rb, _) = ra, rb
-    return xp.matmul(ra[:, None, :], rb[:, :, None]).reshape(kept)
+    return matmul(xp, ra[:, None, :], rb[:, :, None]).reshape(kept)
 
 
 # NOTE: softmax and log_softmax are primitives for numerics (the max is subtracted before exp,
@@ -647,7 +648,7 @@ def _ln_joint(F, g, out, input, weight, bias, normalized_shape=(), eps=1e-5, *, 
         # sum over the rows of rstd g xc: one GEMV with rstd where xhat = xc rstd was a pass
         rows = rstd.size
         if xc.size and xc.flags.c_contiguous:
-            grads[1] = xp.matmul(rstd.reshape(rows), xc.reshape(rows, xc.size // rows)).reshape(
+            grads[1] = matmul(xp, rstd.reshape(rows), xc.reshape(rows, xc.size // rows)).reshape(
                 normalized_shape)
         else:
             xc *= rstd

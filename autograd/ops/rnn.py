@@ -11,6 +11,7 @@ itself differentiable.
 """
 from __future__ import annotations
 
+from ..backend import matmul
 from ..dispatch import TensorF, defop
 from .shape import MAX_CAT_INPUTS
 
@@ -53,7 +54,7 @@ def _lstm_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr=None, reverse=Fa
     hidden, size = w_hh.shape[0] // 4, w_hh.shape[1]
     h3, h4 = 3 * hidden, 4 * hidden
     # The input projection of every step at once: one GEMM instead of one a step.
-    gx = xp.matmul(x.reshape(steps * batch, n_in), _gate_weights(xp, w_ih, hidden).T)
+    gx = matmul(xp, x.reshape(steps * batch, n_in), _gate_weights(xp, w_ih, hidden).T)
     bias = [b for b in (b_ih, b_hh) if b is not None]
     if bias:
         gx += _gate_weights(xp, bias[0] + bias[1] if len(bias) == 2 else bias[0], hidden)
@@ -67,7 +68,7 @@ def _lstm_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr=None, reverse=Fa
     h, c = hx, cx
     for t in _steps(steps, reverse):
         a = ws[t, :, :h4]
-        xp.matmul(h, w_hh_t, out=tmp)
+        matmul(xp, h, w_hh_t, out=tmp)
         xp.add(tmp, gx[t], out=a)
         xp.tanh(a, out=a)
         sig = a[:, :h3]                            # i, f, o: 0.5 + 0.5 * tanh(z / 2)
@@ -81,7 +82,7 @@ def _lstm_layer_fwd(xp, x, w_ih, w_hh, b_ih, b_hh, hx, cx, w_hr=None, reverse=Fa
         xp.tanh(c_new, out=h)                      # o * tanh(c)
         h *= a[:, 2 * hidden:h3]
         if w_hr is not None:                       # the projection: W_hr (o * tanh(c))
-            h = xp.matmul(h, w_hr_t, out=out[t])
+            h = matmul(xp, h, w_hr_t, out=out[t])
         c = c_new
     return out, h.copy(), c.copy(), ws
 
@@ -149,13 +150,13 @@ def _layer_weight_grads_arrays(xp, grads, needs, x, w_ih, d_x2, d_h2, h_prev):
     steps, batch, n_in = x.shape
     rows = steps * batch
     if needs[0]:
-        grads[0] = xp.matmul(d_x2, w_ih).reshape(steps, batch, n_in)
+        grads[0] = matmul(xp, d_x2, w_ih).reshape(steps, batch, n_in)
     if needs[1]:
-        grads[1] = xp.matmul(d_x2.T, x.reshape(rows, n_in))
+        grads[1] = matmul(xp, d_x2.T, x.reshape(rows, n_in))
     if needs[2]:
         if callable(h_prev):
             h_prev = h_prev()
-        grads[2] = xp.matmul(d_h2.T, h_prev.reshape(rows, h_prev.shape[-1]))
+        grads[2] = matmul(xp, d_h2.T, h_prev.reshape(rows, h_prev.shape[-1]))
     if d_h2 is d_x2:
         if needs[3] or needs[4]:
             db = d_x2.sum(0)
@@ -296,14 +297,14 @@ def _lstm_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, cx, w_hr, reverse
             dhc = dh
         else:
             xp.add(dh, g_out[t], out=d_proj[t])
-            xp.matmul(d_proj[t], w_hr, out=dhc)
+            matmul(xp, d_proj[t], w_hr, out=dhc)
         xp.multiply(dhc, k_dc[t], out=tmp)
         dc += tmp
         d = d_gates[t]
         xp.multiply(k_ifg[t], dc.reshape(batch, 1, hidden),
                     out=d[:, :h3].reshape(batch, 3, hidden))
         xp.multiply(dhc, k_o[t], out=d[:, h3:])
-        xp.matmul(d, w_hh, out=dh)
+        matmul(xp, d, w_hh, out=dh)
         dc *= f[t]
     rows = steps * batch
     d2 = d_gates.reshape(rows, h4)
@@ -312,7 +313,7 @@ def _lstm_layer_backward_arrays(xp, g, out, x, w_ih, w_hh, hx, cx, w_hr, reverse
     grads[5], grads[6] = dh, dc
     if w_hr is not None and needs[7]:
         hc = o * tc   # o * tanh(c), every step
-        grads[7] = xp.matmul(d_proj.reshape(rows, size).T, hc.reshape(rows, hidden))
+        grads[7] = matmul(xp, d_proj.reshape(rows, size).T, hc.reshape(rows, hidden))
     return grads
 
 

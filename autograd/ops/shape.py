@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy
 
+from ..backend import matmul
 from ..dispatch import defop, linear_in
 
 
@@ -141,7 +142,7 @@ def sum_over(xp, x, axes, shape):
         for s in x.shape[:len(axes)]:
             rows *= s
         x2 = x.reshape(rows, x.size // rows)
-        out = xp.matmul(ones_vector(xp, rows, x.dtype), x2)
+        out = matmul(xp, ones_vector(xp, rows, x.dtype), x2)
     else:
         out = x.sum(axis=axes)
     # A reshape is a view even to the same shape, and a view's buffer cannot become ``.grad``

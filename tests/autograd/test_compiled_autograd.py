@@ -28,9 +28,10 @@ def _grads(params):
     return [None if p.grad is None else p.grad.numpy().copy() for p in params]
 
 
-def _run_both(build, params, iterations=3):
+def _run_both(build, params, iterations=3, rtol=0.0):
     """Run ``build()`` then backward eagerly and compiled ``iterations`` times each; the
-    .grad of every param after each backward must match bit for bit."""
+    .grad of every param after each backward must match bit for bit (``rtol``: to that
+    tolerance, where the compiled run computes a product with another cuBLAS call)."""
     for p in params:
         p.grad = None
     eager = []
@@ -49,7 +50,10 @@ def _run_both(build, params, iterations=3):
             assert (e is None) == (c is None)
             if e is not None:
                 assert e.dtype == c.dtype and e.shape == c.shape
-                np.testing.assert_array_equal(e, c)
+                if rtol:
+                    np.testing.assert_allclose(c, e, rtol=rtol, atol=rtol * float(np.abs(e).max(initial=0)))
+                else:
+                    np.testing.assert_array_equal(e, c)
     return compiled
 
 
@@ -463,11 +467,13 @@ def test_cuda_graph_replay_matches_eager():
     block = nn.TransformerBlock(16, 2, device="cuda")
     x = ag.randn(2, 6, 16, device="cuda")
     params = list(block.parameters())
-    _run_both(lambda: (block(x) ** 2).mean(), params, iterations=4)
+    # Inside the graph the products go through graph_matmul's own cuBLAS call, not CuPy's
+    # matmul: the same values to float32 rounding, not necessarily the same bits.
+    _run_both(lambda: (block(x) ** 2).mean(), params, iterations=4, rtol=1e-5)
     s = ca.stats()
-    assert s["cudagraph_captures"] + s["cudagraph_fallbacks"] >= 1
-    if s["cudagraph_captures"]:
-        assert s["cudagraph_replays"] >= 2
+    # Captured (before: CuPy refused the block's matmuls inside the capture, seen on an H200).
+    assert s["cudagraph_captures"] == 1 and s["cudagraph_fallbacks"] == 0, s
+    assert s["cudagraph_replays"] >= 2
 
 
 @pytest.mark.cuda

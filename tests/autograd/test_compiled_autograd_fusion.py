@@ -159,4 +159,7 @@ def test_cross_entropy_on_the_gpu_equals_eager(cuda_graphs):
                 grads.append(w.grad.cpu().numpy())
         results.append(grads)
     for e, c in zip(*results):
-        np.testing.assert_array_equal(e, c)
+        if cuda_graphs:     # the graph's product is cuBLAS called directly (graph_matmul): to rounding
+            np.testing.assert_allclose(c, e, rtol=1e-6, atol=1e-7)
+        else:
+            np.testing.assert_array_equal(e, c)

@@ -7,6 +7,7 @@ launching calls prove the clock alignment. Without cupti-python on a GPU they sk
 """
 from __future__ import annotations
 
+import re
 import threading
 
 import numpy as np
@@ -199,3 +200,42 @@ def test_without_cupti_python_nothing_changes_and_the_reason_is_kept(monkeypatch
     assert a.self_cuda_ns.sum() == a.cuda_total_ns[a.parent < 0].sum()
     with pytest.raises(RuntimeError, match=r"record_kernels=True.*pip install 'gradtrace\[cuda12\]'"):
         _train_step_profile(record_kernels=True)
+
+
+def _api_names(data):
+    """The runtime and driver calls of a profile (``cudaX``, ``cuX``; not ``cupy_*`` kernels)."""
+    names = data.strings
+    return {names[i] for i in set(data.event_columns["name_id"].tolist()) if re.match(r"cu(da)?[A-Z]", names[i])}
+
+
+@pytest.mark.cuda
+def test_api_calls_kineto_leaves_out_are_not_recorded(needs_cupti):
+    """cudaGetDevice (around every CuPy op: 572 of 851 records of a small step on an H200) and
+    the driver calls that launch nothing are turned off in CUPTI for the session, and on again
+    after it; the launches, copies and synchronizations stay."""
+    data = _train_step_profile(record_kernels=True)
+    counts = data.metadata["kernel_recording_counts"]
+    assert counts["api_records"] == "filtered"
+    names = _api_names(data)
+    assert not names & set(cupti_activity.SKIPPED_RUNTIME)
+    assert all(n.startswith(cupti_activity.KEPT_DRIVER) for n in names if not n.startswith("cuda"))
+    assert "cuLaunchKernel" in names
+    assert any(n.startswith(("cudaLaunch", "cuLaunch")) for n in names) and "cudaMemcpyAsync" in names
+    cupti = cupti_activity.load_cupti()[0]
+    if getattr(cupti, "_IS_FAKE", False):
+        assert not cupti._api_off                   # the session turned them back on
+
+
+@pytest.mark.cuda
+def test_without_per_api_switches_the_profile_still_leaves_them_out(needs_cupti, monkeypatch):
+    """An older CUPTI without cuptiActivityEnableRuntimeApi: every call is recorded, and the
+    profile leaves the same ones out when it is built."""
+    cupti = cupti_activity.load_cupti()[0]
+
+    def missing(cbid, enable):
+        raise AttributeError("cuptiActivityEnableRuntimeApi needs CUPTI 12.x")
+    monkeypatch.setattr(cupti, "activity_enable_runtime_api", missing)
+    data = _train_step_profile(record_kernels=True)
+    assert data.metadata["kernel_recording_counts"]["api_records"].startswith("all (AttributeError")
+    names = _api_names(data)
+    assert not names & set(cupti_activity.SKIPPED_RUNTIME) and "cuCtxGetCurrent" not in names

@@ -73,6 +73,7 @@ class CallbackDomain(enum.IntEnum):
 
 
 class RuntimeApiTraceCbid(enum.IntEnum):
+    cudaGetDevice_v3020 = 10
     cudaMemcpyAsync_v3020 = 41
     cudaStreamSynchronize_v3020 = 131
     cudaDeviceSynchronize_v3020 = 165
@@ -144,6 +145,17 @@ def activity_register_callbacks(func_buffer_requested, func_buffer_completed):
     _callbacks = (func_buffer_requested, func_buffer_completed)
 
 
+_api_off: set = set()       # (kind, cbid) whose records activity_enable_*_api turned off
+
+
+def activity_enable_runtime_api(cbid: int, enable: int):
+    (_api_off.discard if enable else _api_off.add)((ActivityKind.RUNTIME, int(cbid)))
+
+
+def activity_enable_driver_api(cbid: int, enable: int):
+    (_api_off.discard if enable else _api_off.add)((ActivityKind.DRIVER, int(cbid)))
+
+
 def activity_enable(kind: int):
     if _callbacks is None:
         raise cuptiError("CUPTI_ERROR_INVALID_OPERATION: no buffer callbacks registered")
@@ -178,7 +190,16 @@ def get_callback_name(domain: int, cbid: int) -> str:
         raise cuptiError("CUPTI_ERROR_INVALID_PARAMETER: unknown callback id") from None
 
 
+class InvalidStreamHandle(BaseException):
+    """What the real ``get_stream_id_ex`` does with a handle that is no CUDA stream: it
+    dereferences it, and the process dies (seen on an H200 with a CPU stream's id). A
+    BaseException, so that no ``except Exception`` hides it from the test that made it."""
+
+
 def get_stream_id_ex(context: int, stream: int, per_thread_stream: int) -> int:
+    import cupy
+    if stream != 0 and (stream < cupy.STREAM_PTR_BASE or (stream - cupy.STREAM_PTR_BASE) % cupy.STREAM_PTR_STEP):
+        raise InvalidStreamHandle(f"{stream:#x} is not a CUDA stream handle: the real CUPTI crashes here")
     with _lock:
         sid = _stream_ids.get(stream)
         if sid is None:
@@ -220,6 +241,8 @@ class _Call:
 
     def __exit__(self, *exc):
         kind = ActivityKind.RUNTIME if self.domain == CallbackDomain.RUNTIME_API else ActivityKind.DRIVER
+        if (kind, int(self.cbid)) in _api_off:
+            return False
         _add(ActivityAPI(kind=kind, cbid=int(self.cbid), correlation_id=self.correlation, start=self.start,
                          end=get_timestamp(), thread_id=threading.get_ident() & 0xFFFF_FFFF, process_id=0, return_value=0))
         return False
@@ -259,6 +282,12 @@ def launch(name: str, stream_ptr: int, n_out: int, work):
         What ``work()`` returns.
     """
     n = max(int(n_out), 1)
+    # CuPy asks the runtime for the current device around every launch, as on an H200, and
+    # the driver for the context: records a profile leaves out.
+    with _Call(CallbackDomain.RUNTIME_API, RuntimeApiTraceCbid.cudaGetDevice_v3020):
+        pass
+    with _Call(CallbackDomain.DRIVER_API, DriverApiTraceCbid.cuCtxGetCurrent):
+        pass
     if name in _BLAS:
         call, kname = _Call(CallbackDomain.RUNTIME_API, RuntimeApiTraceCbid.cudaLaunchKernel_v7000), \
             "ampere_sgemm_64x32_sliced1x4_nn"

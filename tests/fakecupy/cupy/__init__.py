@@ -41,6 +41,8 @@ import weakref
 
 import numpy as _np
 
+from . import _gemm
+
 __version__ = "13.0.0+gradtrace.fake"
 _IS_FAKE = True
 
@@ -60,7 +62,9 @@ def _capture_violation(what):
 # --------------------------------------------------------------------------- streams and capture
 
 _tls = threading.local()
-_stream_ptrs = itertools.count(0x7F0000001000, 0x100)
+# Stream handles: from STREAM_PTR_BASE in steps of 0x100 (the stand-in CUPTI refuses others).
+STREAM_PTR_BASE, STREAM_PTR_STEP = 0x7F0000001000, 0x100
+_stream_ptrs = itertools.count(STREAM_PTR_BASE, STREAM_PTR_STEP)
 _capturing: dict = {}       # stream ptr -> list of recorded kernels (while that stream captures)
 
 
@@ -382,7 +386,15 @@ def _shares(result, inputs):
 
 
 # NumPy callables that write into an existing buffer instead of returning a new one.
-_INPLACE = frozenset({"at", "fill", "sort", "partition", "put", "__setitem__", "copyto"})
+_INPLACE = frozenset({"at", "fill", "sort", "partition", "put", "__setitem__", "copyto",
+                      "cublasGemmStridedBatchedEx"})
+# What CuPy runs through cuBLAS, which it refuses while a stream captures (seen on an H200).
+_CUBLAS = frozenset({_np.matmul, _np.dot, _np.tensordot, _np.inner, _np.vdot})
+
+
+def _refuse_cublas_in_capture(fn):
+    if fn in _CUBLAS and _recorder() is not None:
+        raise NotImplementedError("calling cuBLAS API during stream capture is currently unsupported")
 
 
 def _wrap(r, inputs=(), fresh=True):
@@ -469,6 +481,7 @@ class ndarray(_np.lib.mixins.NDArrayOperatorsMixin):
         raise TypeError(_IMPLICIT)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        _refuse_cublas_in_capture(ufunc)
         args = _host(inputs, True)
         out = kwargs.get("out")
         if out is not None:
@@ -589,6 +602,7 @@ def _from_host(host):
 
 
 def _call(func, args, kwargs):
+    _refuse_cublas_in_capture(func)
     host_args = _host(args, True)
     host_kwargs = {k: _host(v, True) for k, v in kwargs.items()}
     out = kwargs.get("out")
@@ -766,11 +780,19 @@ runtime = _submodule(
     runtimeGetVersion=lambda: 12040, driverGetVersion=lambda: 12040)
 memory_hook = _submodule("cuda.memory_hook", MemoryHook=MemoryHook)
 graph = _submodule("cuda.graph", Graph=Graph)
+def _gemm_kernel(fn):
+    """One cuBLAS product of autograd/graph_matmul.py as a kernel: run, or recorded in a capture."""
+    fn.__name__ = "cublasGemmStridedBatchedEx"
+    _launch(fn, (), {}, ())
+
+
 cuda = _submodule(
     "cuda", Device=Device, Stream=Stream, Event=Event, Graph=Graph,
     get_current_stream=get_current_stream, get_elapsed_time=get_elapsed_time,
     alloc_pinned_memory=alloc_pinned_memory, runtime=runtime, memory_hook=memory_hook,
-    graph=graph, MemoryHook=MemoryHook, is_available=lambda: True)
+    graph=graph, MemoryHook=MemoryHook, is_available=lambda: True,
+    # libcublas for autograd/graph_matmul.py, which calls cuBLAS itself inside a capture.
+    _gradtrace_cublas=_gemm.CtypesCublas(_gemm_kernel))
 random = _submodule("random", default_rng=_Generator, Generator=_Generator)
 _stride_tricks = _submodule(
     "lib.stride_tricks",
