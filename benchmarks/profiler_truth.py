@@ -100,7 +100,10 @@ def check_truth(device: str, steps: int, width: int, batch: int) -> dict:
         "sums_telescope": self_cuda == top_cuda,
         "step_cuda_ms": step_cuda, "step_wall_ms": walls,
         "cuda_never_above_wall": all(c <= w * 1.0001 for c, w in pairs),
-        "cuda_within_10pct_of_wall": all(c >= 0.9 * w for c, w in pairs) if data.has_device_time else None,
+        # Steady state: the first profiled step pays the profiler's start on the host (CUPTI's
+        # first records: 37.7 ms against 32.2 of the others on an H200), and the device idles
+        # meanwhile, which the profile shows as it should. Shown in the table, not checked.
+        "cuda_within_10pct_of_wall": all(c >= 0.9 * w for c, w in pairs[1:]) if data.has_device_time else None,
     }
 
 
@@ -159,7 +162,7 @@ def main(argv=None) -> int:
     print(f"  {'step':>4} {'CUDA ms':>10} {'wall ms':>10} {'CUDA/wall':>10}")
     for k, (c, w) in enumerate(zip(truth["step_cuda_ms"], truth["step_wall_ms"])):
         print(f"  {k:>4} {c:>10.3f} {w:>10.3f} {c / w if w else 0:>10.3f}")
-    print(f"  CUDA never above wall: {truth['cuda_never_above_wall']}; within 10%: "
+    print(f"  CUDA never above wall: {truth['cuda_never_above_wall']}; within 10% (steps 1-): "
           f"{truth['cuda_within_10pct_of_wall']}")
     for overhead in overheads:
         print(f"overhead, launch-bound step of {overhead['ops']} ops, kernel recording "

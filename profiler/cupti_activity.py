@@ -340,18 +340,26 @@ class ActivitySession:
         (:data:`SKIPPED_RUNTIME`, driver calls other than :data:`KEPT_DRIVER`), so that they
         cost nothing while recording; the collector leaves them out too where this fails."""
         cupti = self.cupti
+        refused, error = 0, None
         try:
-            for enum, keep, enable in ((cupti.RuntimeApiTraceCbid, lambda n: n not in SKIPPED_RUNTIME,
-                                        cupti.activity_enable_runtime_api),
-                                       (cupti.DriverApiTraceCbid, lambda n: n.startswith(KEPT_DRIVER),
-                                        cupti.activity_enable_driver_api)):
-                for cbid in enum:
-                    if cbid.name.startswith("cu") and not keep(api_call_name(cbid.name)):
-                        enable(int(cbid), 0)
-                        self._api_off.append((enable, int(cbid)))
-        except Exception as exc:  # noqa: BLE001 - an older CUPTI: every call recorded, filtered after
+            switches = ((cupti.RuntimeApiTraceCbid, lambda n: n not in SKIPPED_RUNTIME, cupti.activity_enable_runtime_api),
+                        (cupti.DriverApiTraceCbid, lambda n: n.startswith(KEPT_DRIVER), cupti.activity_enable_driver_api))
+        except AttributeError as exc:       # an older cupti-python: every call recorded, filtered after
             return f"all ({type(exc).__name__}: {exc})"
-        return "filtered"
+        for enum, keep, enable in switches:
+            for cbid in enum:
+                if cbid.name.startswith("cu") and not keep(api_call_name(cbid.name)):
+                    # One at a time: CUPTI refuses some ids it lists (ERROR_INVALID_PARAMETER
+                    # on an H200, CUPTI 13.4) and the others still turn off.
+                    try:
+                        enable(int(cbid), 0)
+                    except Exception as exc:  # noqa: BLE001 - that id stays recorded, filtered after
+                        refused, error = refused + 1, error or exc
+                        continue
+                    self._api_off.append((enable, int(cbid)))
+        if error is not None and not self._api_off:
+            return f"all ({type(error).__name__}: {error})"
+        return f"filtered ({refused} ids refused: {type(error).__name__}: {error})" if refused else "filtered"
 
     def clear(self) -> None:
         """Drop what was recorded so far (the profiler's warm-up), keep recording."""

@@ -457,16 +457,27 @@ def test_collective_bytes_and_collective_from_the_communication_range(tmp_path):
     assert scatter["bus_bandwidth_gbps"] == pytest.approx(4096 / 4_000 * 0.75)
 
 
-def test_collectives_on_the_real_five_step_trace():
-    """gpu_5steps_rank0 (16 ranks, NCCL): every collective runs as SendRecv kernels; the sizes
-    come from the nccl:* ranges' Input Dims. Figures pinned from this implementation, checked
-    by hand on the first all_reduce (nccl:all_reduce [[447923396]] float = 1.79 GB)."""
-    rows = {r["collective"]: r for r in collective_table(load(ks.FIVE_STEPS))}
-    assert {k: (r["count"], r["sized"]) for k, r in rows.items()} == {
-        "AllReduce": (10, 10), "AllToAll": (45, 35), "SendRecv": (5, 0), "AllGather": (10, 10),
-        "ReduceScatter": (10, 10)}
-    assert rows["AllReduce"]["bytes"] == 8_965_794_640
-    assert rows["AllReduce"]["bus_bandwidth_gbps"] == pytest.approx(132.834, abs=1e-3)
+# Per trace: {collective: (calls, calls sized)}, AllReduce bytes and bus bandwidth (GB/s).
+_REAL_COLLECTIVES = {
+    "gpu_1step": ({"AllReduce": (2, 2), "AllToAll": (9, 7), "SendRecv": (5, 0), "AllGather": (2, 2),
+                   "ReduceScatter": (2, 2)}, 1_793_158_928, 127.665),
+    "gpu_5steps_rank0": ({"AllReduce": (10, 10), "AllToAll": (45, 35), "SendRecv": (5, 0), "AllGather": (10, 10),
+                          "ReduceScatter": (10, 10)}, 8_965_794_640, 132.834),
+}
+
+
+@pytest.mark.parametrize("path", [ks.GPU_1STEP] + ([ks.FIVE_STEPS] if ks.FIVE_STEPS.exists() else []),
+                         ids=lambda p: p.name)
+def test_collectives_on_the_real_traces(path):
+    """gpu_5steps_rank0 (16 ranks, NCCL; its first step kept here, the whole where ../shared
+    has it): every collective runs as SendRecv kernels; the sizes come from the nccl:* ranges'
+    Input Dims. Figures pinned from this implementation, checked by hand on the first
+    all_reduce (nccl:all_reduce [[447923396]] float = 1.79 GB)."""
+    counts, all_reduce_bytes, bus_gbps = _REAL_COLLECTIVES[path.name.split(".")[0]]
+    rows = {r["collective"]: r for r in collective_table(load(path))}
+    assert {k: (r["count"], r["sized"]) for k, r in rows.items()} == counts
+    assert rows["AllReduce"]["bytes"] == all_reduce_bytes
+    assert rows["AllReduce"]["bus_bandwidth_gbps"] == pytest.approx(bus_gbps, abs=1e-3)
     assert rows["SendRecv"]["bytes"] is None and rows["SendRecv"]["bus_bandwidth_gbps"] is None
 
 

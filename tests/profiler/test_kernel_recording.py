@@ -215,13 +215,16 @@ def test_api_calls_kineto_leaves_out_are_not_recorded(needs_cupti):
     after it; the launches, copies and synchronizations stay."""
     data = _train_step_profile(record_kernels=True)
     counts = data.metadata["kernel_recording_counts"]
-    assert counts["api_records"] == "filtered"
+    cupti = cupti_activity.load_cupti()[0]
+    if getattr(cupti, "_IS_FAKE", False):    # it refuses one id, as CUPTI 13.4 refuses some
+        assert counts["api_records"] == "filtered (1 ids refused: cuptiError: ERROR_INVALID_PARAMETER (1))"
+    else:   # where CUPTI refuses the switches, the profile leaves the calls out all the same
+        assert counts["api_records"].startswith(("filtered", "all ("))
     names = _api_names(data)
     assert not names & set(cupti_activity.SKIPPED_RUNTIME)
     assert all(n.startswith(cupti_activity.KEPT_DRIVER) for n in names if not n.startswith("cuda"))
     assert "cuLaunchKernel" in names
     assert any(n.startswith(("cudaLaunch", "cuLaunch")) for n in names) and "cudaMemcpyAsync" in names
-    cupti = cupti_activity.load_cupti()[0]
     if getattr(cupti, "_IS_FAKE", False):
         assert not cupti._api_off                   # the session turned them back on
 
@@ -235,6 +238,7 @@ def test_without_per_api_switches_the_profile_still_leaves_them_out(needs_cupti,
     def missing(cbid, enable):
         raise AttributeError("cuptiActivityEnableRuntimeApi needs CUPTI 12.x")
     monkeypatch.setattr(cupti, "activity_enable_runtime_api", missing)
+    monkeypatch.setattr(cupti, "activity_enable_driver_api", missing)
     data = _train_step_profile(record_kernels=True)
     assert data.metadata["kernel_recording_counts"]["api_records"].startswith("all (AttributeError")
     names = _api_names(data)

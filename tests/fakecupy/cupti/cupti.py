@@ -83,6 +83,7 @@ class RuntimeApiTraceCbid(enum.IntEnum):
 
 class DriverApiTraceCbid(enum.IntEnum):
     cuCtxGetCurrent = 7
+    cuDeviceGetAttribute = 9      # one the per-API switch refuses, as CUPTI 13.4 refuses some
     cuLaunchKernel = 307
 
 
@@ -153,6 +154,8 @@ def activity_enable_runtime_api(cbid: int, enable: int):
 
 
 def activity_enable_driver_api(cbid: int, enable: int):
+    if int(cbid) == DriverApiTraceCbid.cuDeviceGetAttribute:
+        raise cuptiError("ERROR_INVALID_PARAMETER (1)")
     (_api_off.discard if enable else _api_off.add)((ActivityKind.DRIVER, int(cbid)))
 
 
