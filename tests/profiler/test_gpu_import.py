@@ -158,12 +158,24 @@ def test_schema_3_files_still_load(data, tmp_path, monkeypatch):
     (lambda g: g["blocks_per_sm"].__setitem__(0, -1.0), "blocks_per_sm is out of range"),
     (lambda g: g["registers_per_thread"].__setitem__(0, -7), "registers_per_thread is out of range"),
 ])
-def test_hostile_gpu_tables_are_refused(data, change, problem):
+@pytest.mark.parametrize("window_rows", [None, 16, 1])
+def test_hostile_gpu_tables_are_refused(data, change, problem, window_rows):
+    """Checked whole or in row windows (a mapped file's; an eighth of the event windows, at
+    least one row): the same refusals, an order broken across a window's edge included."""
     gpu = {k: v.copy() for k, v in data.gpu_columns.items()}
     change(gpu)
     with pytest.raises(ProfileFormatError, match=problem):
         validate_profile("x.gtprof", data.event_columns, data.memory_columns, data.strings, data.metadata,
-                         gpu=gpu)
+                         gpu=gpu, window_rows=window_rows)
+
+
+@pytest.mark.parametrize("window_rows", [None, 16, 1])
+def test_a_repeat_across_a_window_edge_is_refused(data, window_rows):
+    gpu = {k: v.copy() for k, v in data.gpu_columns.items()}
+    gpu["event"][2] = gpu["event"][1]          # rows 1 and 2: one window apart when windows are 1 row
+    with pytest.raises(ProfileFormatError, match="out of order"):
+        validate_profile("x.gtprof", data.event_columns, data.memory_columns, data.strings, data.metadata,
+                         gpu=gpu, window_rows=window_rows)
 
 
 def test_activity_event_must_be_a_zero_length_device_event(data):
