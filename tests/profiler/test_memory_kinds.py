@@ -11,6 +11,8 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gradtrace import profiler
 from gradtrace.profiler import synthetic
@@ -213,3 +215,29 @@ def test_an_adam_step_per_op_and_per_module(adam_step):
     total = sum(r["allocated"] for r in rows.values())
     assert total == sum(sum(r[k] for k in r if k not in ("name", "allocated", "freed", "net", "allocations"))
                         for r in rows.values())
+
+
+def _allocation_by_definition(mem):
+    """The rule record by record: an allocation owns the records at its device and address
+    until (and including) its free."""
+    live, owner = {}, []
+    for i, (b, dev, addr) in enumerate(zip(mem["bytes"].tolist(), mem["device_id"].tolist(), mem["addr"].tolist())):
+        key = (dev, addr)
+        if b > 0:
+            live[key] = i
+            owner.append(i)
+        elif b < 0:
+            owner.append(live.pop(key, -1))
+        else:
+            owner.append(live.get(key, -1))
+    return owner
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([-16, 0, 16, 32]), st.integers(0, 3), st.integers(0, 1)), max_size=40))
+def test_allocation_of_records_is_the_rule_record_by_record(rows):
+    """The vectorised pairing (int32 indices, temporaries freed early) against the rule."""
+    mem = {"bytes": np.array([r[0] for r in rows], np.int64), "addr": np.array([r[1] for r in rows], np.int64),
+           "device_id": np.array([r[2] for r in rows], np.int32)}
+    got = allocation_of_records(mem)
+    assert got.dtype == np.int64 and got.tolist() == _allocation_by_definition(mem)
