@@ -6,6 +6,8 @@ while capturing sends the whole program back to plain replay. This captures, one
 the calls the backward rules make (cuBLAS matmuls, reductions, indexing, casts…), after a
 warm-up of each on the capturing stream, replays the graph and compares with eager: a table
 of what captures, what is refused (and CuPy's words) and what captures but replays wrong.
+Exits 1 when a replay is wrong or gradtrace's own path (graph_matmul) is refused; CuPy
+refusing its own cuBLAS calls is expected (seen on an H200 with CuPy 14.2).
 
     python3 benchmarks/cuda_graph_probe.py
 """
@@ -74,7 +76,9 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - the table says what failed
             print(f"{name:30} {'refused':10} {type(exc).__name__}: {exc}")
             traceback.print_exc(limit=3, file=sys.stdout)
-            bad += 1
+            # CuPy refusing its own cuBLAS calls is what graph_matmul is for; the run fails only
+            # where gradtrace's own path is refused or any replay is wrong.
+            bad += name.startswith("graph_matmul")
             stream = cp.cuda.Stream(non_blocking=True)     # a broken capture leaves it unusable
     return 0 if bad == 0 else 1
 
