@@ -168,7 +168,7 @@ def _cuda_times(dev_start, dev_end, parent, levels):
 
 def _backward_ancestor(scope, parent, levels) -> np.ndarray:
     is_bwd = scope == Scope.BACKWARD_FUNCTION
-    anc = np.where(is_bwd, np.arange(len(scope)), -1)
+    anc = np.where(is_bwd, np.arange(len(scope), dtype=np.int32), np.int32(-1))
     if not is_bwd.any():
         return anc
     for idx in levels[1:]:
@@ -214,7 +214,10 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False,
     parent, depth = nest.parent, nest.depth
     if gpu_events is not None and len(gpu_events):
         parent, depth = _device_leaves(parent, depth, np.asarray(gpu_events, dtype=np.int64))
-        nest = Nesting(parent, depth, nest.order, nest.partial_overlaps)
+    # Index-like arrays are int32 from here on (a profile has < 2**31 events and strings): at
+    # 10M events each int64 copy is 80 MB, and an import's peak is this function's.
+    parent, depth = parent.astype(np.int32), depth.astype(np.int32)
+    nest = Nesting(parent, depth, nest.order, nest.partial_overlaps)
     levels = depth_levels(depth)
 
     cpu_total = end - start
@@ -227,24 +230,28 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False,
         parent, levels)
 
     pairing = pair_backward(cols)
-    forward_event, unlinked = pairing.forward_event(n), pairing.matched_none
+    forward_event, unlinked = pairing.forward_event(n).astype(np.int32), pairing.matched_none
     linked = np.flatnonzero(forward_event >= 0)
-    shapes_id = cols["shapes_id"].astype(np.int64)
+    shapes_id = cols["shapes_id"].astype(np.int32)
     if len(linked):
         shapes_id[linked] = shapes_id[forward_event[linked]]
     bwd_anc = _backward_ancestor(cols["scope"], parent, levels)
-    stack_id = cols["stack_id"].astype(np.int64)
+    stack_id = cols["stack_id"].astype(np.int32)
     if (stack_id >= 0).any():
         if len(linked):
             stack_id[linked] = stack_id[forward_event[linked]]
-        inside = np.flatnonzero((bwd_anc >= 0) & (bwd_anc != np.arange(n)))
+        inside = np.flatnonzero((bwd_anc >= 0) & (bwd_anc != np.arange(n, dtype=np.int32)))
         stack_id[inside] = stack_id[bwd_anc[inside]]
+        del inside
+    del linked
 
     flops = (_flops(cols, strings, cols["shapes_id"].astype(np.int64)) if with_flops
              else np.zeros(n, dtype=np.int64))
 
     mem_event = innermost_containing(nest, start, end, cols["thread_id"],
-                                     memory["time_ns"], memory["thread_id"])
+                                     memory["time_ns"], memory["thread_id"]).astype(np.int32)
+    overlaps = nest.partial_overlaps
+    del nest                                      # its sort order: only the attribution reads it
     is_cuda_string = np.array([s.startswith("cuda") for s in strings], dtype=bool)
     mem_dev = memory["device_id"].astype(np.int64)
     mem_is_cuda = is_cuda_string[mem_dev] if len(mem_dev) else np.zeros(0, bool)
@@ -259,10 +266,6 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False,
     cpu_mem, cuda_mem = (_subtree_sum(m, parent, levels) if m.any() else _shared_zeros(m) for m in self_mem)
     self_mem = [m if m.any() else _shared_zeros(m) for m in self_mem]
 
-    # Index-like arrays fit in int32 (a profile has < 2**31 events and strings); halving
-    # them keeps a million-event analysis small.
-    parent, depth, forward_event, bwd_anc, shapes_id, stack_id, mem_event = (
-        x.astype(np.int32) for x in (parent, depth, forward_event, bwd_anc, shapes_id, stack_id, mem_event))
     return EventAnalysis(
         parent=parent, depth=depth,
         cpu_total_ns=cpu_total, self_cpu_ns=self_cpu,
@@ -271,6 +274,6 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False,
         shapes_id=shapes_id, stack_id=stack_id, flops=flops,
         self_cpu_memory=self_mem[0], cpu_memory=cpu_mem,
         self_cuda_memory=self_mem[1], cuda_memory=cuda_mem,
-        memory_event=mem_event, partial_overlaps=nest.partial_overlaps,
+        memory_event=mem_event, partial_overlaps=overlaps,
         cpu_clock_skew=cpu_skew, cuda_clock_skew=cuda_skew, unlinked_backward=unlinked,
     )
