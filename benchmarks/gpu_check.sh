@@ -7,7 +7,12 @@
 #                                                          # sizes, GPU-only steps skipped
 #
 # Before a GPU run: `bash benchmarks/fetch_gpu_wheels.sh` here (network), then the device `run`
-# with carry ["build/gpu-wheels"] (git-ignored, ~41 MB): cupti-python for kernel recording.
+# with carry ["build/gpu-wheels"] (git-ignored, ~42 MB): what the image lacks (msgspec,
+# jsonschema, cupti-python for kernel recording). The device tool brings back 8 files: run
+# with GPU_CHECK_PACK=1 (summary.txt and one archive). A rerun after fixes: ONLY=step,step
+# and CUDA_TESTS="test files" / FULL_TESTS="test dirs" narrow it.
+#
+#   GPU_CHECK_PACK=1 GPU_CHECK_BUDGET=390 PYTHONUNBUFFERED=1 bash benchmarks/gpu_check.sh
 #
 # Runs from the repository root without installing the project (PYTHONPATH=., as the device
 # machine has no dash or plotly). Each step's output goes to $OUT/<step>.log; $OUT/summary.txt

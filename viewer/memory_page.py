@@ -57,9 +57,10 @@ def _memory_data(view: ProfileView) -> tuple:
             stacked = {kind_key(kind): (kind_label(kind), v[keep].astype(np.float64))
                        for kind, v in live.by_kind.items()}
             kind_figs.append((name, figures.memory_kinds_figure(t[keep], stacked, peaks[name], name)))
-            rows, _ = kind_summary(mem, data.memory_kinds, dev)
+            rows, _ = kind_summary(mem, data.memory_kinds, dev, live)
             kind_rows += [[name, r.label, format_bytes(r.allocated), format_bytes(r.freed),
                            format_bytes(r.at_peak), format_bytes(r.max_live)] for r in rows]
+        del live, t, y        # a series per kind and record: gone before the tables below
     fig = figures.memory_figure(series, peaks) if series and not categorized else None
     by_module = memory_table(data, "module") if categorized and data.metadata.get("with_modules") else []
     return fig, view.memory_by_op(), peak_rows, kind_figs, kind_rows, by_module
