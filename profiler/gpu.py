@@ -128,6 +128,10 @@ def device_work(data: "ProfileData") -> dict[str, DeviceWork]:
     return _WORK_CACHE[data]
 
 
+_TYPE_LABELS = np.array([COMPUTATION, COMMUNICATION, MEMORY], dtype=object)
+_TYPE_CODE = {t: k for k, t in enumerate(_TYPE_LABELS.tolist())}
+
+
 def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
     cols, g, strings = data.event_columns, data.gpu_columns, data.strings
     rows = device_work_rows(cols, g)
@@ -171,12 +175,17 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
     name_id = cols["name_id"][rows]
     ids, which = np.unique(name_id, return_inverse=True)
     if has_args:
-        types = np.array([kernel_type(strings[i]) for i in ids.tolist()], dtype="<U13")
+        types = [kernel_type(strings[i]) for i in ids.tolist()]
     else:
         # gradtrace's own ops are named by op, not kernel: communication is an op saying so.
-        types = np.array([COMMUNICATION if COMMUNICATION_OP.search(strings[i]) else COMPUTATION
-                          for i in ids.tolist()], dtype="<U13")
-    type_ = np.where(kind != GpuKind.KERNEL, MEMORY, types[which.reshape(-1)] if len(rows) else COMPUTATION)
+        types = [COMMUNICATION if COMMUNICATION_OP.search(strings[i]) else COMPUTATION for i in ids.tolist()]
+    # The type of each activity: one of three shared strings in an object array (8 bytes a
+    # row; a "<U13" array took 52, 68 MB per copy at 1.3M activities), compared as strings.
+    codes = np.array([_TYPE_CODE[t] for t in types], dtype=np.int8)
+    type_code = np.where(kind != GpuKind.KERNEL, _TYPE_CODE[MEMORY],
+                         codes[which.reshape(-1)] if len(rows) else _TYPE_CODE[COMPUTATION])
+    type_ = _TYPE_LABELS[type_code]
+    del codes, type_code, which
     device = cols["device_id"][rows]
     out = {}
     for dev in np.unique(device).tolist():
@@ -263,10 +272,14 @@ class _Cover:
     their union inside a window."""
 
     def __init__(self, start: np.ndarray, end: np.ndarray, value: np.ndarray | None = None):
-        self.start, self.end = start.astype(np.int64), end.astype(np.int64)
+        # No copies of what is int64 already, and no array of ones for value 1: at millions of
+        # segments each is tens of MB, and an import's peak is the GPU summary's.
+        self.start, self.end = start.astype(np.int64, copy=False), end.astype(np.int64, copy=False)
         length = (self.end - self.start).astype(np.float64)
-        self.value = np.ones(len(start)) if value is None else value.astype(np.float64)
-        self.cum = np.concatenate([[0.0], np.cumsum(length * self.value)])
+        self.value = None if value is None else value.astype(np.float64, copy=False)
+        if self.value is not None:
+            length *= self.value
+        self.cum = np.concatenate([[0.0], np.cumsum(length)])
 
     @classmethod
     def union(cls, start, end) -> "_Cover":
@@ -279,7 +292,9 @@ class _Cover:
         kk = np.maximum(k, 0)
         if len(self.start) == 0:
             return np.zeros(t.shape)
-        inside = np.clip(t - self.start[kk], 0, self.end[kk] - self.start[kk]) * self.value[kk]
+        inside = np.clip(t - self.start[kk], 0, self.end[kk] - self.start[kk])
+        if self.value is not None:
+            inside = inside * self.value[kk]
         return np.where(k >= 0, self.cum[kk] + inside, 0.0)
 
     def within(self, lo, hi) -> np.ndarray:
