@@ -30,7 +30,8 @@ def default_output(trace: str) -> Path:
 
 
 def cmd_import(args) -> int:
-    from gradtrace.profiler.torch_trace import forward_backward_pairing, is_torch_trace  # noqa: PLC0415
+    from gradtrace.profiler.torch_trace import is_torch_trace  # noqa: PLC0415
+    from gradtrace.profiler.trace_import import import_trace  # noqa: PLC0415
 
     if getattr(args, "nproc", 1) < 1:
         raise CLIError(f"--nproc {args.nproc}: give at least 1 process")
@@ -40,19 +41,25 @@ def cmd_import(args) -> int:
         raise CLIError(f"{args.trace}: not a torch trace (JSON or gzip JSON); a .gtprof profile "
                        "needs no import")
     out = check_output_path(args.out) if args.out else default_output(args.trace)
-    data = load_profile(args.trace)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        data.save(out, compress=getattr(args, "compress", False))
+        result = import_trace(args.trace, out, compress=getattr(args, "compress", False),
+                              keep=_pairing_summary, load=load_profile)
     except OSError as exc:
         raise CLIError(f"{out}: cannot write ({exc.strerror or exc})") from None
-    counts = data.metadata["torch_trace"]
-    print(f"wrote {out}: {data.n_events:,} events, {data.n_memory_records:,} memory records "
+    counts = result["metadata"]["torch_trace"]
+    print(f"wrote {out}: {result['events']:,} events, {result['memory_records']:,} memory records "
           f"(from {counts['events_in_file']:,} trace events)")
-    pairing = forward_backward_pairing(data)
-    if len(pairing.backward):
-        print(pairing.summary())
+    if result["kept"]:
+        print(result["kept"])
     return 0
+
+
+def _pairing_summary(data) -> str | None:
+    from gradtrace.profiler.torch_trace import forward_backward_pairing  # noqa: PLC0415
+
+    pairing = forward_backward_pairing(data)
+    return pairing.summary() if len(pairing.backward) else None
 
 
 def _import_folder(args) -> int:
