@@ -5,12 +5,11 @@ event mix of a real training trace (runtime calls with correlation, ops with sha
 sequence numbers, kernels with launch arguments, memcpy/memset, ac2g and fwdbwd flows, Python
 frames, module ranges, ``[memory]`` instants, ProfilerSteps), 1M / 5M / 10M events by default.
 
-Each import runs in fresh processes: the whole import as ``gradtrace import`` does it
-(:func:`profiler.trace_import.import_trace`: the read, the stored analyses computed and the
-file written, then its GPU summary from the file: wall time and peak memory); then, in
-another, wall time and CPU time (the process and its parsing workers) of ``profiler.load``
-(the read), peak resident memory of the process (bytes per event of the file) and of its
-largest worker, the ``.gtprof`` size, and the time to reopen it and print the operator table. The machine may be shared: CPU seconds say what the import
+Each import runs in a fresh process: wall time and CPU time (the process and its parsing
+workers) of ``profiler.load`` (the read); peak resident memory of the process (bytes per event
+of the file) and of its largest worker; then the whole import as ``gradtrace import`` does it
+(the read, then the stored analyses computed and the file written: wall time and peak memory),
+the ``.gtprof`` size, and the time to reopen it and print the operator table. The machine may be shared: CPU seconds say what the import
 costs whatever the load, events per CPU second are given beside events per second.
 
 ``--baseline DIR`` measures another checkout the same way in the same run (e.g. the reader
@@ -53,6 +52,13 @@ out = {"load_s": t1 - t0, "load_cpu_s": c1 - c0, "events_in_file": data.metadata
        "events": data.n_events, "base_mb": base_mb,
        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
        "worker_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+# What `gradtrace import` does after reading: the analyses the file stores (nesting, tables,
+# forward/backward, the GPU summary) computed and the file written.
+t3 = time.perf_counter()
+data.save(saved)
+out["save_s"] = time.perf_counter() - t3
+out["import_s"] = out["load_s"] + out["save_s"]
+out["import_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 del data
 out["gtprof_mb"] = os.path.getsize(saved) / 1e6
 t2 = time.perf_counter()
@@ -61,31 +67,6 @@ again.key_averages().table(sort_by="self_cuda_time_total", row_limit=20)
 out["reopen_table_s"] = time.perf_counter() - t2
 print(json.dumps(out))
 """
-
-# The whole import, as `gradtrace import` does it, in a process of its own: the read, the
-# analyses and tables the file stores, the file written, then its GPU summary
-# (profiler.trace_import). A checkout from before that module (--baseline) saves in one pass.
-_IMPORT = r"""
-import json, resource, sys, time
-path, saved = sys.argv[1], sys.argv[2]
-from gradtrace import profiler
-try:
-    from gradtrace.profiler.trace_import import import_trace
-except ImportError:
-    def import_trace(p, o):
-        profiler.load(p).save(o)
-t0 = time.perf_counter()
-import_trace(path, saved)
-print(json.dumps({"import_s": time.perf_counter() - t0,
-                  "import_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
-
-
-def _run(script: str, args: list, env: dict) -> dict:
-    res = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env)
-    if res.returncode != 0:
-        raise RuntimeError(res.stderr[-2000:])
-    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def _links(checkout: Path) -> str:
@@ -100,10 +81,11 @@ def _links(checkout: Path) -> str:
 def measure(path: Path, checkout: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=_links(checkout))
     with tempfile.TemporaryDirectory(prefix="gradtrace-bench-") as tmp:
-        saved = os.path.join(tmp, "t.gtprof")
-        imported = _run(_IMPORT, [str(path), saved], env)
-        out = _run(_MEASURE, [str(path), saved], env)
-    out.update(imported)
+        res = subprocess.run([sys.executable, "-c", _MEASURE, str(path), os.path.join(tmp, "t.gtprof")],
+                             capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        raise RuntimeError(res.stderr[-2000:])
+    out = json.loads(res.stdout.strip().splitlines()[-1])
     n = out["events_in_file"]
     out.update(events_per_s=n / out["load_s"], events_per_cpu_s=n / out["load_cpu_s"],
                bytes_per_event=out["peak_mb"] * 2**20 / n, import_bytes_per_event=out["import_peak_mb"] * 2**20 / n)

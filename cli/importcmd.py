@@ -30,8 +30,7 @@ def default_output(trace: str) -> Path:
 
 
 def cmd_import(args) -> int:
-    from gradtrace.profiler.torch_trace import is_torch_trace  # noqa: PLC0415
-    from gradtrace.profiler.trace_import import import_trace  # noqa: PLC0415
+    from gradtrace.profiler.torch_trace import forward_backward_pairing, is_torch_trace  # noqa: PLC0415
 
     if getattr(args, "nproc", 1) < 1:
         raise CLIError(f"--nproc {args.nproc}: give at least 1 process")
@@ -41,25 +40,19 @@ def cmd_import(args) -> int:
         raise CLIError(f"{args.trace}: not a torch trace (JSON or gzip JSON); a .gtprof profile "
                        "needs no import")
     out = check_output_path(args.out) if args.out else default_output(args.trace)
+    data = load_profile(args.trace)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        result = import_trace(args.trace, out, compress=getattr(args, "compress", False),
-                              keep=_pairing_summary, load=load_profile)
+        data.save(out, compress=getattr(args, "compress", False))
     except OSError as exc:
         raise CLIError(f"{out}: cannot write ({exc.strerror or exc})") from None
-    counts = result["metadata"]["torch_trace"]
-    print(f"wrote {out}: {result['events']:,} events, {result['memory_records']:,} memory records "
+    counts = data.metadata["torch_trace"]
+    print(f"wrote {out}: {data.n_events:,} events, {data.n_memory_records:,} memory records "
           f"(from {counts['events_in_file']:,} trace events)")
-    if result["kept"]:
-        print(result["kept"])
-    return 0
-
-
-def _pairing_summary(data) -> str | None:
-    from gradtrace.profiler.torch_trace import forward_backward_pairing  # noqa: PLC0415
-
     pairing = forward_backward_pairing(data)
-    return pairing.summary() if len(pairing.backward) else None
+    if len(pairing.backward):
+        print(pairing.summary())
+    return 0
 
 
 def _import_folder(args) -> int:

@@ -84,11 +84,6 @@ class ProfileData:
     def n_memory_records(self) -> int:
         return len(self.memory_columns["time_ns"])
 
-    @property
-    def has_stored_gpu_summary(self) -> bool:
-        """Whether :meth:`gpu_summary` reads a summary the file keeps (not computed)."""
-        return self._stored_gpu_summary is not None
-
     def release_pages(self) -> None:
         """Hand the pages of a memory-mapped file that analyses have read back to the kernel.
 

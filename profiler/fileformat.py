@@ -110,16 +110,13 @@ def _blob(raw: bytes, payload: list, offset: int) -> tuple[dict, int]:
     return info, offset + len(packed)
 
 
-def save(data: "ProfileData", path, *, compress: bool = False, version: int | None = None,
-         gpu_summary: bool = True) -> None:
+def save(data: "ProfileData", path, *, compress: bool = False, version: int | None = None) -> None:
     """Write ``data`` to ``path`` (atomically: a temporary file renamed into place).
 
     Args:
         compress: version 5 with every blob zlib-compressed (smaller to move; read by
             inflating instead of mapping).
         version: 5 (default) or 4, the previous zlib layout (for older readers).
-        gpu_summary: version 5 stores the GPU summary (False: ``trace_import.add_gpu_summary``
-            adds it later, as an import does).
     """
     version = SCHEMA_VERSION if version is None else version
     metadata = dict(data.metadata)
@@ -127,7 +124,7 @@ def save(data: "ProfileData", path, *, compress: bool = False, version: int | No
     metadata.pop("incomplete", None)
     if version >= mapped.VERSION:
         metadata["schema_version"] = mapped.VERSION
-        mapped.save(data, path, compress=compress, metadata=metadata, gpu_summary=gpu_summary)
+        mapped.save(data, path, compress=compress, metadata=metadata)
     else:
         _save_legacy(data, path, min(version, LEGACY_VERSION), metadata)
 

@@ -112,15 +112,12 @@ def trailer_bytes(offset: int, footer: bytes) -> bytes:
     return TRAILER.pack(offset, len(footer), zlib.crc32(footer), 0, END_MAGIC)
 
 
-def save(data: "ProfileData", path, *, compress: bool = False, metadata: dict | None = None,
-         gpu_summary: bool = True) -> None:
+def save(data: "ProfileData", path, *, compress: bool = False, metadata: dict | None = None) -> None:
     """Write ``data`` in version 5, with its analyses, atomically (a temporary file renamed).
 
     Args:
         compress: zlib every blob (a smaller file to move; it is read by inflating, not mapped).
         metadata: the metadata to write (the caller's, with schema_version set).
-        gpu_summary: store the GPU summary (False:
-            :func:`profiler.trace_import.add_gpu_summary` adds it later).
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -130,7 +127,7 @@ def save(data: "ProfileData", path, *, compress: bool = False, metadata: dict | 
         writer = BlobWriter(f, PREAMBLE.size, compress)
         tables = write_blobs(writer, {name: (schema, getattr(data, attr)) for name, (schema, attr) in TABLES.items()})
         strings_info = dict(writer.put(json.dumps(strings, ensure_ascii=False).encode("utf-8")), count=len(strings))
-        analysis = stored.write_analysis(data, writer, gpu_summary=gpu_summary)
+        analysis = stored.write_analysis(data, writer)
         footer = footer_bytes({"metadata": metadata if metadata is not None else data.metadata,
                                "tables": tables, "strings": strings_info, "analysis": analysis})
         pad = -writer.offset % ALIGN
@@ -139,30 +136,6 @@ def save(data: "ProfileData", path, *, compress: bool = False, metadata: dict | 
         f.write(footer)
         f.write(trailer_bytes(offset, footer))
     os.replace(tmp, path)
-
-
-def store_gpu_summary(path, blob: bytes) -> None:
-    """Add the GPU summary ``blob`` (:func:`stored.gpu_summary_blob`) to a version-5 file
-    written without one: in place, a new blob after the last one and the footer rewritten
-    after it (the caller writes a temporary file and renames it:
-    :func:`profiler.trace_import.import_trace`)."""
-    path = Path(path)
-    with open(path, "r+b") as f:
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            offset, _, _, footer = read_footer(path, mm)
-        finally:
-            mm.close()
-        compress = footer["strings"].get("codec") == "zlib"
-        f.truncate(offset)
-        f.seek(offset)
-        writer = BlobWriter(f, offset, compress)
-        footer["analysis"]["gpu_summary"] = dict(writer.put(blob), version=stored.SUMMARY_VERSION)
-        body = footer_bytes(footer)
-        pad = -writer.offset % ALIGN
-        f.write(b"\0" * pad)
-        f.write(body)
-        f.write(trailer_bytes(writer.offset + pad, body))
 
 
 # --------------------------------------------------------------------------- reading

@@ -47,19 +47,16 @@ def import_one(trace: str, out_dir: str, compress: bool = False) -> tuple[int, s
     Raises:
         ProfileFormatError: the trace cannot be read; ValueError: it names no rank.
     """
-    from .trace_import import import_trace  # noqa: PLC0415 - in the worker process
+    from .data import load  # noqa: PLC0415 - in the worker process
 
-    def rank_of(data) -> int:       # checked before anything is written
-        rank = trace_rank(data, Path(trace))
-        if rank is None:
-            raise ValueError(f"{trace}: no rank (no distributedInfo.rank in the trace, no rankN in its name)")
-        return rank
-
-    out = Path(out_dir) / f".rank.{os.getpid()}.{Path(trace).name}.gtprof.part"
-    result = import_trace(trace, out, compress=compress, keep=rank_of)
-    rank = result["kept"]
-    counts = result["metadata"].get("torch_trace") or {}
-    return rank, str(out), result["events"], int(counts.get("events_in_file", 0))
+    data = load(trace)
+    rank = trace_rank(data, Path(trace))
+    if rank is None:
+        raise ValueError(f"{trace}: no rank (no distributedInfo.rank in the trace, no rankN in its name)")
+    out = Path(out_dir) / f".rank{rank}.{os.getpid()}.{Path(trace).name}.gtprof.part"
+    data.save(out, compress=compress)
+    counts = data.metadata.get("torch_trace") or {}
+    return rank, str(out), data.n_events, int(counts.get("events_in_file", 0))
 
 
 def import_traces(traces: list, out_dir, nproc: int = 1, compress: bool = False) -> list[tuple]:

@@ -32,7 +32,7 @@ from .gpu import SUMMARY_SHAPE, SUMMARY_VERSION, has_shape
 from .records import Scope
 from .validate import ProfileFormatError, parse_shapes
 
-__all__ = ["write_analysis", "read_analysis", "StoredAnalysis", "gpu_summary_blob"]
+__all__ = ["write_analysis", "read_analysis", "StoredAnalysis"]
 
 # Per-event arrays: name -> dtype, stored always / only when some value is non-zero.
 _ALWAYS = {"parent": np.int32, "depth": np.int32, "self_cpu_ns": np.int64, "forward_event": np.int32,
@@ -91,14 +91,9 @@ def _summary(ka) -> dict:
     return {"rows": rows, "self_cpu_ns": ka._self_cpu_ns, "self_cuda_ns": ka._self_cuda_ns, "fields": list(fields)}
 
 
-def write_analysis(data, writer, gpu_summary: bool = True) -> dict:
+def write_analysis(data, writer) -> dict:
     """Write ``data.analysis`` (computing it if needed) and the default tables; returns the
-    footer's ``analysis`` entry.
-
-    Args:
-        gpu_summary: store the GPU summary too (False: the import adds it to the written file
-            later, from the file, once the profile has gone: ``trace_import.add_gpu_summary``).
-    """
+    footer's ``analysis`` entry."""
     a = data.analysis
     n = data.n_events
     fb_fields = _forward_backward_stored()
@@ -121,19 +116,13 @@ def write_analysis(data, writer, gpu_summary: bool = True) -> dict:
         "has_device_time": bool(data.has_device_time),
         "has_cuda_memory": bool(data.has_cuda_memory),
     }
-    if gpu_summary and data.has_device_time:
-        summary = gpu_summary_blob(data)
-        if summary is not None:
-            entry["gpu_summary"] = dict(writer.put(summary), version=SUMMARY_VERSION)
+    if data.has_device_time:
+        # The GPU figures (gradtrace gpu, the Overview's GPU section) take seconds at millions
+        # of kernels; as JSON they are ~700 bytes per step.
+        summary = json.loads(json.dumps(data.gpu_summary()))
+        if has_shape(summary, SUMMARY_SHAPE):
+            entry["gpu_summary"] = dict(writer.put(json.dumps(summary).encode("ascii")), version=SUMMARY_VERSION)
     return entry
-
-
-def gpu_summary_blob(data) -> bytes | None:
-    """The GPU summary as a file keeps it (JSON, ASCII), None when it does not have the stored
-    shape. The GPU figures (gradtrace gpu, the Overview's GPU section) take seconds at millions
-    of kernels; as JSON they are ~700 bytes per step."""
-    summary = json.loads(json.dumps(data.gpu_summary()))
-    return json.dumps(summary).encode("ascii") if has_shape(summary, SUMMARY_SHAPE) else None
 
 
 # --------------------------------------------------------------------------- reading

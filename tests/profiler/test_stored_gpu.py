@@ -136,38 +136,3 @@ def test_shape_check_of_columns_finds_one_bad_value_among_many(bad):
     assert not gpu.has_shape(rows, shape)
     rows[2000]["figures"] = None
     assert gpu.has_shape(rows, shape)
-
-
-@pytest.mark.parametrize("compress", [False, True], ids=["mapped", "zlib"])
-def test_an_import_stores_the_summary_in_a_second_pass(tmp_path, trace_profile, compress):
-    """import_trace writes the profile without the GPU summary, lets the trace go, then adds
-    the summary computed from the written file (footer rewritten after a new blob): the same
-    file contents as a one-pass save, figures and tables equal, and nothing left behind."""
-    from gradtrace.profiler.trace_import import import_trace
-
-    trace = tmp_path / "t.json"
-    write_torch_trace(trace, 6_000)
-    out = tmp_path / "out" / "t.gtprof"
-    out.parent.mkdir()
-    result = import_trace(trace, out, compress=compress, keep=lambda data: data.n_events)
-    assert result["kept"] == result["events"] == trace_profile.n_events
-    assert sorted(p.name for p in out.parent.iterdir()) == ["t.gtprof"]      # no temporary left
-    one_pass = tmp_path / "one.gtprof"
-    profiler.load(trace).save(one_pass, compress=compress)
-    two, one = profiler.load(out), profiler.load(one_pass)
-    assert two.has_stored_gpu_summary and one.has_stored_gpu_summary
-    assert two.gpu_summary() == one.gpu_summary() == _fresh(trace_profile)
-    assert two.table() == one.table()
-    # The rewritten footer is the file's one valid footer: adding again finds the summary.
-    from gradtrace.profiler.trace_import import add_gpu_summary
-    assert add_gpu_summary(out) is False
-
-
-def test_an_import_without_device_time_adds_nothing(tmp_path):
-    from gradtrace.profiler.synthetic import training_profile
-    from gradtrace.profiler.trace_import import add_gpu_summary
-
-    path = tmp_path / "cpu.gtprof"
-    training_profile(200).save(path)
-    before = path.read_bytes()
-    assert add_gpu_summary(path) is False and path.read_bytes() == before
