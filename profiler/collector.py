@@ -388,7 +388,9 @@ class Collector:
         # The calls made while recording; a driver call only where it launched device work (the
         # runtime calls are what PyTorch's tables show; CuPy's own kernels are driver launches).
         launched = np.isin(calls["correlation"], acts["correlation"])
-        skipped = np.isin(calls["name_id"], [self._intern_string(n) for n in cupti_activity.SKIPPED_RUNTIME])
+        # By the ids the calls' names already have (interning them would add unused strings).
+        skipped = np.isin(calls["name_id"], [self._string_ids[n] for n in cupti_activity.SKIPPED_RUNTIME
+                                             if n in self._string_ids])
         keep = (calls["start_ns"] >= self._start_ns) & (calls["start_ns"] <= self._end_ns) \
             & (((calls["domain"] == cupti_activity.RUNTIME) & ~skipped) | launched)
         # Runtime calls first: where a driver call shares a runtime call's correlation, the

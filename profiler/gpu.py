@@ -128,10 +128,6 @@ def device_work(data: "ProfileData") -> dict[str, DeviceWork]:
     return _WORK_CACHE[data]
 
 
-_TYPE_LABELS = np.array([COMPUTATION, COMMUNICATION, MEMORY], dtype=object)
-_TYPE_CODE = {t: k for k, t in enumerate(_TYPE_LABELS.tolist())}
-
-
 def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
     cols, g, strings = data.event_columns, data.gpu_columns, data.strings
     rows = device_work_rows(cols, g)
@@ -174,18 +170,15 @@ def _device_work(data: "ProfileData") -> dict[str, DeviceWork]:
         has_args = False
     name_id = cols["name_id"][rows]
     ids, which = np.unique(name_id, return_inverse=True)
-    if has_args:
-        types = [kernel_type(strings[i]) for i in ids.tolist()]
-    else:
-        # gradtrace's own ops are named by op, not kernel: communication is an op saying so.
-        types = [COMMUNICATION if COMMUNICATION_OP.search(strings[i]) else COMPUTATION for i in ids.tolist()]
     # The type of each activity: one of three shared strings in an object array (8 bytes a
     # row; a "<U13" array took 52, 68 MB per copy at 1.3M activities), compared as strings.
-    codes = np.array([_TYPE_CODE[t] for t in types], dtype=np.int8)
-    type_code = np.where(kind != GpuKind.KERNEL, _TYPE_CODE[MEMORY],
-                         codes[which.reshape(-1)] if len(rows) else _TYPE_CODE[COMPUTATION])
-    type_ = _TYPE_LABELS[type_code]
-    del codes, type_code, which
+    if has_args:
+        types = np.array([kernel_type(strings[i]) for i in ids.tolist()], dtype=object)
+    else:
+        # gradtrace's own ops are named by op, not kernel: communication is an op saying so.
+        types = np.array([COMMUNICATION if COMMUNICATION_OP.search(strings[i]) else COMPUTATION
+                          for i in ids.tolist()], dtype=object)
+    type_ = np.where(kind != GpuKind.KERNEL, MEMORY, types[which.reshape(-1)] if len(rows) else COMPUTATION)
     device = cols["device_id"][rows]
     out = {}
     for dev in np.unique(device).tolist():
@@ -519,19 +512,17 @@ def step_breakdown(data: "ProfileData", work: DeviceWork, lo, hi, host: dict | N
     host = host if host is not None else _host_categories(data)
     k = work.is_kernel & (work.type != COMMUNICATION)
     comm = work.type == COMMUNICATION
-    memcpy, memset = work.kind == GpuKind.MEMCPY, work.kind == GpuKind.MEMSET
-    ranges = [lambda: (work.start[k], work.end[k]),
-              lambda: (work.start[memcpy], work.end[memcpy]),
-              lambda: (work.start[memset], work.end[memset]),
-              lambda: (np.concatenate([work.start[comm], host["communication"][0]]),
-                       np.concatenate([work.end[comm], host["communication"][1]])),
-              lambda: host["runtime"], lambda: host["dataloader"], lambda: host["cpu_exec"]]
+    ranges = [(work.start[k], work.end[k]),
+              (work.start[work.kind == GpuKind.MEMCPY], work.end[work.kind == GpuKind.MEMCPY]),
+              (work.start[work.kind == GpuKind.MEMSET], work.end[work.kind == GpuKind.MEMSET]),
+              (np.concatenate([work.start[comm], host["communication"][0]]),
+               np.concatenate([work.end[comm], host["communication"][1]])),
+              host["runtime"], host["dataloader"], host["cpu_exec"]]
     out, below = {}, np.zeros(len(lo))
     starts, ends = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    for name, category in zip(STEP_CATEGORIES, ranges):
+    for name, (s, e) in zip(STEP_CATEGORIES, ranges):
         # Category c takes |(U_≤c) ∩ W| − |(U_<c) ∩ W|, U the union of the categories so far,
-        # kept merged: the union of the union so far and the next category's (merged) ranges.
-        s, e = _merge(*category())
+        # kept merged (the host categories come merged already).
         starts, ends = _merge(np.concatenate([starts, s]), np.concatenate([ends, e]))
         upto = _Cover(starts, ends).within(lo, hi)
         out[name] = upto - below

@@ -82,7 +82,7 @@ def forward(xp, x, weight, bias, stride, padding, dilation, groups):
         cols = im2col(xp, x[s:s + step], (kh, kw), stride, dilation)
         b = cols.shape[0]
         matmul(xp, wm, cols.reshape(b, groups, k, ho * wo),
-                  out=out[s:s + b].reshape(b, groups, o // groups, ho * wo))
+               out=out[s:s + b].reshape(b, groups, o // groups, ho * wo))
     if bias is not None:
         out += bias.reshape(1, o, 1, 1)
     return out
