@@ -43,7 +43,7 @@ def cmd_import(args) -> int:
     data = load_profile(args.trace)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        data.save(out, compress=getattr(args, "compress", False))
+        data.save(out, compress=getattr(args, "compress", False), release_memory=True)
     except OSError as exc:
         raise CLIError(f"{out}: cannot write ({exc.strerror or exc})") from None
     counts = data.metadata["torch_trace"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .flops import estimate_flops
-from .nesting import Nesting, innermost_containing, nest_intervals
+from .nesting import Nesting, innermost_containing, nest_in_pieces
 from .pairing import pair_backward
 from .records import Scope
 
@@ -177,10 +177,10 @@ def _backward_ancestor(scope, parent, levels) -> np.ndarray:
 
 
 def _shared_zeros(like: np.ndarray) -> np.ndarray:
-    """A read-only array of zeros shaped as ``like`` (an analysis array that is all zeros)."""
-    zeros = np.zeros(like.shape, like.dtype)
-    zeros.flags.writeable = False
-    return zeros
+    """A read-only array of zeros shaped as ``like`` (an analysis array that is all zeros): one
+    zero repeated, no memory (``np.zeros`` is not resident only while the allocator hands out
+    fresh pages; one from its heap is cleared, page by page)."""
+    return np.broadcast_to(np.zeros((), like.dtype), like.shape)
 
 
 def _flops(cols, strings, shapes_id) -> np.ndarray:
@@ -210,14 +210,14 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False,
     start = cols["start_ns"].astype(np.int64, copy=False)
     end = cols["end_ns"].astype(np.int64, copy=False)
     n = len(start)
-    nest = nest_intervals(start, end, cols["thread_id"])
+    # In pieces, with int32 indices (a profile has < 2**31 events and strings): nesting all
+    # events at once held a dozen int64 temporaries per event, an import's peak.
+    nest = nest_in_pieces(start, end, cols["thread_id"])
     parent, depth = nest.parent, nest.depth
     if gpu_events is not None and len(gpu_events):
         parent, depth = _device_leaves(parent, depth, np.asarray(gpu_events, dtype=np.int64))
-    # Index-like arrays are int32 from here on (a profile has < 2**31 events and strings): at
-    # 10M events each int64 copy is 80 MB, and an import's peak is this function's.
-    parent, depth = parent.astype(np.int32), depth.astype(np.int32)
-    nest = Nesting(parent, depth, nest.order, nest.partial_overlaps)
+        parent, depth = parent.astype(np.int32, copy=False), depth.astype(np.int32, copy=False)
+        nest = Nesting(parent, depth, nest.order, nest.partial_overlaps)
     levels = depth_levels(depth)
 
     cpu_total = end - start
@@ -232,12 +232,15 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False,
     pairing = pair_backward(cols)
     forward_event, unlinked = pairing.forward_event(n).astype(np.int32), pairing.matched_none
     linked = np.flatnonzero(forward_event >= 0)
-    shapes_id = cols["shapes_id"].astype(np.int32)
+    # The columns themselves unless something is inherited (a copy is 4 bytes an event).
+    shapes_id = cols["shapes_id"].astype(np.int32, copy=False)
     if len(linked):
+        shapes_id = shapes_id.copy()
         shapes_id[linked] = shapes_id[forward_event[linked]]
     bwd_anc = _backward_ancestor(cols["scope"], parent, levels)
-    stack_id = cols["stack_id"].astype(np.int32)
+    stack_id = cols["stack_id"].astype(np.int32, copy=False)
     if (stack_id >= 0).any():
+        stack_id = stack_id.copy()
         if len(linked):
             stack_id[linked] = stack_id[forward_event[linked]]
         inside = np.flatnonzero((bwd_anc >= 0) & (bwd_anc != np.arange(n, dtype=np.int32)))
@@ -246,7 +249,7 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False,
     del linked
 
     flops = (_flops(cols, strings, cols["shapes_id"].astype(np.int64)) if with_flops
-             else np.zeros(n, dtype=np.int64))
+             else _shared_zeros(start))
 
     mem_event = innermost_containing(nest, start, end, cols["thread_id"],
                                      memory["time_ns"], memory["thread_id"]).astype(np.int32)
@@ -261,8 +264,7 @@ def analyze(cols: dict, memory: dict, strings: list, with_flops: bool = False,
         pick = attributed & (mem_is_cuda == on_cuda)
         sums = np.bincount(mem_event[pick], weights=memory["bytes"][pick], minlength=n)
         self_mem.append(np.rint(sums).astype(np.int64))
-    # Without memory records on a device its arrays stay zeros: one read-only array shared
-    # (np.zeros pages are not resident until written; a copy of them is).
+    # Without memory records on a device its arrays are zeros: one read-only zero repeated.
     cpu_mem, cuda_mem = (_subtree_sum(m, parent, levels) if m.any() else _shared_zeros(m) for m in self_mem)
     self_mem = [m if m.any() else _shared_zeros(m) for m in self_mem]
 

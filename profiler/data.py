@@ -267,10 +267,11 @@ class ProfileData:
         """``key_averages()`` rows as plain dicts (times in microseconds)."""
         return self.key_averages(group_by_input_shape, group_by_stack_n).to_dicts()
 
-    def save(self, path, *, compress: bool = False, version: int | None = None) -> None:
+    def save(self, path, *, compress: bool = False, version: int | None = None,
+             release_memory: bool = False) -> None:
         """Write this profile to ``path`` in the gradtrace profile format (see
-        :func:`.fileformat.save` for ``compress`` and ``version``)."""
-        fileformat.save(self, path, compress=compress, version=version)
+        :func:`.fileformat.save` for ``compress``, ``version`` and ``release_memory``)."""
+        fileformat.save(self, path, compress=compress, version=version, release_memory=release_memory)
 
     # ------------------------------------------------------------------ exports (issue 6)
 

@@ -110,13 +110,17 @@ def _blob(raw: bytes, payload: list, offset: int) -> tuple[dict, int]:
     return info, offset + len(packed)
 
 
-def save(data: "ProfileData", path, *, compress: bool = False, version: int | None = None) -> None:
+def save(data: "ProfileData", path, *, compress: bool = False, version: int | None = None,
+         release_memory: bool = False) -> None:
     """Write ``data`` to ``path`` (atomically: a temporary file renamed into place).
 
     Args:
         compress: version 5 with every blob zlib-compressed (smaller to move; read by
             inflating instead of mapping).
         version: 5 (default) or 4, the previous zlib layout (for older readers).
+        release_memory: version 5: ``data``'s arrays become views of the file as it is
+            written, and their memory is given back (an import: see :func:`.mapped.save`).
+            The file must not then be overwritten in place while ``data`` is used.
     """
     version = SCHEMA_VERSION if version is None else version
     metadata = dict(data.metadata)
@@ -124,7 +128,7 @@ def save(data: "ProfileData", path, *, compress: bool = False, version: int | No
     metadata.pop("incomplete", None)
     if version >= mapped.VERSION:
         metadata["schema_version"] = mapped.VERSION
-        mapped.save(data, path, compress=compress, metadata=metadata)
+        mapped.save(data, path, compress=compress, metadata=metadata, release_memory=release_memory)
     else:
         _save_legacy(data, path, min(version, LEGACY_VERSION), metadata)
 

@@ -28,7 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Nesting", "nest_intervals", "nest_rows", "innermost_containing"]
+__all__ = ["Nesting", "nest_intervals", "nest_in_pieces", "nest_rows", "innermost_containing", "PIECE"]
+
+#: Events nested at once by :func:`nest_in_pieces` (a dozen int64 temporaries of this length).
+PIECE = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,72 @@ def nest_intervals(start_ns, end_ns, thread_id) -> Nesting:
     return Nesting(parent, depth_out, order, pairs)
 
 
+def nest_in_pieces(start_ns, end_ns, thread_id, piece: int | None = None) -> Nesting:
+    """:func:`nest_intervals`, the same nesting, computed a piece at a time.
+
+    ``nest_intervals`` holds a dozen int64 temporaries of its input's length: at millions of
+    events, the largest memory of an import or an analysis. A thread's ranges, in start order,
+    are cut where every earlier range has ended strictly before the next one starts: nothing
+    contains or overlaps anything across a cut, so each piece (whole training steps, or runs
+    of top-level ranges, of about ``piece`` events) nests on its own.
+
+    Returns:
+        A :class:`Nesting` equal to ``nest_intervals``' (the partial overlaps in the same
+        order), with int32 index arrays (int64 from 2**31 events on).
+    """
+    start = np.asarray(start_ns)
+    end = np.asarray(end_ns)
+    thread = np.asarray(thread_id)
+    n = len(start)
+    piece = piece or PIECE
+    index = np.int32 if n < 2**31 else np.int64
+    if n <= piece:
+        nest = nest_intervals(start, end, thread)
+        return Nesting(nest.parent.astype(index), nest.depth.astype(index), nest.order.astype(index),
+                       nest.partial_overlaps)
+    order = np.lexsort((start, thread)).astype(index)
+    parent = np.full(n, -1, dtype=index)
+    depth = np.empty(n, dtype=index)
+    overlaps = []
+    for lo, hi in _pieces(start, end, thread, order, piece):
+        idx = order[lo:hi].copy()                # order[lo:hi] is rewritten below
+        nest = nest_intervals(start[idx], end[idx], thread[idx])
+        has = nest.parent >= 0
+        parent[idx[has]] = idx[nest.parent[has]]
+        depth[idx] = nest.depth
+        # The piece's order is its events' (thread, start, -end, index) order; pieces follow
+        # each other in (thread, start) order, so together they are the whole order.
+        order[lo:hi] = idx[nest.order]
+        if len(nest.partial_overlaps):
+            overlaps.append(idx[nest.partial_overlaps].astype(np.int64))
+    pairs = np.concatenate(overlaps) if overlaps else np.zeros((0, 2), dtype=np.int64)
+    return Nesting(parent, depth, order, pairs)
+
+
+def _pieces(start, end, thread, order, piece: int):
+    """(lo, hi) bounds in ``order`` (events by thread, then start) of pieces that nest on their
+    own: each ends at a cut, and holds about ``piece`` events where cuts allow."""
+    t_sorted = thread[order]
+    threads_at = np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1
+    del t_sorted
+    n = len(order)
+    for lo, hi in zip([0, *threads_at.tolist()], [*threads_at.tolist(), n]):
+        s = start[order[lo:hi]]
+        reach = np.maximum.accumulate(end[order[lo:hi]])
+        cuts = np.flatnonzero(reach[:-1] < s[1:]) + 1 + lo
+        del s, reach
+        at = lo
+        while at < hi:
+            k = np.searchsorted(cuts, at + piece, side="right")
+            if k > 0 and cuts[k - 1] > at:   # the last cut within a piece's length
+                nxt = int(cuts[k - 1])
+            else:                            # none: this piece runs to the next cut
+                j = np.searchsorted(cuts, at, side="right")
+                nxt = int(cuts[j]) if j < len(cuts) else hi
+            yield at, nxt
+            at = nxt
+
+
 def _ranks(*arrays: np.ndarray) -> list[np.ndarray]:
     """Each array's values replaced by their rank among all values (same order, same ties)."""
     values = np.unique(np.concatenate(arrays))
@@ -234,32 +303,34 @@ def innermost_containing(nesting: Nesting, start_ns, end_ns, thread_id, times, t
 
     Used to attribute memory records to ops. Returns event indices, -1 where none.
     """
-    start = np.asarray(start_ns, dtype=np.int64)
-    end = np.asarray(end_ns, dtype=np.int64)
+    start = np.asarray(start_ns)
+    end = np.asarray(end_ns)
     times = np.asarray(times, dtype=np.int64)
-    threads = np.asarray(threads, dtype=np.int64)
+    threads = np.asarray(threads)
+    thread = np.asarray(thread_id)
     out = np.full(len(times), -1, dtype=np.int64)
     if len(start) == 0 or len(times) == 0:
         return out
-    thread = np.asarray(thread_id, dtype=np.int64)
     order = nesting.order
-    uniq = np.unique(thread)
-    t_ev = np.searchsorted(uniq, thread[order])
-    t_q = np.searchsorted(uniq, threads)
-    known = (t_q < len(uniq)) & (uniq[np.minimum(t_q, len(uniq) - 1)] == threads)
-    tmin = int(min(start.min(), times.min()))
-    span = int(max(end.max(), times.max())) - tmin + 1
-    if (len(uniq) + 1) * span >= 2**62:   # keys would overflow: compare ranks instead
-        start, end, times = _ranks(start, end, times)
-        tmin, span = 0, len(start) * 2 + len(times)
-    ev_key = t_ev * span + (start[order] - tmin)
-    q_key = t_q * span + (times - tmin)
-    slot = np.searchsorted(ev_key, q_key, side="right") - 1
-    ok = known & (slot >= 0)
-    cand = np.where(ok, order[np.maximum(slot, 0)], -1)
-    ok &= np.where(cand >= 0, thread[np.maximum(cand, 0)] == threads, False)
-    cand = np.where(ok, cand, -1)
+    # ``order`` runs by thread, then start: per thread asked about, one binary search over
+    # its own starts (no thread-and-time keys over every event: they were the largest
+    # temporaries here).
+    t_sorted = thread[order]
+    by_thread = np.argsort(threads, kind="stable")
+    q_sorted = threads[by_thread]
+    at = np.flatnonzero(q_sorted[1:] != q_sorted[:-1]) + 1
+    for q_lo, q_hi in zip([0, *at.tolist()], [*at.tolist(), len(q_sorted)]):
+        t = q_sorted[q_lo]
+        lo, hi = int(np.searchsorted(t_sorted, t, side="left")), int(np.searchsorted(t_sorted, t, side="right"))
+        if hi <= lo:
+            continue
+        q = by_thread[q_lo:q_hi]
+        slot = np.searchsorted(start[order[lo:hi]], times[q], side="right") - 1
+        found = slot >= 0
+        out[q[found]] = order[lo + slot[found]]
+    del t_sorted, by_thread, q_sorted
     # The last range starting before t may have ended; its ancestors are the next candidates.
+    cand = out
     active = np.flatnonzero(cand >= 0)
     while len(active):
         c = cand[active]

@@ -54,7 +54,7 @@ def import_one(trace: str, out_dir: str, compress: bool = False) -> tuple[int, s
     if rank is None:
         raise ValueError(f"{trace}: no rank (no distributedInfo.rank in the trace, no rankN in its name)")
     out = Path(out_dir) / f".rank{rank}.{os.getpid()}.{Path(trace).name}.gtprof.part"
-    data.save(out, compress=compress)
+    data.save(out, compress=compress, release_memory=True)
     counts = data.metadata.get("torch_trace") or {}
     return rank, str(out), data.n_events, int(counts.get("events_in_file", 0))
 

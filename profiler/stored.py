@@ -21,6 +21,7 @@ version 1-4 file) is analysed on first use, as before.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -32,7 +33,7 @@ from .gpu import SUMMARY_SHAPE, SUMMARY_VERSION, has_shape
 from .records import Scope
 from .validate import ProfileFormatError, parse_shapes
 
-__all__ = ["write_analysis", "read_analysis", "StoredAnalysis"]
+__all__ = ["write_analysis", "read_analysis", "analysis_views", "StoredAnalysis"]
 
 # Per-event arrays: name -> dtype, stored always / only when some value is non-zero.
 _ALWAYS = {"parent": np.int32, "depth": np.int32, "self_cpu_ns": np.int64, "forward_event": np.int32,
@@ -91,9 +92,16 @@ def _summary(ka) -> dict:
     return {"rows": rows, "self_cpu_ns": ka._self_cpu_ns, "self_cuda_ns": ka._self_cuda_ns, "fields": list(fields)}
 
 
-def write_analysis(data, writer) -> dict:
+def write_analysis(data, writer, read_back=None) -> dict:
     """Write ``data.analysis`` (computing it if needed) and the default tables; returns the
-    footer's ``analysis`` entry."""
+    footer's ``analysis`` entry.
+
+    Args:
+        read_back: the file being written, read back (``mapped.save(release_memory=True)``):
+            its ``analysis(data, entry)`` puts views of the per-event arrays just written in
+            place of the computed ones, and ``release()`` hands back the pages each table
+            read before the next one runs.
+    """
     a = data.analysis
     n = data.n_events
     fb_fields = _forward_backward_stored()
@@ -107,22 +115,39 @@ def write_analysis(data, writer) -> dict:
         "overlaps": _table_entry(writer, {"pair": np.asarray(a.partial_overlaps, np.int64).reshape(-1)},
                                  2 * len(a.partial_overlaps)),
         "counters": {k: int(getattr(a, k)) for k in _COUNTERS},
-        "summaries": {name: _summary(data.key_averages(**grouping)) for name, grouping in _SUMMARIES.items()
-                      if name not in _BY_SHAPE or data.metadata.get("record_shapes")
-                      or data.metadata.get("with_flops")},
-        "forward_backward": [[r.name, r.call_site, r.count, r.backward_count, r.backward_names,
-                              [getattr(r, f) for f in fb_fields]] for r in data.forward_backward_summary()],
-        "forward_backward_fields": list(fb_fields),
-        "has_device_time": bool(data.has_device_time),
-        "has_cuda_memory": bool(data.has_cuda_memory),
     }
+    del per_event
+    release = read_back.release if read_back is not None else (lambda: None)
+    if read_back is not None:
+        a = read_back.analysis(data, entry)
+    summaries = {}
+    for name, grouping in _SUMMARIES.items():
+        if name not in _BY_SHAPE or data.metadata.get("record_shapes") or data.metadata.get("with_flops"):
+            summaries[name] = _summary(data.key_averages(**grouping))
+            release()
+    entry["summaries"] = summaries
+    entry["forward_backward"] = [[r.name, r.call_site, r.count, r.backward_count, r.backward_names,
+                                  [getattr(r, f) for f in fb_fields]] for r in data.forward_backward_summary()]
+    release()
+    entry.update(forward_backward_fields=list(fb_fields), has_device_time=bool(data.has_device_time),
+                 has_cuda_memory=bool(data.has_cuda_memory))
     if data.has_device_time:
         # The GPU figures (gradtrace gpu, the Overview's GPU section) take seconds at millions
         # of kernels; as JSON they are ~700 bytes per step.
         summary = json.loads(json.dumps(data.gpu_summary()))
+        release()
         if has_shape(summary, SUMMARY_SHAPE):
             entry["gpu_summary"] = dict(writer.put(json.dumps(summary).encode("ascii")), version=SUMMARY_VERSION)
     return entry
+
+
+def analysis_views(mf, entry: dict, analysis: EventAnalysis) -> EventAnalysis:
+    """``analysis`` with the per-event arrays that ``entry`` (written by :func:`write_analysis`)
+    stores replaced by views of the mapped file ``mf``."""
+    n, n_mem = len(analysis.parent), len(analysis.memory_event)
+    views = _read_arrays(mf, entry["events"], "events", n, {**_ALWAYS, **_WHEN_SET})
+    views["memory_event"] = _read_arrays(mf, entry["memory"], "memory", n_mem, {"memory_event": np.int32})["memory_event"]
+    return dataclasses.replace(analysis, **views)
 
 
 # --------------------------------------------------------------------------- reading

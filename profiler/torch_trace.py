@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from .fileformat import MAGIC
 from .gpu_events import activity_events, device_name_ids, gpu_table, lookup
-from .nesting import innermost_containing, nest_intervals
+from .nesting import PIECE, innermost_containing, nest_in_pieces, nest_intervals
 from .pairing import Pairing, pair_backward
 from .records import EVENT_COLUMNS, NO_DEVICE_TIME, Scope
 from .torch_trace_reader import CPU_OP, PYTHON_FUNCTION, RUNTIME, USER_ANNOTATION, read_trace
@@ -254,7 +254,8 @@ class _Builder:
         clamped = set_aside = 0
         for round_ in range(_REPAIR_ROUNDS + 1):
             kept = np.flatnonzero(keep)
-            parent, overlaps = _nest_in_pieces(start[kept], end[kept], thread[kept])
+            nest = nest_in_pieces(start[kept], end[kept], thread[kept])
+            parent, overlaps = nest.parent, nest.partial_overlaps
             if len(overlaps) == 0:
                 break
             a, b = kept[overlaps[:, 0]], kept[overlaps[:, 1]]
@@ -296,8 +297,8 @@ class _Builder:
         nest = nest_intervals(f_start, f_end, f_thread)
         wants = np.flatnonzero(scope != Scope.BACKWARD_FUNCTION)
         # Queries are independent: a piece at a time bounds the lookup's temporaries.
-        for at in range(0, len(wants), _PIECE):
-            some = wants[at:at + _PIECE]
+        for at in range(0, len(wants), PIECE):
+            some = wants[at:at + PIECE]
             inner = innermost_containing(nest, f_start, f_end, f_thread, start[some], thread[some])
             found = inner >= 0
             stack_id[some[found]] = frame_stack[inner[found]]
@@ -409,57 +410,6 @@ class _Builder:
         if isinstance(header.get("deviceProperties"), list) and header["deviceProperties"]:
             meta["device_properties"] = [p for p in header["deviceProperties"] if isinstance(p, dict)]
         return meta
-
-
-_PIECE = 1 << 16
-
-
-def _nest_in_pieces(start, end, thread, piece: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``nest_intervals(start, end, thread)``'s parent and partial overlaps, computed a piece at
-    a time: its temporaries are a dozen int64 arrays of its input's length, the largest memory
-    of an import, while pieces keep them at ``piece`` events.
-
-    A thread's ranges, in start order, are cut where every earlier range has ended strictly
-    before the next one starts: no range contains or overlaps one across a cut, so each
-    piece nests on its own (a training step is such a piece; a piece holds whole ones).
-    """
-    n = len(start)
-    piece = piece or _PIECE
-    if n <= piece:
-        nest = nest_intervals(start, end, thread)
-        return nest.parent, nest.partial_overlaps
-    order = np.lexsort((start, thread))
-    bounds = [0]
-    t_sorted = thread[order]
-    threads_at = np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1
-    del t_sorted
-    for lo, hi in zip(np.concatenate([[0], threads_at]).tolist(), np.concatenate([threads_at, [n]]).tolist()):
-        s = start[order[lo:hi]]
-        reach = np.maximum.accumulate(end[order[lo:hi]])
-        cuts = np.flatnonzero(reach[:-1] < s[1:]) + 1 + lo
-        del s, reach
-        at = lo
-        while at < hi:
-            k = np.searchsorted(cuts, at + piece, side="right")
-            if k > 0 and cuts[k - 1] > at:   # the last cut within a piece's length
-                at = int(cuts[k - 1])
-            else:                            # none: this piece runs to the next cut
-                j = np.searchsorted(cuts, at, side="right")
-                at = int(cuts[j]) if j < len(cuts) else hi
-            bounds.append(at)
-    parent = np.full(n, -1, dtype=np.int64)
-    overlaps = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        if hi <= lo:
-            continue
-        idx = order[lo:hi]
-        nest = nest_intervals(start[idx], end[idx], thread[idx])
-        has = nest.parent >= 0
-        parent[idx[has]] = idx[nest.parent[has]]
-        if len(nest.partial_overlaps):
-            overlaps.append(idx[nest.partial_overlaps])
-    pairs = np.concatenate(overlaps) if overlaps else np.zeros((0, 2), dtype=np.int64)
-    return parent, pairs
 
 
 # --------------------------------------------------------------------------- pairing

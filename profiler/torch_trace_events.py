@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from array import array
+from typing import Annotated
 
 import msgspec
 import numpy as np
@@ -62,34 +63,43 @@ MEMORY_FIELDS = {"time_ns": "q", "bytes": "q", "total_allocated": "q", "device_i
 # --------------------------------------------------------------------------- the typed schema
 
 # ``None`` defaults mean "the key is absent"; a JSON null is a type error, which sends the
-# batch to the dict path (where absent and null differ in a few places, e.g. "dur").
+# batch to the dict path (where absent and null differ in a few places, e.g. "dur"). An id-like
+# int is an ``_I64`` with the default the dict path's rule gives for an absent key: a value
+# beyond int64 is a type error too, so the typed path appends what it reads, unchecked.
+_I64 = Annotated[int, msgspec.Meta(ge=-INT64_MAX, le=INT64_MAX)]
+# So are a launch count outside :func:`_count`'s range and an estimate outside :func:`_measure`'s.
+_COUNT = Annotated[int, msgspec.Meta(ge=0, le=2**48)]
+_MEASURE = Annotated[float, msgspec.Meta(ge=0, lt=1e12)]
+_NAN = float("nan")
+
+
 class Args(Struct, gc=False):
-    seq: int = field(name="Sequence number", default=None)
-    fwd_tid: int = field(name="Fwd thread id", default=None)
-    ext_id: int = field(name="External id", default=None)
-    ext_id_lower: int = field(name="external id", default=None)
-    py_id: int = field(name="Python id", default=None)
-    py_parent: int = field(name="Python parent id", default=None)
-    correlation: int = None
+    seq: _I64 = field(name="Sequence number", default=-1)
+    fwd_tid: _I64 = field(name="Fwd thread id", default=0)
+    ext_id: _I64 = field(name="External id", default=None)
+    ext_id_lower: _I64 = field(name="external id", default=-1)
+    py_id: _I64 = field(name="Python id", default=-1)
+    py_parent: _I64 = field(name="Python parent id", default=-1)
+    correlation: _I64 = -1
     dims: Raw = field(name="Input Dims", default=None)       # kept as JSON text: interned by it
     types: Raw = field(name="Input type", default=None)
-    device: int = None
-    stream: int = None
-    context: int = None
-    grid: list[int] = None
-    block: list[int] = None
-    registers_per_thread: int = field(name="registers per thread", default=None)
-    shared_memory: int = field(name="shared memory", default=None)
-    bytes: int = None
-    blocks_per_sm: int | float = field(name="blocks per SM", default=None)
-    warps_per_sm: int | float = field(name="warps per SM", default=None)
-    occupancy_pct: int | float = field(name="est. achieved occupancy %", default=None)
-    bandwidth_gbps: int | float = field(name="memory bandwidth (GB/s)", default=None)
-    mem_bytes: int = field(name="Bytes", default=None)
-    total_allocated: int = field(name="Total Allocated", default=None)
-    device_type: int = field(name="Device Type", default=None)
-    device_id: int = field(name="Device Id", default=None)
-    addr: int = field(name="Addr", default=None)
+    device: _I64 = -1
+    stream: _I64 = None
+    context: _I64 = -1
+    grid: list[_COUNT] = None
+    block: list[_COUNT] = None
+    registers_per_thread: _COUNT = field(name="registers per thread", default=-1)
+    shared_memory: _COUNT = field(name="shared memory", default=-1)
+    bytes: _COUNT = -1
+    blocks_per_sm: _MEASURE = field(name="blocks per SM", default=_NAN)
+    warps_per_sm: _MEASURE = field(name="warps per SM", default=_NAN)
+    occupancy_pct: _MEASURE = field(name="est. achieved occupancy %", default=_NAN)
+    bandwidth_gbps: _MEASURE = field(name="memory bandwidth (GB/s)", default=_NAN)
+    mem_bytes: _I64 = field(name="Bytes", default=0)
+    total_allocated: _I64 = field(name="Total Allocated", default=0)
+    device_type: _I64 = field(name="Device Type", default=0)
+    device_id: _I64 = field(name="Device Id", default=0)
+    addr: _I64 = field(name="Addr", default=0)
     label: str = field(name="name", default=None)           # thread_name metadata
 
 
@@ -299,19 +309,69 @@ class Sink:
     def add_events(self, events: list) -> None:
         """Add a batch of :class:`Event` structs (from :func:`decode_events`).
 
+        The hot loop of an import (a few microseconds an event, most of its time): CPU ops,
+        the bulk of a trace, are appended here with the tables' lookups and the columns'
+        ``append`` bound once per batch, and no call per value.
+
         Raises:
             ValueError, RecursionError: an ``Input Dims``/``Input type`` value the standard
                 library refuses; nothing of the batch was added only if the caller took a
                 snapshot (see :meth:`snapshot`).
         """
         self.n_events += len(events)
-        x_kind = self._x_kind
+        x_kind, x_kinds = self._x_kind, self.x_kinds
+        string_ids, thread_ids, raw_ids = self.string_ids, self.thread_ids, self.raw_ids
+        c = self.cpu
+        (cat_, name_, thread_, start_, dur_, seq_, fwd_, ext_, shapes_, dtypes_, py_id_, py_parent_,
+         corr_) = (c[k].append for k in CPU_FIELDS)
         for ev in events:
             ph = ev.ph
             if ph == "X":
-                table, code = x_kind(ev.cat if ev.cat is not None else "")
+                cat = ev.cat if ev.cat is not None else ""
+                kind = x_kinds.get(cat)
+                table, code = kind if kind is not None else x_kind(cat)
                 if table == "cpu":
-                    self._cpu_event(ev, code)
+                    name, ts = ev.name, ev.ts
+                    try:                       # _times, inline
+                        start, dur = round(ts * 1000), round(ev.dur * 1000)
+                    except (TypeError, ValueError, OverflowError):     # no ts (None), inf
+                        start = None
+                    if start is None or name is None or not (-_TIME_LIMIT < start < _TIME_LIMIT and dur < _TIME_LIMIT):
+                        self.skip("(event without ts or name)")
+                        continue
+                    a = ev.args
+                    if a is None:
+                        a = _NO_ARGS
+                    name_id = string_ids.get(name)
+                    if name_id is None:
+                        name_id = self.string(name)
+                    tix = thread_ids.get((ev.pid, ev.tid))
+                    if tix is None:
+                        tix = self.thread(ev.pid, ev.tid)
+                    dims, types, ext = a.dims, a.types, a.ext_id
+                    # Interned in this order (name, shapes, dtypes): strings in order of first use.
+                    shapes = dtypes = -1
+                    if dims is not None:
+                        shapes = raw_ids.get(("s", bytes(dims)))
+                        if shapes is None or shapes < 0:
+                            shapes = self._raw_list(dims, "s")
+                    if types is not None:
+                        dtypes = raw_ids.get(("t", bytes(types)))
+                        if dtypes is None or dtypes < 0:
+                            dtypes = self._raw_list(types, "t")
+                    cat_(code)
+                    name_(name_id)
+                    thread_(tix)
+                    start_(start)
+                    dur_(dur if dur > 0 else 0)
+                    seq_(a.seq)
+                    fwd_(a.fwd_tid)
+                    ext_(ext if ext is not None else a.ext_id_lower)
+                    shapes_(shapes)
+                    dtypes_(dtypes)
+                    py_id_(a.py_id)
+                    py_parent_(a.py_parent)
+                    corr_(a.correlation)
                     continue
                 if table == "gpu":
                     self._gpu_event(ev, code)
@@ -327,62 +387,25 @@ class Sink:
             cat = ev.cat
             self.skip(str(cat or f"ph={ph}"))
 
-    def _cpu_event(self, ev: Event, code: int) -> None:
-        times = _times(ev.ts, ev.dur) if ev.ts is not None else None
-        name = ev.name
-        if times is None or name is None:
-            return self.skip("(event without ts or name)")
-        a = ev.args
-        if a is None:
-            a = _NO_ARGS
-        seq, fwd, ext, py_id, py_parent, corr = a.seq, a.fwd_tid, a.ext_id, a.py_id, a.py_parent, a.correlation
-        if ext is None:
-            ext = a.ext_id_lower
-        c = self.cpu
-        c["cat"].append(code)
-        c["name_id"].append(self.string(name))
-        c["thread"].append(self.thread(ev.pid, ev.tid))
-        c["start_ns"].append(times[0])
-        c["dur_ns"].append(times[1])
-        c["seq"].append(-1 if seq is None else _int(seq))
-        c["fwd_tid"].append(0 if fwd is None else _int(fwd, 0))
-        c["ext_id"].append(-1 if ext is None else _int(ext))
-        c["shapes_id"].append(-1 if a.dims is None else self._raw_list(a.dims, "s"))
-        c["dtypes_id"].append(-1 if a.types is None else self._raw_list(a.types, "t"))
-        c["py_id"].append(-1 if py_id is None else _int(py_id))
-        c["py_parent"].append(-1 if py_parent is None else _int(py_parent))
-        c["correlation"].append(-1 if corr is None else _int(corr))
-        return None
-
     def _gpu_event(self, ev: Event, code: int) -> None:
         times = _times(ev.ts, ev.dur) if ev.ts is not None else None
         name = ev.name
         if times is None or name is None:
             return self.skip("(event without ts or name)")
         a = ev.args if ev.args is not None else _NO_ARGS
-        g = self.gpu
-        g["cat"].append(code)
-        g["name_id"].append(self.string(name))
-        g["start_ns"].append(times[0])
-        g["dur_ns"].append(times[1])
-        device = -1 if a.device is None else _int(a.device)
-        g["device"].append(device if device >= 0 else max(_int(ev.pid, 0), 0))
-        g["stream"].append(_int(a.stream, _int(ev.tid, 0)))
-        g["correlation"].append(-1 if a.correlation is None else _int(a.correlation))
-        ext = a.ext_id if a.ext_id is not None else a.ext_id_lower
-        g["ext_id"].append(-1 if ext is None else _int(ext))
-        g["context"].append(-1 if a.context is None else _int(a.context))
-        for dims, axes in ((a.grid, ("grid_x", "grid_y", "grid_z")), (a.block, ("block_x", "block_y", "block_z"))):
-            ok = dims is not None and len(dims) == 3
-            for k, axis in enumerate(axes):
-                g[axis].append(_count(dims[k]) if ok else -1)
-        g["registers_per_thread"].append(_count(a.registers_per_thread))
-        g["shared_memory"].append(_count(a.shared_memory))
-        g["bytes"].append(_count(a.bytes))
-        g["blocks_per_sm"].append(_measure(a.blocks_per_sm))
-        g["warps_per_sm"].append(_measure(a.warps_per_sm))
-        g["occupancy_pct"].append(_measure(a.occupancy_pct))
-        g["bandwidth_gbps"].append(_measure(a.bandwidth_gbps))
+        grid, block = a.grid, a.block
+        if grid is None or len(grid) != 3:
+            grid = _NO_DIMS
+        if block is None or len(block) != 3:
+            block = _NO_DIMS
+        values = (code, self.string(name), times[0], times[1],
+                  a.device if a.device >= 0 else max(_int(ev.pid, 0), 0),
+                  a.stream if a.stream is not None else _int(ev.tid, 0),
+                  a.correlation, a.ext_id if a.ext_id is not None else a.ext_id_lower, a.context,
+                  *grid, *block, a.registers_per_thread, a.shared_memory, a.bytes,
+                  a.blocks_per_sm, a.warps_per_sm, a.occupancy_pct, a.bandwidth_gbps)
+        for column, v in zip(self.gpu.values(), values, strict=True):
+            column.append(v)
         return None
 
     def _memory_event(self, ev: Event) -> None:
@@ -392,13 +415,11 @@ class Sink:
             return self.skip("[memory] (without args or ts)")
         m = self.mem
         m["time_ns"].append(times[0])
-        m["bytes"].append(_int(a.mem_bytes, 0))
-        m["total_allocated"].append(_int(a.total_allocated, 0))
-        device_type = _int(a.device_type, 0)
-        device_index = max(_int(a.device_id, 0), 0)
+        m["bytes"].append(a.mem_bytes)
+        m["total_allocated"].append(a.total_allocated)
         # c10::DeviceType: 0 CPU, 1 CUDA; ROCm builds report their GPUs as CUDA too.
-        m["device_id"].append(self.string("cpu" if device_type == 0 else f"cuda:{device_index}"))
-        m["addr"].append(_int(a.addr, 0))
+        m["device_id"].append(self.string("cpu" if a.device_type == 0 else f"cuda:{max(a.device_id, 0)}"))
+        m["addr"].append(a.addr)
         m["thread"].append(self.thread(ev.pid, ev.tid))
         return None
 
@@ -531,3 +552,4 @@ class Sink:
 
 
 _NO_ARGS = Args()
+_NO_DIMS = (-1, -1, -1)

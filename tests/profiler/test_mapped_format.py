@@ -233,3 +233,53 @@ def test_any_loadable_profile_reopens_with_its_stored_analysis(tmp_path):
     back = profiler.load(path)
     assert back.analysis.parent.tolist() == data.analysis.parent.tolist()
     assert back.table() == data.table()
+
+
+def _torch_trace_profile(tmp_path):
+    from gradtrace.profiler.synthetic_trace import write_torch_trace
+
+    path = tmp_path / "trace.json"
+    if not path.exists():
+        write_torch_trace(path, 4_000)
+    return profiler.load(path)
+
+
+@pytest.mark.parametrize("make", [lambda _: training_profile(3_000, threads=2), lambda _: _cuda_profile(),
+                                  _torch_trace_profile], ids=["training", "cuda", "torch trace"])
+def test_saving_with_release_memory_writes_the_same_file_and_keeps_the_profile(tmp_path, make):
+    """``release_memory=True`` (what an import saves with) writes the same bytes; the profile
+    then holds views of that file instead of its own arrays, and answers as before."""
+    kept, released = make(tmp_path), make(tmp_path)
+    plain, lean = tmp_path / "plain.gtprof", tmp_path / "lean.gtprof"
+    kept.save(plain)
+    released.save(lean, release_memory=True)
+    assert lean.read_bytes() == plain.read_bytes()
+    for attr in ("event_columns", "memory_columns", "gpu_columns"):
+        for col, values in getattr(released, attr).items():
+            assert not values.flags.owndata and not values.flags.writeable, (attr, col)
+            np.testing.assert_array_equal(values, getattr(kept, attr)[col])
+    for field in _ARRAYS:
+        got = getattr(released.analysis, field)
+        np.testing.assert_array_equal(got, getattr(kept.analysis, field), err_msg=field)
+    # Every per-event array the file stores is now a view of it (the rest: all zeros, shared).
+    assert not released.analysis.parent.flags.owndata and not released.analysis.self_cpu_ns.flags.owndata
+    assert released.table(sort_by="self_cpu_time_total") == kept.table(sort_by="self_cpu_time_total")
+    assert released.key_averages(group_by_stack_n=2).to_dicts() == kept.key_averages(group_by_stack_n=2).to_dicts()
+    assert released.forward_backward_summary().to_dicts() == kept.forward_backward_summary().to_dicts()
+    if kept.has_device_time:
+        assert released.gpu_summary() == kept.gpu_summary()
+    released.release_pages()
+    # Saved again (to the same path: the views map the old file, which the rename keeps).
+    released.save(lean)
+    assert lean.read_bytes() == plain.read_bytes()
+    assert released.table() == kept.table()
+
+
+@pytest.mark.parametrize("options", [{"compress": True}, {"version": 4}])
+def test_release_memory_leaves_a_file_that_is_not_mapped_alone(tmp_path, options):
+    """A compressed or version-4 file is not mapped: the profile keeps its own arrays."""
+    data = training_profile(500)
+    start = data.event_columns["start_ns"]
+    data.save(tmp_path / "p.gtprof", release_memory=True, **options)
+    assert data.event_columns["start_ns"] is start and start.flags.writeable
+    assert profiler.load(tmp_path / "p.gtprof").table() == data.table()

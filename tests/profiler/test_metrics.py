@@ -125,8 +125,8 @@ def test_stored_tables_without_field_names_are_version_5_tables(tmp_path):
     path = tmp_path / "p.gtprof"
     entry = stored.write_analysis
 
-    def unnamed(d, writer):
-        e = entry(d, writer)
+    def unnamed(d, writer, **kwargs):
+        e = entry(d, writer, **kwargs)
         for s in e["summaries"].values():
             assert s.pop("fields") == list(metrics.FIELD_ORDER_V5)
         e.pop("forward_backward_fields")

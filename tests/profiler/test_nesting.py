@@ -2,8 +2,10 @@
 stack fallback, and a brute-force definition checks random laminar families."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gradtrace.profiler.nesting import Nesting, _stack_nest, innermost_containing, nest_intervals
+from gradtrace.profiler.nesting import Nesting, _stack_nest, innermost_containing, nest_in_pieces, nest_intervals
 
 # (intervals, threads or None for all 1, expected parents, expected depths)
 CASES = [
@@ -152,3 +154,34 @@ def test_innermost_containing():
     got = innermost_containing(nesting, starts, ends, threads, times, qthreads)
     # t=3 is the end of [1, 3] and the start of [3, 4]: the later-starting range wins.
     assert got.tolist() == [0, 1, 2, 0, -1, 3, -1, -1]
+
+
+def _innermost_by_definition(nesting, starts, ends, threads, times, qthreads) -> list[int]:
+    """The rule read literally: of the query's thread, the last range in ``order`` that starts
+    at or before t; then its ancestors until one still holds t."""
+    order = nesting.order.tolist()
+    out = []
+    for t, th in zip(times.tolist(), qthreads.tolist()):
+        cand = next((i for i in reversed(order) if threads[i] == th and starts[i] <= t), -1)
+        while cand >= 0 and ends[cand] < t:
+            cand = int(nesting.parent[cand])
+        out.append(cand)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20), st.integers(1, 3)), max_size=40),
+       st.lists(st.tuples(st.integers(-2, 85), st.integers(1, 4)), max_size=20),
+       st.integers(1, 8))
+def test_innermost_containing_is_its_definition(raw, queries, piece):
+    """Any intervals (partial overlaps too) and queries, on both nestings (int64 indices at
+    once, int32 in pieces): one answer, the rule's."""
+    starts = np.array([s for s, _, _ in raw], dtype=np.int64)
+    ends = starts + np.array([d for _, d, _ in raw], dtype=np.int64)
+    threads = np.array([t for _, _, t in raw], dtype=np.int32)
+    times = np.array([t for t, _ in queries], dtype=np.int64)
+    qthreads = np.array([q for _, q in queries], dtype=np.int32)
+    for nesting in (nest_intervals(starts, ends, threads), nest_in_pieces(starts, ends, threads, piece=piece)):
+        got = innermost_containing(nesting, starts, ends, threads, times, qthreads)
+        assert got.tolist() == _innermost_by_definition(nesting, starts.tolist(), ends.tolist(),
+                                                        threads.tolist(), times, qthreads)

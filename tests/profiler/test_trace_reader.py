@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 
 from gradtrace.profiler import ProfileFormatError
 from gradtrace.profiler import torch_trace_reader as reader
-from gradtrace.profiler.nesting import nest_intervals
-from gradtrace.profiler.torch_trace import _nest_in_pieces
+from gradtrace.profiler.nesting import nest_in_pieces, nest_intervals
 from gradtrace.profiler.synthetic_trace import write_torch_trace
 
 from . import kineto_samples as ks
@@ -169,15 +168,18 @@ from gradtrace.profiler.synthetic_trace import write_torch_trace
 path, n = sys.argv[1], int(sys.argv[2])
 n = write_torch_trace(path, n)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-profiler.load(path).table(row_limit=5)
+data = profiler.load(path)
+data.save(path + ".gtprof", release_memory=True)     # all that `gradtrace import` does
+data.table(row_limit=5)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(n, before * 1024, after * 1024)
 """
 
 
 def _peak(path, n) -> tuple[int, int]:
-    """(events, peak RSS growth in bytes) of importing a generated trace in a fresh process
-    (one part: the parallel workers' memory would not be counted)."""
+    """(events, peak RSS growth in bytes) of importing a generated trace (reading it, saving
+    it with its analyses, printing a table) in a fresh process (one part: the parallel
+    workers' memory would not be counted)."""
     env = dict(os.environ, GRADTRACE_TRACE_WORKERS="1")
     out = subprocess.run([sys.executable, "-c", _PEAK, str(path), str(n)], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
@@ -202,14 +204,17 @@ def test_peak_memory_per_event_does_not_grow_with_the_trace(tmp_path):
 @given(st.lists(st.tuples(st.integers(0, 400), st.integers(0, 60), st.integers(1, 3)), max_size=80),
        st.integers(1, 12))
 def test_nesting_in_pieces_is_nesting_at_once(raw, piece):
-    """Parents and partial overlaps (as a set) of any intervals are those of one call."""
+    """Parents, depths, order and partial overlaps (in order) of any intervals are those of
+    one call; the index arrays are int32."""
     start = np.array([s for s, _, _ in raw], dtype=np.int64)
     end = start + np.array([d for _, d, _ in raw], dtype=np.int64)
-    thread = np.array([t for _, _, t in raw], dtype=np.int64)
+    thread = np.array([t for _, _, t in raw], dtype=np.int32)
     whole = nest_intervals(start, end, thread)
-    parent, overlaps = _nest_in_pieces(start, end, thread, piece=piece)
-    assert np.array_equal(parent, whole.parent)
-    assert sorted(map(tuple, overlaps.tolist())) == sorted(map(tuple, whole.partial_overlaps.tolist()))
+    pieces = nest_in_pieces(start, end, thread, piece=piece)
+    for name in ("parent", "depth", "order"):
+        got = getattr(pieces, name)
+        assert got.dtype == np.int32 and np.array_equal(got, getattr(whole, name)), name
+    assert pieces.partial_overlaps.tolist() == whole.partial_overlaps.tolist()
 
 
 # --------------------------------------------------------------------------- mutated traces
