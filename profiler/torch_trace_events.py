@@ -310,8 +310,9 @@ class Sink:
         """Add a batch of :class:`Event` structs (from :func:`decode_events`).
 
         The hot loop of an import (a few microseconds an event, most of its time): CPU ops,
-        the bulk of a trace, are appended here with the tables' lookups and the columns'
-        ``append`` bound once per batch, and no call per value.
+        the bulk of a trace, are appended here, with the tables' lookups and the columns'
+        ``append`` bound once per batch. Their ids need no check: the schema refuses any
+        beyond int64 (the batch then takes the dict path, whose rules give the same columns).
 
         Raises:
             ValueError, RecursionError: an ``Input Dims``/``Input type`` value the standard
@@ -332,11 +333,8 @@ class Sink:
                 table, code = kind if kind is not None else x_kind(cat)
                 if table == "cpu":
                     name, ts = ev.name, ev.ts
-                    try:                       # _times, inline
-                        start, dur = round(ts * 1000), round(ev.dur * 1000)
-                    except (TypeError, ValueError, OverflowError):     # no ts (None), inf
-                        start = None
-                    if start is None or name is None or not (-_TIME_LIMIT < start < _TIME_LIMIT and dur < _TIME_LIMIT):
+                    times = _times(ts, ev.dur) if ts is not None else None
+                    if times is None or name is None:
                         self.skip("(event without ts or name)")
                         continue
                     a = ev.args
@@ -362,8 +360,8 @@ class Sink:
                     cat_(code)
                     name_(name_id)
                     thread_(tix)
-                    start_(start)
-                    dur_(dur if dur > 0 else 0)
+                    start_(times[0])
+                    dur_(times[1])
                     seq_(a.seq)
                     fwd_(a.fwd_tid)
                     ext_(ext if ext is not None else a.ext_id_lower)

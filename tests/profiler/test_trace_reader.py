@@ -91,15 +91,26 @@ def _odd_events():
                    {"tid": [1]}, {"cat": "CPU_OP"}, {"cat": None}, {"ts": 2**70}, {"ts": 1e300},
                    {"args": []}, {"args": {"External id": "0x10", "Sequence number": 2**64}},
                    {"args": {"Input Dims": [[1.5]], "Input type": [1, "a"]}},
-                   {"args": {"Input Dims": "x", "external id": 9}}, {"name": None}, {"ph": 5}):
+                   {"args": {"Input Dims": "x", "external id": 9}}, {"name": None}, {"ph": 5},
+                   # the schema's int64 bounds, and the ids just beyond them
+                   {"args": {"Sequence number": 2**63 - 1, "Fwd thread id": -(2**63 - 1), "Python id": 0}},
+                   {"args": {"Sequence number": -(2**63)}}, {"args": {"Fwd thread id": 2**63}},
+                   {"args": {"Python parent id": 2**63, "correlation": -(2**63)}}):
         events.append(dict(op, **change))
     for change in ({"args": dict(kernel["args"], grid=[1.0, 2, 3], stream="7")},
                    {"args": dict(kernel["args"], device=None, correlation=2**63)},
-                   {"args": dict(kernel["args"], **{"est. achieved occupancy %": 1e13})}, {"pid": 3, "args": None}):
+                   {"args": dict(kernel["args"], **{"est. achieved occupancy %": 1e13})}, {"pid": 3, "args": None},
+                   # the launch counts' and estimates' bounds, and values just outside them
+                   {"args": dict(kernel["args"], grid=[1, -1, 2], block=[2**48, 1, 2**48 + 1])},
+                   {"args": dict(kernel["args"], **{"registers per thread": -5, "shared memory": 0, "bytes": 2**48})},
+                   {"args": dict(kernel["args"], **{"blocks per SM": -0.5, "warps per SM": 1e12,
+                                                    "memory bandwidth (GB/s)": 0})},
+                   {"args": dict(kernel["args"], **{"warps per SM": 999999999999.9, "device": -2})}):
         events.append(dict(kernel, **change))
     mem = {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 2, "ts": 12,
            "args": {"Bytes": 64, "Total Allocated": 64, "Device Type": 1, "Device Id": 2, "Addr": 8}}
     events += [mem, dict(mem, args={"Bytes": "x"}), dict(mem, args=None), dict(mem, ph="I", ts=None),
+               dict(mem, args={"Device Type": 1, "Device Id": -3, "Addr": 2**63}),
                {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
                {"ph": "s", "cat": "ac2g", "id": 1}, 5, None, [1], {"ph": "X"}]
     return events
