@@ -184,10 +184,12 @@ class ProfileData:
         return list(self._step_ranges[device_aligned])
 
     def _find_step_ranges(self, device_aligned: bool) -> list[tuple[str, int, int]]:
-        ids = [i for i, s in enumerate(self.strings) if s.startswith("ProfilerStep#")]
+        is_step = np.array([s.startswith("ProfilerStep#") for s in self.strings] or [False])
         cols = self.event_columns
-        pick = np.flatnonzero(np.isin(cols["name_id"], ids) & (cols["scope"] == Scope.USER_SCOPE))
-        host = [(self.name_of(i), int(cols["start_ns"][i]), int(cols["end_ns"][i])) for i in pick]
+        # A table lookup, not np.isin (a sort of every event: a third of a second at 10M).
+        pick = np.flatnonzero(is_step[cols["name_id"]] & (cols["scope"] == Scope.USER_SCOPE))
+        names = [self.strings[i] for i in cols["name_id"][pick].tolist()]
+        host = list(zip(names, cols["start_ns"][pick].tolist(), cols["end_ns"][pick].tolist()))
         if not device_aligned or not host or not self.has_device_time:
             return host
         return _device_aligned(host, cols)

@@ -62,10 +62,6 @@ MAX_FOOTER = 256 << 20
 # How far back a reader looks for an earlier trailer when the last append was cut short.
 _MAX_TRAILER_SEARCH = 64
 _COMPRESSION_LEVEL = 1
-try:
-    _LIBC = ctypes.CDLL("libc.so.6") if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc" else None
-except OSError:
-    _LIBC = None
 # Rows per validation window: its temporaries stay a few MB at any profile size.
 WINDOW_ROWS = 1 << 20
 
@@ -152,6 +148,12 @@ def save(data: "ProfileData", path, *, compress: bool = False, metadata: dict | 
     os.replace(tmp, path)
 
 
+try:
+    _LIBC = ctypes.CDLL("libc.so.6") if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc" else None
+except OSError:
+    _LIBC = None
+
+
 def _trim_heap() -> None:
     """Give the C heap's free pages back to the system (glibc's ``malloc_trim``).
 
@@ -187,12 +189,10 @@ class _ReadBack:
         data._release = self.release
         _trim_heap()
 
-    def analysis(self, data: "ProfileData", entry: dict):
-        views = stored.analysis_views(self._map(), entry, data.analysis)
-        data.__dict__["analysis"] = views         # where functools.cached_property keeps it
+    def analysis(self, data: "ProfileData", entry: dict) -> None:
+        data.__dict__["analysis"] = stored.analysis_views(self._map(), entry, data.analysis)  # (cached_property's slot)
         self.release()
         _trim_heap()
-        return views
 
     def release(self) -> None:
         for mf in self.maps:

@@ -99,8 +99,8 @@ def write_analysis(data, writer, read_back=None) -> dict:
     Args:
         read_back: the file being written, read back (``mapped.save(release_memory=True)``):
             its ``analysis(data, entry)`` puts views of the per-event arrays just written in
-            place of the computed ones, and ``release()`` hands back the pages each table
-            read before the next one runs.
+            place of the computed ones (freeing those), and ``release()`` hands back the pages
+            each table read before the next one runs.
     """
     a = data.analysis
     n = data.n_events
@@ -116,10 +116,10 @@ def write_analysis(data, writer, read_back=None) -> dict:
                                  2 * len(a.partial_overlaps)),
         "counters": {k: int(getattr(a, k)) for k in _COUNTERS},
     }
-    del per_event
+    del per_event, a                    # the computed arrays: only data.analysis holds them now
     release = read_back.release if read_back is not None else (lambda: None)
     if read_back is not None:
-        a = read_back.analysis(data, entry)
+        read_back.analysis(data, entry)
     summaries = {}
     for name, grouping in _SUMMARIES.items():
         if name not in _BY_SHAPE or data.metadata.get("record_shapes") or data.metadata.get("with_flops"):

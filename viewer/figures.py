@@ -61,8 +61,10 @@ def phase_split_figure(splits: dict[str, dict[str, int]]) -> go.Figure:
 
 
 # Most bars in the per-step chart: beyond, consecutive steps share a bar (their mean), so a
-# profile of tens of thousands of steps still draws a few thousand shapes.
-MAX_STEP_BARS = 500
+# profile of tens of thousands of steps still draws a few hundred shapes per category. 200 bars
+# are 4-5 pixels each on a page-wide chart, wide enough to point at; 500 (1-2 pixels) took the
+# browser 0.6 s more to draw the Overview of a 10M-event trace (8 categories a bar).
+MAX_STEP_BARS = 200
 
 
 def step_bars(steps: list[dict]):

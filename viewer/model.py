@@ -25,7 +25,7 @@ from gradtrace.profiler.phases import PHASES, phase_of_events
 
 from .cache import AnalysisCache
 
-__all__ = ["ProfileView", "GROUPINGS", "grouping", "PHASES", "phase_of_events", "group_rows"]
+__all__ = ["ProfileView", "GROUPINGS", "grouping", "PHASES", "phase_of_events", "group_rows", "step_phase_sums"]
 
 SCOPE_LABELS = {int(Scope.FUNCTION): "op", int(Scope.BACKWARD_FUNCTION): "backward node",
                 int(Scope.USER_SCOPE): "user scope"}
@@ -86,6 +86,36 @@ class PhaseSplit:
 
     def as_dict(self) -> dict[str, int]:
         return {p: getattr(self, p) for p in PHASES}
+
+
+def step_phase_sums(starts, ends, ev_start, phase, self_ns, by_slices: bool | None = None) -> np.ndarray:
+    """Σ ``self_ns`` per (step, phase) of the events in each step: an event counts in the last
+    step starting at or before it, if it starts before that step ends.
+
+    Args:
+        starts, ends: the steps, in start order; ev_start, phase, self_ns: per event.
+        by_slices: None: when events are stored in start order (they are), each step's
+            events are one slice, summed from running totals with no search per event;
+            False: a step found for each event (any order).
+    Returns:
+        int64 array (steps, 3): forward, backward, optimizer.
+    """
+    if by_slices is None:
+        by_slices = bool(np.all(starts[1:] >= starts[:-1]) and np.all(ev_start[1:] >= ev_start[:-1]))
+    if by_slices:
+        lo = np.searchsorted(ev_start, starts, side="left")
+        hi = np.minimum(np.searchsorted(ev_start, ends, side="left"), np.append(lo[1:], len(ev_start)))
+        hi = np.maximum(hi, lo)
+        out = np.empty((len(starts), 3), dtype=np.int64)
+        for code in (_FORWARD, _BACKWARD, _OPTIMIZER):
+            total = np.concatenate([[0], np.cumsum(np.where(phase == code, self_ns, 0), dtype=np.int64)])
+            out[:, code] = total[hi] - total[lo]
+        return out
+    k = np.searchsorted(starts, ev_start, side="right") - 1
+    pick = (k >= 0) & (ev_start < ends[np.maximum(k, 0)]) & (phase >= 0)
+    # Sums of integers below 2**53: exact in the float weights.
+    return np.rint(np.bincount(k[pick] * 3 + phase[pick], weights=self_ns[pick],
+                               minlength=3 * len(starts))).astype(np.int64).reshape(-1, 3)
 
 
 class ProfileView:
@@ -182,9 +212,10 @@ class ProfileView:
     def _phase_split(self, clock: str) -> PhaseSplit:
         a = self.data.analysis
         self_ns = a.self_cpu_ns if clock == "cpu" else a.self_cuda_ns
-        phase = self.phase
-        per = [int(self_ns[phase == p].sum()) for p in (_FORWARD, _BACKWARD, _OPTIMIZER)]
-        other = int(self_ns[phase == _NO_PHASE].sum())
+        # One pass for the four sums (integers below 2**53: exact in the float weights).
+        sums = np.bincount(self.phase.astype(np.intp) - _NO_PHASE, weights=self_ns, minlength=4)
+        per = [int(round(sums[p - _NO_PHASE])) for p in (_FORWARD, _BACKWARD, _OPTIMIZER)]
+        other = int(round(sums[0]))
         return PhaseSplit(per[0], per[1], per[2], max(other, 0))
 
     def step_phases(self) -> list[dict]:
@@ -205,14 +236,9 @@ class ProfileView:
         cols, a = self.data.event_columns, self.data.analysis
         starts = np.array([s for _, s, _ in steps], dtype=np.int64)
         ends = np.array([e for _, _, e in steps], dtype=np.int64)
-        ev_start = cols["start_ns"]
-        k = np.searchsorted(starts, ev_start, side="right") - 1
-        inside = (k >= 0) & (ev_start < ends[np.maximum(k, 0)])
-        per_phase = {}
-        for p, code in (("forward", _FORWARD), ("backward", _BACKWARD), ("optimizer", _OPTIMIZER)):
-            pick = inside & (self.phase == code)
-            # Sums of integers below 2**53: exact in the float weights.
-            per_phase[p] = np.bincount(k[pick], weights=a.self_cpu_ns[pick], minlength=len(steps)).astype(np.int64)
+        sums = step_phase_sums(starts, ends, cols["start_ns"], self.phase, a.self_cpu_ns)
+        per_phase = {p: sums[:, code] for p, code in (("forward", _FORWARD), ("backward", _BACKWARD),
+                                                       ("optimizer", _OPTIMIZER))}
         duration = ends - starts
         other = np.maximum(0, duration - per_phase["forward"] - per_phase["backward"] - per_phase["optimizer"])
         # The rows built from whole columns (tens of thousands of steps: a loop of dicts per

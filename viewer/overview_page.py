@@ -90,7 +90,8 @@ def page(view: ProfileView) -> html.Div:
         ]),
         section("Time per step", dcc.Graph(id="ov-steps", figure=figures.step_phase_figure(steps),
                                            config=GRAPH_CONFIG),
-                note="Each bar is one ProfilerStep#N (beyond 1,000 steps, the mean of consecutive steps), "
+                note=f"Each bar is one ProfilerStep#N (beyond {figures.MAX_STEP_BARS:,} steps, the mean of "
+                     "consecutive steps), "
                      "from one step() call to the next: forward, "
                      "backward and optimizer self time, and 'other', the rest of the step (data "
                      "loading, Python between ops).", id="ov-steps-section") if steps else

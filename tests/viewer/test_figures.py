@@ -96,7 +96,7 @@ def test_per_step_chart_of_many_steps_draws_at_most_max_step_bars():
     steps = [{"step": f"ProfilerStep#{k}", "duration": 10_000_000, "forward": 2_000_000 + k, "backward": 3_000_000,
               "optimizer": 1_000_000, "other": 4_000_000 - k} for k in range(2_500)]
     fig = figures.step_phase_figure(steps)
-    per_bar = -(-2_500 // figures.MAX_STEP_BARS)              # 5 steps a bar at 500 bars
+    per_bar = -(-2_500 // figures.MAX_STEP_BARS)              # 13 steps a bar at 200 bars
     assert all(len(t.x) == -(-2_500 // per_bar) <= figures.MAX_STEP_BARS for t in fig.data)
     assert fig.data[0].x[0] == f"0–{per_bar - 1}" and fig.data[0].x[-1].endswith("–2499")
     assert fig.data[0].y[0] == pytest.approx((2_000_000 + (per_bar - 1) / 2) / 1e6)

@@ -5,12 +5,14 @@ import base64
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gradtrace import profiler
 from gradtrace.profiler import Scope, synthetic
 from gradtrace.viewer.graph import colour_scale
 from gradtrace.viewer.loading import UploadError, decode_upload
-from gradtrace.viewer.model import ProfileView, phase_of_events
+from gradtrace.viewer.model import ProfileView, phase_of_events, step_phase_sums
 from gradtrace.viewer.timeline import TimelineIndex, _merge_runs
 
 F, B, U = int(Scope.FUNCTION), int(Scope.BACKWARD_FUNCTION), int(Scope.USER_SCOPE)
@@ -127,6 +129,24 @@ def test_step_phases_add_up_to_each_step(small, mlp):
     assert step["backward"] > 0 and step["optimizer"] > 0 and step["other"] > 0
     for st in mlp.step_phases():
         assert st["other"] >= 0 and sum(st[p] for p in ("forward", "backward", "optimizer", "other")) >= st["duration"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 30)), min_size=1, max_size=8),
+       st.lists(st.tuples(st.integers(0, 90), st.integers(-1, 2), st.integers(0, 1000)), max_size=60))
+def test_step_phase_sums_by_slices_are_the_sums_by_search(steps, events):
+    """Events in start order summed a slice per step, against a step found per event:
+    steps that overlap, touch, start together or hold no event; events before, between,
+    after and at the edges of steps."""
+    starts = np.sort(np.array([s for s, _ in steps], dtype=np.int64))
+    ends = starts + np.array([d for _, d in steps], dtype=np.int64)
+    events = sorted(events)
+    ev_start = np.array([e[0] for e in events], dtype=np.int64)
+    phase = np.array([e[1] for e in events], dtype=np.int8)
+    self_ns = np.array([e[2] for e in events], dtype=np.int64)
+    search = step_phase_sums(starts, ends, ev_start, phase, self_ns, by_slices=False)
+    assert np.array_equal(step_phase_sums(starts, ends, ev_start, phase, self_ns, by_slices=True), search)
+    assert np.array_equal(step_phase_sums(starts, ends, ev_start, phase, self_ns), search)
 
 
 def test_operator_rows_merge_steps_unless_per_step(mlp):
