@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .metrics import group_reduce
 from .modules import module_of_events
 from .records import MemoryCategory
 
@@ -225,21 +226,29 @@ def memory_table(data: "ProfileData", by: str = "op") -> list[dict]:
         group_of_event, labels = module_of_events(data)
         group = np.asarray(group_of_event)[ev[allocs]]
     else:
-        name_ids, group = np.unique(data.event_columns["name_id"][ev[allocs]], return_inverse=True)
-        labels = [data.strings[int(i)] for i in name_ids]
-        labels = ["ProfilerStep#*" if n.startswith("ProfilerStep#") else n for n in labels]
+        # String ids span a small range: a table, not a sort of millions of allocations.
+        name_ids = data.event_columns["name_id"][ev[allocs]]
+        group = name_ids.astype(np.intp)
+        labels = ["ProfilerStep#*" if n.startswith("ProfilerStep#") else n for n in data.strings]
     group = np.asarray(group).reshape(-1)
-    rows: dict[str, dict] = {}
+    n_groups = len(labels)
+    alloc_bytes = b[allocs]
+    # Per group, in one pass each (sums of bytes below 2**53: exact in the float weights).
+    count = np.bincount(group, minlength=n_groups)
+    allocated = group_reduce("sum", group, n_groups, alloc_bytes)
+    freed = group_reduce("sum", group, n_groups, freed_of[allocs])
     categorized = bool(data.metadata.get("memory_categories"))
-    present = [k for k in KIND_ORDER if categorized and np.any(kinds[allocs] == k)]
-    for g in np.unique(group).tolist():
-        pick = allocs[group == g]
+    alloc_kinds = kinds[allocs]
+    present = [k for k in KIND_ORDER if categorized and np.any(alloc_kinds == k)]
+    by_kind = {k: group_reduce("sum", group, n_groups, np.where(alloc_kinds == k, alloc_bytes, 0)) for k in present}
+    rows: dict[str, dict] = {}
+    for g in np.flatnonzero(count).tolist():
         row = rows.setdefault(labels[g], dict({"name": labels[g], "allocated": 0, "freed": 0, "net": 0,
                                                "allocations": 0}, **{kind_key(k): 0 for k in present}))
-        row["allocated"] += int(b[pick].sum())
-        row["freed"] += int(freed_of[pick].sum())
+        row["allocated"] += int(allocated[g])
+        row["freed"] += int(freed[g])
         row["net"] = row["allocated"] - row["freed"]
-        row["allocations"] += len(pick)
+        row["allocations"] += int(count[g])
         for k in present:
-            row[kind_key(k)] += int(b[pick[kinds[pick] == k]].sum())
+            row[kind_key(k)] += int(by_kind[k][g])
     return sorted(rows.values(), key=lambda r: -r["allocated"])
