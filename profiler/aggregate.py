@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .data import ProfileData
 
 __all__ = ["FunctionEvent", "EventList", "FunctionEventAvg", "KeyAverages",
-           "ForwardBackwardRow", "ForwardBackwardSummary", "STEP_PREFIX", "sort_rows"]
+           "ForwardBackwardRow", "ForwardBackwardSummary", "STEP_PREFIX", "sort_rows", "group_rows"]
 
 STEP_PREFIX = "ProfilerStep#"
 
@@ -333,6 +333,19 @@ def _combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     _, a_d = _dense(a)
     ub, b_d = _dense(b)
     return a_d * max(len(ub), 1) + b_d
+
+
+def group_rows(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by integer key columns: (first row of each group, group of each row), the
+    groups in the order of their keys (``np.unique(np.stack(keys), axis=1)``'s, without its
+    sort of every row: each column is made dense, by a table where its values span little)."""
+    if len(keys[0]) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    key = keys[0]
+    for other in keys[1:]:
+        key = _combine(key, other)
+    _, first, group = _unique(key, return_index=True)
+    return first, group
 
 
 def _stack_prefix_ids(data: "ProfileData", stack_ids: np.ndarray, n: int) -> tuple[np.ndarray, list]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .aggregate import group_rows
 from .gpu import device_work
 from .kernel_names import (BUS_BANDWIDTH_FACTORS, COMMUNICATION, COMMUNICATION_OP, COMPUTATION, MEMORY, TENSOR_CORE_ELIGIBLE_OPS,
                            TENSOR_CORE_KERNEL_PATTERNS, collective_of, collective_of_op, kernel_type, memcpy_kind, nccl_algorithm,
@@ -72,14 +73,6 @@ class KernelRow:
     kind: str
 
 
-def _groups(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(first row of each group, group of each row) for rows keyed by integer columns."""
-    if len(keys[0]) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    _, first, inverse = np.unique(np.stack(keys), axis=1, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
-
-
 def _weighted(values: np.ndarray, weight: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
     ok = np.isfinite(values)
     w = np.bincount(group[ok], weights=weight[ok], minlength=n)
@@ -111,7 +104,7 @@ def kernel_table(data: "ProfileData", by_op: bool = False, by_launch: bool = Fal
                   for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]
         keys = [work.name_id.astype(np.int64)] + ([op_name.astype(np.int64)] if by_op else []) + \
             (launch if by_launch else [])
-        first, group = _groups(keys)
+        first, group = group_rows(keys)
         n = len(first)
         count = np.bincount(group, minlength=n)
         total = np.bincount(group, weights=dur, minlength=n)

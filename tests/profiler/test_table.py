@@ -1,7 +1,10 @@
 """key_averages().table(): exact text, PyTorch's columns and order, alignment, units, sums."""
 import re
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gradtrace.profiler import Scope
 from gradtrace.profiler.synthetic import from_events, training_profile
@@ -205,3 +208,20 @@ def test_rows_as_dicts():
     assert total.key == "Total" and total.count == 5
     assert total.self_cpu_time_total == pytest.approx(2000.0)
     assert re.fullmatch(r"<FunctionEventAvg key='Total'.*>", repr(total))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 5), st.integers(0, 2**40), st.integers(-1, 1)), max_size=40),
+       st.integers(1, 3))
+def test_group_rows_are_numpy_unique_of_the_stacked_keys(rows, n_keys):
+    """Groups of rows keyed by 1-3 integer columns (small and wide spans): the first row and
+    the group of each row that np.unique(..., axis=1) gives."""
+    from gradtrace.profiler.aggregate import group_rows
+
+    keys = [np.array([r[k] for r in rows], dtype=np.int64) for k in range(n_keys)]
+    first, group = group_rows(keys)
+    if not rows:
+        assert len(first) == 0 and len(group) == 0
+        return
+    _, want_first, want_group = np.unique(np.stack(keys), axis=1, return_index=True, return_inverse=True)
+    assert first.tolist() == want_first.tolist() and group.tolist() == want_group.reshape(-1).tolist()
