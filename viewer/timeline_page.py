@@ -91,9 +91,14 @@ def register_callbacks(app: Dash, registry) -> None:
         revision = str(window.get("revision", "timeline"))
         if prop == "tl-graph.relayoutData":
             new = _relayout_range(relayout)
-            if new is None:
+            if new is None and not (isinstance(relayout, dict) and relayout.get("autosize")):
                 raise PreventUpdate
-            x_range = None if new == "auto" else new
+            # The graph's first draw reports an autosize: answered with the figure for the
+            # current state, not skipped. A link or step chosen while the page was loading
+            # sent its own request first, and Dash drops that answer once the same callback
+            # is asked again: skipping this one lost the choice.
+            if new is not None:
+                x_range = None if new == "auto" else new
         elif prop == "tl-reset.n_clicks":
             x_range, revision = None, f"reset-{reset}"
         elif prop == "tl-step.value":

@@ -197,7 +197,9 @@ def test_timeline_zoom_links_and_click(dash_duo, profiles, shot):
     # Link the forward op "tanh" to its backward nodes through the dropdown.
     dash_duo.select_dcc_dropdown("#tl-link-op", value="tanh")
     wait_until(lambda: any(name == "forward → backward" for _, name, _ in plot_traces(dash_duo, "tl-graph")),
-               what="link trace")
+               what="link trace", show=lambda: (dash_duo.find_element("#tl-link-op").text,
+                                                dash_duo.find_element("#tl-status").text,
+                                                plot_traces(dash_duo, "tl-graph")))
     wait_until(lambda: "3 forward→backward link(s)" in dash_duo.find_element("#tl-status").text,
                what="the links' status", show=lambda: dash_duo.find_element("#tl-status").text)
     # Zoom: the server redraws the window.
@@ -206,6 +208,11 @@ def test_timeline_zoom_links_and_click(dash_duo, profiles, shot):
         "const gd = document.querySelector('#tl-graph .js-plotly-plot');"
         "const r = gd.layout.xaxis.range; Plotly.relayout(gd, {'xaxis.range': [r[0], r[0] + (r[1]-r[0]) / 3]});")
     wait_until(lambda: dash_duo.find_element("#tl-status").text != before, what="windowed redraw")
+    # The status is written before plotly has drawn the new figure: wait for its ranges.
+    wait_until(lambda: dash_duo.driver.execute_script(
+        "const gd = document.querySelector('#tl-graph .js-plotly-plot');"
+        "return gd && gd.data.some(t => t.name === 'forward op' && t.customdata && t.customdata.length);"),
+        what="the redrawn window's forward ops")
     # A click on a range (what plotly reports for a click on the first forward op).
     dash_duo.driver.execute_script(
         "const gd = document.querySelector('#tl-graph .js-plotly-plot');"
@@ -352,8 +359,13 @@ def test_markup_in_names_is_text(dash_duo, profiles, shot):
 # --------------------------------------------------------------------------- steps (issue 18)
 
 
-def _step_traces(dash_duo):
-    return wait_until(lambda: plot_traces(dash_duo, "ov-steps"), what="per-step figure")
+def _step_traces(dash_duo, n_steps: int):
+    """The per-step figure's traces once all four phases are drawn with every step (under
+    load plotly can be caught between its first traces and the rest)."""
+    def drawn():
+        traces = plot_traces(dash_duo, "ov-steps")
+        return traces if traces and len(traces) == 4 and all(t[2] == n_steps for t in traces) else None
+    return wait_until(drawn, what="per-step figure", show=lambda: plot_traces(dash_duo, "ov-steps"))
 
 
 @pytest.mark.parametrize("name, n_steps", [("gpt3", 3), ("steps100", 101)])
@@ -365,7 +377,7 @@ def test_overview_per_step_chart(dash_duo, step_profiles, shot, name, n_steps):
     assert len(steps) == n_steps
     app = viewer.create_app(step_profiles[name])
     start(dash_duo, app)
-    traces = _step_traces(dash_duo)
+    traces = _step_traces(dash_duo, n_steps)
     assert [t[1] for t in traces] == ["forward", "backward", "optimizer", "other"]
     assert all(t[0] == "bar" and t[2] == n_steps for t in traces)
     # Each bar adds up to its step's wall time (ms).
