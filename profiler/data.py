@@ -184,7 +184,7 @@ class ProfileData:
         return list(self._step_ranges[device_aligned])
 
     def _find_step_ranges(self, device_aligned: bool) -> list[tuple[str, int, int]]:
-        is_step = np.array([s.startswith("ProfilerStep#") for s in self.strings] or [False])
+        is_step = np.array([s.startswith(aggregate.STEP_PREFIX) for s in self.strings] or [False])
         cols = self.event_columns
         # A table lookup, not np.isin (a sort of every event: a third of a second at 10M).
         pick = np.flatnonzero(is_step[cols["name_id"]] & (cols["scope"] == Scope.USER_SCOPE))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .aggregate import STEP_PREFIX
 from .metrics import group_reduce
 from .modules import module_of_events
 from .records import MemoryCategory
@@ -226,10 +227,9 @@ def memory_table(data: "ProfileData", by: str = "op") -> list[dict]:
         group_of_event, labels = module_of_events(data)
         group = np.asarray(group_of_event)[ev[allocs]]
     else:
-        # String ids span a small range: a table, not a sort of millions of allocations.
-        name_ids = data.event_columns["name_id"][ev[allocs]]
-        group = name_ids.astype(np.intp)
-        labels = ["ProfilerStep#*" if n.startswith("ProfilerStep#") else n for n in data.strings]
+        # Grouped by string id (a small range: no sort of millions of allocations).
+        group = data.event_columns["name_id"][ev[allocs]].astype(np.intp)
+        labels = [STEP_PREFIX + "*" if n.startswith(STEP_PREFIX) else n for n in data.strings]
     group = np.asarray(group).reshape(-1)
     n_groups = len(labels)
     alloc_bytes = b[allocs]
